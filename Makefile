@@ -1,0 +1,33 @@
+# The interface CI and people share. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME ?= 20s
+BENCHTIME ?= 1s
+
+.PHONY: help build test test-unit bench fuzz lint cql-start
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## compile every package and binary
+	$(GO) build ./...
+
+test: ## everything CI runs: vet, race tests on both storage backends against a real Cassandra
+	bash tools/test.sh
+
+test-unit: ## tests that need no CQL server (the Scylla backend's tests skip, saying why)
+	$(GO) test -race -count=1 ./...
+
+bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
+	bash tools/test.sh bench $(BENCHTIME)
+
+fuzz: ## run every fuzz target for FUZZTIME each
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+lint: ## go vet and a pinned staticcheck
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...

@@ -1,0 +1,110 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/autopush-go/autopush/storage"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/uuid"
+)
+
+// Channels are keys without values under the user's channel prefix. They
+// expire with the user: the sweeper drops them with the router record.
+
+// AddChannel implements storage.Store. One durable write.
+func (s *Store) AddChannel(ctx context.Context, uaid, chid uuid.UUID) error {
+	return s.writeChannel(ctx, "add channel", uaid, chid, func(b *pebble.Batch, k []byte) { b.Set(k, nil, nil) })
+}
+
+// RemoveChannel implements storage.Store. One durable write.
+func (s *Store) RemoveChannel(ctx context.Context, uaid, chid uuid.UUID) error {
+	return s.writeChannel(ctx, "remove channel", uaid, chid, func(b *pebble.Batch, k []byte) { b.Delete(k, nil) })
+}
+
+func (s *Store) writeChannel(ctx context.Context, op string, uaid, chid uuid.UUID, write func(*pebble.Batch, []byte)) error {
+	if err := storage.ValidateChannel(uaid, chid); err != nil {
+		return fmt.Errorf("embedded: %s: %w", op, err)
+	}
+	if err := s.enter(ctx, op); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	b := s.db.NewBatch()
+	write(b, channelKey(uaid, chid))
+	if err := s.commit(b); err != nil {
+		return failed(op, err)
+	}
+	return nil
+}
+
+// Channels implements storage.Store. One local range scan.
+func (s *Store) Channels(ctx context.Context, uaid uuid.UUID) ([]uuid.UUID, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return nil, fmt.Errorf("embedded: channels: %w", err)
+	}
+	if err := s.enter(ctx, "channels"); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	out := []uuid.UUID{}
+	err := s.scan(channelPrefix(uaid), nil, func(k, _ []byte) (bool, error) {
+		var c uuid.UUID
+		copy(c[:], k[17:])
+		out = append(out, c)
+		return true, nil
+	})
+	if err != nil {
+		return nil, failed("channels", err)
+	}
+	return out, nil
+}
+
+// HasChannel implements storage.Store. One local read.
+func (s *Store) HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error) {
+	if err := storage.ValidateChannel(uaid, chid); err != nil {
+		return false, fmt.Errorf("embedded: has channel: %w", err)
+	}
+	if err := s.enter(ctx, "has channel"); err != nil {
+		return false, err
+	}
+	defer s.mu.RUnlock()
+	_, closer, err := s.db.Get(channelKey(uaid, chid))
+	if err == pebble.ErrNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, failed("has channel", err)
+	}
+	return true, closer.Close()
+}
+
+// scan calls fn for each key with the given prefix, from lower (or the
+// prefix) onwards, until fn returns false. The slices are only valid
+// during the call.
+func (s *Store) scan(prefix, lower []byte, fn func(k, v []byte) (bool, error)) error {
+	if lower == nil {
+		lower = prefix
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		more, err := fn(it.Key(), v)
+		if err != nil || !more {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	return it.Close()
+}

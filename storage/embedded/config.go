@@ -1,0 +1,67 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config of the embedded backend. The zero value of every field but Dir
+// means its default.
+type Config struct {
+	// Dir is the data directory; created if missing. Required.
+	Dir string
+	// IdleTTL: a user that has not connected for this long expires with
+	// its channels and messages. Default 60 days.
+	IdleTTL time.Duration
+	// SweepInterval: how often expired messages and users are deleted
+	// from disk. Reads never return expired data in between. Default 1m.
+	SweepInterval time.Duration
+	// CacheBytes is Pebble's block cache. Default 64 MiB.
+	CacheBytes int64
+	// NoSync commits without fsync: a crash may lose the last writes.
+	// Only for benchmarks and throwaway dev data. Default false.
+	NoSync bool
+	// Logger receives sweeper errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Config, one place.
+const (
+	DefaultIdleTTL       = 60 * 24 * time.Hour
+	DefaultSweepInterval = time.Minute
+	DefaultCacheBytes    = 64 << 20
+)
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.IdleTTL == 0 {
+		out.IdleTTL = DefaultIdleTTL
+	}
+	if out.SweepInterval == 0 {
+		out.SweepInterval = DefaultSweepInterval
+	}
+	if out.CacheBytes == 0 {
+		out.CacheBytes = DefaultCacheBytes
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+// Validate reports the first setting that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("embedded: config: Dir is required")
+	case c.IdleTTL < 0:
+		return fmt.Errorf("embedded: config: IdleTTL %v is negative", c.IdleTTL)
+	case c.SweepInterval < 0:
+		return fmt.Errorf("embedded: config: SweepInterval %v is negative", c.SweepInterval)
+	case c.CacheBytes < 0:
+		return fmt.Errorf("embedded: config: CacheBytes %d is negative", c.CacheBytes)
+	}
+	return nil
+}

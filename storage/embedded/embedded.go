@@ -1,0 +1,313 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/autopush-go/autopush/storage"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/uuid"
+)
+
+// Store is the embedded backend. All methods are safe for concurrent use.
+//
+// Locking: read-modify-write sequences of one user (router record, topic
+// messages) hold that user's stripe of locks; plain inserts and deletes of
+// timestamp messages and channels take none. Every call holds mu for
+// reading so Close cannot pull the database out from under it. Lock order:
+// mu, then one stripe; never two stripes.
+type Store struct {
+	cfg     Config
+	db      *pebble.DB
+	wo      *pebble.WriteOptions
+	log     *slog.Logger
+	mu      sync.RWMutex
+	closed  bool
+	stripes [256]sync.Mutex
+	stop    chan struct{}
+	swept   sync.WaitGroup
+	// closeOnce makes Close idempotent.
+	closeOnce sync.Once
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open opens (or creates) the store under cfg.Dir and starts its sweeper.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cache := pebble.NewCache(cfg.CacheBytes)
+	defer cache.Unref()
+	db, err := pebble.Open(cfg.Dir, &pebble.Options{
+		Cache:  cache,
+		Logger: pebbleLogger{cfg.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded: open %s: %w", cfg.Dir, err)
+	}
+	s := &Store{cfg: cfg, db: db, wo: pebble.Sync, log: cfg.Logger, stop: make(chan struct{})}
+	if cfg.NoSync {
+		s.wo = pebble.NoSync
+	}
+	s.swept.Add(1)
+	go s.sweepLoop()
+	return s, nil
+}
+
+// enter guards a call against Close; callers defer s.mu.RUnlock().
+func (s *Store) enter(ctx context.Context, op string) error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return fmt.Errorf("embedded: %s: store closed: %w", op, storage.ErrUnavailable)
+	}
+	if err := ctx.Err(); err != nil {
+		s.mu.RUnlock()
+		return fmt.Errorf("embedded: %s: %w: %w", op, storage.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (s *Store) stripe(uaid uuid.UUID) *sync.Mutex { return &s.stripes[uaid[15]] }
+
+// failed wraps an error of Pebble itself: the disk, not the caller.
+func failed(op string, err error) error {
+	return fmt.Errorf("embedded: %s: %w: %w", op, storage.ErrUnavailable, err)
+}
+
+// get returns a copy of the value at key, or nil when there is none.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), v...)
+	return out, closer.Close()
+}
+
+func (s *Store) getRecord(uaid uuid.UUID) (record, bool, error) {
+	v, err := s.get(userKey(uaid))
+	if err != nil || v == nil {
+		return record{}, false, err
+	}
+	rec, err := decodeUser(v)
+	if err != nil {
+		return record{}, false, fmt.Errorf("user %s: %w", uaid, err)
+	}
+	rec.UAID = uaid
+	return rec, true, nil
+}
+
+func (s *Store) commit(b *pebble.Batch) error {
+	defer b.Close()
+	return b.Commit(s.wo)
+}
+
+// GetUser implements storage.Store. One local read.
+func (s *Store) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return storage.User{}, fmt.Errorf("embedded: get user: %w", err)
+	}
+	if err := s.enter(ctx, "get user"); err != nil {
+		return storage.User{}, err
+	}
+	defer s.mu.RUnlock()
+	rec, ok, err := s.getRecord(uaid)
+	if err != nil {
+		return storage.User{}, failed("get user", err)
+	}
+	if !ok || rec.ExpiresAt <= time.Now().UnixNano() {
+		return storage.User{}, fmt.Errorf("embedded: get user %s: %w", uaid, storage.ErrNotFound)
+	}
+	return rec.User, nil
+}
+
+// Connect implements storage.Store. One local read and one durable write,
+// under the user's stripe lock so the connected_at comparison is exact.
+func (s *Store) Connect(ctx context.Context, u storage.User) error {
+	if err := storage.ValidateUser(&u); err != nil {
+		return fmt.Errorf("embedded: connect: %w", err)
+	}
+	if err := s.enter(ctx, "connect"); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	l := s.stripe(u.UAID)
+	l.Lock()
+	defer l.Unlock()
+
+	old, found, err := s.getRecord(u.UAID)
+	if err != nil {
+		return failed("connect", err)
+	}
+	now := time.Now()
+	b := s.db.NewBatch()
+	if found && old.ExpiresAt > now.UnixNano() {
+		if old.ConnectedAt > u.ConnectedAt {
+			b.Close()
+			return fmt.Errorf("embedded: connect %s at %d: newer connection at %d: %w",
+				u.UAID, u.ConnectedAt, old.ConnectedAt, storage.ErrConflict)
+		}
+		u.Cursor = old.Cursor
+	} else {
+		u.Cursor = 0
+	}
+	if found {
+		b.Delete(expiryKey(old.ExpiresAt, userKey(u.UAID)), nil)
+	}
+	if u.LastConnect == 0 {
+		u.LastConnect = now.UnixMilli()
+	}
+	rec := record{User: u, ExpiresAt: now.Add(s.cfg.IdleTTL).UnixNano()}
+	b.Set(userKey(u.UAID), encodeUser(&rec), nil)
+	b.Set(expiryKey(rec.ExpiresAt, userKey(u.UAID)), nil, nil)
+	if err := s.commit(b); err != nil {
+		return failed("connect", err)
+	}
+	return nil
+}
+
+// updateRecord applies change to the live record of uaid under its stripe
+// lock and writes it back when change reports a difference. A missing or
+// expired user is left alone. One local read, at most one durable write.
+func (s *Store) updateRecord(ctx context.Context, op string, uaid uuid.UUID, change func(*record) bool) error {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return fmt.Errorf("embedded: %s: %w", op, err)
+	}
+	if err := s.enter(ctx, op); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	l := s.stripe(uaid)
+	l.Lock()
+	defer l.Unlock()
+	rec, found, err := s.getRecord(uaid)
+	if err != nil {
+		return failed(op, err)
+	}
+	if !found || rec.ExpiresAt <= time.Now().UnixNano() || !change(&rec) {
+		return nil
+	}
+	if err := s.db.Set(userKey(uaid), encodeUser(&rec), s.wo); err != nil {
+		return failed(op, err)
+	}
+	return nil
+}
+
+// ClearNode implements storage.Store.
+func (s *Store) ClearNode(ctx context.Context, uaid uuid.UUID, connectedAt int64) error {
+	return s.updateRecord(ctx, "clear node", uaid, func(r *record) bool {
+		if r.ConnectedAt != connectedAt || r.NodeID == "" {
+			return false
+		}
+		r.NodeID = ""
+		return true
+	})
+}
+
+// AdvanceCursor implements storage.Store.
+func (s *Store) AdvanceCursor(ctx context.Context, uaid uuid.UUID, sortKey uint64) error {
+	return s.updateRecord(ctx, "advance cursor", uaid, func(r *record) bool {
+		if sortKey <= r.Cursor {
+			return false
+		}
+		r.Cursor = sortKey
+		return true
+	})
+}
+
+// DropUser implements storage.Store. One local read and one durable write
+// of range deletions; the expiry entries of the user's messages are left
+// for the sweeper, which finds their targets gone.
+func (s *Store) DropUser(ctx context.Context, uaid uuid.UUID) error {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return fmt.Errorf("embedded: drop user: %w", err)
+	}
+	if err := s.enter(ctx, "drop user"); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	l := s.stripe(uaid)
+	l.Lock()
+	defer l.Unlock()
+	if err := s.dropLocked(uaid); err != nil {
+		return failed("drop user", err)
+	}
+	return nil
+}
+
+func (s *Store) dropLocked(uaid uuid.UUID) error {
+	rec, found, err := s.getRecord(uaid)
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	if found {
+		b.Delete(expiryKey(rec.ExpiresAt, userKey(uaid)), nil)
+	}
+	b.Delete(userKey(uaid), nil)
+	for _, p := range [][]byte{channelPrefix(uaid), append([]byte{prefixMessage}, uaid[:]...)} {
+		b.DeleteRange(p, prefixEnd(p), nil)
+	}
+	return s.commit(b)
+}
+
+// Health implements storage.Store: a write and a read of a probe key.
+func (s *Store) Health(ctx context.Context) error {
+	if err := s.enter(ctx, "health"); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	probe := []byte("health")
+	if err := s.db.Set(probe, []byte(time.Now().UTC().Format(time.RFC3339)), s.wo); err != nil {
+		return failed("health", err)
+	}
+	if _, err := s.get(probe); err != nil {
+		return failed("health", err)
+	}
+	return nil
+}
+
+// Close stops the sweeper, waits for calls in flight and closes the
+// database. Safe to call twice.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		// The sweeper takes mu itself, so it is stopped before mu is.
+		close(s.stop)
+		s.swept.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.closed = true
+		if e := s.db.Close(); e != nil {
+			err = fmt.Errorf("embedded: close: %w", e)
+		}
+	})
+	return err
+}
+
+// pebbleLogger sends Pebble's own logging to slog; its info lines
+// (compactions, flushes) are debug detail for us.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}

@@ -1,0 +1,154 @@
+package storagetest
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/autopush-go/autopush/storage"
+	"github.com/google/uuid"
+)
+
+func testUserLifecycle(t *testing.T, s storage.Store) {
+	uaid := uuid.New()
+	_, err := s.GetUser(ctx(t), uaid)
+	wantKind(t, err, storage.ErrNotFound, "get missing user")
+
+	u := user(uaid, "http://node-a:8081", nowMS())
+	u.RouterType = "fcm"
+	u.RouterData = map[string]string{"token": "abc", "app_id": "app"}
+	must(t, s.Connect(ctx(t), u), "connect")
+
+	got, err := s.GetUser(ctx(t), uaid)
+	must(t, err, "get user")
+	if got.UAID != uaid || got.RouterType != "fcm" || got.NodeID != u.NodeID || got.ConnectedAt != u.ConnectedAt {
+		t.Fatalf("got %+v, want fields of %+v", got, u)
+	}
+	if got.RouterData["token"] != "abc" || got.RouterData["app_id"] != "app" || len(got.RouterData) != 2 {
+		t.Fatalf("router data %v", got.RouterData)
+	}
+	if got.LastConnect <= 0 || got.Cursor != 0 {
+		t.Fatalf("last_connect %d (want set), cursor %d (want 0)", got.LastConnect, got.Cursor)
+	}
+
+	must(t, s.DropUser(ctx(t), uaid), "drop user")
+	_, err = s.GetUser(ctx(t), uaid)
+	wantKind(t, err, storage.ErrNotFound, "get dropped user")
+	must(t, s.DropUser(ctx(t), uaid), "drop missing user")
+}
+
+func testNewestConnectionWins(t *testing.T, s storage.Store) {
+	uaid := uuid.New()
+	t0 := nowMS()
+	must(t, s.Connect(ctx(t), user(uaid, "node-b", t0+10)), "connect newer")
+
+	err := s.Connect(ctx(t), user(uaid, "node-a", t0))
+	wantKind(t, err, storage.ErrConflict, "connect older after newer")
+	got, err := s.GetUser(ctx(t), uaid)
+	must(t, err, "get")
+	if got.NodeID != "node-b" || got.ConnectedAt != t0+10 {
+		t.Fatalf("older connection overwrote newer: %+v", got)
+	}
+
+	must(t, s.Connect(ctx(t), user(uaid, "node-c", t0+20)), "connect newest")
+	got, err = s.GetUser(ctx(t), uaid)
+	must(t, err, "get")
+	if got.NodeID != "node-c" || got.ConnectedAt != t0+20 {
+		t.Fatalf("newest connection did not win: %+v", got)
+	}
+}
+
+func testClearNode(t *testing.T, s storage.Store) {
+	uaid := uuid.New()
+	t0 := nowMS()
+	must(t, s.Connect(ctx(t), user(uaid, "node-a", t0)), "connect")
+
+	must(t, s.ClearNode(ctx(t), uaid, t0-1), "clear with older connected_at")
+	got, err := s.GetUser(ctx(t), uaid)
+	must(t, err, "get")
+	if got.NodeID != "node-a" {
+		t.Fatalf("clear with an older connected_at removed node_id: %+v", got)
+	}
+
+	must(t, s.ClearNode(ctx(t), uaid, t0), "clear matching")
+	got, err = s.GetUser(ctx(t), uaid)
+	must(t, err, "get after clear")
+	if got.NodeID != "" || got.ConnectedAt != t0 {
+		t.Fatalf("matching clear: got %+v, want node_id empty, record kept", got)
+	}
+
+	// The client reconnects elsewhere; a late clear for the old
+	// connection must not touch the new one.
+	must(t, s.Connect(ctx(t), user(uaid, "node-b", t0+5)), "reconnect")
+	must(t, s.ClearNode(ctx(t), uaid, t0), "late clear of old connection")
+	got, err = s.GetUser(ctx(t), uaid)
+	must(t, err, "get after late clear")
+	if got.NodeID != "node-b" {
+		t.Fatalf("late clear removed the newer connection: %+v", got)
+	}
+
+	must(t, s.ClearNode(ctx(t), uuid.New(), t0), "clear missing user")
+}
+
+// testConcurrentConnectAndClear races connections of one user against
+// clears of every connection but the newest: whatever the interleaving, the
+// newest connection must be recorded with its node afterwards.
+func testConcurrentConnectAndClear(t *testing.T, s storage.Store) {
+	const writers = 24
+	uaid := uuid.New()
+	t0 := nowMS()
+	stamps := rand.Perm(writers)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*writers)
+	for _, i := range stamps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := t0 + int64(i)
+			err := s.Connect(ctx(t), user(uaid, nodeName(i), ts))
+			if err != nil && !errors.Is(err, storage.ErrConflict) {
+				errs <- err
+			}
+			if i != writers-1 {
+				if err := s.ClearNode(ctx(t), uaid, ts); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent connect/clear: %v", err)
+	}
+	got, err := s.GetUser(ctx(t), uaid)
+	must(t, err, "get")
+	if got.ConnectedAt != t0+writers-1 || got.NodeID != nodeName(writers-1) {
+		t.Fatalf("after the race: %+v, want connected_at %d on %s", got, t0+writers-1, nodeName(writers-1))
+	}
+}
+
+func nodeName(i int) string { return "http://node-" + string(rune('a'+i)) + ":8081" }
+
+func testCursor(t *testing.T, s storage.Store) {
+	uaid := uuid.New()
+	t0 := nowMS()
+	must(t, s.Connect(ctx(t), user(uaid, "node-a", t0)), "connect")
+	k1, k2 := storage.NewSortKey(), storage.NewSortKey()
+
+	must(t, s.AdvanceCursor(ctx(t), uaid, k2), "advance")
+	must(t, s.AdvanceCursor(ctx(t), uaid, k1), "advance backwards")
+	got, err := s.GetUser(ctx(t), uaid)
+	must(t, err, "get")
+	if got.Cursor != k2 {
+		t.Fatalf("cursor %d, want %d (it must never move back)", got.Cursor, k2)
+	}
+
+	must(t, s.Connect(ctx(t), user(uaid, "node-b", t0+1)), "reconnect")
+	got, err = s.GetUser(ctx(t), uaid)
+	must(t, err, "get after reconnect")
+	if got.Cursor != k2 {
+		t.Fatalf("reconnect reset the cursor to %d, want %d", got.Cursor, k2)
+	}
+}

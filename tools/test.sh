@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs the test suite (or the benchmarks) the way CI does: starts a real
+# Cassandra node from tools/cql when CQL_HOSTS is not set, runs every package
+# with the race detector, then runs the "server stopped mid-test" check,
+# which kills that node. The node is stopped by its PID on every exit path.
+#
+#   tools/test.sh               tests
+#   tools/test.sh bench [TIME]  benchmarks (-benchtime TIME, default 1s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-test}
+
+started=""
+cleanup() {
+	if [ -n "$started" ]; then
+		bash tools/cql/stop.sh "$CQL_PID" "$CQL_DIR" >&2 || true
+	fi
+}
+trap cleanup EXIT
+
+if [ -z "${CQL_HOSTS:-}" ]; then
+	echo "== starting a local Cassandra (tools/cql/start.sh)" >&2
+	eval "$(bash tools/cql/start.sh)"
+	export CQL_HOSTS CQL_PID CQL_DIR
+	started=1
+fi
+
+if [ "$mode" = bench ]; then
+	go test -run '^$' -bench . -benchmem -benchtime "${2:-1s}" ./storage/...
+	exit 0
+fi
+
+# run NAME CMD...: runs a go test command with -v into a log, prints one
+# line per test and package (so the output shows what passed where), and
+# the whole log when it fails.
+run() {
+	local name=$1 log
+	shift
+	log=$(mktemp)
+	echo "== $name" >&2
+	if "$@" >"$log" 2>&1; then
+		grep -E '^(\s*--- (PASS|FAIL|SKIP)|ok |FAIL|PASS$)' "$log" | grep -v -- '--- PASS: Fuzz.*/seed#' || true
+		rm -f "$log"
+		return 0
+	fi
+	cat "$log"
+	echo "FAILED: $name (log: $log)" >&2
+	return 1
+}
+
+echo "== go vet" >&2
+go vet ./...
+run "go test -race (CQL_HOSTS=$CQL_HOSTS)" go test -race -count=1 -v -timeout 15m ./...
+if [ -n "$started" ]; then
+	run "storage unavailable when the CQL server stops (kills pid $CQL_PID)" \
+		env CQL_STOP_PID="$CQL_PID" go test -count=1 -v -run '^TestServerStopped$' ./storage/scylla/
+fi
