@@ -97,15 +97,18 @@ type MessageKey struct {
 var lastSortKey atomic.Uint64
 
 // NewSortKey returns the current time in nanoseconds since the Unix epoch,
-// strictly greater than any value it returned before in this process, so
-// two messages stored by one node never share a key. Safe for concurrent
+// in a microsecond later than any value it returned before in this process.
+// Distinct microseconds matter because CQL write timestamps are
+// microseconds (ScyllaDB rejects larger scales by default), and the scylla
+// backend orders message versions and the cursor by SortKey/1000. This
+// caps one process at a million sort keys a second. Safe for concurrent
 // use.
 func NewSortKey() uint64 {
 	for {
 		now := uint64(time.Now().UnixNano())
 		last := lastSortKey.Load()
-		if now <= last {
-			now = last + 1
+		if now/1000 <= last/1000 {
+			now = (last/1000 + 1) * 1000
 		}
 		if lastSortKey.CompareAndSwap(last, now) {
 			return now

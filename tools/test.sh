@@ -20,7 +20,9 @@ trap cleanup EXIT
 
 if [ -z "${CQL_HOSTS:-}" ]; then
 	echo "== starting a local Cassandra (tools/cql/start.sh)" >&2
-	eval "$(bash tools/cql/start.sh)"
+	# Not eval "$(...)" directly: that would hide a failed start.
+	out=$(bash tools/cql/start.sh) || { echo "FAILED: could not start Cassandra" >&2; exit 1; }
+	eval "$out"
 	export CQL_HOSTS CQL_PID CQL_DIR
 	started=1
 fi

@@ -1,0 +1,39 @@
+// Package scylla is the storage.Store backend for ScyllaDB and Apache
+// Cassandra, through gocql (the scylladb fork, which also speaks to
+// Cassandra).
+//
+// It is for deployments that run several connection and endpoint nodes
+// against one shared, replicated database. Single-node deployments use
+// storage/embedded instead.
+//
+// # Design
+//
+// Two tables (schema.cql): router holds one partition per user agent,
+// whose static columns are the router record and whose clustering rows are
+// the subscribed channels, so dropping a user is one partition delete;
+// message holds one partition per user agent with topic and timestamp
+// messages as clustering rows.
+//
+// Every ordering rule of the storage contract (newest connection wins, a
+// clear never removes a newer connection, the cursor only moves forward, an
+// old topic version never replaces or deletes a newer one) is enforced by
+// Cassandra's last-write-wins cell reconciliation with explicit write
+// timestamps derived from the data (ConnectedAt, SortKey), never by
+// lightweight transactions (IF ...): no Paxos round trips, no contention,
+// and the outcome is the same whatever order concurrent writes arrive in.
+// The timestamp of each cell and the rules that make this work are
+// documented on the methods and in timestamps.go.
+//
+// # Never
+//
+//   - Never create or alter tables on the hot path: New only checks that the
+//     schema exists; ApplySchema (an operator step, or a test) is the only
+//     code that runs DDL.
+//   - Never use lightweight transactions or logged batches: batches are
+//     unlogged and confined to one partition, so they are a single mutation.
+//   - Never write to the message table or the router cursor without an
+//     explicit timestamp from timestamps.go: a server-assigned timestamp is
+//     in another scale and would break the ordering rules.
+//   - Never return a gocql error unmapped: every error wraps one of the
+//     storage errors (see errors.go) or is wrapped with context as-is.
+package scylla

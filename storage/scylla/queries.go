@@ -1,0 +1,51 @@
+package scylla
+
+// The statements of the package. gocql prepares each distinct query string
+// once per connection and caches it, so these constants are the prepared
+// statements; never build a statement with values spliced in.
+//
+// USING TIMESTAMP values come from timestamps.go; see there and doc.go for
+// why each one is what it is.
+const (
+	// Router record (static columns of the user's router partition).
+	qGetUser = `SELECT router_type, router_data, node_id, connected_at, last_connect, cursor
+		FROM router WHERE uaid = ? LIMIT 1`
+	qConnectState = `SELECT connected_at, channels_refreshed, cursor, WRITETIME(cursor)
+		FROM router WHERE uaid = ? LIMIT 1`
+	qConnect = `UPDATE router USING TIMESTAMP ? AND TTL ?
+		SET router_type = ?, router_data = ?, node_id = ?, connected_at = ?, last_connect = ?
+		WHERE uaid = ?`
+	qClearNode     = `DELETE node_id FROM router USING TIMESTAMP ? WHERE uaid = ?`
+	qAdvanceCursor = `UPDATE router USING TIMESTAMP ? AND TTL ? SET cursor = ? WHERE uaid = ?`
+	qMarkRefreshed = `UPDATE router USING TTL ? SET channels_refreshed = ? WHERE uaid = ?`
+	qDropRouter    = `DELETE FROM router USING TIMESTAMP ? WHERE uaid = ?`
+	qHealth        = `SELECT connected_at FROM router WHERE uaid = ? LIMIT 1`
+
+	// Channels (clustering rows of the router partition).
+	qAddChannel     = `INSERT INTO router (uaid, chid) VALUES (?, ?) USING TTL ?`
+	qRefreshChannel = `INSERT INTO router (uaid, chid) VALUES (?, ?) USING TIMESTAMP ? AND TTL ?`
+	qRemoveChannel  = `DELETE FROM router WHERE uaid = ? AND chid = ?`
+	qChannels       = `SELECT chid FROM router WHERE uaid = ?`
+	qHasChannel     = `SELECT chid FROM router WHERE uaid = ? AND chid = ?`
+
+	// Messages.
+	qSaveMessage = `INSERT INTO message
+		(uaid, kind, sortkey, chid, topic, received, version, ttl, data, headers)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`
+	qDeleteMessage = `DELETE FROM message USING TIMESTAMP ?
+		WHERE uaid = ? AND kind = ? AND sortkey = ? AND chid = ? AND topic = ?`
+	qDropMessages  = `DELETE FROM message USING TIMESTAMP ? WHERE uaid = ?`
+	qTopicMessages = `SELECT chid, topic, received, version, ttl, data, headers
+		FROM message WHERE uaid = ? AND kind = 1`
+	qTimestampMessages = `SELECT sortkey, chid, version, ttl, data, headers
+		FROM message WHERE uaid = ? AND kind = 2 AND sortkey > ? LIMIT ?`
+
+	// Schema check of New.
+	qTables = `SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`
+)
+
+// Values of message.kind.
+const (
+	kindTopic     int8 = 1
+	kindTimestamp int8 = 2
+)

@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# Start a real single-node Apache Cassandra (from Maven Central) on 127.0.0.1
+# for tests. On success prints exactly three shell-eval-able lines to stdout:
+#
+#   CQL_HOSTS=127.0.0.1:PORT
+#   CQL_PID=12345
+#   CQL_DIR=/tmp/cql.XXXXXX
+#
+# Everything else goes to stderr; exit status non-zero on failure (then no
+# node is left running). Typical use (not `eval "$(start.sh)"` directly: eval
+# of an empty string succeeds, hiding a failed start):
+#
+#   out=$(tools/cql/start.sh) || exit 1
+#   eval "$out"; export CQL_HOSTS CQL_PID CQL_DIR
+#   trap 'tools/cql/stop.sh' EXIT
+#
+# Environment (all optional):
+#   CQL_DIR            directory for this node (config, data, logs); default: mktemp -d
+#   CQL_HEAP           maximum JVM heap, -Xmx (default 1g)
+#   CQL_HEAP_MIN       initial JVM heap, -Xms (default 256m); Cassandra mlockall()s
+#                      what is committed at boot, so this is roughly the floor of RSS
+#   CQL_START_TIMEOUT  seconds to wait for CQL to answer (default 180)
+#   CQL_CLUSTER_NAME   cluster name (default autopush-test)
+#   CQL_JVM_OPTS       extra JVM flags, whitespace-separated, appended last
+#   CQL_CACHE_DIR      where the resolved classpath is cached
+#                      (default ${XDG_CACHE_HOME:-~/.cache}/autopush-cql)
+#   KEEP_CQL_DIR=1     keep the directory if startup fails
+#   JAVA_HOME / JAVA   Java 17 to use
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+log() { printf 'cql: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+t0=$(date +%s.%N)
+elapsed() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)"; }
+
+command -v python3 >/dev/null || die "python3 is needed (free ports, CQL readiness probe)"
+if [[ -n "${JAVA:-}" ]]; then :
+elif [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then JAVA=$JAVA_HOME/bin/java
+else JAVA=$(command -v java) || die "java not found (need Java 17)"
+fi
+jv=$("$JAVA" -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')
+[[ "$jv" == 17 ]] || log "warning: Java $jv found; Cassandra 5.0 supports Java 11 and 17 (flags here are for 17)"
+
+HEAP=${CQL_HEAP:-1g}
+HEAP_MIN=${CQL_HEAP_MIN:-256m}
+TIMEOUT=${CQL_START_TIMEOUT:-180}
+CLUSTER_NAME=${CQL_CLUSTER_NAME:-autopush-test}
+
+# ---------------------------------------------------------------- classpath
+# Resolved once per pom.xml content with Maven (local repo ~/.m2 as usual),
+# then cached as a plain file; re-resolved if any jar went missing.
+CACHE=${CQL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/autopush-cql}
+mkdir -p "$CACHE"
+key=$(sha256sum "$HERE/pom.xml" | cut -c1-16)
+cpfile=$CACHE/classpath-$key.txt
+
+cp_ok() {
+  [[ -s "$cpfile" ]] || return 1
+  local jar jars
+  IFS=: read -r -a jars <"$cpfile"
+  (( ${#jars[@]} > 0 )) || return 1
+  for jar in "${jars[@]}"; do [[ -f "$jar" ]] || return 1; done
+}
+
+if ! cp_ok; then
+  command -v mvn >/dev/null || die "mvn not found"
+  tmpcp=$(mktemp "$CACHE/classpath.XXXXXX")
+  mvnargs=(-B -q -Dstyle.color=never -f "$HERE/pom.xml" dependency:build-classpath "-Dmdep.outputFile=$tmpcp")
+  log "resolving Cassandra classpath with Maven..."
+  if ! mvn -o "${mvnargs[@]}" >/dev/null 2>&1; then
+    # (sed: Maven 3.8 still emits colour resets in batch/quiet mode)
+    mvn "${mvnargs[@]}" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >&2 ||
+      { rm -f "$tmpcp"; die "Maven could not resolve $HERE/pom.xml"; }
+  fi
+  mv -f "$tmpcp" "$cpfile"
+  cp_ok || die "classpath from Maven is incomplete: $cpfile"
+fi
+CP=$(cat "$cpfile")
+JAMM=
+IFS=: read -r -a jars <"$cpfile" || true
+for jar in "${jars[@]}"; do
+  [[ "$jar" =~ /jamm-[0-9.]+\.jar$ ]] && { JAMM=$jar; break; }
+done
+[[ -n "$JAMM" ]] || die "jamm jar not on classpath"
+
+# -------------------------------------------------------------------- ports
+# Two distinct free loopback ports, held open together so they differ.
+read -r STORAGE_PORT NATIVE_PORT < <(python3 - <<'EOF'
+import socket
+socks = []
+for _ in range(2):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+EOF
+)
+
+# ------------------------------------------------------------------ cleanup
+# On any failure: stop the half-started node, drop the directory we made.
+PID=
+ok=0
+created_dir=0
+DIR=
+alive() {  # PID exists and is not a zombie
+  kill -0 "$PID" 2>/dev/null && ! grep -q '^State:.*zombie' "/proc/$PID/status" 2>/dev/null
+}
+cleanup() {
+  [[ $ok == 1 ]] && return
+  if [[ -n "$PID" ]] && alive; then
+    kill -TERM "$PID" 2>/dev/null || true
+    for _ in $(seq 1 40); do alive || break; sleep 0.25; done
+    alive && kill -KILL "$PID" 2>/dev/null
+  fi
+  [[ $created_dir == 1 && -n "$DIR" ]] || return 0
+  if [[ "${KEEP_CQL_DIR:-0}" != 1 ]]; then
+    rm -rf "$DIR"
+  else
+    log "node directory kept: $DIR"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- directory
+if [[ -n "${CQL_DIR:-}" ]]; then
+  DIR=$CQL_DIR
+  mkdir -p "$DIR"
+else
+  DIR=$(mktemp -d "${TMPDIR:-/tmp}/cql.XXXXXX")
+  created_dir=1
+fi
+DIR=$(cd "$DIR" && pwd)
+# CQL_DIR is also what start.sh prints, so an exported CQL_DIR of a node that
+# is still running must not be shared by a second node.
+if [[ -f "$DIR/cassandra.pid" ]]; then
+  oldpid=$(cat "$DIR/cassandra.pid")
+  oldcmd=
+  if [[ "$oldpid" =~ ^[0-9]+$ && -r "/proc/$oldpid/cmdline" ]]; then
+    oldcmd=$(tr '\0' ' ' <"/proc/$oldpid/cmdline" 2>/dev/null) || true
+  fi
+  if [[ "$oldcmd" == *org.apache.cassandra.service.CassandraDaemon* ]]; then
+    die "$DIR is in use by running node pid $oldpid (unset CQL_DIR to get a fresh directory)"
+  fi
+fi
+mkdir -p "$DIR"/{data,commitlog,saved_caches,hints,cdc_raw,logs,tmp,triggers}
+: >"$DIR/.autopush-cql-node"   # marker: stop.sh only deletes dirs carrying it
+
+sed -e "s|@CLUSTER_NAME@|$CLUSTER_NAME|g" \
+    -e "s|@DIR@|$DIR|g" \
+    -e "s|@STORAGE_PORT@|$STORAGE_PORT|g" \
+    -e "s|@NATIVE_PORT@|$NATIVE_PORT|g" \
+    "$HERE/cassandra.yaml" >"$DIR/cassandra.yaml"
+
+cat >"$DIR/logback.xml" <<EOF
+<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>$DIR/logs/system.log</file>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <logger name="org.apache.cassandra" level="INFO"/>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+EOF
+
+# ---------------------------------------------------------------- JVM flags
+jvm=(
+  -Xms"$HEAP_MIN" -Xmx"$HEAP" -Xss256k
+  # C1 only: about half the startup time on 2 cores, and less CPU taken
+  # from the tests; a test node never needs C2's peak throughput.
+  # CQL_JVM_OPTS=-XX:TieredStopAtLevel=4 turns C2 back on.
+  -XX:TieredStopAtLevel=1
+  -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1
+  -XX:G1RSetUpdatingPauseTimePercent=5 -XX:MaxGCPauseMillis=300
+  -XX:+PerfDisableSharedMem -XX:+ExitOnOutOfMemoryError
+  -XX:ErrorFile="$DIR/logs/hs_err_%p.log"
+  -ea -da:net.openhft...
+  -Djava.net.preferIPv4Stack=true
+  -Djava.io.tmpdir="$DIR/tmp"
+  # Java 17 module access Cassandra needs (from conf/jvm17-server.options).
+  -Djdk.attach.allowAttachSelf=true
+  --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+  --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
+  --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
+  --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
+  --add-exports java.sql/java.sql=ALL-UNNAMED
+  --add-exports java.base/java.lang.ref=ALL-UNNAMED
+  --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
+  --add-exports jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+  --add-exports jdk.attach/sun.tools.attach=ALL-UNNAMED
+  --add-opens java.base/java.lang.module=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.math=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.module=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
+  --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+  --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens java.base/java.io=ALL-UNNAMED
+  --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
+  --add-opens java.base/java.lang=ALL-UNNAMED
+  --add-opens java.base/java.util=ALL-UNNAMED
+  -Dio.netty.tryReflectionSetAccessible=true
+  -Dio.netty.allocator.useCacheForAllThreads=true
+  -Dio.netty.allocator.maxOrder=11
+  # Object sizing for memtable accounting (cassandra-env.sh does the same).
+  -javaagent:"$JAMM"
+  # Never phone home (Chronicle Queue is on the classpath for audit/FQL).
+  -Dchronicle.analytics.disable=true
+  -Dchronicle.announcer.disable=true
+  # The node itself.
+  -Dcassandra-foreground=yes
+  -Dcassandra.config="file://$DIR/cassandra.yaml"
+  -Dcassandra.storagedir="$DIR"
+  -Dcassandra.logdir="$DIR/logs"
+  -Dcassandra.triggers_dir="$DIR/triggers"
+  -Dlogback.configurationFile="$DIR/logback.xml"
+  # Fast single-node startup.
+  -Dcassandra.ring_delay_ms=1000
+  -Dcassandra.skip_wait_for_gossip_to_settle=0
+  -Dcassandra.superuser_setup_delay_ms=0
+  -Dcassandra.load_ring_state=false
+  # Fast SIGTERM: no 2 s wait telling (non-existent) peers we are leaving.
+  -Dcassandra.shutdown_announce_in_ms=0
+)
+# shellcheck disable=SC2206
+jvm+=(${CQL_JVM_OPTS:-})
+
+# ------------------------------------------------------------------- launch
+log "starting Cassandra in $DIR (storage 127.0.0.1:$STORAGE_PORT, CQL 127.0.0.1:$NATIVE_PORT)"
+# setsid: own session, so the node outlives this script and its terminal;
+# exec'd in place, so $! is the java process itself.
+setsid "$JAVA" "${jvm[@]}" -cp "$CP" org.apache.cassandra.service.CassandraDaemon \
+  </dev/null >"$DIR/logs/stdout.log" 2>&1 &
+PID=$!
+echo "$PID" >"$DIR/cassandra.pid"
+
+logtail() {
+  log "---- last lines of $DIR/logs/system.log ----"
+  tail -n 60 "$DIR/logs/system.log" 2>/dev/null | cut -c1-400 >&2 || true
+  if [[ -s "$DIR/logs/stdout.log" ]]; then
+    log "---- last lines of $DIR/logs/stdout.log ----"
+    tail -n 30 "$DIR/logs/stdout.log" | cut -c1-400 >&2 || true
+  fi
+}
+
+# Ready = the native port completes a CQL handshake (STARTUP -> READY) and
+# answers a real query (SELECT release_version FROM system.local).
+probe() {
+  python3 - "$NATIVE_PORT" <<'EOF'
+import socket, struct, sys
+port = int(sys.argv[1])
+
+def frame(stream, op, body):
+    return struct.pack(">BBhBI", 4, 0, stream, op, len(body)) + body
+
+def readn(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            raise EOFError
+        b += c
+    return b
+
+def recv(s):
+    _, _, _, op, ln = struct.unpack(">BBhBI", readn(s, 9))
+    return op, readn(s, ln)
+
+def string(x):
+    x = x.encode()
+    return struct.pack(">H", len(x)) + x
+
+try:
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    s.settimeout(5)
+    s.sendall(frame(1, 0x01, struct.pack(">H", 1) + string("CQL_VERSION") + string("3.0.0")))
+    op, _ = recv(s)
+    if op != 0x02:
+        sys.exit(1)
+    q = b"SELECT release_version FROM system.local"
+    s.sendall(frame(2, 0x07, struct.pack(">I", len(q)) + q + struct.pack(">HB", 0x0001, 0)))
+    op, body = recv(s)
+    if op != 0x08 or struct.unpack(">i", body[:4])[0] != 2:
+        sys.exit(1)
+    # Rows: flags, column count, global table spec, one varchar column.
+    p = 4
+    flags, ncols = struct.unpack(">ii", body[p:p + 8]); p += 8
+    if flags & 0x0001:
+        for _ in range(2):
+            n = struct.unpack(">H", body[p:p + 2])[0]; p += 2 + n
+    for _ in range(ncols):
+        n = struct.unpack(">H", body[p:p + 2])[0]; p += 2 + n
+        p += 2  # type id (varchar, no extra)
+    nrows = struct.unpack(">i", body[p:p + 4])[0]; p += 4
+    if nrows < 1:
+        sys.exit(1)
+    n = struct.unpack(">i", body[p:p + 4])[0]; p += 4
+    print(body[p:p + n].decode())
+except (OSError, EOFError, struct.error):
+    sys.exit(1)
+EOF
+}
+
+deadline=$(( $(date +%s) + TIMEOUT ))
+version=
+while :; do
+  if ! alive; then
+    logtail
+    die "Cassandra (pid $PID) exited during startup"
+  fi
+  if version=$(probe); then break; fi
+  if (( $(date +%s) >= deadline )); then
+    logtail
+    die "Cassandra did not answer CQL on 127.0.0.1:$NATIVE_PORT within ${TIMEOUT}s"
+  fi
+  sleep 0.5
+done
+
+ok=1
+log "Cassandra $version ready on 127.0.0.1:$NATIVE_PORT after $(elapsed)s (pid $PID)"
+printf 'CQL_HOSTS=127.0.0.1:%s\n' "$NATIVE_PORT"
+printf 'CQL_PID=%s\n' "$PID"
+printf 'CQL_DIR=%q\n' "$DIR"
