@@ -2,6 +2,7 @@ package scylla
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"regexp"
 	"strconv"
@@ -72,6 +73,11 @@ type Config struct {
 	// set. Default "" (no authentication).
 	Username string
 	Password string
+
+	// Logger receives the driver's own messages (reconnect attempts while
+	// a node is down, schema events), at Warn level. Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Defaults of Config, see the field comments.

@@ -32,8 +32,8 @@
 //   - Never use lightweight transactions or logged batches: batches are
 //     unlogged and confined to one partition, so they are a single mutation.
 //   - Never write to the message table or the router cursor without an
-//     explicit timestamp from timestamps.go: a server-assigned timestamp is
-//     in another scale and would break the ordering rules.
+//     explicit timestamp from timestamps.go: a clock-assigned timestamp
+//     orders writes by arrival, not by the data, and breaks the rules.
 //   - Never return a gocql error unmapped: every error wraps one of the
 //     storage errors (see errors.go) or is wrapped with context as-is.
 package scylla

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/gocql/gocql"
@@ -106,6 +107,7 @@ func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
 	// same scale as the connection cells.
 	c.DefaultTimestamp = true
 	c.PoolConfig.HostSelectionPolicy = hostPolicy(cfg.LocalDC)
+	c.Logger = driverLogger{cfg.Logger}
 	if cfg.Username != "" {
 		c.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
 	}
@@ -211,3 +213,20 @@ func (s *Store) batch(ctx context.Context) *gocql.Batch {
 
 // uuidArg converts to the type gocql marshals without reflection.
 func uuidArg(u uuid.UUID) [16]byte { return u }
+
+// driverLogger sends gocql's log lines to slog instead of the standard
+// logger, so they carry the service's format and fields.
+type driverLogger struct{ l *slog.Logger }
+
+func (d driverLogger) logger() *slog.Logger {
+	if d.l == nil {
+		return slog.Default()
+	}
+	return d.l
+}
+
+func (d driverLogger) Print(v ...any) { d.logger().Warn(fmt.Sprint(v...), "component", "gocql") }
+func (d driverLogger) Printf(format string, v ...any) {
+	d.logger().Warn(fmt.Sprintf(format, v...), "component", "gocql")
+}
+func (d driverLogger) Println(v ...any) { d.logger().Warn(fmt.Sprintln(v...), "component", "gocql") }
