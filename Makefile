@@ -13,7 +13,7 @@ help: ## list the targets
 build: ## compile every package and binary
 	$(GO) build ./...
 
-test: ## everything CI runs: vet, race tests on both storage backends against a real Cassandra
+test: ## everything CI runs: lint, race tests on both storage backends against a real Cassandra
 	bash tools/test.sh
 
 test-unit: ## tests that need no CQL server (the Scylla backend's tests skip, saying why)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the test suite (or the benchmarks) the way CI does: starts a real
+# Runs the test suite (or the benchmarks) the way CI does: lints, starts a real
 # Cassandra node from tools/cql when CQL_HOSTS is not set, runs every package
 # with the race detector, then runs the "server stopped mid-test" check,
 # which kills that node. The node is stopped by its PID on every exit path.
@@ -50,8 +50,8 @@ run() {
 	return 1
 }
 
-echo "== go vet" >&2
-go vet ./...
+echo "== lint (go vet, staticcheck)" >&2
+make --no-print-directory lint
 run "go test -race (CQL_HOSTS=$CQL_HOSTS)" go test -race -count=1 -v -timeout 15m ./...
 if [ -n "$started" ]; then
 	run "storage unavailable when the CQL server stops (kills pid $CQL_PID)" \
