@@ -28,6 +28,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-lint: ## go vet and a pinned staticcheck
+lint: ## gofmt, go vet and a pinned staticcheck
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...

@@ -40,14 +40,24 @@ func testInvalidInput(t *testing.T, s storage.Store) {
 		{"get nil uaid", func(c context.Context) error { _, err := s.GetUser(c, uuid.Nil); return err }},
 		{"add nil channel", func(c context.Context) error { return s.AddChannel(c, uaid, uuid.Nil) }},
 		{"add channel nil uaid", func(c context.Context) error { return s.AddChannel(c, uuid.Nil, chid) }},
-		{"save zero ttl", func(c context.Context) error { return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.TTL = 0 })) }},
-		{"save negative ttl", func(c context.Context) error { return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.TTL = -5 })) }},
+		{"save zero ttl", func(c context.Context) error {
+			return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.TTL = 0 }))
+		}},
+		{"save negative ttl", func(c context.Context) error {
+			return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.TTL = -5 }))
+		}},
 		{"save ttl over max", func(c context.Context) error {
 			return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.TTL = storage.MaxTTL + 1 }))
 		}},
-		{"save nil channel", func(c context.Context) error { return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.CHID = uuid.Nil })) }},
-		{"save zero sort key", func(c context.Context) error { return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.SortKey = 0 })) }},
-		{"save empty version", func(c context.Context) error { return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.Version = "" })) }},
+		{"save nil channel", func(c context.Context) error {
+			return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.CHID = uuid.Nil }))
+		}},
+		{"save zero sort key", func(c context.Context) error {
+			return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.SortKey = 0 }))
+		}},
+		{"save empty version", func(c context.Context) error {
+			return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.Version = "" }))
+		}},
 		{"save long topic", func(c context.Context) error {
 			return s.SaveMessage(c, uaid, bad(func(m *storage.Message) { m.Topic = strings.Repeat("a", 33) }))
 		}},

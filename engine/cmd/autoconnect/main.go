@@ -1,0 +1,59 @@
+// Command autoconnect runs a connection node: user agents' websockets on
+// the public listener, the internal node API on its own. Settings come from
+// flags, AUTOCONNECT__NAME variables and an optional JSON file (-help lists
+// them). SIGTERM or SIGINT drains the node and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/mozlog"
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/storage/open"
+)
+
+func main() {
+	if err := run(); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "autoconnect:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := engine.DefaultConfig()
+	if err := settings.Load(&cfg, "AUTOCONNECT", os.Args[1:], os.LookupEnv, os.Stderr); err != nil {
+		return err
+	}
+	log := mozlog.New(os.Stdout, "autoconnect", cfg.LogLevel)
+	store, err := open.Store(context.Background(), open.Config{
+		Backend: cfg.Storage, DataDir: cfg.DataDir,
+		CQLHosts: cfg.CQLHosts, CQLKeyspace: cfg.CQLKeyspace, CQLConsistency: cfg.CQLConsistency, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	srv, err := engine.New(cfg, store, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainWindow*2+30e9)
+	defer cancel()
+	return srv.Drain(ctx)
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config of a connection node. DefaultConfig holds every default; the
+// settings package fills it from a JSON file, AUTOCONNECT__NAME variables
+// and -name flags.
+type Config struct {
+	// Listen is the public websocket address. Default ":8080".
+	Listen string `conf:"listen" help:"public websocket listen address"`
+	// RouterListen is the internal node API address (never the public
+	// one). Default "127.0.0.1:8081".
+	RouterListen string `conf:"router-listen" help:"internal node API listen address"`
+	// NodeURL is how endpoint nodes reach this node's internal API; it
+	// is stored in router records. Default: http:// + RouterListen.
+	NodeURL string `conf:"node-url" help:"this node's internal API URL as other nodes reach it"`
+	// NodeSecret, when set, must be sent by callers of the internal API
+	// as "Authorization: Bearer <secret>". When empty, only loopback
+	// callers are accepted. Default "".
+	NodeSecret string `conf:"node-secret" help:"shared secret for the internal node API"`
+	// EndpointURL is the public base URL of the endpoint tier, used to
+	// mint push endpoints. Default "http://localhost:8082".
+	EndpointURL string `conf:"endpoint-url" help:"public base URL of push endpoints"`
+	// CryptoKey is the Fernet key list (first encrypts, all decrypt)
+	// shared with the endpoint tier. Required.
+	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoendpoint (tools/cmd/autokey makes one)"`
+
+	// Storage is "embedded" or "scylla". Default "embedded".
+	Storage string `conf:"storage" help:"storage backend: embedded or scylla"`
+	// DataDir holds the embedded store. Default "./data".
+	DataDir string `conf:"data-dir" help:"embedded storage directory"`
+	// CQLHosts, CQLKeyspace, CQLConsistency configure the scylla backend.
+	CQLHosts       []string `conf:"cql-hosts" help:"ScyllaDB contact points host:port,..."`
+	CQLKeyspace    string   `conf:"cql-keyspace" help:"ScyllaDB keyspace"`
+	CQLConsistency string   `conf:"cql-consistency" help:"ScyllaDB consistency level"`
+
+	// MaxConnections: upgrades beyond it get 503. Default 0: the fd ceiling.
+	MaxConnections int `conf:"max-connections" help:"refuse upgrades beyond this many connections (0: fd limit)"`
+	// EventLoops is the number of gnet event loops. Default 0: one per CPU.
+	EventLoops int `conf:"event-loops" help:"number of event loops (0: one per CPU)"`
+	// HelloTimeout: a client must send hello within it. Default 10s.
+	HelloTimeout time.Duration `conf:"hello-timeout" help:"time allowed between upgrade and hello"`
+	// PingInterval: the server sends a websocket ping after this much
+	// inbound silence. Default 5m.
+	PingInterval time.Duration `conf:"ping-interval" help:"send a websocket ping after this much client silence"`
+	// PongTimeout: no frame within it after our ping closes. Default 30s.
+	PongTimeout time.Duration `conf:"pong-timeout" help:"close when nothing answers a ping within this"`
+	// MinClientPing: client pings more often than this are abusive and
+	// close the connection with 4774. Default 45s (Firefox pings about
+	// every 30 minutes).
+	MinClientPing time.Duration `conf:"min-client-ping" help:"minimum interval between client pings"`
+	// MaxUnacked is how many notifications may be in flight unacked per
+	// client before direct deliveries get 503 busy. Default 10.
+	MaxUnacked int `conf:"max-unacked" help:"unacked notifications per client before deliveries are refused"`
+	// MaxMessageSize bounds one websocket message. Default 32 KiB.
+	MaxMessageSize int `conf:"max-message-size" help:"largest websocket message accepted, bytes"`
+	// StorageWorkers bounds concurrent storage calls. Default 64.
+	StorageWorkers int `conf:"storage-workers" help:"concurrent storage calls"`
+	// StorageTimeout bounds one storage call. Default 5s.
+	StorageTimeout time.Duration `conf:"storage-timeout" help:"timeout of one storage call"`
+	// DrainWindow spreads the closing of clients on SIGTERM. Default 10s.
+	DrainWindow time.Duration `conf:"drain-window" help:"window over which clients are closed on shutdown"`
+	// MessagePage is how many stored messages are read per page. Default 10.
+	MessagePage int `conf:"message-page" help:"stored messages read per page"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
+	// VersionFile is served at /__version__. Default "version.json".
+	VersionFile string `conf:"version-file" help:"file served at /__version__"`
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		Listen:         ":8080",
+		RouterListen:   "127.0.0.1:8081",
+		EndpointURL:    "http://localhost:8082",
+		Storage:        "embedded",
+		DataDir:        "./data",
+		CQLHosts:       []string{"127.0.0.1:9042"},
+		CQLKeyspace:    "autopush",
+		CQLConsistency: "LOCAL_QUORUM",
+		HelloTimeout:   10 * time.Second,
+		PingInterval:   5 * time.Minute,
+		PongTimeout:    30 * time.Second,
+		MinClientPing:  45 * time.Second,
+		MaxUnacked:     10,
+		MaxMessageSize: 32 << 10,
+		StorageWorkers: 64,
+		StorageTimeout: 5 * time.Second,
+		DrainWindow:    10 * time.Second,
+		MessagePage:    10,
+		LogLevel:       "info",
+		VersionFile:    "version.json",
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Listen == "" || c.RouterListen == "":
+		return errors.New("engine: config: listen and router-listen are required")
+	case c.Listen == c.RouterListen && !strings.HasSuffix(c.Listen, ":0"):
+		return errors.New("engine: config: the internal node API must not share the public listener")
+	case c.CryptoKey == "":
+		return errors.New("engine: config: crypto-key is required (tools/cmd/autokey prints one)")
+	case c.Storage != "embedded" && c.Storage != "scylla":
+		return fmt.Errorf("engine: config: storage %q is not embedded or scylla", c.Storage)
+	case c.HelloTimeout <= 0 || c.PingInterval <= 0 || c.PongTimeout <= 0 || c.StorageTimeout <= 0:
+		return errors.New("engine: config: timeouts must be positive")
+	case c.MaxUnacked < 1 || c.MaxMessageSize < 1024 || c.StorageWorkers < 1 || c.MessagePage < 1:
+		return errors.New("engine: config: max-unacked, storage-workers, message-page must be >= 1 and max-message-size >= 1024")
+	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0:
+		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping must not be negative")
+	}
+	if _, err := url.Parse(c.EndpointURL); err != nil {
+		return fmt.Errorf("engine: config: endpoint-url: %w", err)
+	}
+	return nil
+}

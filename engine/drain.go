@@ -1,0 +1,50 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Drain stops the node gracefully, as on SIGTERM:
+//
+//  1. new upgrades get 503, /__lbheartbeat__ fails (the load balancer stops
+//     sending clients) and direct deliveries get 503 (endpoints store);
+//  2. registered clients are closed with 1001 in random order, spread over
+//     DrainWindow, so they do not all reconnect elsewhere at once; each
+//     close stores the client's unacked direct notifications (leave);
+//  3. the listeners stop and the queued storage work completes.
+//
+// Nothing answered 201 to an application server is lost. A SIGKILL, by
+// contrast, loses the direct notifications written to clients and not yet
+// acked: the endpoint got 200 from this node for them and did not store
+// them (at most MaxUnacked per client).
+func (srv *Server) Drain(ctx context.Context) error {
+	srv.draining.Store(true)
+	var list []*session
+	srv.registry.each(func(s *session) { list = append(list, s) })
+	rand.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+	srv.log.Info("draining", "clients", len(list), "window", srv.cfg.DrainWindow.String())
+	var step time.Duration
+	if len(list) > 0 {
+		step = srv.cfg.DrainWindow / time.Duration(len(list))
+	}
+	next := time.Now()
+	for _, s := range list {
+		// Jitter within each client's share of the window.
+		at := next.Add(time.Duration(rand.Int64N(int64(step) + 1)))
+		next = next.Add(step)
+		if wait := time.Until(at); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return srv.Close()
+			case <-time.After(wait):
+			}
+		}
+		s.onLoop(func() { s.closeWith(1001, "server shutting down") })
+	}
+	for srv.registry.len() > 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return srv.Close()
+}

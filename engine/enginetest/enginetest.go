@@ -1,0 +1,277 @@
+// Package enginetest starts connection nodes and drives them with a real
+// websocket client over 127.0.0.1, for the engine's tests and for the
+// tests of the tiers built on it.
+package enginetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/gobwas/ws"
+)
+
+// TestKey is a fixed CRYPTO_KEY for tests.
+const TestKey = "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4="
+
+// Config returns a node config for tests: loopback listeners on free
+// ports, the test key, quick timeouts.
+func Config() engine.Config {
+	cfg := engine.DefaultConfig()
+	cfg.Listen, cfg.RouterListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.CryptoKey = TestKey
+	cfg.EndpointURL = "http://127.0.0.1:8082"
+	cfg.DrainWindow = 200 * time.Millisecond
+	cfg.StorageTimeout = 10 * time.Second
+	cfg.VersionFile = ""
+	return cfg
+}
+
+// Start runs a node on store until the test ends.
+func Start(t testing.TB, store storage.Store, cfg engine.Config) *engine.Server {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	srv, err := engine.New(cfg, store, log)
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("engine start: %v", err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// Client is one user agent's websocket, read frame by frame so tests
+// control pings and see every close.
+type Client struct {
+	t    testing.TB
+	conn net.Conn
+	// AnswerPings makes Read answer server pings (true by default); a test
+	// of the keepalive turns it off.
+	AnswerPings bool
+}
+
+// Dial opens a websocket to a node, offering Firefox's subprotocol.
+func Dial(t testing.TB, addr string) *Client {
+	t.Helper()
+	d := ws.Dialer{Protocols: []string{"push-notification"}, Timeout: 5 * time.Second}
+	conn, _, _, err := d.Dial(context.Background(), "ws://"+addr+"/")
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	c := &Client{t: t, conn: conn, AnswerPings: true}
+	t.Cleanup(func() { conn.Close() })
+	return c
+}
+
+// SendRaw sends one masked text frame.
+func (c *Client) SendRaw(text string) {
+	c.t.Helper()
+	c.SendFrame(ws.OpText, []byte(text))
+}
+
+// SendFrame sends one masked frame of any opcode.
+func (c *Client) SendFrame(op ws.OpCode, payload []byte) {
+	c.t.Helper()
+	f := ws.MaskFrameInPlace(ws.NewFrame(op, true, append([]byte(nil), payload...)))
+	if err := ws.WriteFrame(c.conn, f); err != nil {
+		c.t.Fatalf("send: %v", err)
+	}
+}
+
+// Send sends v as JSON.
+func (c *Client) Send(v any) {
+	c.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.SendRaw(string(b))
+}
+
+// ErrClosed is returned by Next once the server closed; CloseCode says how.
+var ErrClosed = errors.New("closed by server")
+
+// Next returns the next text message, answering pings when AnswerPings.
+// A close frame returns ErrClosed with the code; a server ping not
+// answered is returned as the message "<ping>".
+func (c *Client) Next(timeout time.Duration) (string, ws.StatusCode, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		c.conn.SetReadDeadline(deadline)
+		f, err := ws.ReadFrame(c.conn)
+		if err != nil {
+			return "", 0, err
+		}
+		switch f.Header.OpCode {
+		case ws.OpText:
+			return string(f.Payload), 0, nil
+		case ws.OpPing:
+			if !c.AnswerPings {
+				return "<ping>", 0, nil
+			}
+			c.SendFrame(ws.OpPong, f.Payload)
+		case ws.OpClose:
+			code, _ := ws.ParseCloseFrameData(f.Payload)
+			return "", code, ErrClosed
+		}
+	}
+}
+
+// Read returns the next message decoded as JSON, failing the test on
+// anything else.
+func (c *Client) Read() map[string]any {
+	c.t.Helper()
+	text, code, err := c.Next(5 * time.Second)
+	if err != nil {
+		c.t.Fatalf("read: %v (close code %d)", err, code)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		c.t.Fatalf("not JSON: %q", text)
+	}
+	return m
+}
+
+// ExpectClose waits for the server's close frame and returns its code.
+func (c *Client) ExpectClose() ws.StatusCode {
+	c.t.Helper()
+	for {
+		text, code, err := c.Next(10 * time.Second)
+		if errors.Is(err, ErrClosed) {
+			return code
+		}
+		if err != nil {
+			c.t.Fatalf("waiting for close: %v", err)
+		}
+		c.t.Logf("message before close: %s", text)
+	}
+}
+
+// Quiet checks that nothing arrives within d.
+func (c *Client) Quiet(d time.Duration) {
+	c.t.Helper()
+	text, code, err := c.Next(d)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.conn.SetReadDeadline(time.Time{})
+		return
+	}
+	c.t.Fatalf("expected silence, got %q close=%d err=%v", text, code, err)
+}
+
+// Close closes the TCP connection without a websocket close.
+func (c *Client) Close() { c.conn.Close() }
+
+// Hello sends hello (with uaid unless empty, omitting the key as Firefox
+// does on first use) and returns the assigned uaid.
+func (c *Client) Hello(uaid string) string {
+	c.t.Helper()
+	msg := map[string]any{"messageType": "hello", "use_webpush": true, "broadcasts": map[string]any{}}
+	if uaid != "" {
+		msg["uaid"] = uaid
+	}
+	c.Send(msg)
+	r := c.Read()
+	if r["messageType"] != "hello" || r["status"] != 200.0 {
+		c.t.Fatalf("hello reply %v", r)
+	}
+	return r["uaid"].(string)
+}
+
+// Register subscribes chid (with a VAPID key unless empty) and returns
+// the reply.
+func (c *Client) Register(chid, key string) map[string]any {
+	c.t.Helper()
+	msg := map[string]any{"messageType": "register", "channelID": chid}
+	if key != "" {
+		msg["key"] = key
+	}
+	c.Send(msg)
+	return c.Read()
+}
+
+// Ack acks one notification.
+func (c *Client) Ack(chid, version string) {
+	c.t.Helper()
+	c.Send(map[string]any{"messageType": "ack", "updates": []any{map[string]any{"channelID": chid, "version": version, "code": 100}}})
+}
+
+// Push delivers n through a node's internal API (as the endpoint tier
+// does) and returns the status.
+func Push(t testing.TB, srv *engine.Server, uaid string, n *webpush.Notification, secret string) int {
+	t.Helper()
+	body := webpush.AppendNotificationJSON(nil, n)
+	return NodeCall(t, http.MethodPut, srv.NodeURL()+"/push/"+uaid, string(body), secret)
+}
+
+// NodeCall makes one internal API call and returns the status.
+func NodeCall(t testing.TB, method, url, body, secret string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Notification builds a direct notification for chid.
+func Notification(chid, version, data string) *webpush.Notification {
+	n := &webpush.Notification{ChannelID: chid, Version: version, TTL: 60, Timestamp: time.Now().Unix(),
+		SortKey: storage.NewSortKey(), Data: data}
+	if data != "" {
+		n.Headers = []webpush.Header{{Name: "encoding", Value: "aes128gcm"}}
+	}
+	return n
+}
+
+// Eventually polls cond until it holds or the timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Must fails the test on err.
+func Must(t testing.TB, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, fmt.Sprint(err))
+	}
+}

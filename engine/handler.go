@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/autopush-go/autopush/engine/ws"
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// The gnet event handler: bytes in from the loop's buffer, through the ws
+// codec, to the session; no goroutine and no I/O besides the loop's own.
+
+// OnOpen gives the connection a session; the upgrade must arrive within
+// HelloTimeout too.
+func (srv *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	srv.connections.Add(1)
+	now := time.Now().UnixMilli()
+	s := &session{srv: srv, c: c, lastRead: now, due: -1}
+	c.SetContext(s)
+	srv.wheel.schedule(s, now+srv.cfg.HelloTimeout.Milliseconds())
+	return nil, gnet.None
+}
+
+// OnTraffic consumes every complete unit (the upgrade request, then
+// frames) in the inbound buffer and leaves a partial one for later.
+func (srv *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	s := c.Context().(*session)
+	buf, _ := c.Peek(-1)
+	// gnet's Discard(0) would drop everything buffered, partial frame
+	// included: discard only what was consumed.
+	if n := s.consume(buf); n > 0 {
+		c.Discard(n)
+	}
+	// An idle connection keeps no pooled buffer from a fragmented message.
+	s.asm.Release()
+	return gnet.None
+}
+
+// consume returns how many bytes of buf it used.
+func (s *session) consume(buf []byte) int {
+	used := 0
+	if s.state == stUpgrade {
+		n := s.upgrade(buf)
+		if n == 0 || s.state != stHello {
+			return len(buf) * boolInt(s.state >= stClosing)
+		}
+		used = n
+	}
+	for s.state < stClosing && used < len(buf) {
+		h, payload, n, err := ws.ParseFrame(buf[used:], s.srv.cfg.MaxMessageSize)
+		if err != nil {
+			s.closeFrameError(err)
+			return len(buf)
+		}
+		if n == 0 {
+			break
+		}
+		used += n
+		s.lastRead = time.Now().UnixMilli()
+		s.pingOut = false
+		msg, ok, err := s.asm.Feed(h, payload, s.srv.cfg.MaxMessageSize)
+		if err != nil {
+			s.closeFrameError(err)
+			return len(buf)
+		}
+		if ok {
+			s.message(msg)
+		}
+	}
+	if s.state >= stClosing {
+		return len(buf)
+	}
+	return used
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// upgrade handles the HTTP handshake; 0 means it needs more bytes.
+func (s *session) upgrade(buf []byte) int {
+	req, n, err := ws.ParseUpgrade(buf)
+	if err != nil {
+		s.srv.metrics.upgradesBad.Inc()
+		var ue *ws.UpgradeError
+		if errors.As(err, &ue) {
+			s.writeRaw(ue.AppendResponse)
+		}
+		s.state = stClosing
+		s.c.Close()
+		return 0
+	}
+	if n == 0 {
+		return 0
+	}
+	if s.srv.draining.Load() || int(s.srv.connections.Load()) > s.srv.maxConns {
+		s.srv.metrics.upgradesRefused.Inc()
+		s.writeRaw(func(b []byte) []byte {
+			return ws.AppendHTTPResponse(b, 503, "server busy\n", "Retry-After", "30")
+		})
+		s.state = stClosing
+		s.c.Close()
+		return 0
+	}
+	s.writeRaw(func(b []byte) []byte { return ws.AppendUpgradeResponse(b, &req, req.Protocol()) })
+	s.srv.metrics.upgrades.Inc()
+	s.state = stHello
+	return n
+}
+
+// writeRaw writes bytes that are not a websocket frame (HTTP responses).
+func (s *session) writeRaw(enc func([]byte) []byte) {
+	bp := outPool.Get().(*[]byte)
+	b := enc((*bp)[:0])
+	s.c.Write(b)
+	*bp = b[:0]
+	outPool.Put(bp)
+}
+
+func (s *session) closeFrameError(err error) {
+	var ce *ws.CloseError
+	if errors.As(err, &ce) {
+		kind := "bad_frame"
+		if ce.Code == ws.StatusMessageTooBig {
+			kind = "too_large"
+		}
+		s.fail(kind, ce.Code, ce.Reason)
+		return
+	}
+	s.fail("bad_frame", ws.StatusProtocolError, "bad frame")
+}
+
+// message dispatches one complete websocket message.
+func (s *session) message(msg ws.Message) {
+	switch msg.Op {
+	case ws.OpText:
+		s.text(msg.Payload)
+	case ws.OpBinary:
+		s.fail("binary_frame", ws.StatusUnsupportedData, "binary messages are not part of the protocol")
+	case ws.OpPing:
+		s.sendControl(ws.OpPong, msg.Payload)
+	case ws.OpPong:
+		// lastRead was refreshed by the frame itself.
+	case ws.OpClose:
+		s.closeWith(ws.StatusNormalClosure, "")
+	}
+}
+
+// OnClose releases the session: unregister, hand unacked direct
+// notifications to storage, and clear node_id if it is still ours.
+func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
+	s, _ := c.Context().(*session)
+	if s == nil {
+		return gnet.None
+	}
+	srv.connections.Add(-1)
+	srv.wheel.unschedule(s)
+	s.asm.Reset()
+	registered := s.state == stReady || s.state == stClosing && s.connectedAt != 0
+	s.state = stClosed
+	if registered {
+		srv.registry.remove(s)
+		s.leave()
+	}
+	return gnet.None
+}
+
+// OnTick advances the timing wheel and runs each due session's check on
+// its own loop.
+func (srv *Server) OnTick() (time.Duration, gnet.Action) {
+	srv.dueSlice = srv.wheel.advance(time.Now(), srv.dueSlice[:0])
+	for _, s := range srv.dueSlice {
+		s.onLoop(s.timer)
+	}
+	clear(srv.dueSlice)
+	return srv.wheel.res / 2, gnet.None
+}
+
+// timer checks the deadline the session was scheduled for.
+func (s *session) timer() {
+	now := time.Now().UnixMilli()
+	cfg := &s.srv.cfg
+	switch s.state {
+	case stUpgrade, stHello:
+		s.fail("hello_timeout", ws.StatusPolicyViolation, "no hello in time")
+	case stHelloing, stReady:
+		switch {
+		case s.pingOut && now-s.pingSentAt >= cfg.PongTimeout.Milliseconds():
+			s.fail("pong_timeout", ws.StatusGoingAway, "no answer to ping")
+		case !s.pingOut && now-s.lastRead >= cfg.PingInterval.Milliseconds():
+			s.pingOut, s.pingSentAt = true, now
+			s.sendControl(ws.OpPing, nil)
+			s.srv.metrics.pings.Inc()
+			s.srv.wheel.schedule(s, now+cfg.PongTimeout.Milliseconds())
+		default:
+			s.srv.wheel.schedule(s, s.lastRead+cfg.PingInterval.Milliseconds())
+		}
+	}
+}
+
+// text decodes and dispatches one protocol message.
+func (s *session) text(payload []byte) {
+	var m webpush.ClientMessage
+	if err := webpush.DecodeClient(payload, &m); err != nil {
+		kind := "bad_json"
+		if errors.Is(err, webpush.ErrUnknownType) {
+			kind = "unknown_type"
+		}
+		s.fail(kind, ws.StatusUnsupportedData, err.Error())
+		return
+	}
+	if m.Type == webpush.MsgHello {
+		s.hello(&m)
+		return
+	}
+	if s.state != stReady {
+		s.fail("no_hello", ws.StatusPolicyViolation, "hello must come first")
+		return
+	}
+	switch m.Type {
+	case webpush.MsgRegister:
+		s.register(&m)
+	case webpush.MsgUnregister:
+		s.unregister(&m)
+	case webpush.MsgAck:
+		s.ack(&m)
+	case webpush.MsgNack:
+		s.srv.metrics.nacked.Inc()
+	case webpush.MsgPing:
+		s.clientPing()
+	case webpush.MsgBroadcastSubscribe:
+		// No broadcasts are published yet: accepted, nothing to send.
+	}
+}
+
+// clientPing answers {} unless the client pings abusively often (Firefox
+// pings about every 30 minutes; some old clients loop), which closes with
+// 4774 as the reference does.
+func (s *session) clientPing() {
+	now := time.Now().UnixMilli()
+	if s.lastClientPing != 0 && now-s.lastClientPing < s.srv.cfg.MinClientPing.Milliseconds() {
+		s.fail("ping_abuse", 4774, "pinging too often")
+		return
+	}
+	s.lastClientPing = now
+	s.sendJSON(webpush.AppendPingReply)
+}

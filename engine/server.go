@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Server is one connection node: the public websocket listener on gnet
+// event loops and the internal node API on its own listener.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg      Config
+	log      *slog.Logger
+	store    storage.Store
+	keys     *webpush.Keys
+	registry *registry
+	wheel    *wheel
+	workers  *workers
+	metrics  *engineMetrics
+	version  []byte
+	maxConns int
+
+	connections atomic.Int64
+	inFlight    atomic.Int64
+	draining    atomic.Bool
+	leaving     sync.WaitGroup // leave jobs that could not be queued
+
+	eng      gnet.Engine
+	booted   chan error
+	stopped  chan error
+	api      *http.Server
+	apiLn    net.Listener
+	addr     string
+	nodeURL  string
+	started  time.Time
+	dueSlice []*session // reused by OnTick
+}
+
+// New prepares a node; Start runs it. The store is the caller's: Close
+// does not close it.
+func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	keys, err := webpush.ParseKeys(cfg.CryptoKey)
+	if err != nil {
+		return nil, fmt.Errorf("engine: crypto-key: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	srv := &Server{
+		cfg: cfg, log: log, store: store, keys: keys,
+		registry: newRegistry(),
+		wheel:    newWheel(time.Second, 1024, time.Now()),
+		booted:   make(chan error, 1),
+		stopped:  make(chan error, 1),
+		version:  readVersion(cfg.VersionFile),
+	}
+	srv.metrics = newMetrics(srv)
+	return srv, nil
+}
+
+func readVersion(path string) []byte {
+	if b, err := os.ReadFile(path); err == nil {
+		return b
+	}
+	return []byte(`{"source":"https://github.com/autopush-go/autopush","version":"dev","commit":"unknown","build":"unknown"}`)
+}
+
+// Start opens both listeners and returns once the node accepts
+// connections. It raises the fd limit and logs the connection ceiling.
+func (srv *Server) Start() error {
+	limit, err := raiseFDLimit()
+	if err != nil {
+		return err
+	}
+	srv.maxConns = srv.cfg.MaxConnections
+	if ceiling := int(limit) - fdReserve; srv.maxConns == 0 || srv.maxConns > ceiling {
+		srv.maxConns = max(ceiling, 1)
+	}
+	srv.apiLn, err = net.Listen("tcp", srv.cfg.RouterListen)
+	if err != nil {
+		return fmt.Errorf("engine: node API listen %s: %w", srv.cfg.RouterListen, err)
+	}
+	srv.nodeURL = srv.cfg.NodeURL
+	if srv.nodeURL == "" {
+		srv.nodeURL = "http://" + srv.apiLn.Addr().String()
+	}
+	srv.workers = newWorkers(srv.cfg.StorageWorkers, 1<<16)
+	srv.api = &http.Server{Handler: srv.nodeAPI(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.api.Serve(srv.apiLn)
+
+	opts := []gnet.Option{
+		gnet.WithMulticore(true),
+		gnet.WithTicker(true),
+		gnet.WithReusePort(false),
+		gnet.WithTCPKeepAlive(0),
+		// Small buffers: idle connections hold none, and Firefox frames
+		// are a few hundred bytes.
+		gnet.WithReadBufferCap(16 << 10),
+		gnet.WithWriteBufferCap(16 << 10),
+		gnet.WithLogger(gnetLogger{srv.log}),
+	}
+	if srv.cfg.EventLoops > 0 {
+		opts = append(opts, gnet.WithNumEventLoop(srv.cfg.EventLoops))
+	}
+	srv.started = time.Now()
+	go func() { srv.stopped <- gnet.Run(srv, "tcp://"+srv.cfg.Listen, opts...) }()
+	select {
+	case err := <-srv.booted:
+		if err != nil {
+			return err
+		}
+	case err := <-srv.stopped:
+		return fmt.Errorf("engine: listen %s: %w", srv.cfg.Listen, err)
+	}
+	srv.log.Info("autoconnect started", "listen", srv.addr, "node_api", srv.apiLn.Addr().String(),
+		"node_url", srv.nodeURL, "fd_limit", limit, "max_connections", srv.maxConns)
+	return nil
+}
+
+// OnBoot records the engine and the actual listen address (port 0 in
+// tests).
+func (srv *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	srv.eng = eng
+	fd, err := eng.Dup()
+	if err != nil {
+		srv.booted <- fmt.Errorf("engine: dup listener: %w", err)
+		return gnet.None
+	}
+	port, err := listenPort(fd)
+	syscallClose(fd)
+	if err != nil {
+		srv.booted <- err
+		return gnet.None
+	}
+	host, _, _ := net.SplitHostPort(srv.cfg.Listen)
+	srv.addr = net.JoinHostPort(host, strconv.Itoa(port))
+	srv.booted <- nil
+	return gnet.None
+}
+
+// Addr is the websocket listen address (with the real port).
+func (srv *Server) Addr() string { return srv.addr }
+
+// RouterAddr is the node API listen address.
+func (srv *Server) RouterAddr() string { return srv.apiLn.Addr().String() }
+
+// NodeURL is the node API URL stored in router records.
+func (srv *Server) NodeURL() string { return srv.nodeURL }
+
+// Close stops everything at once, without draining: connections are
+// dropped. Use Drain for a graceful stop.
+func (srv *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.eng.Stop(ctx)
+	if e := <-srv.stopped; e != nil && !errors.Is(e, context.Canceled) {
+		err = errors.Join(err, e)
+	}
+	err = errors.Join(err, srv.api.Shutdown(ctx))
+	srv.workers.stop()
+	srv.leaving.Wait()
+	return err
+}
+
+// gnetLogger sends gnet's own log lines to the node's logger; its start-up
+// banner is debug detail next to our own start line.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug(fmt.Sprintf(f, a...), "component", "gnet") }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug(fmt.Sprintf(f, a...), "component", "gnet") }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn(fmt.Sprintf(f, a...), "component", "gnet") }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "component", "gnet") }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "component", "gnet") }

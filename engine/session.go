@@ -1,0 +1,104 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/autopush-go/autopush/engine/ws"
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Session states, in order.
+const (
+	stUpgrade  uint8 = iota // TCP open, waiting for the HTTP upgrade
+	stHello                 // websocket open, waiting for hello
+	stHelloing              // hello accepted, storage work in flight
+	stReady                 // registered: messages and deliveries flow
+	stClosing               // close frame sent, input ignored
+	stClosed                // OnClose ran
+)
+
+// session is the state of one connection. It is owned by the connection's
+// event loop: every field but due/queued (the wheel's, under its lock) is
+// read and written only there: in gnet callbacks, or in functions handed
+// to onLoop by the node API and the storage workers. It holds no buffer
+// and no timer while idle; flow exists only while notifications are in
+// flight.
+type session struct {
+	srv *Server
+	c   gnet.Conn
+
+	due    int64 // wheel deadline, ms; -1 when unscheduled
+	queued bool  // in a wheel slot
+
+	state          uint8
+	pingOut        bool // a keepalive ping is unanswered
+	uaid           [16]byte
+	connectedAt    int64 // ms
+	lastRead       int64 // ms of the last inbound frame
+	pingSentAt     int64 // ms
+	lastClientPing int64 // ms
+	cursor         uint64
+	asm            ws.Assembler
+	flow           *flow
+}
+
+// onLoop runs fn on the session's event loop, unless the connection has
+// closed by then. Safe for concurrent use: this is how storage results and
+// node API calls reach a session.
+func (s *session) onLoop(fn func()) error {
+	return s.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		if s.state != stClosed {
+			fn()
+		}
+		return nil
+	}))
+}
+
+// outbound buffers are pooled: a session holds none between writes.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// sendJSON writes one text frame whose payload enc appends.
+func (s *session) sendJSON(enc func([]byte) []byte) {
+	bp := outPool.Get().(*[]byte)
+	b, mark := ws.BeginFrame((*bp)[:0])
+	b = ws.EndFrame(enc(b), mark, ws.OpText)
+	s.c.Write(b)
+	*bp = b[:0]
+	outPool.Put(bp)
+}
+
+// sendFrame writes one control frame.
+func (s *session) sendControl(op ws.OpCode, payload []byte) {
+	bp := outPool.Get().(*[]byte)
+	b := ws.AppendFrame((*bp)[:0], op, payload)
+	s.c.Write(b)
+	*bp = b[:0]
+	outPool.Put(bp)
+}
+
+// closeWith sends a close frame and closes the connection; what the client
+// sends afterwards is ignored.
+func (s *session) closeWith(code ws.StatusCode, reason string) {
+	if s.state >= stClosing {
+		return
+	}
+	if s.state != stUpgrade {
+		bp := outPool.Get().(*[]byte)
+		b := ws.AppendClose((*bp)[:0], code, reason)
+		s.c.Write(b)
+		*bp = b[:0]
+		outPool.Put(bp)
+	}
+	s.state = stClosing
+	s.c.Close()
+}
+
+// fail counts a client error and closes with its code.
+func (s *session) fail(kind string, code ws.StatusCode, reason string) {
+	s.srv.metrics.fail(kind)
+	s.srv.log.Debug("closing connection", "kind", kind, "code", int(code), "reason", reason,
+		"uaid", webpush.FormatUAID(s.uaid))
+	s.closeWith(code, reason)
+}

@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWheelFiresDueAndRefilesMoved(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	w := newWheel(100*time.Millisecond, 8, start)
+	a, b, c, far := &session{}, &session{}, &session{}, &session{}
+	w.schedule(a, start.UnixMilli()+250)
+	w.schedule(b, start.UnixMilli()+250)
+	w.schedule(c, start.UnixMilli()+250)
+	w.schedule(far, start.UnixMilli()+5_000) // beyond one turn of the wheel
+	w.schedule(b, start.UnixMilli()+650)     // activity moved b later
+	w.unschedule(c)                          // c closed
+
+	if due := w.advance(start.Add(200*time.Millisecond), nil); len(due) != 0 {
+		t.Fatalf("fired early: %d", len(due))
+	}
+	due := w.advance(start.Add(300*time.Millisecond), nil)
+	if len(due) != 1 || due[0] != a {
+		t.Fatalf("at 300ms: %v, want only a", due)
+	}
+	due = w.advance(start.Add(700*time.Millisecond), nil)
+	if len(due) != 1 || due[0] != b {
+		t.Fatalf("at 700ms: %v, want only b", due)
+	}
+	due = w.advance(start.Add(4900*time.Millisecond), nil)
+	if len(due) != 0 {
+		t.Fatalf("far fired early")
+	}
+	due = w.advance(start.Add(5100*time.Millisecond), nil)
+	if len(due) != 1 || due[0] != far {
+		t.Fatalf("far: %v", due)
+	}
+	// Fired sessions are out of the wheel until scheduled again.
+	if due := w.advance(start.Add(20*time.Second), nil); len(due) != 0 {
+		t.Fatalf("refired: %d", len(due))
+	}
+}

@@ -1,0 +1,151 @@
+package ws
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+
+	gws "github.com/gobwas/ws"
+)
+
+// Aliases of the gobwas/ws types this package speaks, so callers need not
+// import gobwas/ws under another name.
+type (
+	Header     = gws.Header
+	OpCode     = gws.OpCode
+	StatusCode = gws.StatusCode
+)
+
+// Opcodes (RFC 6455 §5.2).
+const (
+	OpContinuation = gws.OpContinuation
+	OpText         = gws.OpText
+	OpBinary       = gws.OpBinary
+	OpClose        = gws.OpClose
+	OpPing         = gws.OpPing
+	OpPong         = gws.OpPong
+)
+
+// Close status codes the node sends or receives (RFC 6455 §7.4.1).
+const (
+	StatusNormalClosure           = gws.StatusNormalClosure
+	StatusGoingAway               = gws.StatusGoingAway
+	StatusProtocolError           = gws.StatusProtocolError
+	StatusUnsupportedData         = gws.StatusUnsupportedData
+	StatusNoStatusRcvd            = gws.StatusNoStatusRcvd
+	StatusInvalidFramePayloadData = gws.StatusInvalidFramePayloadData
+	StatusPolicyViolation         = gws.StatusPolicyViolation
+	StatusMessageTooBig           = gws.StatusMessageTooBig
+	StatusInternalServerError     = gws.StatusInternalServerError
+	// StatusTryAgainLater (1013, IANA registry) suits shedding load.
+	StatusTryAgainLater StatusCode = 1013
+)
+
+// MaxControlPayload is the largest payload of a ping, pong or close frame.
+const MaxControlPayload = gws.MaxControlFramePayloadSize
+
+// CloseError is a violation by the peer that fails the connection: send a
+// close frame with Code (AppendClose does it) and close.
+type CloseError struct {
+	Code   StatusCode
+	Reason string // short enough to fit a close frame
+}
+
+func (e *CloseError) Error() string {
+	return "ws: " + e.Reason + " (close " + strconv.Itoa(int(e.Code)) + ")"
+}
+
+// AppendClose appends the close frame answering e.
+func (e *CloseError) AppendClose(dst []byte) []byte {
+	return AppendClose(dst, e.Code, e.Reason)
+}
+
+func closeErr(code StatusCode, reason string) *CloseError {
+	return &CloseError{Code: code, Reason: reason}
+}
+
+// Framing errors from ParseFrame.
+var (
+	ErrReservedBits      = closeErr(StatusProtocolError, "RSV bits set without extension")
+	ErrReservedOpcode    = closeErr(StatusProtocolError, "reserved opcode")
+	ErrControlFragmented = closeErr(StatusProtocolError, "fragmented control frame")
+	ErrControlTooLong    = closeErr(StatusProtocolError, "control frame payload over 125 bytes")
+	ErrUnmasked          = closeErr(StatusProtocolError, "client frame not masked")
+	ErrBadLength         = closeErr(StatusProtocolError, "64-bit length with most significant bit set")
+	ErrFrameTooBig       = closeErr(StatusMessageTooBig, "frame too big")
+)
+
+// ParseFrame parses one client frame from the start of buf, with a payload
+// of at most maxPayload bytes (maxPayload <= 0: no limit but int range).
+//
+// n == 0 and err == nil: the frame is not complete yet, nothing was touched;
+// call again with more bytes. Otherwise n is the frame's length and payload
+// is buf's payload bytes, unmasked in place (so these bytes must not be
+// parsed again; discard n). payload's capacity ends with the frame, so
+// appending to it cannot overwrite the next frame.
+//
+// An error is a *CloseError; it is decided from the header bytes alone, as
+// soon as they are present, so an oversized frame is refused before its
+// payload is buffered. h is the header as sent (Masked and Mask included);
+// it is the zero Header on need-more or error.
+func ParseFrame(buf []byte, maxPayload int) (h Header, payload []byte, n int, err error) {
+	if len(buf) < 2 {
+		return Header{}, nil, 0, nil
+	}
+	b0, b1 := buf[0], buf[1]
+	op := OpCode(b0 & 0x0f)
+	fin := b0&0x80 != 0
+	len7 := b1 & 0x7f
+	switch {
+	case b0&0x70 != 0:
+		return Header{}, nil, 0, ErrReservedBits
+	case op.IsReserved():
+		return Header{}, nil, 0, ErrReservedOpcode
+	case op.IsControl() && !fin:
+		return Header{}, nil, 0, ErrControlFragmented
+	case op.IsControl() && len7 > MaxControlPayload:
+		return Header{}, nil, 0, ErrControlTooLong
+	case b1&0x80 == 0:
+		return Header{}, nil, 0, ErrUnmasked
+	}
+
+	// The minimal length encoding RFC 6455 §5.2 asks senders for is not
+	// enforced: refusing 126+16-bit for a small payload buys nothing.
+	hl := 2
+	length := uint64(len7)
+	switch len7 {
+	case 126:
+		if len(buf) < 4 {
+			return Header{}, nil, 0, nil
+		}
+		length = uint64(binary.BigEndian.Uint16(buf[2:4]))
+		hl = 4
+	case 127:
+		if len(buf) < 10 {
+			return Header{}, nil, 0, nil
+		}
+		length = binary.BigEndian.Uint64(buf[2:10])
+		if length>>63 != 0 {
+			return Header{}, nil, 0, ErrBadLength
+		}
+		hl = 10
+	}
+	limit := uint64(math.MaxInt - gws.MaxHeaderSize)
+	if maxPayload > 0 {
+		limit = uint64(maxPayload)
+	}
+	if length > limit {
+		return Header{}, nil, 0, ErrFrameTooBig
+	}
+	hl += 4 // masking key
+	if len(buf) < hl || uint64(len(buf)-hl) < length {
+		return Header{}, nil, 0, nil
+	}
+
+	h = Header{Fin: fin, OpCode: op, Masked: true, Length: int64(length)}
+	copy(h.Mask[:], buf[hl-4:hl])
+	n = hl + int(length)
+	payload = buf[hl:n:n]
+	gws.Cipher(payload, h.Mask, 0)
+	return h, payload, n, nil
+}

@@ -1,0 +1,64 @@
+package settings
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+type conf struct {
+	Port    int           `conf:"port" help:"listen port"`
+	Name    string        `conf:"name" help:"node name"`
+	Debug   bool          `conf:"debug" help:"debug logs"`
+	Timeout time.Duration `conf:"timeout" help:"a timeout"`
+	Hosts   []string      `conf:"hosts" help:"hosts"`
+	Ratio   float64       `conf:"ratio" help:"a ratio"`
+	Ignored int           // no conf tag: not a setting
+}
+
+func envFrom(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestPrecedenceDefaultsFileEnvFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(file, []byte(`{"port": 1, "name": "file", "timeout": "3s", "hosts": ["a","b"], "debug": true}`), 0o600)
+	c := conf{Port: 80, Name: "default", Ratio: 0.5}
+	env := envFrom(map[string]string{"APP__CONFIG": file, "APP__NAME": "env", "APP__PORT": "2"})
+	if err := Load(&c, "APP", []string{"-port", "3"}, env, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 3 || c.Name != "env" || c.Timeout != 3*time.Second || !c.Debug || len(c.Hosts) != 2 || c.Ratio != 0.5 {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	var out bytes.Buffer
+	c := conf{}
+	if err := Load(&c, "APP", []string{"-h"}, envFrom(nil), &out); !errors.Is(err, flag.ErrHelp) || !bytes.Contains(out.Bytes(), []byte("APP__PORT")) {
+		t.Fatalf("help: %v %q", err, out.String())
+	}
+	if err := Load(&c, "APP", []string{"-port", "x"}, envFrom(nil), &out); err == nil {
+		t.Fatal("bad int accepted")
+	}
+	if err := Load(&c, "APP", nil, envFrom(map[string]string{"APP__TIMEOUT": "soon"}), &out); err == nil {
+		t.Fatal("bad duration accepted")
+	}
+	file := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(file, []byte(`{"nope": 1}`), 0o600)
+	if err := Load(&c, "APP", []string{"-config", file}, envFrom(nil), &out); err == nil {
+		t.Fatal("unknown key in file accepted")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	d := Describe(&conf{Port: 8080, Timeout: time.Second}, "APP")
+	if len(d) != 6 || d[0].Env != "APP__PORT" || d[0].Default != "8080" || d[3].Default != "1s" || d[0].Help != "listen port" {
+		t.Fatalf("%+v", d)
+	}
+}

@@ -1,0 +1,368 @@
+package webpush
+
+// The websocket protocol between a user agent (Firefox) and a connection
+// node: the messages the client sends (decoded by DecodeClient into a
+// ClientMessage), the replies and pushes the server sends (Append* in
+// protocol_encode.go), and the Notification the API tier hands the engine
+// over the internal node API (AppendNotificationJSON / DecodeNotification).
+//
+// Wire facts this follows (autopush 1.33 manual, autopush-rs, Firefox):
+//   - every client message is one JSON object tagged by "messageType";
+//     the bare object {} is a ping;
+//   - unknown keys are ignored, keys are case sensitive, last duplicate wins;
+//   - the server answers ping with {} and never answers ack or nack.
+
+import (
+	"errors"
+	"strconv"
+	"unsafe"
+)
+
+// MessageType says which client message a ClientMessage holds.
+type MessageType uint8
+
+const (
+	MsgUnknown            MessageType = iota // zero value; never returned by a successful decode
+	MsgHello                                 // "hello": first message, identifies the user agent
+	MsgRegister                              // "register": subscribe a channel
+	MsgUnregister                            // "unregister": drop a channel
+	MsgAck                                   // "ack": notifications received (no reply)
+	MsgNack                                  // "nack": a notification failed in the client (no reply)
+	MsgPing                                  // "ping" or {}: keepalive, answered with {}
+	MsgBroadcastSubscribe                    // "broadcast_subscribe": add broadcast (megaphone) ids
+)
+
+var protoTypeNames = [...]string{
+	MsgUnknown:            "",
+	MsgHello:              "hello",
+	MsgRegister:           "register",
+	MsgUnregister:         "unregister",
+	MsgAck:                "ack",
+	MsgNack:               "nack",
+	MsgPing:               "ping",
+	MsgBroadcastSubscribe: "broadcast_subscribe",
+}
+
+// String returns the wire name ("hello", ...); "" for MsgUnknown.
+func (t MessageType) String() string {
+	if int(t) < len(protoTypeNames) {
+		return protoTypeNames[t]
+	}
+	return "MessageType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Limits DecodeClient enforces. A message past any of them fails with
+// ErrLimit, so one client cannot make the node do unbounded work.
+const (
+	// MaxClientMessageSize bounds a whole client message in bytes. Firefox's
+	// largest message is a hello listing legacy channelIDs (about 40 bytes
+	// each); 64 KiB leaves room for 1,500 of them.
+	MaxClientMessageSize = 64 << 10
+	// MaxDepth bounds nesting of objects and arrays, the top level counting 1.
+	MaxDepth = 16
+	// MaxAckUpdates bounds the updates of one ack.
+	MaxAckUpdates = 1024
+	// MaxBroadcasts bounds the broadcast ids of one hello or
+	// broadcast_subscribe (duplicates are merged with a linear scan).
+	MaxBroadcasts = 128
+)
+
+// Ack codes (manual §4 "ACK codes"). An ack without a code means 100.
+const (
+	AckDelivered      = 100 // handed to the application
+	AckDecryptFailed  = 101 // received, but decryption failed
+	AckNotDelivered   = 102 // not delivered (expired subscription, client error, ...)
+	NackPushHandler   = 301 // the push handler threw
+	NackWaitUntil     = 302 // the promise passed to waitUntil rejected
+	NackOther         = 303 // another error while dispatching the event
+	UnregisterManual  = 200 // unsubscribe() or history cleared
+	UnregisterQuota   = 201 // quota exceeded
+	UnregisterRevoked = 202 // permission revoked
+)
+
+// BroadcastNotFound is the version autopush-rs reports, under "errors",
+// for a broadcast id the server does not know.
+const BroadcastNotFound = "Broadcast not found"
+
+// AckUpdate is one entry of an ack's "updates".
+type AckUpdate struct {
+	ChannelID string // as sent; check with ParseChannelID
+	Version   string
+	Code      int  // 0..65535 when HasCode
+	HasCode   bool // false: the client sent no code (means AckDelivered)
+}
+
+// Broadcast is one broadcast id and its version, in either direction. In
+// server messages an error entry carries the error text as Version.
+type Broadcast struct {
+	ID      string
+	Version string
+}
+
+// ClientMessage is one decoded client message. It is flat: Type says which
+// fields carry meaning; DecodeClient zeroes the fields other types use.
+//
+// Lifetime: DecodeClient does not copy. Every string field (and every
+// string inside Updates and Broadcasts) points into the buffer passed to
+// DecodeClient, so it is valid only until that buffer is reused. Call Own
+// before keeping any of it longer (in a map, a queue, another goroutine).
+//
+// Updates and Broadcasts normally slice small arrays inside the
+// ClientMessage itself (so decoding the common message allocates nothing).
+// Therefore a ClientMessage must not be copied by value (go vet reports it):
+// keep one per connection and pass a pointer. Not safe for concurrent use.
+type ClientMessage struct {
+	_ protoNoCopy
+
+	Type MessageType
+
+	// hello
+	UAID       string // as sent (may be "" or invalid: treat as a new user); check with ParseUAID
+	HasUAID    bool   // the "uaid" key was present and a string (Firefox omits it on first use)
+	UseWebPush bool   // informational; the server always speaks webpush
+
+	// hello (optional) and broadcast_subscribe (required): the client's
+	// broadcast ids and the versions it has, duplicates merged (last wins).
+	Broadcasts    []Broadcast
+	HasBroadcasts bool // "broadcasts" was present and an object
+
+	// register, unregister
+	ChannelID string // as sent; register requires ValidChannelID (see there)
+	Key       string // register: VAPID public key, base64url, padding as sent; "" if none
+
+	// unregister (0..2^32-1), nack (-2^31..2^31-1); range checked per type
+	Code    int64
+	HasCode bool
+
+	// nack
+	Version string
+
+	// ack
+	Updates []AckUpdate
+
+	updatesBuf    [4]AckUpdate
+	broadcastsBuf [4]Broadcast
+}
+
+// protoNoCopy makes go vet's copylocks check flag copies of ClientMessage,
+// whose slices may point into its own inline arrays.
+type protoNoCopy struct{}
+
+func (*protoNoCopy) Lock()   {}
+func (*protoNoCopy) Unlock() {}
+
+// Own copies every string m holds into one fresh allocation, so m no longer
+// refers to the buffer it was decoded from. Slices keep pointing at m's own
+// storage, so m must still not be copied by value afterwards.
+func (m *ClientMessage) Own() {
+	n := len(m.UAID) + len(m.ChannelID) + len(m.Key) + len(m.Version)
+	for i := range m.Updates {
+		n += len(m.Updates[i].ChannelID) + len(m.Updates[i].Version)
+	}
+	for i := range m.Broadcasts {
+		n += len(m.Broadcasts[i].ID) + len(m.Broadcasts[i].Version)
+	}
+	if n == 0 {
+		return
+	}
+	a := protoArena(make([]byte, 0, n))
+	m.UAID = a.copy(m.UAID)
+	m.ChannelID = a.copy(m.ChannelID)
+	m.Key = a.copy(m.Key)
+	m.Version = a.copy(m.Version)
+	for i := range m.Updates {
+		m.Updates[i].ChannelID = a.copy(m.Updates[i].ChannelID)
+		m.Updates[i].Version = a.copy(m.Updates[i].Version)
+	}
+	for i := range m.Broadcasts {
+		m.Broadcasts[i].ID = a.copy(m.Broadcasts[i].ID)
+		m.Broadcasts[i].Version = a.copy(m.Broadcasts[i].Version)
+	}
+}
+
+// protoArena hands out strings backed by one preallocated byte slice. It
+// never grows: callers size it exactly, so earlier strings stay valid.
+type protoArena []byte
+
+func (a *protoArena) copy(s string) string {
+	if s == "" {
+		return ""
+	}
+	start := len(*a)
+	*a = append(*a, s...)
+	return unsafe.String(&(*a)[start], len(s))
+}
+
+// Header is one HTTP header of a notification that the client needs to
+// decrypt it (encoding, and for aesgcm: encryption, crypto_key,
+// encryption_key). Names are lower case as autopush sends them.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// Notification is one push message on its way to a user agent.
+//
+// The API tier sends it to the engine as the body of PUT /push/{uaid}
+// (AppendNotificationJSON / DecodeNotification, schema in
+// protocol_encode.go); the engine forwards it to the client as a
+// "notification" message (AppendNotification), which carries only
+// channelID, version, data and headers.
+//
+// A Notification filled by DecodeNotification points into the decoded
+// buffer; Clone it before keeping it. Copying by value is safe.
+type Notification struct {
+	ChannelID string   // lower-case dashed UUID
+	Version   string   // message id the client acks with (opaque to the engine)
+	TTL       int64    // seconds the message may be stored; 0: deliver now or drop
+	Topic     string   // "" when none; replaces a stored message with the same topic
+	Timestamp int64    // seconds since the epoch when the API tier accepted it
+	SortKey   uint64   // storage sort key timestamp (ms); 0 for topic messages
+	Data      string   // encrypted payload, base64url without padding; "" when none
+	Headers   []Header // crypto headers; only sent along with Data
+}
+
+// Clone returns a copy of n that shares no memory with n (one allocation
+// for the strings, one for Headers).
+func (n *Notification) Clone() Notification {
+	c := *n
+	size := len(n.ChannelID) + len(n.Version) + len(n.Topic) + len(n.Data)
+	for _, h := range n.Headers {
+		size += len(h.Name) + len(h.Value)
+	}
+	a := protoArena(make([]byte, 0, size))
+	c.ChannelID = a.copy(n.ChannelID)
+	c.Version = a.copy(n.Version)
+	c.Topic = a.copy(n.Topic)
+	c.Data = a.copy(n.Data)
+	if n.Headers != nil {
+		c.Headers = make([]Header, len(n.Headers))
+		for i, h := range n.Headers {
+			c.Headers[i] = Header{a.copy(h.Name), a.copy(h.Value)}
+		}
+	}
+	return c
+}
+
+// Decode error categories; every error DecodeClient and DecodeNotification
+// return is a *DecodeError wrapping one of them (test with errors.Is).
+// The engine closes the connection on any of them, as autopush-rs does.
+var (
+	ErrSyntax       = errors.New("webpush: malformed JSON")
+	ErrUnknownType  = errors.New("webpush: missing or unknown messageType")
+	ErrInvalidField = errors.New("webpush: missing or invalid field")
+	ErrLimit        = errors.New("webpush: message exceeds a limit")
+)
+
+// DecodeError says where and why a message was rejected.
+type DecodeError struct {
+	Offset int    // byte offset in the input where the problem was found
+	Reason string // short human readable detail
+	Err    error  // ErrSyntax, ErrUnknownType, ErrInvalidField or ErrLimit
+}
+
+func (e *DecodeError) Error() string {
+	return e.Err.Error() + " at offset " + strconv.Itoa(e.Offset) + ": " + e.Reason
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// ValidChannelID reports whether s is a channel ID in the only form the
+// register message accepts: a dashed UUID (8-4-4-4-12) in lower-case hex.
+// Upper case is rejected on purpose: autopush-rs refuses a register whose
+// channelID is not exactly its lower-case dashed form, Firefox always sends
+// that form, and the ID is echoed back and stored verbatim, so one spelling
+// per channel keeps acks and unregisters matching.
+func ValidChannelID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ParseChannelID parses a UUID as ack and unregister accept it (like
+// autopush-rs, which parses these with a lenient UUID parser): dashed or
+// 32 hex digits, either case. Compare the bytes, not the strings.
+func ParseChannelID(s string) ([16]byte, bool) { return protoParseUUID(s) }
+
+// ParseUAID parses a UAID as hello carries it: 32 hex digits (the form the
+// server hands out), or a dashed UUID; either case. A false result means
+// the client gets a new UAID, as in autopush-rs.
+func ParseUAID(s string) ([16]byte, bool) { return protoParseUUID(s) }
+
+// FormatUAID returns the 32 lower-case hex digits form, the one sent in the
+// hello reply. AppendUAID is the allocation-free variant.
+func FormatUAID(u [16]byte) string { return string(AppendUAID(nil, u)) }
+
+// AppendUAID appends u as 32 lower-case hex digits.
+func AppendUAID(dst []byte, u [16]byte) []byte {
+	for _, b := range u {
+		dst = append(dst, protoHex[b>>4], protoHex[b&15])
+	}
+	return dst
+}
+
+// AppendChannelID appends u as a lower-case dashed UUID.
+func AppendChannelID(dst []byte, u [16]byte) []byte {
+	for i, b := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, protoHex[b>>4], protoHex[b&15])
+	}
+	return dst
+}
+
+const protoHex = "0123456789abcdef"
+
+func protoParseUUID(s string) (u [16]byte, ok bool) {
+	switch len(s) {
+	case 32:
+	case 36:
+		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return u, false
+		}
+	default:
+		return u, false
+	}
+	dashed := len(s) == 36
+	j := 0
+	for i := 0; i < 16; i++ {
+		if dashed && (i == 4 || i == 6 || i == 8 || i == 10) {
+			j++ // the dash, checked above
+		}
+		hi, ok1 := protoUnhex(s[j])
+		lo, ok2 := protoUnhex(s[j+1])
+		if !ok1 || !ok2 {
+			return [16]byte{}, false
+		}
+		u[i] = hi<<4 | lo
+		j += 2
+	}
+	return u, true
+}
+
+func protoUnhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}

@@ -1,0 +1,225 @@
+package webpush
+
+// Server messages, appended to a caller's buffer so that a connection node
+// can write a frame without allocating. Key order follows autopush-rs
+// (serde emits the messageType tag first, then fields in declaration order);
+// clients do not depend on it, but byte-identical output keeps comparisons
+// with the reference simple.
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// AppendHelloReply appends the reply to hello:
+//
+//	{"messageType":"hello","uaid":"<32 hex>","status":200,"use_webpush":true,"broadcasts":{...}}
+//
+// broadcasts is the object AppendBroadcast describes; it is always present,
+// {} when both lists are empty.
+func AppendHelloReply(dst []byte, uaid [16]byte, status int, changed, errs []Broadcast) []byte {
+	dst = append(dst, `{"messageType":"hello","uaid":"`...)
+	dst = AppendUAID(dst, uaid)
+	dst = append(dst, `","status":`...)
+	dst = strconv.AppendInt(dst, int64(status), 10)
+	dst = append(dst, `,"use_webpush":true,"broadcasts":`...)
+	dst = protoAppendBroadcasts(dst, changed, errs)
+	return append(dst, '}')
+}
+
+// AppendRegisterReply appends the reply to register:
+//
+//	{"messageType":"register","channelID":"...","status":200,"pushEndpoint":"https://..."}
+//
+// pushEndpoint is left out when endpoint is "" (error replies).
+func AppendRegisterReply(dst []byte, channelID string, status int, endpoint string) []byte {
+	dst = append(dst, `{"messageType":"register","channelID":`...)
+	dst = protoAppendString(dst, channelID)
+	dst = append(dst, `,"status":`...)
+	dst = strconv.AppendInt(dst, int64(status), 10)
+	if endpoint != "" {
+		dst = append(dst, `,"pushEndpoint":`...)
+		dst = protoAppendString(dst, endpoint)
+	}
+	return append(dst, '}')
+}
+
+// AppendUnregisterReply appends the reply to unregister:
+//
+//	{"messageType":"unregister","channelID":"...","status":200}
+func AppendUnregisterReply(dst []byte, channelID string, status int) []byte {
+	dst = append(dst, `{"messageType":"unregister","channelID":`...)
+	dst = protoAppendString(dst, channelID)
+	dst = append(dst, `,"status":`...)
+	dst = strconv.AppendInt(dst, int64(status), 10)
+	return append(dst, '}')
+}
+
+// AppendPingReply appends the reply to ping, {} (what autopush sends and
+// what Firefox sends, although both accept {"messageType":"ping"}).
+func AppendPingReply(dst []byte) []byte { return append(dst, '{', '}') }
+
+// AppendNotification appends a push to the client:
+//
+//	{"messageType":"notification","channelID":"...","version":"...","data":"...","headers":{"encoding":"aes128gcm"}}
+//
+// data and headers are left out when n.Data is "" (a push without payload),
+// headers also when n.Headers is empty. TTL, topic, timestamp and sort key
+// are not sent: autopush-rs does not send them and Firefox ignores them.
+func AppendNotification(dst []byte, n *Notification) []byte {
+	dst = append(dst, `{"messageType":"notification","channelID":`...)
+	dst = protoAppendString(dst, n.ChannelID)
+	dst = append(dst, `,"version":`...)
+	dst = protoAppendString(dst, n.Version)
+	dst = protoAppendPayload(dst, n)
+	return append(dst, '}')
+}
+
+// AppendBroadcast appends a broadcast (megaphone) update to the client:
+//
+//	{"messageType":"broadcast","broadcasts":{"<id>":"<version>",...,"errors":{"<id>":"Broadcast not found"}}}
+//
+// changed lists ids with their new versions; errs lists ids the server does
+// not know, with the error text as Version (BroadcastNotFound), under
+// "errors", which is left out when errs is empty. Ids must be unique.
+func AppendBroadcast(dst []byte, changed, errs []Broadcast) []byte {
+	dst = append(dst, `{"messageType":"broadcast","broadcasts":`...)
+	dst = protoAppendBroadcasts(dst, changed, errs)
+	return append(dst, '}')
+}
+
+// AppendNotificationJSON appends n as the body of the internal node API
+// (PUT /push/{uaid}, API tier → engine). The schema, compatible with what
+// autopush-rs's autoendpoint sends its autoconnect:
+//
+//	{
+//	  "channelID": "<lower-case dashed uuid>",   required
+//	  "version": "<message id>",                 required
+//	  "ttl": <seconds, integer >= 0>,            0 when absent
+//	  "topic": "<topic>",                        left out when none; null accepted
+//	  "timestamp": <seconds since epoch>,        0 when absent
+//	  "sortkey_timestamp": <uint64 ms>,          left out when 0; null accepted
+//	  "data": "<base64url payload>",             left out when none; null accepted
+//	  "headers": {"encoding": "aes128gcm", ...}  only with data; null accepted
+//	}
+//
+// DecodeNotification reads it back; it skips keys it does not know (such as
+// autopush-rs's reliability_id).
+func AppendNotificationJSON(dst []byte, n *Notification) []byte {
+	dst = append(dst, `{"channelID":`...)
+	dst = protoAppendString(dst, n.ChannelID)
+	dst = append(dst, `,"version":`...)
+	dst = protoAppendString(dst, n.Version)
+	dst = append(dst, `,"ttl":`...)
+	dst = strconv.AppendInt(dst, n.TTL, 10)
+	if n.Topic != "" {
+		dst = append(dst, `,"topic":`...)
+		dst = protoAppendString(dst, n.Topic)
+	}
+	dst = append(dst, `,"timestamp":`...)
+	dst = strconv.AppendInt(dst, n.Timestamp, 10)
+	if n.SortKey != 0 {
+		dst = append(dst, `,"sortkey_timestamp":`...)
+		dst = strconv.AppendUint(dst, n.SortKey, 10)
+	}
+	dst = protoAppendPayload(dst, n)
+	return append(dst, '}')
+}
+
+// protoAppendPayload appends ,"data":...,"headers":{...} when n has data.
+func protoAppendPayload(dst []byte, n *Notification) []byte {
+	if n.Data == "" {
+		return dst
+	}
+	dst = append(dst, `,"data":`...)
+	dst = protoAppendString(dst, n.Data)
+	if len(n.Headers) == 0 {
+		return dst
+	}
+	dst = append(dst, `,"headers":{`...)
+	for i, h := range n.Headers {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = protoAppendString(dst, h.Name)
+		dst = append(dst, ':')
+		dst = protoAppendString(dst, h.Value)
+	}
+	return append(dst, '}')
+}
+
+func protoAppendBroadcasts(dst []byte, changed, errs []Broadcast) []byte {
+	dst = append(dst, '{')
+	dst = protoAppendPairs(dst, changed)
+	if len(errs) > 0 {
+		if len(changed) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"errors":{`...)
+		dst = protoAppendPairs(dst, errs)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+func protoAppendPairs(dst []byte, bs []Broadcast) []byte {
+	for i, b := range bs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = protoAppendString(dst, b.ID)
+		dst = append(dst, ':')
+		dst = protoAppendString(dst, b.Version)
+	}
+	return dst
+}
+
+// protoAppendString appends s as a JSON string. Quotes, backslashes and
+// control characters are escaped; every byte of invalid UTF-8 becomes
+// \ufffd (as encoding/json does), so the output is always valid JSON and
+// valid UTF-8. U+2028 and U+2029 are escaped too, for JavaScript consumers.
+func protoAppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := protoSkipPlain(s, 0); i < len(s); i = protoSkipPlain(s, i) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', protoHex[c>>4], protoHex[c&15])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', protoHex[r&15])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

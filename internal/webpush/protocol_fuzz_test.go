@@ -1,0 +1,323 @@
+package webpush
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// protoFuzzSeeds returns the example messages, some malformed ones, and
+// every prefix of each (a truncated frame must fail cleanly, never panic).
+func protoFuzzSeeds(whole []string) [][]byte {
+	var seeds [][]byte
+	for _, s := range whole {
+		for i := 0; i <= len(s); i++ {
+			seeds = append(seeds, []byte(s[:i]))
+		}
+	}
+	return seeds
+}
+
+var protoFuzzClientInputs = append(append([]string{}, protoExampleMessages...),
+	`{"messageType":"nack","version":"a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00z","code":-0}`,
+	`{"messageType":"ack","updates":[{"channelID":"a","version":"1"},{"channelID":"b","version":"2","code":null},{"channelID":"c","version":"3"},{"channelID":"d","version":"4"},{"channelID":"e","version":"5","x":[{}]}]}`,
+	`{"x":{"a":[1,-2.5e+3,true,false,null,"s",{}],"b":[]},"messageType":"ping","y":0.0}`,
+	`{"messageType":"unregister","channelID":"c","code":4294967296}`,
+	`{"messageType":"hello","uaid":null,"broadcasts":{"a":"1","a":"2"},"use_webpush":"x"}`,
+	"{\"messageType\":\"nack\",\"version\":\"\xff\"}",
+	`{"message\u0054ype":"register","channelID":"c","channelID":5}`,
+)
+
+// FuzzDecodeClient: DecodeClient never panics, never reads past len(buf),
+// returns only *DecodeError, and whatever it accepts encoding/json accepts
+// too and reads the same values from.
+func FuzzDecodeClient(f *testing.F) {
+	for _, s := range protoFuzzSeeds(protoFuzzClientInputs) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		exact := make([]byte, len(in)) // cap == len: a read past len panics
+		copy(exact, in)
+		var m ClientMessage
+		err := DecodeClient(exact, &m)
+
+		// Same input with bytes that would change the result behind len:
+		// a decoder slicing up to cap instead of len would diverge.
+		padded := make([]byte, len(in), len(in)+8)
+		copy(padded, in)
+		copy(padded[len(in):cap(padded)], `"}]:,"1 `)
+		var m2 ClientMessage
+		err2 := DecodeClient(padded, &m2)
+		if fmt.Sprint(err) != fmt.Sprint(err2) || fmt.Sprintf("%+v", view(&m)) != fmt.Sprintf("%+v", view(&m2)) {
+			t.Fatalf("result depends on bytes past len: %v / %v", err, err2)
+		}
+
+		if err != nil {
+			checkDecodeError(t, err, len(in))
+			if m.Type != MsgUnknown {
+				t.Fatalf("failed decode left Type %v", m.Type)
+			}
+			return
+		}
+		compareWithEncodingJSON(t, in, &m)
+	})
+}
+
+func checkDecodeError(t *testing.T, err error, n int) {
+	t.Helper()
+	var de *DecodeError
+	if !errors.As(err, &de) {
+		t.Fatalf("error %T %v is not a *DecodeError", err, err)
+	}
+	if de.Offset < 0 || de.Offset > max(n, MaxClientMessageSize) {
+		t.Fatalf("offset %d outside input of %d bytes", de.Offset, n)
+	}
+	if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrUnknownType) && !errors.Is(err, ErrInvalidField) && !errors.Is(err, ErrLimit) {
+		t.Fatalf("uncategorised error %v", err)
+	}
+}
+
+// compareWithEncodingJSON checks that encoding/json reads in as an object
+// holding the values DecodeClient produced.
+func compareWithEncodingJSON(t *testing.T, in []byte, m *ClientMessage) {
+	t.Helper()
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(in, &obj); err != nil {
+		t.Fatalf("DecodeClient accepted %q, encoding/json: %v", in, err)
+	}
+	str := func(key string) (string, bool) {
+		raw, ok := obj[key]
+		if !ok || string(raw) == "null" {
+			return "", false
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		return s, true
+	}
+	typ, ok := str("messageType")
+	switch {
+	case !ok && (len(obj) != 0 || m.Type != MsgPing):
+		t.Fatalf("no messageType in %q, decoded as %v", in, m.Type)
+	case ok && typ != m.Type.String():
+		t.Fatalf("messageType %q, decoded as %v", typ, m.Type)
+	}
+	checkStr := func(key, got string, has bool) {
+		want, ok := str(key)
+		if ok != has || want != got {
+			t.Fatalf("%s: encoding/json %q (%v), DecodeClient %q (%v)", key, want, ok, got, has)
+		}
+	}
+	checkCode := func(raw json.RawMessage, present bool, got int64, has bool) {
+		if !present || string(raw) == "null" {
+			if has {
+				t.Fatalf("code %d decoded from nothing", got)
+			}
+			return
+		}
+		var want int64
+		if err := json.Unmarshal(raw, &want); err != nil || !has || want != got {
+			t.Fatalf("code %s: decoded %d (%v), %v", raw, got, has, err)
+		}
+	}
+	switch m.Type {
+	case MsgHello:
+		checkStr("uaid", m.UAID, m.HasUAID)
+		checkBroadcasts(t, obj, m)
+	case MsgRegister:
+		checkStr("channelID", m.ChannelID, true)
+		checkStr("key", m.Key, hasString(obj, "key"))
+	case MsgUnregister:
+		checkStr("channelID", m.ChannelID, true)
+		raw, ok := obj["code"]
+		checkCode(raw, ok, m.Code, m.HasCode)
+	case MsgNack:
+		checkStr("version", m.Version, true)
+		raw, ok := obj["code"]
+		checkCode(raw, ok, m.Code, m.HasCode)
+	case MsgAck:
+		var ups []map[string]json.RawMessage
+		if err := json.Unmarshal(obj["updates"], &ups); err != nil || len(ups) != len(m.Updates) {
+			t.Fatalf("updates %s: %v, decoded %d", obj["updates"], err, len(m.Updates))
+		}
+		for i, u := range ups {
+			var chid, ver string
+			if json.Unmarshal(u["channelID"], &chid) != nil || json.Unmarshal(u["version"], &ver) != nil ||
+				chid != m.Updates[i].ChannelID || ver != m.Updates[i].Version {
+				t.Fatalf("update %d: %v vs %+v", i, u, m.Updates[i])
+			}
+			raw, ok := u["code"]
+			checkCode(raw, ok, int64(m.Updates[i].Code), m.Updates[i].HasCode)
+		}
+	case MsgBroadcastSubscribe:
+		checkBroadcasts(t, obj, m)
+	}
+}
+
+func hasString(obj map[string]json.RawMessage, key string) bool {
+	raw, ok := obj[key]
+	return ok && len(raw) > 0 && raw[0] == '"'
+}
+
+func checkBroadcasts(t *testing.T, obj map[string]json.RawMessage, m *ClientMessage) {
+	t.Helper()
+	raw, ok := obj["broadcasts"]
+	if !ok || string(raw) == "null" {
+		if m.HasBroadcasts || len(m.Broadcasts) != 0 {
+			t.Fatalf("broadcasts decoded from nothing: %+v", m.Broadcasts)
+		}
+		return
+	}
+	var want map[string]string
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatalf("broadcasts %s: %v", raw, err)
+	}
+	if !reflect.DeepEqual(want, broadcastMap(m.Broadcasts)) || len(want) != len(m.Broadcasts) || !m.HasBroadcasts {
+		t.Fatalf("broadcasts: encoding/json %v, DecodeClient %+v", want, m.Broadcasts)
+	}
+}
+
+// FuzzDecodeNotification: no panic, no read past len, and an accepted body
+// means what encoding/json says it means and survives re-encoding.
+func FuzzDecodeNotification(f *testing.F) {
+	n := testNotification()
+	inputs := []string{
+		string(AppendNotificationJSON(nil, n)),
+		string(AppendNotificationJSON(nil, &Notification{ChannelID: "c", Version: "v"})),
+		`{"channelID":"c","version":"v","ttl":60,"topic":null,"timestamp":1,"reliability_id":null,"data":"ZA","headers":{"encoding":"aesgcm","encryption":"salt=x","crypto_key":"dh=y"}}`,
+		`{"channelID":"c\u00e9","version":"v","sortkey_timestamp":18446744073709551615,"headers":{"a":"1","a":"2"}}`,
+	}
+	for _, s := range protoFuzzSeeds(inputs) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		exact := make([]byte, len(in))
+		copy(exact, in)
+		var n Notification
+		err := DecodeNotification(exact, &n)
+		padded := make([]byte, len(in), len(in)+8)
+		copy(padded, in)
+		copy(padded[len(in):cap(padded)], `"}]:,"1 `)
+		var n2 Notification
+		err2 := DecodeNotification(padded, &n2)
+		if fmt.Sprint(err) != fmt.Sprint(err2) || fmt.Sprintf("%+v", n) != fmt.Sprintf("%+v", n2) {
+			t.Fatalf("result depends on bytes past len: %v / %v", err, err2)
+		}
+		if err != nil {
+			checkDecodeError(t, err, len(in))
+			return
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(in, &obj); err != nil {
+			t.Fatalf("DecodeNotification accepted %q, encoding/json: %v", in, err)
+		}
+		var chid, ver string
+		if json.Unmarshal(obj["channelID"], &chid) != nil || json.Unmarshal(obj["version"], &ver) != nil ||
+			chid != n.ChannelID || ver != n.Version {
+			t.Fatalf("channelID/version differ from encoding/json: %+v", n)
+		}
+		if raw, ok := obj["headers"]; ok {
+			var h map[string]string
+			if err := json.Unmarshal(raw, &h); err != nil || len(h) != len(n.Headers) {
+				t.Fatalf("headers %s: %v vs %+v", raw, err, n.Headers)
+			}
+			for _, x := range n.Headers {
+				if h[x.Name] != x.Value {
+					t.Fatalf("header %q: %q vs %q", x.Name, h[x.Name], x.Value)
+				}
+			}
+		}
+		// Re-encoding and decoding again is lossless (except headers
+		// without data, which the encoder leaves out).
+		c := n.Clone()
+		if c.Data == "" || len(c.Headers) == 0 {
+			c.Headers = nil
+		}
+		var back Notification
+		if err := DecodeNotification(AppendNotificationJSON(nil, &c), &back); err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		if len(back.Headers) == 0 {
+			back.Headers = nil
+		}
+		if !reflect.DeepEqual(back, c) {
+			t.Fatalf("re-encode round trip\n got %+v\nwant %+v", back, c)
+		}
+	})
+}
+
+// FuzzAppendRoundTrip: any strings through the encoders give valid JSON
+// from which encoding/json reads the same strings (invalid UTF-8 bytes
+// replaced by U+FFFD), and DecodeNotification reads the internal body back.
+func FuzzAppendRoundTrip(f *testing.F) {
+	f.Add(testChid, "gAAAAB", "ZGF0YQ", "aes128gcm", "https://push.example.com/wpush/v2/x", "mail", 200, int64(60), uint64(5))
+	f.Add("\"\\\x00\x1f\u2028", "\xff\xfe", "é€😀", "\xed\xa0\x80", "", "", 400, int64(0), uint64(0))
+	f.Add("", "", "", "", "", "\ufffd", -1, int64(1)<<62, uint64(1)<<63)
+	f.Fuzz(func(t *testing.T, chid, ver, data, hval, endpoint, topic string, status int, ttl int64, sortkey uint64) {
+		// Escaping bugs show on short strings; long ones only make each
+		// run and every minimization slow.
+		if len(chid)+len(ver)+len(data)+len(hval)+len(endpoint)+len(topic) > 512 {
+			return
+		}
+		if ttl < 0 {
+			ttl = -(ttl + 1)
+		}
+		n := &Notification{ChannelID: chid, Version: ver, TTL: ttl, Topic: topic, Timestamp: ttl / 2, SortKey: sortkey,
+			Data: data, Headers: []Header{{"encoding", hval}, {"crypto_key", ver}}}
+		wantN := map[string]any{"messageType": "notification", "channelID": fixUTF8(chid), "version": fixUTF8(ver)}
+		if data != "" {
+			wantN["data"] = fixUTF8(data)
+			wantN["headers"] = map[string]any{"encoding": fixUTF8(hval), "crypto_key": fixUTF8(ver)}
+		}
+		checkEncoded(t, AppendNotification(nil, n), wantN, false)
+		checkEncoded(t, AppendRegisterReply(nil, chid, status, endpoint), map[string]any{
+			"messageType": "register", "channelID": fixUTF8(chid), "status": float64(status), "pushEndpoint": fixUTF8(endpoint)}, endpoint == "")
+		checkEncoded(t, AppendUnregisterReply(nil, chid, status), map[string]any{
+			"messageType": "unregister", "channelID": fixUTF8(chid), "status": float64(status)}, false)
+		bw := map[string]any{fixUTF8(chid): fixUTF8(ver)}
+		if fixUTF8(chid) != "errors" {
+			bw["errors"] = map[string]any{fixUTF8(topic): fixUTF8(endpoint)}
+			checkEncoded(t, AppendBroadcast(nil, []Broadcast{{chid, ver}}, []Broadcast{{topic, endpoint}}),
+				map[string]any{"messageType": "broadcast", "broadcasts": bw}, false)
+		}
+
+		// Internal body: DecodeNotification reads back what was encoded.
+		body := AppendNotificationJSON(nil, n)
+		if !json.Valid(body) {
+			t.Fatalf("invalid JSON %q", body)
+		}
+		var got Notification
+		if err := DecodeNotification(body, &got); err != nil {
+			t.Fatalf("DecodeNotification(%q): %v", body, err)
+		}
+		want := Notification{ChannelID: fixUTF8(chid), Version: fixUTF8(ver), TTL: ttl, Topic: fixUTF8(topic),
+			Timestamp: ttl / 2, SortKey: sortkey, Data: fixUTF8(data)}
+		if data != "" {
+			want.Headers = []Header{{"encoding", fixUTF8(hval)}, {"crypto_key", fixUTF8(ver)}}
+		}
+		if len(got.Headers) == 0 {
+			got.Headers = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("internal body round trip\n got %+v\nwant %+v", got, want)
+		}
+
+		// A client message built by the encoder's string escaping decodes
+		// back to the same strings.
+		msg := []byte(`{"messageType":"register","channelID":` + string(protoAppendString(nil, chid)) +
+			`,"key":` + string(protoAppendString(nil, ver)) + `}`)
+		if len(msg) > MaxClientMessageSize {
+			return
+		}
+		var m ClientMessage
+		if err := DecodeClient(msg, &m); err != nil {
+			t.Fatalf("DecodeClient(%q): %v", msg, err)
+		}
+		if m.ChannelID != fixUTF8(chid) || m.Key != fixUTF8(ver) {
+			t.Fatalf("DecodeClient(%q) = %q %q", msg, m.ChannelID, m.Key)
+		}
+	})
+}
