@@ -121,7 +121,7 @@ func (c *Client) Next(timeout time.Duration) (string, ws.StatusCode, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		c.conn.SetReadDeadline(deadline)
-		f, err := ws.ReadFrame(c.conn)
+		f, err := readFrame(c.conn)
 		if err != nil {
 			return "", 0, err
 		}
@@ -274,4 +274,26 @@ func Must(t testing.TB, err error, what string) {
 	if err != nil {
 		t.Fatalf("%s: %v", what, fmt.Sprint(err))
 	}
+}
+
+// maxTestFrame bounds what the test client reads from a server.
+const maxTestFrame = 1 << 20
+
+// readFrame reads one frame, refusing a declared length over maxTestFrame.
+func readFrame(r io.Reader) (ws.Frame, error) {
+	h, err := ws.ReadHeader(r)
+	if err != nil {
+		return ws.Frame{}, err
+	}
+	if h.Length > maxTestFrame {
+		return ws.Frame{}, fmt.Errorf("server frame of %d bytes", h.Length)
+	}
+	payload := make([]byte, h.Length)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return ws.Frame{}, err
+	}
+	if h.Masked {
+		ws.Cipher(payload, h.Mask, 0)
+	}
+	return ws.Frame{Header: h, Payload: payload}, nil
 }
