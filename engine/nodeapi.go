@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/autopush-go/autopush/internal/webpush"
 )
 
@@ -179,6 +181,8 @@ func (srv *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 
 func (srv *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	srv.metrics.set.WritePrometheus(w)
+	// go_goroutines, go_memstats_*, process_resident_memory_bytes, ...
+	metrics.WriteProcessMetrics(w)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

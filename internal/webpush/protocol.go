@@ -107,13 +107,16 @@ type Broadcast struct {
 // DecodeClient, so it is valid only until that buffer is reused. Call Own
 // before keeping any of it longer (in a map, a queue, another goroutine).
 //
-// Updates and Broadcasts normally slice small arrays inside the
-// ClientMessage itself (so decoding the common message allocates nothing).
-// Therefore a ClientMessage must not be copied by value (go vet reports it):
-// keep one per connection and pass a pointer. Not safe for concurrent use.
+// Allocation: DecodeClient appends Updates and Broadcasts into the slices m
+// already holds, so a ClientMessage reused for every message (one per event
+// loop, say) decodes without allocating once it has seen an ack. A fresh
+// ClientMessage on the stack stays there (DecodeClient does not leak it) and
+// allocates only the Updates or Broadcasts slice, when the message has one.
+// (Inline arrays inside ClientMessage would avoid even that, but a struct
+// pointing into itself always escapes to the heap, costing more than the
+// slice.) The next DecodeClient into m reuses those slices' arrays, so a
+// copy of m made earlier must not rely on them. Not safe for concurrent use.
 type ClientMessage struct {
-	_ protoNoCopy
-
 	Type MessageType
 
 	// hello
@@ -123,6 +126,7 @@ type ClientMessage struct {
 
 	// hello (optional) and broadcast_subscribe (required): the client's
 	// broadcast ids and the versions it has, duplicates merged (last wins).
+	// Empty (possibly non-nil) when there are none.
 	Broadcasts    []Broadcast
 	HasBroadcasts bool // "broadcasts" was present and an object
 
@@ -137,23 +141,13 @@ type ClientMessage struct {
 	// nack
 	Version string
 
-	// ack
+	// ack; empty (possibly non-nil) for other types
 	Updates []AckUpdate
-
-	updatesBuf    [4]AckUpdate
-	broadcastsBuf [4]Broadcast
 }
 
-// protoNoCopy makes go vet's copylocks check flag copies of ClientMessage,
-// whose slices may point into its own inline arrays.
-type protoNoCopy struct{}
-
-func (*protoNoCopy) Lock()   {}
-func (*protoNoCopy) Unlock() {}
-
 // Own copies every string m holds into one fresh allocation, so m no longer
-// refers to the buffer it was decoded from. Slices keep pointing at m's own
-// storage, so m must still not be copied by value afterwards.
+// refers to the buffer it was decoded from. The Updates and Broadcasts
+// arrays are not copied: the next DecodeClient into m still reuses them.
 func (m *ClientMessage) Own() {
 	n := len(m.UAID) + len(m.ChannelID) + len(m.Key) + len(m.Version)
 	for i := range m.Updates {

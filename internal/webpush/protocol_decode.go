@@ -8,6 +8,7 @@ package webpush
 
 import (
 	"math"
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -15,8 +16,8 @@ import (
 // DecodeClient decodes one client message (a websocket text frame) into m,
 // overwriting everything m held.
 //
-// It never allocates for a valid message, except when an ack has more than
-// 4 updates or a broadcasts object more than 4 ids.
+// It does not allocate, except to grow m.Updates or m.Broadcasts beyond the
+// capacity m already has (see ClientMessage), and m does not escape.
 //
 // buf belongs to the caller but is modified: strings with escapes are
 // unescaped in place, so buf cannot be decoded twice. The strings in m point
@@ -36,12 +37,30 @@ import (
 // Errors are *DecodeError wrapping ErrSyntax, ErrUnknownType,
 // ErrInvalidField or ErrLimit.
 func DecodeClient(buf []byte, m *ClientMessage) error {
-	*m = ClientMessage{}
+	d := protoClientDecoder{
+		s:   protoScanner{buf: buf},
+		ups: protoReuse(m.Updates),
+		bcs: protoReuse(m.Broadcasts),
+	}
+	*m = ClientMessage{Updates: d.ups, Broadcasts: d.bcs}
 	if len(buf) > MaxClientMessageSize {
 		return &DecodeError{Offset: MaxClientMessageSize, Reason: "message too large", Err: ErrLimit}
 	}
-	d := protoClientDecoder{s: protoScanner{buf: buf}, m: m}
-	return d.decode()
+	return d.decode(m)
+}
+
+// protoKeepCap bounds the Updates or Broadcasts capacity kept across
+// decodes: one huge ack must not pin a large array to a long-lived message.
+const protoKeepCap = 64
+
+// protoReuse returns s emptied for reuse, with the strings it held cleared
+// so that they do not keep an old buffer alive.
+func protoReuse[T any](s []T) []T {
+	if cap(s) > protoKeepCap {
+		return nil
+	}
+	clear(s[:cap(s)])
+	return s[:0]
 }
 
 // Fields of a client message, as bits; per message type, protoTypeFields
@@ -97,11 +116,17 @@ func protoLookupType(s string) MessageType {
 	return MsgUnknown
 }
 
+// protoClientDecoder is the state of one DecodeClient. The message is
+// passed to its methods rather than held in it: escape analysis does not
+// tell struct fields apart, and the strings taken from buf (held here)
+// legitimately flow into the message, which would make the message itself
+// escape if it were a field too.
 type protoClientDecoder struct {
 	s       protoScanner
-	m       *ClientMessage
-	seen    uint16 // fields present with a usable value
-	bad     uint16 // fields whose last value had the wrong type or range
+	ups     []AckUpdate // Updates being built
+	bcs     []Broadcast // Broadcasts being built
+	seen    uint16      // fields present with a usable value
+	bad     uint16      // fields whose last value had the wrong type or range
 	badAt   [protoFieldCount]int32
 	typ     string
 	typAt   int
@@ -109,7 +134,7 @@ type protoClientDecoder struct {
 	codeAt  int
 }
 
-func (d *protoClientDecoder) decode() error {
+func (d *protoClientDecoder) decode(m *ClientMessage) error {
 	s := &d.s
 	if s.next() != '{' {
 		return s.fail(ErrSyntax, "message is not a JSON object")
@@ -132,7 +157,7 @@ func (d *protoClientDecoder) decode() error {
 			}
 			s.pos++
 			s.skipSpace()
-			if err := d.field(key); err != nil {
+			if err := d.field(m, key); err != nil {
 				return err
 			}
 			nkeys++
@@ -150,12 +175,12 @@ func (d *protoClientDecoder) decode() error {
 	if s.skipSpace(); s.pos != len(s.buf) {
 		return s.fail(ErrSyntax, "data after the JSON object")
 	}
-	return d.finish(nkeys)
+	return d.finish(m, nkeys)
 }
 
 // field decodes the value of one top-level key; s.pos is at the value.
-func (d *protoClientDecoder) field(key string) error {
-	s, m := &d.s, d.m
+func (d *protoClientDecoder) field(m *ClientMessage, key string) error {
+	s := &d.s
 	switch key {
 	case "messageType":
 		if s.peek() != '"' {
@@ -221,16 +246,7 @@ func (d *protoClientDecoder) unset(f uint16) { d.seen &^= f; d.bad &^= f }
 func (d *protoClientDecoder) markBad(f uint16, at int) {
 	d.seen &^= f
 	d.bad |= f
-	d.badAt[protoBitIndex(f)] = int32(at)
-}
-
-func protoBitIndex(f uint16) int {
-	i := 0
-	for f > 1 {
-		f >>= 1
-		i++
-	}
-	return i
+	d.badAt[bits.TrailingZeros16(f)] = int32(at)
 }
 
 // stringField reads a string or null into *dst; any other type marks f bad.
@@ -255,8 +271,8 @@ func (d *protoClientDecoder) stringField(f uint16, dst *string) error {
 
 // broadcasts reads {"id": "version", ...}; duplicate ids: last wins.
 func (d *protoClientDecoder) broadcasts() error {
-	s, m := &d.s, d.m
-	m.Broadcasts = nil
+	s := &d.s
+	d.bcs = d.bcs[:0]
 	switch s.peek() {
 	case '{':
 	case 'n':
@@ -270,8 +286,6 @@ func (d *protoClientDecoder) broadcasts() error {
 		return s.skipValue(2)
 	}
 	start := s.pos
-	m.Broadcasts = m.broadcastsBuf[:0]
-	clear(m.broadcastsBuf[:])
 	bad := false
 	err := s.object(func(key string) error {
 		if s.peek() != '"' {
@@ -282,16 +296,16 @@ func (d *protoClientDecoder) broadcasts() error {
 		if err != nil {
 			return err
 		}
-		for i := range m.Broadcasts {
-			if m.Broadcasts[i].ID == key {
-				m.Broadcasts[i].Version = v
+		for i := range d.bcs {
+			if d.bcs[i].ID == key {
+				d.bcs[i].Version = v
 				return nil
 			}
 		}
-		if len(m.Broadcasts) == MaxBroadcasts {
+		if len(d.bcs) == MaxBroadcasts {
 			return s.fail(ErrLimit, "too many broadcasts")
 		}
-		m.Broadcasts = append(m.Broadcasts, Broadcast{ID: key, Version: v})
+		d.bcs = append(d.bcs, Broadcast{ID: key, Version: v})
 		return nil
 	})
 	if err != nil {
@@ -307,8 +321,8 @@ func (d *protoClientDecoder) broadcasts() error {
 
 // updates reads [{"channelID": "...", "version": "...", "code": 100}, ...].
 func (d *protoClientDecoder) updates() error {
-	s, m := &d.s, d.m
-	m.Updates = nil
+	s := &d.s
+	d.ups = d.ups[:0]
 	switch s.peek() {
 	case '[':
 	case 'n':
@@ -322,14 +336,12 @@ func (d *protoClientDecoder) updates() error {
 		return s.skipValue(2)
 	}
 	s.pos++
-	m.Updates = m.updatesBuf[:0]
-	clear(m.updatesBuf[:])
 	badAt := -1
 	if s.next() == ']' {
 		s.pos++
 	} else {
 		for {
-			if len(m.Updates) == MaxAckUpdates {
+			if len(d.ups) == MaxAckUpdates {
 				return s.fail(ErrLimit, "too many ack updates")
 			}
 			at := s.pos
@@ -338,7 +350,7 @@ func (d *protoClientDecoder) updates() error {
 				return err
 			}
 			if ok {
-				m.Updates = append(m.Updates, u)
+				d.ups = append(d.ups, u)
 			} else if badAt < 0 {
 				badAt = at
 			}
@@ -418,9 +430,9 @@ func (d *protoClientDecoder) update() (u AckUpdate, ok bool, err error) {
 	return u, ok && haveChannel && haveVersion, err
 }
 
-// finish maps messageType and checks the fields that type needs.
-func (d *protoClientDecoder) finish(nkeys int) error {
-	m := d.m
+// finish maps messageType, checks the fields that type needs and zeroes
+// the others, so a ClientMessage never shows stale or foreign fields.
+func (d *protoClientDecoder) finish(m *ClientMessage, nkeys int) error {
 	if !d.hasType {
 		if nkeys == 0 {
 			m.Type = MsgPing
@@ -434,14 +446,15 @@ func (d *protoClientDecoder) finish(nkeys int) error {
 	}
 	rule := protoTypeFields[t]
 	if b := d.bad & rule.strict; b != 0 {
-		i := protoBitIndex(b & -b)
+		i := bits.TrailingZeros16(b)
 		return &DecodeError{Offset: int(d.badAt[i]), Reason: t.String() + ": invalid " + protoFieldNames[i], Err: ErrInvalidField}
 	}
 	if b := rule.required &^ d.seen; b != 0 {
-		i := protoBitIndex(b & -b)
+		i := bits.TrailingZeros16(b)
 		return &DecodeError{Offset: d.typAt, Reason: t.String() + ": missing " + protoFieldNames[i], Err: ErrInvalidField}
 	}
-	if m.HasCode && rule.keep&protoFCode != 0 {
+	keep := rule.keep
+	if m.HasCode && keep&protoFCode != 0 {
 		lo, hi := int64(0), int64(math.MaxUint32)
 		if t == MsgNack {
 			lo, hi = math.MinInt32, math.MaxInt32
@@ -451,25 +464,20 @@ func (d *protoClientDecoder) finish(nkeys int) error {
 		}
 	}
 	m.Type = t
-	m.HasUAID = d.seen&protoFUAID != 0
-	m.HasBroadcasts = d.seen&protoFBroadcasts != 0
-	d.clearUnkept(rule.keep)
-	return nil
-}
-
-// clearUnkept zeroes what the message type does not use, so a
-// ClientMessage never shows stale or foreign fields.
-func (d *protoClientDecoder) clearUnkept(keep uint16) {
-	m := d.m
+	m.HasUAID = keep&d.seen&protoFUAID != 0
+	m.HasBroadcasts = keep&d.seen&protoFBroadcasts != 0
+	m.Updates, m.Broadcasts = d.ups[:0], d.bcs[:0]
+	if keep&protoFUpdates != 0 {
+		m.Updates = d.ups
+	}
+	if keep&protoFBroadcasts != 0 {
+		m.Broadcasts = d.bcs
+	}
 	if keep&protoFUAID == 0 {
-		m.UAID, m.HasUAID = "", false
+		m.UAID = ""
 	}
 	if keep&protoFWebPush == 0 {
 		m.UseWebPush = false
-	}
-	if keep&protoFBroadcasts == 0 && m.Broadcasts != nil {
-		m.Broadcasts, m.HasBroadcasts = nil, false
-		clear(m.broadcastsBuf[:])
 	}
 	if keep&protoFChannelID == 0 {
 		m.ChannelID = ""
@@ -483,10 +491,7 @@ func (d *protoClientDecoder) clearUnkept(keep uint16) {
 	if keep&protoFVersion == 0 {
 		m.Version = ""
 	}
-	if keep&protoFUpdates == 0 && m.Updates != nil {
-		m.Updates = nil
-		clear(m.updatesBuf[:])
-	}
+	return nil
 }
 
 // DecodeNotification decodes the internal node API body (the schema is in

@@ -43,12 +43,18 @@ func FuzzDecodeClient(f *testing.F) {
 		var m ClientMessage
 		err := DecodeClient(exact, &m)
 
-		// Same input with bytes that would change the result behind len:
-		// a decoder slicing up to cap instead of len would diverge.
+		// Same input with bytes that would change the result behind len
+		// (a decoder slicing up to cap instead of len would diverge), into
+		// a reused message that held other values (nothing may leak over).
 		padded := make([]byte, len(in), len(in)+8)
 		copy(padded, in)
 		copy(padded[len(in):cap(padded)], `"}]:,"1 `)
 		var m2 ClientMessage
+		for _, prev := range []string{ffHelloAgain, protoFuzzClientInputs[len(protoExampleMessages)+1]} {
+			if err := DecodeClient([]byte(prev), &m2); err != nil {
+				t.Fatal(err)
+			}
+		}
 		err2 := DecodeClient(padded, &m2)
 		if fmt.Sprint(err) != fmt.Sprint(err2) || fmt.Sprintf("%+v", view(&m)) != fmt.Sprintf("%+v", view(&m2)) {
 			t.Fatalf("result depends on bytes past len: %v / %v", err, err2)

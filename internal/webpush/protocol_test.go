@@ -52,13 +52,22 @@ type decoded struct {
 	Updates       []AckUpdate
 }
 
+// view returns m's fields, empty slices as nil (whether an empty slice is
+// nil depends on the capacity m had before, which is not part of the result).
 func view(m *ClientMessage) decoded {
 	return decoded{
 		Type: m.Type, UAID: m.UAID, HasUAID: m.HasUAID, UseWebPush: m.UseWebPush,
-		Broadcasts: m.Broadcasts, HasBroadcasts: m.HasBroadcasts,
+		Broadcasts: nilIfEmpty(m.Broadcasts), HasBroadcasts: m.HasBroadcasts,
 		ChannelID: m.ChannelID, Key: m.Key, Code: m.Code, HasCode: m.HasCode,
-		Version: m.Version, Updates: m.Updates,
+		Version: m.Version, Updates: nilIfEmpty(m.Updates),
 	}
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 func decodeString(t testing.TB, in string) (*ClientMessage, error) {
@@ -78,7 +87,7 @@ func TestDecodeClientValid(t *testing.T) {
 		in   string
 		want decoded
 	}{
-		{"firefox first hello", ffHelloFirst, decoded{Type: MsgHello, UseWebPush: true, Broadcasts: []Broadcast{}, HasBroadcasts: true}},
+		{"firefox first hello", ffHelloFirst, decoded{Type: MsgHello, UseWebPush: true, HasBroadcasts: true}},
 		{"firefox hello again", ffHelloAgain, decoded{Type: MsgHello, UAID: "4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b", HasUAID: true, UseWebPush: true,
 			Broadcasts: []Broadcast{{"remote-settings/monitor_changes", `"1234"`}}, HasBroadcasts: true}},
 		{"hello minimal", `{"messageType":"hello"}`, decoded{Type: MsgHello}},
@@ -96,7 +105,7 @@ func TestDecodeClientValid(t *testing.T) {
 		{"firefox ack", ffAck, decoded{Type: MsgAck, Updates: []AckUpdate{upd(testChid, ver, 100, true)}}},
 		{"ack without code", `{"messageType":"ack","updates":[{"channelID":"c","version":"v"}]}`, decoded{Type: MsgAck, Updates: []AckUpdate{upd("c", "v", 0, false)}}},
 		{"ack null code", `{"messageType":"ack","updates":[{"channelID":"c","version":"v","code":null,"extra":{"a":[1]}}]}`, decoded{Type: MsgAck, Updates: []AckUpdate{upd("c", "v", 0, false)}}},
-		{"ack empty", `{"messageType":"ack","updates":[]}`, decoded{Type: MsgAck, Updates: []AckUpdate{}}},
+		{"ack empty", `{"messageType":"ack","updates":[]}`, decoded{Type: MsgAck}},
 		{"ack six updates", `{"messageType":"ack","updates":[` +
 			`{"channelID":"a","version":"1","code":100},{"channelID":"b","version":"2","code":101},{"channelID":"c","version":"3","code":102},` +
 			`{"channelID":"d","version":"4"},{"channelID":"e","version":"5","code":0},{"channelID":"f","version":"6","code":65535}]}`,
@@ -292,8 +301,10 @@ func TestDecodeClientDepthBoundary(t *testing.T) {
 // TestDecodeClientReuse checks that a ClientMessage reused across messages
 // keeps nothing from the previous one.
 func TestDecodeClientReuse(t *testing.T) {
+	ack6 := `{"messageType":"ack","updates":[` + strings.Repeat(`{"channelID":"c","version":"v"},`, 5) + `{"channelID":"x","version":"y"}]}`
 	var m ClientMessage
-	for _, in := range []string{ffHelloAgain, ffAck, ffRegister, ffPingEmpty, ffBroadcastSub, ffNack, ffUnregister, ffHelloFirst} {
+	for _, in := range []string{ffHelloAgain, ffAck, ack6, ffAck, ffRegister, ffPingEmpty, ffBroadcastSub, ffHelloAgain,
+		ffNack, ffUnregister, ffHelloFirst, ack6, `{"messageType":"ack","updates":[]}`, ffBroadcastSub, ffPing} {
 		if err := DecodeClient([]byte(in), &m); err != nil {
 			t.Fatal(err)
 		}
@@ -305,6 +316,22 @@ func TestDecodeClientReuse(t *testing.T) {
 	// A failed decode leaves nothing usable either.
 	if err := DecodeClient([]byte(`{"messageType":"nope"}`), &m); err == nil || m.Type != MsgUnknown {
 		t.Errorf("failed decode: err %v type %v", err, m.Type)
+	}
+	// A huge ack does not pin its array to a long-lived message.
+	var huge strings.Builder
+	huge.WriteString(`{"messageType":"ack","updates":[`)
+	for i := 0; i < 3*protoKeepCap; i++ {
+		if i > 0 {
+			huge.WriteByte(',')
+		}
+		huge.WriteString(`{"channelID":"c","version":"v"}`)
+	}
+	huge.WriteString(`]}`)
+	if err := DecodeClient([]byte(huge.String()), &m); err != nil || len(m.Updates) != 3*protoKeepCap {
+		t.Fatalf("huge ack: %v, %d updates", err, len(m.Updates))
+	}
+	if err := DecodeClient([]byte(ffPing), &m); err != nil || cap(m.Updates) > protoKeepCap {
+		t.Errorf("after a huge ack: %v, kept capacity %d", err, cap(m.Updates))
 	}
 }
 
@@ -335,6 +362,8 @@ func TestClientMessageOwn(t *testing.T) {
 	empty.Own() // nothing to copy, must not panic
 }
 
+// TestZeroAllocDecode: a reused ClientMessage (warmed up by AllocsPerRun's
+// first run) decodes every message without allocating.
 func TestZeroAllocDecode(t *testing.T) {
 	msgs := append([]string{}, protoExampleMessages...)
 	msgs = append(msgs, `{"messageType":"ack","updates":[{"channelID":"a","version":"1"},{"channelID":"b","version":"2"},{"channelID":"c","version":"3"},{"channelID":"d","version":"4"}]}`)
@@ -363,6 +392,33 @@ func TestZeroAllocDecode(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("DecodeNotification reusing n: %v allocs, want 0", allocs)
+	}
+}
+
+// TestAllocsFreshMessage: a ClientMessage declared per message (what a
+// handler naturally writes) stays on the stack; only an ack's Updates or a
+// broadcasts object allocate their slice.
+func TestAllocsFreshMessage(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want float64
+	}{
+		{ffPingEmpty, 0}, {ffPing, 0}, {ffRegister, 0}, {ffRegisterNoKy, 0}, {ffUnregister, 0}, {ffNack, 0},
+		{ffHelloFirst, 0}, {`{"messageType":"ack","updates":[]}`, 0},
+		{ffAck, 1}, {ffHelloAgain, 1}, {ffBroadcastSub, 1},
+	} {
+		src := []byte(tt.in)
+		buf := make([]byte, len(src))
+		allocs := testing.AllocsPerRun(100, func() {
+			var m ClientMessage
+			copy(buf, src)
+			if err := DecodeClient(buf, &m); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != tt.want {
+			t.Errorf("DecodeClient(%s) into a fresh ClientMessage: %v allocs, want %v", tt.in, allocs, tt.want)
+		}
 	}
 }
 
@@ -606,6 +662,7 @@ func TestDecodeClientAgainstEncodingJSON(t *testing.T) {
 			t.Fatalf("DecodeClient(%s): %v", in, err)
 		}
 		got := view(m)
+		want.Updates, want.Broadcasts = nilIfEmpty(want.Updates), nilIfEmpty(want.Broadcasts)
 		sortBroadcasts(got.Broadcasts)
 		sortBroadcasts(want.Broadcasts)
 		if !reflect.DeepEqual(got, want) {

@@ -1,0 +1,285 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/engine"
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/gobwas/ws"
+	"github.com/google/uuid"
+)
+
+func wsDialer() ws.Dialer { return ws.Dialer{Timeout: 5 * time.Second} }
+
+// connected returns a client that said hello and registered one channel.
+func connected(t *testing.T, srv *engine.Server) (c *et.Client, uaid, chid string) {
+	t.Helper()
+	c = et.Dial(t, srv.Addr())
+	uaid = c.Hello("")
+	chid = uuid.NewString()
+	if r := c.Register(chid, ""); r["status"] != 200.0 {
+		t.Fatalf("register %v", r)
+	}
+	return c, uaid, chid
+}
+
+func wantNotification(t *testing.T, c *et.Client, chid, version, data string) {
+	t.Helper()
+	r := c.Read()
+	if r["messageType"] != "notification" || r["channelID"] != chid || r["version"] != version {
+		t.Fatalf("got %v, want notification %s/%s", r, chid, version)
+	}
+	if data == "" {
+		if _, ok := r["data"]; ok {
+			t.Fatalf("payload-less notification carries data: %v", r)
+		}
+		return
+	}
+	h, _ := r["headers"].(map[string]any)
+	if r["data"] != data || h["encoding"] != "aes128gcm" {
+		t.Fatalf("notification %v, want data %q with its headers", r, data)
+	}
+}
+
+func storedMessage(chid, version, topic string, ttl int64) storage.Message {
+	return storage.Message{CHID: uuid.MustParse(chid), Version: version, Topic: topic,
+		SortKey: storage.NewSortKey(), TTL: ttl, Data: "c3RvcmVk", Headers: map[string]string{"encoding": "aes128gcm"}}
+}
+
+func TestDirectDeliveryAndAck(t *testing.T) {
+	srv, store := node(t, nil)
+	c, uaid, chid := connected(t, srv)
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "v1", "ZGF0YQ"), ""); code != http.StatusOK {
+		t.Fatalf("push: %d", code)
+	}
+	wantNotification(t, c, chid, "v1", "ZGF0YQ")
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "v2", ""), ""); code != http.StatusOK {
+		t.Fatalf("push without payload: %d", code)
+	}
+	wantNotification(t, c, chid, "v2", "")
+	c.Ack(chid, "v1")
+	c.Ack(chid, "v2")
+	// The direct path writes nothing to storage.
+	u := parseUAID(t, uaid)
+	if ms, _ := store.TimestampMessages(context.Background(), u, 0, 10); len(ms) != 0 {
+		t.Fatalf("direct delivery stored %d messages", len(ms))
+	}
+	if code := et.Push(t, srv, uuid.New().String(), et.Notification(chid, "v3", ""), ""); code != http.StatusNotFound {
+		t.Fatalf("push to a uaid not connected here: %d, want 404", code)
+	}
+}
+
+// TestFlowControl: beyond MaxUnacked the node answers 503; the endpoint
+// stores and asks for a check (202 while busy); once acks drain, the node
+// reads storage and delivers.
+func TestFlowControl(t *testing.T) {
+	srv, store := node(t, func(c *engine.Config) { c.MaxUnacked = 1 })
+	c, uaid, chid := connected(t, srv)
+	u := parseUAID(t, uaid)
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "first", "ZGF0YQ"), ""); code != 200 {
+		t.Fatalf("first push %d", code)
+	}
+	wantNotification(t, c, chid, "first", "ZGF0YQ")
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "second", "ZGF0YQ"), ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("second push while one is unacked: %d, want 503", code)
+	}
+	// What the endpoint does on 503: store, then ask for a check.
+	m := storedMessage(chid, "second", "", 60)
+	et.Must(t, store.SaveMessage(context.Background(), u, m), "save")
+	if code := et.NodeCall(t, http.MethodPut, srv.NodeURL()+"/notif/"+uaid, "", ""); code != http.StatusAccepted {
+		t.Fatalf("notif while busy: %d, want 202", code)
+	}
+	c.Quiet(200 * time.Millisecond)
+	c.Ack(chid, "first")
+	r := c.Read()
+	if r["version"] != "second" || r["data"] != "c3RvcmVk" {
+		t.Fatalf("after the ack: %v, want the stored message", r)
+	}
+	c.Ack(chid, "second")
+	et.Eventually(t, 5*time.Second, "acked stored message deleted", func() bool {
+		ms, _ := store.TimestampMessages(context.Background(), u, 0, 10)
+		return len(ms) == 0
+	})
+}
+
+// TestStoredDrainOnReconnect: messages stored while offline arrive after
+// hello, topic messages first, expired ones never; acked ones never again.
+func TestStoredDrainOnReconnect(t *testing.T) {
+	srv, store := node(t, func(c *engine.Config) { c.MessagePage = 3 })
+	c, uaid, chid := connected(t, srv)
+	c.Close()
+	u := parseUAID(t, uaid)
+	ctx := context.Background()
+	var want []string
+	for i := range 7 {
+		m := storedMessage(chid, fmt.Sprint("ts", i), "", 60)
+		et.Must(t, store.SaveMessage(ctx, u, m), "save")
+		want = append(want, m.Version)
+	}
+	et.Must(t, store.SaveMessage(ctx, u, storedMessage(chid, "topic-old", "news", 60)), "save")
+	et.Must(t, store.SaveMessage(ctx, u, storedMessage(chid, "topic-new", "news", 60)), "save")
+	expired := storedMessage(chid, "expired", "", 1)
+	expired.SortKey = uint64(time.Now().Add(-2 * time.Second).UnixNano())
+	et.Must(t, store.SaveMessage(ctx, u, expired), "save")
+
+	c2 := et.Dial(t, srv.Addr())
+	if got := c2.Hello(uaid); got != uaid {
+		t.Fatalf("uaid changed on reconnect")
+	}
+	if r := c2.Read(); r["version"] != "topic-new" {
+		t.Fatalf("first message %v, want the newest topic version", r)
+	}
+	c2.Ack(chid, "topic-new")
+	var got []string
+	for len(got) < len(want) {
+		r := c2.Read()
+		v := r["version"].(string)
+		got = append(got, v)
+		c2.Ack(chid, v)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stored messages %v, want %v in order", got, want)
+	}
+	c2.Quiet(300 * time.Millisecond)
+	et.Eventually(t, 5*time.Second, "cursor advanced past the drained messages", func() bool {
+		rec, err := store.GetUser(ctx, u)
+		return err == nil && rec.Cursor > 0
+	})
+	c2.Close()
+
+	// No redelivery after ack.
+	c3 := et.Dial(t, srv.Addr())
+	c3.Hello(uaid)
+	c3.Quiet(500 * time.Millisecond)
+}
+
+// TestUnackedDirectStoredOnClose: a client that leaves without acking does
+// not lose what the endpoint was told was delivered.
+func TestUnackedDirectStoredOnClose(t *testing.T) {
+	srv, store := node(t, nil)
+	c, uaid, chid := connected(t, srv)
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "unacked", "ZGF0YQ"), ""); code != 200 {
+		t.Fatalf("push %d", code)
+	}
+	wantNotification(t, c, chid, "unacked", "ZGF0YQ")
+	c.Close()
+	u := parseUAID(t, uaid)
+	et.Eventually(t, 5*time.Second, "unacked direct notification stored and node cleared", func() bool {
+		ms, _ := store.TimestampMessages(context.Background(), u, 0, 10)
+		rec, _ := store.GetUser(context.Background(), u)
+		return len(ms) == 1 && ms[0].Version == "unacked" && rec.NodeID == ""
+	})
+	c2 := et.Dial(t, srv.Addr())
+	c2.Hello(uaid)
+	wantNotification(t, c2, chid, "unacked", "ZGF0YQ")
+}
+
+func TestKeepaliveAndHelloTimeout(t *testing.T) {
+	srv, _ := node(t, func(c *engine.Config) {
+		c.PingInterval, c.PongTimeout, c.HelloTimeout = time.Second, time.Second, time.Second
+	})
+	// No hello in time: closed.
+	silent := et.Dial(t, srv.Addr())
+	if code := silent.ExpectClose(); code != 1008 {
+		t.Fatalf("hello timeout close %d, want 1008", code)
+	}
+	// A client that answers pings stays (Quiet reads, answering them)...
+	alive, _, _ := connected(t, srv)
+	alive.Quiet(3 * time.Second)
+	alive.SendRaw(`{}`)
+	if r := alive.Read(); len(r) != 0 {
+		t.Fatalf("ping reply %v", r)
+	}
+	// ...one that does not is closed.
+	dead, _, _ := connected(t, srv)
+	dead.AnswerPings = false
+	text, _, err := dead.Next(5 * time.Second)
+	if err != nil || text != "<ping>" {
+		t.Fatalf("no server ping: %q %v", text, err)
+	}
+	if code := dead.ExpectClose(); code != 1001 {
+		t.Fatalf("pong timeout close %d, want 1001", code)
+	}
+}
+
+func TestLocalEviction(t *testing.T) {
+	srv, store := node(t, nil)
+	first, uaid, _ := connected(t, srv)
+	second := et.Dial(t, srv.Addr())
+	second.Hello(uaid)
+	if code := first.ExpectClose(); code != 4000 {
+		t.Fatalf("older connection closed with %d, want 4000", code)
+	}
+	// The newer connection still owns the record after the old one's
+	// cleanup ran.
+	time.Sleep(200 * time.Millisecond)
+	rec, err := store.GetUser(context.Background(), parseUAID(t, uaid))
+	if err != nil || rec.NodeID != srv.NodeURL() {
+		t.Fatalf("record after eviction: %+v %v", rec, err)
+	}
+	second.SendRaw(`{}`)
+	second.Read()
+}
+
+func TestNodeAPIAuth(t *testing.T) {
+	srv, _ := node(t, func(c *engine.Config) { c.NodeSecret = "s3cret" })
+	_, uaid, chid := connected(t, srv)
+	n := et.Notification(chid, "v", "")
+	if code := et.Push(t, srv, uaid, n, ""); code != http.StatusUnauthorized {
+		t.Fatalf("no secret: %d", code)
+	}
+	if code := et.Push(t, srv, uaid, n, "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("wrong secret: %d", code)
+	}
+	if code := et.Push(t, srv, uaid, n, "s3cret"); code != http.StatusOK {
+		t.Fatalf("right secret: %d", code)
+	}
+	if code := et.NodeCall(t, http.MethodPut, srv.NodeURL()+"/push/nonsense", "{}", "s3cret"); code != http.StatusBadRequest {
+		t.Fatalf("bad uaid: %d", code)
+	}
+	if code := et.NodeCall(t, http.MethodPut, srv.NodeURL()+"/push/"+uaid, "{not json", "s3cret"); code != http.StatusBadRequest {
+		t.Fatalf("bad body: %d", code)
+	}
+}
+
+func TestDrainStoresUnacked(t *testing.T) {
+	store := newStore(t)
+	cfg := et.Config()
+	srv, err := engine.New(cfg, store, nil)
+	et.Must(t, err, "new")
+	et.Must(t, srv.Start(), "start")
+	c, uaid, chid := connected(t, srv)
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "in-flight", "ZGF0YQ"), ""); code != 200 {
+		t.Fatalf("push %d", code)
+	}
+	wantNotification(t, c, chid, "in-flight", "ZGF0YQ")
+	done := make(chan error, 1)
+	go func() { done <- srv.Drain(context.Background()) }()
+	if code := c.ExpectClose(); code != 1001 {
+		t.Fatalf("drain close %d, want 1001", code)
+	}
+	et.Must(t, <-done, "drain")
+	ms, err := store.TimestampMessages(context.Background(), parseUAID(t, uaid), 0, 10)
+	if err != nil || len(ms) != 1 || ms[0].Version != "in-flight" || ms[0].Data != "ZGF0YQ" {
+		t.Fatalf("after drain: %+v %v", ms, err)
+	}
+}
+
+func TestMaxConnectionsRefusesUpgrade(t *testing.T) {
+	srv, _ := node(t, func(c *engine.Config) { c.MaxConnections = 1 })
+	first := et.Dial(t, srv.Addr())
+	first.Hello("")
+	if _, _, _, err := (wsDialer()).Dial(context.Background(), "ws://"+srv.Addr()+"/"); err == nil {
+		t.Fatal("upgrade beyond max-connections accepted")
+	} else if !strings.Contains(err.Error(), "503") {
+		t.Fatalf("refusal: %v, want a 503", err)
+	}
+	first.SendRaw(`{}`)
+	first.Read()
+}

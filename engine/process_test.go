@@ -1,0 +1,620 @@
+package engine_test
+
+// Tests that run the real autoconnect binary as separate processes: what
+// only a process boundary shows (eviction between nodes over the node API,
+// SIGTERM handling, the exit status, the store shared by two nodes).
+//
+// Two processes cannot share the embedded Pebble store, so the multi-node
+// tests use the scylla backend on CQL_HOSTS (tools/cql/start.sh, which
+// `make test` runs), each in a fresh keyspace. Without CQL_HOSTS they fail
+// in CI and skip elsewhere, saying why.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/scylla"
+	"github.com/gobwas/ws"
+	"github.com/gocql/gocql"
+	"github.com/google/uuid"
+)
+
+// procInstallHint says how to get a CQL server for these tests.
+const procInstallHint = "CQL_HOSTS not set: run `make test`, which starts Cassandra via tools/cql/start.sh " +
+	"(or start one yourself: out=$(tools/cql/start.sh) && eval \"$out\" && export CQL_HOSTS)"
+
+// procTestReplication is for the single test node.
+const procTestReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+
+// Timeouts generous enough for a loaded 2-core machine that also runs the
+// Cassandra node.
+const (
+	procStartTimeout = 90 * time.Second // process start to its "autoconnect started" line
+	procExitTimeout  = 60 * time.Second // SIGTERM to exit
+	procDrainWindow  = time.Second
+	procSlack        = 20 * time.Second
+)
+
+// TestMain removes the autoconnect binary the process tests build (once per
+// test binary, on first use).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if procBinDir != "" {
+		os.RemoveAll(procBinDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	procBuildOnce sync.Once
+	procBinDir    string
+	procBin       string
+	procBuildErr  error
+)
+
+// autoconnectBinary builds engine/cmd/autoconnect once per test binary.
+func autoconnectBinary(t *testing.T) string {
+	t.Helper()
+	procBuildOnce.Do(func() {
+		procBinDir, procBuildErr = os.MkdirTemp("", "autoconnect-proctest-")
+		if procBuildErr != nil {
+			return
+		}
+		procBin = filepath.Join(procBinDir, "autoconnect")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", procBin, "github.com/autopush-go/autopush/engine/cmd/autoconnect")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			procBuildErr = fmt.Errorf("go build autoconnect: %v\n%s", err, out)
+		}
+	})
+	if procBuildErr != nil {
+		t.Fatal(procBuildErr)
+	}
+	return procBin
+}
+
+// procCQLHosts returns CQL_HOSTS, or fails (CI=true) or skips with the
+// install hint: never a silent skip.
+func procCQLHosts(t *testing.T) []string {
+	t.Helper()
+	h := os.Getenv("CQL_HOSTS")
+	if h == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(procInstallHint)
+		}
+		t.Skip(procInstallHint)
+	}
+	return strings.Split(h, ",")
+}
+
+// procKeyspace creates a fresh keyspace with the schema, dropped when the
+// test ends (after the processes, whose cleanups run first), and returns a
+// store on it for the test's own checks.
+func procKeyspace(t *testing.T) (scylla.Config, storage.Store) {
+	t.Helper()
+	cfg := scylla.DefaultConfig()
+	cfg.Hosts = procCQLHosts(t)
+	b := make([]byte, 8)
+	rand.Read(b)
+	cfg.Keyspace = "proc_" + hex.EncodeToString(b)
+	cfg.Consistency = "ONE"
+	cfg.Timeout = 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	t.Cleanup(func() { procDropKeyspace(t, cfg) })
+	if err := scylla.ApplySchema(ctx, cfg, procTestReplication); err != nil {
+		t.Fatalf("ApplySchema %s: %v", cfg.Keyspace, err)
+	}
+	store, err := scylla.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("scylla.New: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return cfg, store
+}
+
+func procDropKeyspace(t *testing.T, cfg scylla.Config) {
+	cluster := gocql.NewCluster(cfg.Hosts...)
+	cluster.Consistency = gocql.One
+	cluster.Timeout = 60 * time.Second
+	cluster.ConnectTimeout = 10 * time.Second
+	s, err := cluster.CreateSession()
+	if err != nil {
+		t.Errorf("drop keyspace %s: %v", cfg.Keyspace, err)
+		return
+	}
+	defer s.Close()
+	if err := s.Query("DROP KEYSPACE IF EXISTS " + cfg.Keyspace).Exec(); err != nil {
+		t.Errorf("drop keyspace %s: %v", cfg.Keyspace, err)
+	}
+}
+
+// procNode is one running autoconnect process.
+type procNode struct {
+	name    string
+	cmd     *exec.Cmd
+	stdout  *procOutput
+	stderr  *procOutput
+	done    chan struct{} // closed once the process has exited
+	waitErr error         // valid after done
+
+	// From the process's "autoconnect started" line.
+	Listen  string // websocket address
+	NodeAPI string // node API address
+	NodeURL string // node API URL stored in router records
+}
+
+// procOutput collects a process's output and watches stdout for the start
+// line. Safe for concurrent use.
+type procOutput struct {
+	mu      sync.Mutex
+	all     bytes.Buffer
+	partial []byte
+	started chan map[string]any // receives the start line's Fields once
+	sent    bool
+}
+
+func (o *procOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.all.Write(p)
+	if o.started == nil || o.sent {
+		return len(p), nil
+	}
+	o.partial = append(o.partial, p...)
+	for {
+		i := bytes.IndexByte(o.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := o.partial[:i]
+		o.partial = o.partial[i+1:]
+		var rec struct{ Fields map[string]any }
+		if json.Unmarshal(line, &rec) == nil && rec.Fields["msg"] == "autoconnect started" {
+			o.started <- rec.Fields
+			o.sent = true
+			o.partial = nil
+			break
+		}
+	}
+	return len(p), nil
+}
+
+func (o *procOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.all.String()
+}
+
+// procEnv is the environment of a node: the parent's minus any
+// AUTOCONNECT__ setting, plus the node's settings.
+func procEnv(settings map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AUTOCONNECT__") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range settings {
+		env = append(env, "AUTOCONNECT__"+k+"="+v)
+	}
+	return env
+}
+
+// procSettings are the settings every test node gets: loopback listeners
+// on free ports, the test key, the given drain window.
+func procSettings(t *testing.T) map[string]string {
+	return map[string]string{
+		"LISTEN":          "127.0.0.1:0",
+		"ROUTER_LISTEN":   "127.0.0.1:0",
+		"CRYPTO_KEY":      et.TestKey,
+		"ENDPOINT_URL":    "http://127.0.0.1:8082",
+		"DRAIN_WINDOW":    procDrainWindow.String(),
+		"STORAGE_TIMEOUT": "10s",
+		"VERSION_FILE":    "",
+		"LOG_LEVEL":       "debug",
+		"DATA_DIR":        t.TempDir(),
+		"STORAGE":         "embedded",
+	}
+}
+
+// scyllaSettings points a node at the keyspace.
+func scyllaSettings(t *testing.T, cfg scylla.Config) map[string]string {
+	s := procSettings(t)
+	s["STORAGE"] = "scylla"
+	s["CQL_HOSTS"] = strings.Join(cfg.Hosts, ",")
+	s["CQL_KEYSPACE"] = cfg.Keyspace
+	s["CQL_CONSISTENCY"] = "ONE"
+	return s
+}
+
+// startProc starts autoconnect with settings and waits for its start line.
+// The process is killed (by PID) in Cleanup if it still runs, and its
+// output is logged if the test failed.
+func startProc(t *testing.T, name string, settings map[string]string) *procNode {
+	t.Helper()
+	bin := autoconnectBinary(t)
+	n := &procNode{
+		name:   name,
+		cmd:    exec.Command(bin),
+		stdout: &procOutput{started: make(chan map[string]any, 1)},
+		stderr: &procOutput{},
+		done:   make(chan struct{}),
+	}
+	n.cmd.Env = procEnv(settings)
+	n.cmd.Stdout, n.cmd.Stderr = n.stdout, n.stderr
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		n.waitErr = n.cmd.Wait()
+		close(n.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-n.done:
+		default:
+			n.cmd.Process.Kill() // by PID: exec.Cmd holds this process's
+			<-n.done
+		}
+		if t.Failed() {
+			t.Logf("---- node %s (pid %d, %v) stdout ----\n%s", name, n.cmd.Process.Pid, n.waitErr, n.stdout)
+			t.Logf("---- node %s stderr ----\n%s", name, n.stderr)
+		}
+	})
+	select {
+	case f := <-n.stdout.started:
+		n.Listen, _ = f["listen"].(string)
+		n.NodeAPI, _ = f["node_api"].(string)
+		n.NodeURL, _ = f["node_url"].(string)
+		if n.Listen == "" || n.NodeAPI == "" || n.NodeURL == "" {
+			t.Fatalf("node %s: start line without listen/node_api/node_url: %v", name, f)
+		}
+	case <-n.done:
+		t.Fatalf("node %s exited before starting: %v", name, n.waitErr)
+	case <-time.After(procStartTimeout):
+		t.Fatalf("node %s did not log its start line within %v", name, procStartTimeout)
+	}
+	t.Logf("node %s: pid %d, websocket %s, node API %s", name, n.cmd.Process.Pid, n.Listen, n.NodeAPI)
+	return n
+}
+
+// signal sends sig to the node's PID.
+func (n *procNode) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to node %s: %v", sig, n.name, err)
+	}
+}
+
+// waitExit waits for the process to exit and returns its exit code.
+func (n *procNode) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-n.done:
+	case <-time.After(timeout):
+		t.Fatalf("node %s still running %v after SIGTERM", n.name, timeout)
+	}
+	return n.cmd.ProcessState.ExitCode() // -1 when killed by a signal
+}
+
+// procHTTP never keeps connections open: an idle keep-alive connection
+// would hold a goroutine in the node and delay its exit.
+var procHTTP = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// get returns the status and body of a GET on the node API.
+func (n *procNode) get(path string) (int, string, error) {
+	resp, err := procHTTP.Get("http://" + n.NodeAPI + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// metric returns the value of one sample of the node's /metrics.
+func (n *procNode) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	code, body, err := n.get("/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("node %s /metrics: %d %v", n.name, code, err)
+	}
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	t.Fatalf("node %s: no metric %s in /metrics", n.name, name)
+	return 0
+}
+
+// health returns the node's /health document.
+func (n *procNode) health(t *testing.T) map[string]any {
+	t.Helper()
+	code, body, err := n.get("/health")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("node %s /health: %d %v", n.name, code, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("node %s /health: %v: %q", n.name, err, body)
+	}
+	return m
+}
+
+// procPush delivers a notification through a node's internal API, as the
+// endpoint tier does, and returns the status.
+func procPush(t *testing.T, n *procNode, uaid string, notif *webpush.Notification) int {
+	t.Helper()
+	body := webpush.AppendNotificationJSON(nil, notif)
+	return et.NodeCall(t, http.MethodPut, n.NodeURL+"/push/"+uaid, string(body), "")
+}
+
+// readNotification reads one message and checks it is a notification.
+func readNotification(t *testing.T, c *et.Client, timeout time.Duration) (chid, version string) {
+	t.Helper()
+	text, code, err := c.Next(timeout)
+	if err != nil {
+		t.Fatalf("waiting for a notification: %v (close code %d)", err, code)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(text), &m); err != nil || m["messageType"] != "notification" {
+		t.Fatalf("want a notification, got %q", text)
+	}
+	chid, _ = m["channelID"].(string)
+	version, _ = m["version"].(string)
+	return chid, version
+}
+
+// TestEvictionAcrossProcesses: a user agent that reconnects to another
+// node is dropped from the first (close 4000) through the node API, and
+// the router record names the new node.
+func TestEvictionAcrossProcesses(t *testing.T) {
+	cfg, store := procKeyspace(t)
+	a := startProc(t, "A", scyllaSettings(t, cfg))
+	b := startProc(t, "B", scyllaSettings(t, cfg))
+
+	c1 := et.Dial(t, a.Listen)
+	uaid := c1.Hello("")
+	u := parseUAID(t, uaid)
+	if r := c1.Register(uuid.NewString(), ""); r["status"] != 200.0 {
+		t.Fatalf("register on A: %v", r)
+	}
+	rec, err := store.GetUser(context.Background(), u)
+	if err != nil || rec.NodeID != a.NodeURL {
+		t.Fatalf("router record after hello on A: %+v %v (want node %s)", rec, err, a.NodeURL)
+	}
+
+	c2 := et.Dial(t, b.Listen)
+	start := time.Now()
+	if got := c2.Hello(uaid); got != uaid {
+		t.Fatalf("B replaced the uaid: %s -> %s", uaid, got)
+	}
+	// The hello on B evicts the older connection on A before it answers,
+	// so the close is on its way already; "a few seconds" on a busy box.
+	text, code, err := c1.Next(10 * time.Second)
+	if !errors.Is(err, et.ErrClosed) || code != 4000 {
+		t.Fatalf("client on A: got %q code %d err %v, want close 4000 (connected elsewhere)", text, code, err)
+	}
+	t.Logf("client on A closed with 4000 %v after the hello on B", time.Since(start).Round(time.Millisecond))
+
+	// The client on B works.
+	c2.SendRaw(`{}`)
+	if r := c2.Read(); len(r) != 0 {
+		t.Fatalf("ping on B: %v, want {}", r)
+	}
+
+	// A dropped the session, and its ClearNode (conditional on A's older
+	// connected_at) must leave B's record alone.
+	et.Eventually(t, 10*time.Second, "A to drop the evicted client", func() bool {
+		return a.health(t)["clients"] == 0.0
+	})
+	time.Sleep(500 * time.Millisecond) // A's leave job (ClearNode) runs on a worker
+	rec, err = store.GetUser(context.Background(), u)
+	if err != nil || rec.NodeID != b.NodeURL {
+		t.Fatalf("router record after eviction: %+v %v (want node %s)", rec, err, b.NodeURL)
+	}
+	if got := a.metric(t, "autoconnect_evictions_total"); got != 1 {
+		t.Errorf("A evictions_total %v, want 1", got)
+	}
+	if got := b.metric(t, "autoconnect_evictions_total"); got != 1 {
+		t.Errorf("B evictions_total %v, want 1 (the remote eviction answered 200)", got)
+	}
+}
+
+// TestDrainOnSIGTERMLosesNothing: direct notifications written to clients
+// and not acked when the node gets SIGTERM are stored as the clients are
+// closed (1001), and delivered once, exactly, by the next node.
+func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
+	const clients, perClient = 6, 4 // perClient <= max-unacked (10)
+	cfg, store := procKeyspace(t)
+	a := startProc(t, "A", scyllaSettings(t, cfg))
+
+	type agent struct {
+		c        *et.Client
+		uaid     string
+		chid     string
+		versions []string
+	}
+	agents := make([]*agent, clients)
+	for i := range agents {
+		ag := &agent{c: et.Dial(t, a.Listen), chid: uuid.NewString()}
+		ag.uaid = ag.c.Hello("")
+		if r := ag.c.Register(ag.chid, ""); r["status"] != 200.0 {
+			t.Fatalf("register: %v", r)
+		}
+		agents[i] = ag
+	}
+	for i, ag := range agents {
+		for j := range perClient {
+			v := fmt.Sprintf("v-%d-%d-%s", i, j, uuid.NewString())
+			if code := procPush(t, a, ag.uaid, et.Notification(ag.chid, v, "")); code != http.StatusOK {
+				t.Fatalf("push %d to client %d: status %d, want 200", j, i, code)
+			}
+			ag.versions = append(ag.versions, v)
+		}
+		// Delivered to the socket, and deliberately not acked.
+		for range perClient {
+			chid, v := readNotification(t, ag.c, 10*time.Second)
+			if chid != ag.chid || !slices.Contains(ag.versions, v) {
+				t.Fatalf("client %d got %s/%s, want one of %v on %s", i, chid, v, ag.versions, ag.chid)
+			}
+		}
+	}
+	if got := a.metric(t, "autoconnect_notifications_in_flight"); got != clients*perClient {
+		t.Fatalf("in flight on A: %v, want %d", got, clients*perClient)
+	}
+
+	// SIGTERM, and watch the load balancer heartbeat while the node drains.
+	lb := make(chan []int, 1)
+	stopLB := make(chan struct{})
+	sigAt := time.Now()
+	a.signal(t, syscall.SIGTERM)
+	go func() {
+		var seen []int
+		defer func() { lb <- seen }()
+		for {
+			select {
+			case <-stopLB:
+				return
+			case <-a.done:
+				return
+			default:
+			}
+			if code, _, err := a.get("/__lbheartbeat__"); err == nil {
+				if len(seen) == 0 || seen[len(seen)-1] != code {
+					seen = append(seen, code)
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+
+	deadline := sigAt.Add(procDrainWindow + procSlack)
+	var lastClose time.Duration
+	for i, ag := range agents {
+		text, code, err := ag.c.Next(time.Until(deadline))
+		if !errors.Is(err, et.ErrClosed) || code != ws.StatusGoingAway {
+			t.Fatalf("client %d: got %q code %d err %v, want close 1001 within %v of SIGTERM",
+				i, text, code, err, procDrainWindow+procSlack)
+		}
+		lastClose = max(lastClose, time.Since(sigAt))
+		ag.c.Close()
+	}
+	t.Logf("all %d clients closed with 1001 within %v of SIGTERM (drain window %v)", clients, lastClose.Round(time.Millisecond), procDrainWindow)
+
+	exit := a.waitExit(t, procExitTimeout)
+	close(stopLB)
+	seen := <-lb
+	t.Logf("node A exited %d %v after SIGTERM; /__lbheartbeat__ answered %v while draining", exit, time.Since(sigAt).Round(time.Millisecond), seen)
+	if exit != 0 {
+		t.Fatalf("node A exit status %d (%v), want 0", exit, a.waitErr)
+	}
+	if !slices.Contains(seen, http.StatusServiceUnavailable) {
+		t.Errorf("/__lbheartbeat__ never answered 503 during the drain: %v", seen)
+	}
+	if i := slices.Index(seen, http.StatusServiceUnavailable); i >= 0 && slices.Contains(seen[i:], http.StatusOK) {
+		t.Errorf("/__lbheartbeat__ went back to 200 after 503: %v", seen)
+	}
+	if !strings.Contains(a.stdout.String(), `"msg":"draining"`) {
+		t.Errorf("node A logged no draining line")
+	}
+
+	// A new node on the same store delivers each client exactly its
+	// unacked notifications.
+	b := startProc(t, "B", scyllaSettings(t, cfg))
+	for i, ag := range agents {
+		c := et.Dial(t, b.Listen)
+		if got := c.Hello(ag.uaid); got != ag.uaid {
+			t.Fatalf("client %d: uaid replaced %s -> %s", i, ag.uaid, got)
+		}
+		var got []string
+		for range perClient {
+			chid, v := readNotification(t, c, 15*time.Second)
+			if chid != ag.chid {
+				t.Fatalf("client %d: notification on channel %s, want %s", i, chid, ag.chid)
+			}
+			got = append(got, v)
+		}
+		c.Quiet(500 * time.Millisecond) // nothing beyond the N
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(ag.versions))) {
+			t.Fatalf("client %d: redelivered %v, want %v", i, got, ag.versions)
+		}
+		for _, v := range got {
+			c.Ack(ag.chid, v)
+		}
+		// The acks delete the stored messages: wait until storage agrees
+		// before reconnecting, so the check below is about redelivery and
+		// not about a delete still in flight.
+		u := parseUAID(t, ag.uaid)
+		et.Eventually(t, 20*time.Second, fmt.Sprintf("client %d's acked messages deleted", i), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ms, err := store.TimestampMessages(ctx, u, 0, 100)
+			return err == nil && len(ms) == 0
+		})
+		c.Close()
+	}
+	for i, ag := range agents {
+		c := et.Dial(t, b.Listen)
+		if got := c.Hello(ag.uaid); got != ag.uaid {
+			t.Fatalf("client %d: uaid replaced %s -> %s", i, ag.uaid, got)
+		}
+		c.Quiet(time.Second) // acked: never delivered again
+		c.Close()
+	}
+}
+
+// TestSIGTERMExitsZeroWhenIdle: a node with no clients drains at once and
+// exits 0. It needs no CQL server (one process: the embedded store).
+func TestSIGTERMExitsZeroWhenIdle(t *testing.T) {
+	n := startProc(t, "idle", procSettings(t))
+	// The start line is logged just before main installs its signal
+	// handler; a successful API call shows the process is well past it.
+	et.Eventually(t, 10*time.Second, "the node API", func() bool {
+		code, _, err := n.get("/__lbheartbeat__")
+		return err == nil && code == http.StatusOK
+	})
+	start := time.Now()
+	n.signal(t, syscall.SIGTERM)
+	if code := n.waitExit(t, procExitTimeout); code != 0 {
+		t.Fatalf("exit status %d (%v), want 0", code, n.waitErr)
+	}
+	t.Logf("idle node exited 0 %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	var drained bool
+	sc := bufio.NewScanner(strings.NewReader(n.stdout.String()))
+	for sc.Scan() {
+		var rec struct{ Fields map[string]any }
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Fields["msg"] == "draining" {
+			drained = rec.Fields["clients"] == 0.0
+		}
+	}
+	if !drained {
+		t.Errorf("no draining line with clients=0 in the log")
+	}
+}
