@@ -171,3 +171,19 @@ func TestMalformedInputCloses(t *testing.T) {
 		t.Fatalf("bystander ping reply %v", r)
 	}
 }
+
+// TestNackAndBroadcastSubscribe: both are accepted without a reply and
+// leave the connection working (Firefox sends broadcast_subscribe ~20 s
+// after start, and nack after a failed push handler).
+func TestNackAndBroadcastSubscribe(t *testing.T) {
+	srv, _ := node(t, nil)
+	c := et.Dial(t, srv.Addr())
+	c.Hello("")
+	c.SendRaw(`{"messageType":"broadcast_subscribe","broadcasts":{"remote-settings/monitor_changes":"\"1234\""}}`)
+	c.SendRaw(`{"messageType":"nack","version":"gAAAAAB","code":301}`)
+	c.SendRaw(`{"messageType":"ack","updates":[{"channelID":"` + uuid.NewString() + `","version":"unknown","code":100}]}`)
+	c.SendRaw(`{}`)
+	if r := c.Read(); len(r) != 0 {
+		t.Fatalf("expected only the ping reply {}, got %v", r)
+	}
+}
