@@ -167,6 +167,11 @@ func toMessage(n *webpush.Notification) storage.Message {
 	c := n.Clone()
 	chid, _ := webpush.ParseChannelID(c.ChannelID)
 	m := storage.Message{CHID: chid, Version: c.Version, Topic: c.Topic, SortKey: c.SortKey, TTL: c.TTL, Data: c.Data}
+	if m.SortKey == 0 {
+		// A sender that set no sort key (the reference's topic messages):
+		// storing it on close needs one.
+		m.SortKey = storage.NewSortKey()
+	}
 	if len(c.Headers) > 0 {
 		m.Headers = make(map[string]string, len(c.Headers))
 		for _, h := range c.Headers {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/autopush-go/autopush/engine/ws"
@@ -161,9 +162,8 @@ func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 	srv.connections.Add(-1)
 	srv.wheel.unschedule(s)
 	s.asm.Reset()
-	registered := s.state == stReady || s.state == stClosing && s.connectedAt != 0
 	s.state = stClosed
-	if registered {
+	if s.registered {
 		srv.registry.remove(s)
 		s.leave()
 	}
@@ -203,10 +203,20 @@ func (s *session) timer() {
 	}
 }
 
+// clientMessages recycles decoded messages: DecodeClient reuses their
+// slices, so the inbound path allocates nothing, and no connection keeps
+// one while idle.
+var clientMessages = sync.Pool{New: func() any { return new(webpush.ClientMessage) }}
+
 // text decodes and dispatches one protocol message.
 func (s *session) text(payload []byte) {
-	var m webpush.ClientMessage
-	if err := webpush.DecodeClient(payload, &m); err != nil {
+	m := clientMessages.Get().(*webpush.ClientMessage)
+	defer clientMessages.Put(m)
+	s.dispatch(payload, m)
+}
+
+func (s *session) dispatch(payload []byte, m *webpush.ClientMessage) {
+	if err := webpush.DecodeClient(payload, m); err != nil {
 		kind := "bad_json"
 		if errors.Is(err, webpush.ErrUnknownType) {
 			kind = "unknown_type"
@@ -215,7 +225,7 @@ func (s *session) text(payload []byte) {
 		return
 	}
 	if m.Type == webpush.MsgHello {
-		s.hello(&m)
+		s.hello(m)
 		return
 	}
 	if s.state != stReady {
@@ -224,11 +234,11 @@ func (s *session) text(payload []byte) {
 	}
 	switch m.Type {
 	case webpush.MsgRegister:
-		s.register(&m)
+		s.register(m)
 	case webpush.MsgUnregister:
-		s.unregister(&m)
+		s.unregister(m)
 	case webpush.MsgAck:
-		s.ack(&m)
+		s.ack(m)
 	case webpush.MsgNack:
 		s.srv.metrics.nacked.Inc()
 	case webpush.MsgPing:

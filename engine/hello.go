@@ -102,7 +102,7 @@ func (s *session) helloDone(res helloResult) {
 	if res.fresh {
 		s.srv.metrics.helloNewUAID.Inc()
 	}
-	s.uaid, s.cursor, s.state = res.uaid, res.cursor, stReady
+	s.uaid, s.cursor, s.state, s.registered = res.uaid, res.cursor, stReady, true
 	if old := s.srv.registry.put(s); old != nil && old != s {
 		old.onLoop(func() { old.evict(s.connectedAt) })
 	}

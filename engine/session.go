@@ -33,6 +33,7 @@ type session struct {
 	queued bool  // in a wheel slot
 
 	state          uint8
+	registered     bool // in the registry, with a router record naming this node
 	pingOut        bool // a keepalive ping is unanswered
 	uaid           [16]byte
 	connectedAt    int64 // ms

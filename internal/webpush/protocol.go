@@ -211,7 +211,7 @@ type Notification struct {
 	TTL       int64    // seconds the message may be stored; 0: deliver now or drop
 	Topic     string   // "" when none; replaces a stored message with the same topic
 	Timestamp int64    // seconds since the epoch when the API tier accepted it
-	SortKey   uint64   // storage sort key timestamp (ms); 0 for topic messages
+	SortKey   uint64   // storage sort key: receipt time in ns (storage.NewSortKey), also versions topic messages
 	Data      string   // encrypted payload, base64url without padding; "" when none
 	Headers   []Header // crypto headers; only sent along with Data
 }

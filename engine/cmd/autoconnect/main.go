@@ -47,11 +47,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// Subscribe before Start logs the start line: a supervisor may send
+	// SIGTERM as soon as it sees the node up, and it must drain, not die.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainWindow*2+30e9)
 	defer cancel()
