@@ -13,6 +13,10 @@ import (
 // The gnet event handler: bytes in from the loop's buffer, through the ws
 // codec, to the session; no goroutine and no I/O besides the loop's own.
 
+// maxOutbound bounds what may wait unsent for one client: far above
+// MaxUnacked notifications, far below what a leak would need.
+const maxOutbound = 256 << 10
+
 // OnOpen gives the connection a session; the upgrade must arrive within
 // HelloTimeout too.
 func (srv *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
@@ -33,6 +37,13 @@ func (srv *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	// included: discard only what was consumed.
 	if n := s.consume(buf); n > 0 {
 		c.Discard(n)
+	}
+	// A client that sends (pings, say) but never reads would grow the
+	// outbound buffer without bound: cut it off.
+	if c.OutboundBuffered() > maxOutbound && s.state < stClosing {
+		s.srv.metrics.fail("slow_reader")
+		s.state = stClosing
+		c.Close()
 	}
 	// An idle connection keeps no pooled buffer from a fragmented message.
 	s.asm.Release()

@@ -37,7 +37,7 @@ const (
 // errorKinds are the labels of autoconnect_errors_total: why a connection
 // was closed or a message refused.
 var errorKinds = []string{"bad_frame", "bad_json", "unknown_type", "no_hello", "hello_timeout",
-	"pong_timeout", "ping_abuse", "bad_channel", "bad_key", "too_large", "storage", "binary_frame"}
+	"pong_timeout", "ping_abuse", "bad_channel", "bad_key", "too_large", "storage", "binary_frame", "slow_reader"}
 
 type engineMetrics struct {
 	set                                                 *metrics.Set

@@ -187,3 +187,28 @@ func TestNackAndBroadcastSubscribe(t *testing.T) {
 		t.Fatalf("expected only the ping reply {}, got %v", r)
 	}
 }
+
+// TestClientThatNeverReadsIsCutOff: websocket pings are answered with
+// pongs; a client that sends them without reading must not grow the
+// node's memory without bound.
+func TestClientThatNeverReadsIsCutOff(t *testing.T) {
+	srv, _ := node(t, nil)
+	c := et.Dial(t, srv.Addr())
+	c.Hello("")
+	bystander := et.Dial(t, srv.Addr())
+	bystander.Hello("")
+	ping := make([]byte, 125)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := c.TrySendFrame(ws.OpPing, ping); err != nil {
+			break // the node closed us
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a client that never reads was not cut off")
+		}
+	}
+	bystander.SendRaw(`{}`)
+	if r := bystander.Read(); len(r) != 0 {
+		t.Fatalf("bystander: %v", r)
+	}
+}

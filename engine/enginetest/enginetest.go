@@ -101,6 +101,12 @@ func (c *Client) SendFrame(op ws.OpCode, payload []byte) {
 	}
 }
 
+// TrySendFrame is SendFrame returning the write error instead of failing.
+func (c *Client) TrySendFrame(op ws.OpCode, payload []byte) error {
+	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	return ws.WriteFrame(c.conn, ws.MaskFrameInPlace(ws.NewFrame(op, true, append([]byte(nil), payload...))))
+}
+
 // Send sends v as JSON.
 func (c *Client) Send(v any) {
 	c.t.Helper()
