@@ -68,6 +68,12 @@ type Config struct {
 	DrainWindow time.Duration `conf:"drain-window" help:"window over which clients are closed on shutdown"`
 	// MessagePage is how many stored messages are read per page. Default 10.
 	MessagePage int `conf:"message-page" help:"stored messages read per page"`
+	// GCPercent is the Go GC target (GOGC) the binary sets unless the GOGC
+	// variable is set. An idle node allocates nothing, so a low target
+	// costs GC work only while connections are being set up, and keeps RSS
+	// near the live heap: at 100 the heap may grow to twice what 19,000
+	// idle connections need (docs/benchmarks.md). Default 25.
+	GCPercent int `conf:"gc-percent" help:"Go GC target percent, used when GOGC is unset"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
 	// VersionFile is served at /__version__. Default "version.json".
@@ -95,6 +101,7 @@ func DefaultConfig() Config {
 		StorageTimeout: 5 * time.Second,
 		DrainWindow:    10 * time.Second,
 		MessagePage:    10,
+		GCPercent:      25,
 		LogLevel:       "info",
 		VersionFile:    "version.json",
 	}
@@ -115,6 +122,8 @@ func (c *Config) Validate() error {
 		return errors.New("engine: config: timeouts must be positive")
 	case c.MaxUnacked < 1 || c.MaxMessageSize < 1024 || c.StorageWorkers < 1 || c.MessagePage < 1:
 		return errors.New("engine: config: max-unacked, storage-workers, message-page must be >= 1 and max-message-size >= 1024")
+	case c.GCPercent < 10:
+		return errors.New("engine: config: gc-percent below 10 spends the node's CPU on GC")
 	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0:
 		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping must not be negative")
 	}

@@ -21,10 +21,9 @@ const maxOutbound = 256 << 10
 // HelloTimeout too.
 func (srv *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	srv.connections.Add(1)
-	now := time.Now().UnixMilli()
-	s := &session{srv: srv, c: c, lastRead: now, due: -1}
+	s := &session{srv: srv, c: c, lastRead: srv.clock(), due: -1}
 	c.SetContext(s)
-	srv.wheel.schedule(s, now+srv.cfg.HelloTimeout.Milliseconds())
+	srv.wheel.schedule(s, time.Now().UnixMilli()+srv.cfg.HelloTimeout.Milliseconds())
 	return nil, gnet.None
 }
 
@@ -38,6 +37,10 @@ func (srv *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	if n := s.consume(buf); n > 0 {
 		c.Discard(n)
 	}
+	if s.asm != nil && !s.asm.Fragmented() {
+		s.asm.Release()
+		s.asm = nil
+	}
 	// A client that sends (pings, say) but never reads would grow the
 	// outbound buffer without bound: cut it off.
 	if c.OutboundBuffered() > maxOutbound && s.state < stClosing {
@@ -45,8 +48,6 @@ func (srv *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		s.state = stClosing
 		c.Close()
 	}
-	// An idle connection keeps no pooled buffer from a fragmented message.
-	s.asm.Release()
 	return gnet.None
 }
 
@@ -70,9 +71,9 @@ func (s *session) consume(buf []byte) int {
 			break
 		}
 		used += n
-		s.lastRead = time.Now().UnixMilli()
+		s.lastRead = s.srv.clock()
 		s.pingOut = false
-		msg, ok, err := s.asm.Feed(h, payload, s.srv.cfg.MaxMessageSize)
+		msg, ok, err := s.feed(h, payload)
 		if err != nil {
 			s.closeFrameError(err)
 			return len(buf)
@@ -85,6 +86,20 @@ func (s *session) consume(buf []byte) int {
 		return len(buf)
 	}
 	return used
+}
+
+// feed assembles a message. A whole-frame message (nearly all of them)
+// needs no state; an assembler is allocated only while a fragmented
+// message is open, so idle sessions carry none.
+func (s *session) feed(h ws.Header, payload []byte) (ws.Message, bool, error) {
+	if s.asm == nil {
+		if h.Fin || h.OpCode.IsControl() {
+			var whole ws.Assembler
+			return whole.Feed(h, payload, s.srv.cfg.MaxMessageSize)
+		}
+		s.asm = new(ws.Assembler)
+	}
+	return s.asm.Feed(h, payload, s.srv.cfg.MaxMessageSize)
 }
 
 func boolInt(b bool) int {
@@ -172,7 +187,10 @@ func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 	}
 	srv.connections.Add(-1)
 	srv.wheel.unschedule(s)
-	s.asm.Reset()
+	if s.asm != nil {
+		s.asm.Reset()
+		s.asm = nil
+	}
 	s.state = stClosed
 	if s.registered {
 		srv.registry.remove(s)
@@ -196,20 +214,23 @@ func (srv *Server) OnTick() (time.Duration, gnet.Action) {
 func (s *session) timer() {
 	now := time.Now().UnixMilli()
 	cfg := &s.srv.cfg
+	idle := int64(s.srv.clock() - s.lastRead) // uint32 difference: wraps correctly
 	switch s.state {
 	case stUpgrade, stHello:
 		s.fail("hello_timeout", ws.StatusPolicyViolation, "no hello in time")
 	case stHelloing, stReady:
 		switch {
-		case s.pingOut && now-s.pingSentAt >= cfg.PongTimeout.Milliseconds():
+		case s.pingOut:
+			// Any inbound frame clears pingOut, and this deadline was set
+			// PongTimeout after the ping: nothing answered.
 			s.fail("pong_timeout", ws.StatusGoingAway, "no answer to ping")
-		case !s.pingOut && now-s.lastRead >= cfg.PingInterval.Milliseconds():
-			s.pingOut, s.pingSentAt = true, now
+		case idle >= cfg.PingInterval.Milliseconds():
+			s.pingOut = true
 			s.sendControl(ws.OpPing, nil)
 			s.srv.metrics.pings.Inc()
 			s.srv.wheel.schedule(s, now+cfg.PongTimeout.Milliseconds())
 		default:
-			s.srv.wheel.schedule(s, s.lastRead+cfg.PingInterval.Milliseconds())
+			s.srv.wheel.schedule(s, now+cfg.PingInterval.Milliseconds()-idle)
 		}
 	}
 }
@@ -263,11 +284,11 @@ func (s *session) dispatch(payload []byte, m *webpush.ClientMessage) {
 // pings about every 30 minutes; some old clients loop), which closes with
 // 4774 as the reference does.
 func (s *session) clientPing() {
-	now := time.Now().UnixMilli()
-	if s.lastClientPing != 0 && now-s.lastClientPing < s.srv.cfg.MinClientPing.Milliseconds() {
+	now := s.srv.clock()
+	if s.clientPinged && int64(now-s.lastClientPing) < s.srv.cfg.MinClientPing.Milliseconds() {
 		s.fail("ping_abuse", 4774, "pinging too often")
 		return
 	}
-	s.lastClientPing = now
+	s.lastClientPing, s.clientPinged = now, true
 	s.sendJSON(webpush.AppendPingReply)
 }

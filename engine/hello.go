@@ -27,7 +27,7 @@ func (s *session) hello(m *webpush.ClientMessage) {
 	known = known && m.HasUAID && uaid != [16]byte{}
 	s.state = stHelloing
 	s.connectedAt = time.Now().UnixMilli()
-	s.srv.wheel.schedule(s, s.lastRead+s.srv.cfg.PingInterval.Milliseconds())
+	s.srv.wheel.schedule(s, time.Now().UnixMilli()+s.srv.cfg.PingInterval.Milliseconds())
 	connectedAt := s.connectedAt
 	if !s.srv.workers.submit(func() { s.srv.helloJob(s, uaid, known, connectedAt) }) {
 		s.srv.metrics.overloaded.Inc()
@@ -107,6 +107,13 @@ func (s *session) helloDone(res helloResult) {
 		old.onLoop(func() { old.evict(s.connectedAt) })
 	}
 	s.sendJSON(func(b []byte) []byte { return webpush.AppendHelloReply(b, s.uaid, 200, nil, nil) })
+	// Drain took its list of sessions already: one that finishes its hello
+	// afterwards closes itself (after registering, so leave clears its
+	// node_id), or it would hold the drain until its deadline.
+	if s.srv.draining.Load() {
+		s.closeWith(1001, "server shutting down")
+		return
+	}
 	s.requestCheck()
 }
 

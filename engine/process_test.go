@@ -4,10 +4,11 @@ package engine_test
 // only a process boundary shows (eviction between nodes over the node API,
 // SIGTERM handling, the exit status, the store shared by two nodes).
 //
-// Two processes cannot share the embedded Pebble store, so the multi-node
-// tests use the scylla backend on CQL_HOSTS (tools/cql/start.sh, which
+// Two processes cannot share the embedded Pebble store, so the tests with
+// two nodes use the scylla backend on CQL_HOSTS (tools/cql/start.sh, which
 // `make test` runs), each in a fresh keyspace. Without CQL_HOSTS they fail
-// in CI and skip elsewhere, saying why.
+// in CI and skip elsewhere, saying why. Single-node tests use the embedded
+// store and always run.
 
 import (
 	"bufio"
@@ -617,4 +618,60 @@ func TestSIGTERMExitsZeroWhenIdle(t *testing.T) {
 	if !drained {
 		t.Errorf("no draining line with clients=0 in the log")
 	}
+}
+
+// TestSIGTERMRightAfterStartLine: the start line is the node's readiness
+// signal, so a supervisor may send SIGTERM the moment it appears; the node
+// must drain and exit 0 then too, not die of the signal's default action.
+// Repeated because the window is small.
+func TestSIGTERMRightAfterStartLine(t *testing.T) {
+	for i := range 8 {
+		n := startProc(t, fmt.Sprintf("early-%d", i), procSettings(t))
+		n.signal(t, syscall.SIGTERM)
+		if code := n.waitExit(t, procExitTimeout); code != 0 {
+			t.Fatalf("run %d: exit status %d (%v) for a SIGTERM right after the start line, want 0 "+
+				"(main must call signal.Notify before srv.Start logs the start line)", i, code, n.waitErr)
+		}
+	}
+}
+
+// TestHelloDuringSIGTERMDrainIsClosed: a connection upgraded before SIGTERM whose
+// hello arrives during the drain must not outlive it: it is closed (1001)
+// or refused within the drain window, and the node exits in time.
+func TestHelloDuringSIGTERMDrainIsClosed(t *testing.T) {
+	// Registered clients keep the drain window open long enough for the
+	// late hello to land inside it, even on a loaded machine.
+	const window = 3 * time.Second
+	settings := procSettings(t)
+	settings["DRAIN_WINDOW"] = window.String()
+	n := startProc(t, "A", settings)
+	for range 10 {
+		c := et.Dial(t, n.Listen)
+		c.Hello("")
+	}
+	late := et.Dial(t, n.Listen) // upgraded, no hello yet
+	sigAt := time.Now()
+	n.signal(t, syscall.SIGTERM)
+	et.Eventually(t, 10*time.Second, "the drain to start (/__lbheartbeat__ 503)", func() bool {
+		code, _, err := n.get("/__lbheartbeat__")
+		return err == nil && code == http.StatusServiceUnavailable
+	})
+	late.Send(map[string]any{"messageType": "hello", "use_webpush": true, "broadcasts": map[string]any{}})
+	deadline := sigAt.Add(window + procSlack)
+	for {
+		text, code, err := late.Next(time.Until(deadline))
+		if errors.Is(err, et.ErrClosed) {
+			t.Logf("late client closed with %d %v after SIGTERM", code, time.Since(sigAt).Round(time.Millisecond))
+			break
+		}
+		if err != nil {
+			t.Fatalf("late client: %v %v after SIGTERM, want a close frame within %v (drain window %v)",
+				err, time.Since(sigAt).Round(time.Millisecond), window+procSlack, window)
+		}
+		t.Logf("late client got %s", text)
+	}
+	if code := n.waitExit(t, time.Until(deadline)+time.Second); code != 0 {
+		t.Fatalf("exit status %d (%v), want 0", code, n.waitErr)
+	}
+	t.Logf("node exited %v after SIGTERM", time.Since(sigAt).Round(time.Millisecond))
 }

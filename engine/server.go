@@ -47,6 +47,7 @@ type Server struct {
 	addr     string
 	nodeURL  string
 	started  time.Time
+	epochMS  int64      // New's time: sessions keep times relative to it
 	dueSlice []*session // reused by OnTick
 }
 
@@ -70,6 +71,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		booted:   make(chan error, 1),
 		stopped:  make(chan error, 1),
 		version:  readVersion(cfg.VersionFile),
+		epochMS:  time.Now().UnixMilli(),
 	}
 	srv.metrics = newMetrics(srv)
 	return srv, nil
@@ -154,6 +156,10 @@ func (srv *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	srv.booted <- nil
 	return gnet.None
 }
+
+// clock is milliseconds since the node was made, wrapping at 2^32 (49
+// days): sessions compare only differences of it.
+func (srv *Server) clock() uint32 { return uint32(time.Now().UnixMilli() - srv.epochMS) }
 
 // Addr is the websocket listen address (with the real port).
 func (srv *Server) Addr() string { return srv.addr }

@@ -9,6 +9,9 @@ import (
 	"github.com/panjf2000/gnet/v2"
 )
 
+// session is kept small: 19,000 idle connections must cost at most 1 KiB
+// each including gnet's own state (TestSessionSize, docs/benchmarks.md).
+
 // Session states, in order.
 const (
 	stUpgrade  uint8 = iota // TCP open, waiting for the HTTP upgrade
@@ -29,20 +32,24 @@ type session struct {
 	srv *Server
 	c   gnet.Conn
 
-	due    int64 // wheel deadline, ms; -1 when unscheduled
-	queued bool  // in a wheel slot
+	due int64 // wheel deadline, ms since the epoch; -1 when unscheduled
 
-	state          uint8
-	registered     bool // in the registry, with a router record naming this node
-	pingOut        bool // a keepalive ping is unanswered
-	uaid           [16]byte
-	connectedAt    int64 // ms
-	lastRead       int64 // ms of the last inbound frame
-	pingSentAt     int64 // ms
-	lastClientPing int64 // ms
-	cursor         uint64
-	asm            ws.Assembler
-	flow           *flow
+	uaid        [16]byte
+	connectedAt int64 // ms since the epoch: orders connections in storage
+	cursor      uint64
+	flow        *flow         // nil while nothing is in flight
+	asm         *ws.Assembler // nil unless a fragmented message is open
+
+	// Times relative to the node's start (Server.clock), 32 bits: only
+	// their differences matter, and they stay exact for 49 days.
+	lastRead       uint32 // ms: the last inbound frame
+	lastClientPing uint32 // ms: the last client ping, when clientPinged
+
+	queued       bool // in a wheel slot (the wheel's, under its lock)
+	state        uint8
+	registered   bool // in the registry, with a router record naming this node
+	pingOut      bool // a keepalive ping is unanswered
+	clientPinged bool
 }
 
 // onLoop runs fn on the session's event loop, unless the connection has

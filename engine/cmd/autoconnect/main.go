@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/autopush-go/autopush/engine"
@@ -35,6 +36,9 @@ func run() error {
 		return err
 	}
 	log := mozlog.New(os.Stdout, "autoconnect", cfg.LogLevel)
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	store, err := open.Store(context.Background(), open.Config{
 		Backend: cfg.Storage, DataDir: cfg.DataDir,
 		CQLHosts: cfg.CQLHosts, CQLKeyspace: cfg.CQLKeyspace, CQLConsistency: cfg.CQLConsistency, Logger: log,
