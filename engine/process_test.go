@@ -14,8 +14,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,17 +33,10 @@ import (
 	"github.com/autopush-go/autopush/internal/webpush"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 	"github.com/gobwas/ws"
-	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 )
-
-// procInstallHint says how to get a CQL server for these tests.
-const procInstallHint = "CQL_HOSTS not set: run `make test`, which starts Cassandra via tools/cql/start.sh " +
-	"(or start one yourself: out=$(tools/cql/start.sh) && eval \"$out\" && export CQL_HOSTS)"
-
-// procTestReplication is for the single test node.
-const procTestReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
 
 // Timeouts generous enough for a loaded 2-core machine that also runs the
 // Cassandra node.
@@ -95,60 +86,20 @@ func autoconnectBinary(t *testing.T) string {
 	return procBin
 }
 
-// procCQLHosts returns CQL_HOSTS, or fails (CI=true) or skips with the
-// install hint: never a silent skip.
-func procCQLHosts(t *testing.T) []string {
-	t.Helper()
-	h := os.Getenv("CQL_HOSTS")
-	if h == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(procInstallHint)
-		}
-		t.Skip(procInstallHint)
-	}
-	return strings.Split(h, ",")
-}
-
 // procKeyspace creates a fresh keyspace with the schema, dropped when the
 // test ends (after the processes, whose cleanups run first), and returns a
 // store on it for the test's own checks.
 func procKeyspace(t *testing.T) (scylla.Config, storage.Store) {
 	t.Helper()
-	cfg := scylla.DefaultConfig()
-	cfg.Hosts = procCQLHosts(t)
-	b := make([]byte, 8)
-	rand.Read(b)
-	cfg.Keyspace = "proc_" + hex.EncodeToString(b)
-	cfg.Consistency = "ONE"
-	cfg.Timeout = 10 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cfg := cqltest.Keyspace(t, "proc")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	t.Cleanup(func() { procDropKeyspace(t, cfg) })
-	if err := scylla.ApplySchema(ctx, cfg, procTestReplication); err != nil {
-		t.Fatalf("ApplySchema %s: %v", cfg.Keyspace, err)
-	}
 	store, err := scylla.New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("scylla.New: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
 	return cfg, store
-}
-
-func procDropKeyspace(t *testing.T, cfg scylla.Config) {
-	cluster := gocql.NewCluster(cfg.Hosts...)
-	cluster.Consistency = gocql.One
-	cluster.Timeout = 60 * time.Second
-	cluster.ConnectTimeout = 10 * time.Second
-	s, err := cluster.CreateSession()
-	if err != nil {
-		t.Errorf("drop keyspace %s: %v", cfg.Keyspace, err)
-		return
-	}
-	defer s.Close()
-	if err := s.Query("DROP KEYSPACE IF EXISTS " + cfg.Keyspace).Exec(); err != nil {
-		t.Errorf("drop keyspace %s: %v", cfg.Keyspace, err)
-	}
 }
 
 // procNode is one running autoconnect process.

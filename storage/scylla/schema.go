@@ -49,6 +49,25 @@ func ApplySchema(ctx context.Context, cfg Config, replication string) error {
 	return nil
 }
 
+// DropKeyspace removes cfg.Keyspace and everything in it. For tests and
+// for tearing down a deployment; like ApplySchema, never part of serving.
+func DropKeyspace(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("scylla: drop keyspace: %w", err)
+	}
+	admin := cfg
+	admin.Timeout = max(cfg.Timeout, ddlTimeout)
+	session, err := connect(ctx, admin, "")
+	if err != nil {
+		return fmt.Errorf("scylla: drop keyspace: %w", err)
+	}
+	defer session.Close()
+	if err := session.Query("DROP KEYSPACE IF EXISTS " + cfg.Keyspace).WithContext(ctx).Exec(); err != nil {
+		return wrap("drop keyspace "+cfg.Keyspace, err)
+	}
+	return nil
+}
+
 // schemaStatements returns the statements of schema.cql with the
 // placeholders filled in, comments and blank lines dropped.
 func schemaStatements(keyspace, replication string) []string {

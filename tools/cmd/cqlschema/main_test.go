@@ -3,13 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/autopush-go/autopush/storage/scylla"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 )
 
 func TestHelpAndBadFlags(t *testing.T) {
@@ -23,20 +22,11 @@ func TestHelpAndBadFlags(t *testing.T) {
 }
 
 // TestAppliesSchemaTwice runs the tool against the real CQL server twice
-// (idempotent) and opens a store on the result. The keyspace is left on the
-// throwaway test node.
+// (idempotent) and opens a store on the result.
 func TestAppliesSchemaTwice(t *testing.T) {
-	hosts := os.Getenv("CQL_HOSTS")
-	if hosts == "" {
-		const hint = "CQL_HOSTS not set: run `make test`, which starts Cassandra via tools/cql/start.sh"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(hint)
-		}
-		t.Skip(hint)
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	ks := "t_tool_" + hex.EncodeToString(b)
+	cfg := cqltest.Config(t, "t_tool")
+	hosts, ks := strings.Join(cfg.Hosts, ","), cfg.Keyspace
+	t.Cleanup(func() { scylla.DropKeyspace(context.Background(), cfg) })
 	args := []string{"-hosts", hosts, "-keyspace", ks, "-replication", "{'class': 'SimpleStrategy', 'replication_factor': 1}"}
 	for i := range 2 {
 		var out bytes.Buffer
@@ -47,8 +37,6 @@ func TestAppliesSchemaTwice(t *testing.T) {
 			t.Fatalf("output %q does not name the keyspace", out.String())
 		}
 	}
-	cfg := scylla.DefaultConfig()
-	cfg.Hosts, cfg.Keyspace, cfg.Consistency = strings.Split(hosts, ","), ks, "ONE"
 	s, err := scylla.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("store on the applied schema: %v", err)
