@@ -5,13 +5,17 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 
-.PHONY: help build test test-unit bench fuzz lint cql-start
+.PHONY: help build test test-unit bench fuzz lint node-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## compile every package and binary
 	$(GO) build ./...
+
+node-deps: ## install the npm web-push package the interop tests send with
+	@command -v npm >/dev/null || { echo "npm not found: apt-get install nodejs npm"; exit 1; }
+	cd tools/webpush-node && npm ci --no-audit --no-fund --loglevel=error
 
 test: ## everything CI runs: lint, race tests on both storage backends against a real Cassandra
 	bash tools/test.sh

@@ -50,6 +50,13 @@ run() {
 	return 1
 }
 
+# The interop tests send with the real npm web-push package. Without npm
+# they fail in CI and skip elsewhere, saying how to install it.
+if [ ! -d tools/webpush-node/node_modules ] && { command -v npm >/dev/null || [ "${CI:-}" = true ]; }; then
+	echo "== installing the npm web-push package (tools/webpush-node)" >&2
+	make --no-print-directory node-deps
+fi
+
 echo "== lint (go vet, staticcheck)" >&2
 make --no-print-directory lint
 run "go test -race (CQL_HOSTS=$CQL_HOSTS)" go test -race -count=1 -v -timeout 15m ./...
