@@ -5,10 +5,13 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 
-.PHONY: help build test test-unit bench fuzz lint node-deps
+.PHONY: help run build test test-unit bench fuzz lint node-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+run: ## the whole service in one process over the embedded store (ws :8080, node API :8081, push API :8082)
+	$(GO) run ./tools/cmd/devserver -data-dir ./data
 
 build: ## compile every package and binary
 	$(GO) build ./...

@@ -2,6 +2,23 @@
 // application servers push through (RFC 8030 + VAPID), routing each push
 // to the connection node holding the user agent or to storage.
 //
-// It must never import engine; what both tiers share lives in
-// internal/webpush.
+// Routes (server.go):
+//
+//	POST   /wpush/v1/{token}, /wpush/v2/{token}, /wpush/{token} (v1)   wpush.go
+//	DELETE /m/{message_id}                                             message.go
+//	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status /metrics   ops.go
+//	OPTIONS (any path): the CORS preflight                             cors.go
+//
+// and JSON errors for unknown paths (404 errno 102) and methods (405).
+// Every error body is webpush.HTTPError's {code, errno, error, message,
+// more_info} (errors.go), statuses and errnos from the one table in
+// internal/webpush. The header rules are in headers.go, the routing to
+// connection nodes (direct, stored, dropped; the reconnect races) in
+// router.go, metric names in metrics.go, settings and their defaults in
+// config.go.
+//
+// It must never import engine (its tests do, to run both tiers together);
+// what both tiers share lives in internal/webpush. It must never answer
+// 201 for a push it has neither handed to a client's node nor stored
+// (TTL 0 excepted: dropped when nobody is connected, as the reference).
 package apitier

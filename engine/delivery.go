@@ -181,6 +181,16 @@ func toMessage(n *webpush.Notification) storage.Message {
 	return m
 }
 
+// restamp gives a direct message about to be stored a new sort key with
+// the TTL it has left: its original key may lie behind a cursor that later
+// acks already advanced, where no read would ever find it.
+func restamp(m storage.Message, now time.Time) storage.Message {
+	left := m.Expiry().Sub(now)
+	m.SortKey = storage.NewSortKey()
+	m.TTL = max(int64((left+time.Second-1)/time.Second), 1)
+	return m
+}
+
 // toNotification is the wire form of a stored message.
 func toNotification(m *storage.Message, hdrs []webpush.Header) webpush.Notification {
 	for k, v := range m.Headers {
@@ -219,6 +229,9 @@ func (s *session) check() {
 		ctx, cancel := s.srv.ctx()
 		defer cancel()
 		var topics, stamps []storage.Message
+		// A previous connection of this user on this node may still be
+		// deleting what its client acked: read after those deletes land.
+		s.srv.deletes.wait(ctx, uaid)
 		err := s.srv.timed(func() (err error) {
 			if topics, err = s.srv.store.TopicMessages(ctx, uaid, page); err != nil {
 				return err
@@ -302,9 +315,11 @@ func (s *session) deleteAcked(k storage.MessageKey) {
 	f := s.flow
 	f.deleting++
 	uaid := s.uaid
+	s.srv.deletes.add(uaid)
 	s.submit(func() {
 		ctx, cancel := s.srv.ctx()
 		defer cancel()
+		defer s.srv.deletes.done(uaid)
 		err := s.srv.timed(func() error { return s.srv.store.DeleteMessage(ctx, uaid, k) })
 		if err != nil {
 			s.srv.log.Warn("delete acked message failed", "error", err)
@@ -346,9 +361,10 @@ func (s *session) drained() {
 func (s *session) leave() {
 	var keep []storage.Message
 	if s.flow != nil {
+		now := time.Now()
 		for _, p := range s.flow.unacked {
-			if p.direct != nil && !p.direct.Expired(time.Now()) && p.direct.TTL > 0 {
-				keep = append(keep, *p.direct)
+			if p.direct != nil && !p.direct.Expired(now) && p.direct.TTL > 0 {
+				keep = append(keep, restamp(*p.direct, now))
 			}
 		}
 		s.srv.inFlight.Add(-int64(len(s.flow.unacked)))

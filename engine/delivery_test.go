@@ -283,3 +283,52 @@ func TestMaxConnectionsRefusesUpgrade(t *testing.T) {
 	first.SendRaw(`{}`)
 	first.Read()
 }
+
+// slowDeletes delays acked-message deletes, widening the window in which a
+// reconnect could read a message its client already acked.
+type slowDeletes struct{ storage.Store }
+
+func (s slowDeletes) DeleteMessage(ctx context.Context, uaid uuid.UUID, k storage.MessageKey) error {
+	time.Sleep(500 * time.Millisecond)
+	return s.Store.DeleteMessage(ctx, uaid, k)
+}
+
+func TestAckThenImmediateReconnectIsNotRedelivered(t *testing.T) {
+	store := slowDeletes{newStore(t)}
+	srv := et.Start(t, store, et.Config())
+	c, uaid, chid := connected(t, srv)
+	c.Close()
+	et.Must(t, store.SaveMessage(context.Background(), parseUAID(t, uaid), storedMessage(chid, "once", "", 60)), "save")
+
+	c1 := et.Dial(t, srv.Addr())
+	c1.Hello(uaid)
+	if r := c1.Read(); r["version"] != "once" {
+		t.Fatalf("got %v", r)
+	}
+	c1.Ack(chid, "once")
+	c1.Close() // and reconnect at once, while the delete is still running
+	c2 := et.Dial(t, srv.Addr())
+	c2.Hello(uaid)
+	c2.Quiet(time.Second)
+}
+
+// TestUnackedDirectBehindCursorStillDelivered: a direct message whose sort
+// key lies behind the user's cursor (a lagging endpoint clock, a delayed
+// node call) is stored on close where the next read finds it.
+func TestUnackedDirectBehindCursorStillDelivered(t *testing.T) {
+	srv, store := node(t, nil)
+	c, uaid, chid := connected(t, srv)
+	u := parseUAID(t, uaid)
+	et.Must(t, store.AdvanceCursor(context.Background(), u, storage.NewSortKey()), "advance cursor")
+	n := et.Notification(chid, "behind", "ZGF0YQ")
+	n.SortKey, n.TTL = uint64(time.Now().Add(-time.Minute).UnixNano()), 600
+	if code := et.Push(t, srv, uaid, n, ""); code != 200 {
+		t.Fatalf("push %d", code)
+	}
+	wantNotification(t, c, chid, "behind", "ZGF0YQ")
+	c.Close() // without acking
+	time.Sleep(300 * time.Millisecond)
+	c2 := et.Dial(t, srv.Addr())
+	c2.Hello(uaid)
+	wantNotification(t, c2, chid, "behind", "ZGF0YQ")
+}

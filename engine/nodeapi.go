@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -89,10 +90,24 @@ func (srv *Server) sessionFor(w http.ResponseWriter, r *http.Request) *session {
 }
 
 // onLoopWait runs fn on s's event loop and returns its status, or 404 when
-// the connection went away first.
+// the connection went away first. If the loop does not answer within
+// loopWait the caller gets 503 (the endpoint stores the message), and fn,
+// should it run later, does not run at all: a delivery must never happen
+// after its sender was told "busy", or the client would get it twice.
 func onLoopWait(s *session, fn func() int) int {
+	const (
+		pending = iota
+		claimed // fn is running or ran: its answer is the answer
+		gaveUp  // the caller answered 503: fn must not run
+	)
+	var state atomic.Int32
 	res := make(chan int, 1)
-	if err := s.onLoop(func() { res <- fn() }); err != nil {
+	err := s.onLoop(func() {
+		if state.CompareAndSwap(pending, claimed) {
+			res <- fn()
+		}
+	})
+	if err != nil {
 		return http.StatusNotFound
 	}
 	t := time.NewTimer(loopWait)
@@ -101,7 +116,10 @@ func onLoopWait(s *session, fn func() int) int {
 	case code := <-res:
 		return code
 	case <-t.C:
-		return http.StatusServiceUnavailable
+		if state.CompareAndSwap(pending, gaveUp) {
+			return http.StatusServiceUnavailable
+		}
+		return <-res // fn claimed the work just in time: wait for it
 	}
 }
 

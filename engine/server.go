@@ -28,6 +28,7 @@ type Server struct {
 	store    storage.Store
 	keys     *webpush.Keys
 	registry *registry
+	deletes  *deletes
 	wheel    *wheel
 	workers  *workers
 	metrics  *engineMetrics
@@ -67,6 +68,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	srv := &Server{
 		cfg: cfg, log: log, store: store, keys: keys,
 		registry: newRegistry(),
+		deletes:  newDeletes(),
 		wheel:    newWheel(time.Second, 1024, time.Now()),
 		booted:   make(chan error, 1),
 		stopped:  make(chan error, 1),

@@ -1,0 +1,82 @@
+// Command autoendpoint runs an endpoint node: the HTTP API application
+// servers push through (RFC 8030 + VAPID). Settings come from flags,
+// AUTOEND__NAME variables (the reference's prefix; AUTOENDPOINT__NAME is
+// read too) and an optional JSON file (-help lists them). SIGTERM or
+// SIGINT stops it gracefully and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/internal/mozlog"
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/storage/open"
+)
+
+func main() {
+	if err := run(); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "autoendpoint:", err)
+		os.Exit(1)
+	}
+}
+
+// envPrefix is the reference's (autoendpoint reads AUTOEND__*);
+// envAlias is also read, for symmetry with AUTOCONNECT__.
+const (
+	envPrefix = "AUTOEND"
+	envAlias  = "AUTOENDPOINT"
+)
+
+// lookupEnv reads PREFIX__NAME, falling back to ALIAS__NAME.
+func lookupEnv(name string) (string, bool) {
+	if v, ok := os.LookupEnv(name); ok {
+		return v, true
+	}
+	if rest, ok := strings.CutPrefix(name, envPrefix+"__"); ok {
+		return os.LookupEnv(envAlias + "__" + rest)
+	}
+	return "", false
+}
+
+func run() error {
+	cfg := apitier.DefaultConfig()
+	if err := settings.Load(&cfg, envPrefix, os.Args[1:], lookupEnv, os.Stderr); err != nil {
+		return err
+	}
+	log := mozlog.New(os.Stdout, "autoendpoint", cfg.LogLevel)
+	store, err := open.Store(context.Background(), open.Config{
+		Backend: cfg.Storage, DataDir: cfg.DataDir,
+		CQLHosts: cfg.CQLHosts, CQLKeyspace: cfg.CQLKeyspace, CQLConsistency: cfg.CQLConsistency, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	srv, err := apitier.New(cfg, store, log)
+	if err != nil {
+		return err
+	}
+	// Subscribe before Start logs the start line: a supervisor may send
+	// SIGTERM as soon as it sees the node up, and it must stop gracefully.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	s := <-sig
+	log.Info("signal received, shutting down", "signal", s.String())
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+cfg.ShutdownTimeout/2)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}

@@ -1,0 +1,177 @@
+package apitier
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// Config of an endpoint node. DefaultConfig holds every default; the
+// settings package fills it from a JSON file, AUTOEND__NAME variables
+// (AUTOENDPOINT__NAME too) and -name flags.
+type Config struct {
+	// Listen is the public HTTP address. Default ":8082".
+	Listen string `conf:"listen" help:"public HTTP listen address"`
+	// EndpointURL is the public base URL of this tier as application
+	// servers reach it. Message Locations are {endpoint-url}/m/{id}, and
+	// a VAPID token's "aud" must be its origin (scheme://host[:port]).
+	// The connection nodes mint push endpoints from the same setting.
+	// Default "http://localhost:8082".
+	EndpointURL string `conf:"endpoint-url" help:"public base URL of push endpoints (VAPID aud is its origin)"`
+	// CryptoKey is the Fernet key list (first encrypts, all decrypt)
+	// shared with the connection nodes. Required.
+	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoconnect (tools/cmd/autokey makes one)"`
+	// NodeSecret is sent to the connection nodes' internal API as
+	// "Authorization: Bearer <secret>". Empty: none is sent, and the
+	// nodes then serve only loopback callers. Default "".
+	NodeSecret string `conf:"node-secret" help:"shared secret for the connection nodes' internal API"`
+
+	// Storage is "embedded" or "scylla". Default "embedded".
+	Storage string `conf:"storage" help:"storage backend: embedded or scylla"`
+	// DataDir holds the embedded store. Default "./data".
+	DataDir string `conf:"data-dir" help:"embedded storage directory"`
+	// CQLHosts, CQLKeyspace, CQLConsistency configure the scylla backend.
+	// Defaults "127.0.0.1:9042", "autopush", "LOCAL_QUORUM".
+	CQLHosts       []string `conf:"cql-hosts" help:"ScyllaDB contact points host:port,..."`
+	CQLKeyspace    string   `conf:"cql-keyspace" help:"ScyllaDB keyspace"`
+	CQLConsistency string   `conf:"cql-consistency" help:"ScyllaDB consistency level"`
+
+	// MaxDataBytes bounds a push's body as received (the encrypted
+	// payload, before base64). The reference's max_data_bytes is 5630
+	// and limits the same thing (the request body), so the default
+	// accepts every payload it accepts; the data stored and sent to the
+	// client is its base64url, at most 7,507 characters. Larger bodies get
+	// 413 errno 104. At most 12,288 (storage's 16 KiB of base64).
+	// Default 5630.
+	MaxDataBytes int `conf:"max-data-bytes" help:"largest push body accepted, bytes (reference: 5630)"`
+	// NodeTimeout bounds one call to a connection node's internal API,
+	// response included. A node that does not answer in time is treated
+	// as gone: its node_id is cleared and the message stored. Keep it
+	// above the node's own wait for its event loop (2s), so a slow node
+	// answers 503 rather than delivering after the endpoint gave up and
+	// stored (the client would get the message twice). Default 3s, the
+	// reference's request timeout.
+	NodeTimeout time.Duration `conf:"node-timeout" help:"timeout of one call to a connection node"`
+	// NodeConnectTimeout bounds connecting to a node. Default 1s.
+	NodeConnectTimeout time.Duration `conf:"node-connect-timeout" help:"timeout of connecting to a connection node"`
+	// NodeIdleConns is how many keep-alive connections are kept open
+	// to each connection node. Default 64.
+	NodeIdleConns int `conf:"node-idle-conns" help:"keep-alive connections kept per connection node"`
+	// StorageTimeout bounds the storage calls of one request, together
+	// (a push makes 2 to 5). Default 5s.
+	StorageTimeout time.Duration `conf:"storage-timeout" help:"timeout of a request's storage calls"`
+	// ReadTimeout bounds reading one request (headers and body).
+	// Default 10s.
+	ReadTimeout time.Duration `conf:"read-timeout" help:"timeout of reading one request"`
+	// IdleTimeout closes a keep-alive connection idle this long. Keep it
+	// above the idle timeout of the load balancer in front (AWS ELB: 60s),
+	// or the balancer may send a request down a connection being closed.
+	// Default 75s.
+	IdleTimeout time.Duration `conf:"idle-timeout" help:"close keep-alive connections idle this long"`
+	// ShutdownTimeout bounds a graceful shutdown: requests in flight
+	// finish within it (idle keep-alive connections are closed at once).
+	// Default 10s.
+	ShutdownTimeout time.Duration `conf:"shutdown-timeout" help:"time allowed for requests in flight on shutdown"`
+	// VAPIDSkew is the clock skew allowed on a VAPID token's exp, both
+	// ways (expired, more than 24 h ahead). Default 60s, the leeway the
+	// reference's JWT library gives exp.
+	VAPIDSkew time.Duration `conf:"vapid-skew" help:"clock skew allowed on VAPID exp checks"`
+	// VAPIDCache is how many verified VAPID tokens are remembered until
+	// they expire, so a sender reusing a token pays one signature check.
+	// 0 turns the cache off. Default 65536.
+	VAPIDCache int `conf:"vapid-cache" help:"verified VAPID tokens cached until their exp (0: off)"`
+	// VAPIDAnySub accepts any VAPID sub claim, as the reference does. By
+	// default a sub, when present, must be a mailto: or http(s): URL.
+	// Default false.
+	VAPIDAnySub bool `conf:"vapid-any-sub" help:"accept any VAPID sub claim (default: mailto: or https: only)"`
+	// RequestLog writes one JSON summary line per request at info level.
+	// Default true.
+	RequestLog bool `conf:"request-log" help:"log a summary line per request (info level)"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
+	// VersionFile is served at /__version__. Default "version.json".
+	VersionFile string `conf:"version-file" help:"file served at /__version__"`
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		Listen:             ":8082",
+		EndpointURL:        "http://localhost:8082",
+		Storage:            "embedded",
+		DataDir:            "./data",
+		CQLHosts:           []string{"127.0.0.1:9042"},
+		CQLKeyspace:        "autopush",
+		CQLConsistency:     "LOCAL_QUORUM",
+		MaxDataBytes:       DefaultMaxDataBytes,
+		NodeTimeout:        3 * time.Second,
+		NodeConnectTimeout: time.Second,
+		NodeIdleConns:      64,
+		StorageTimeout:     5 * time.Second,
+		ReadTimeout:        10 * time.Second,
+		IdleTimeout:        75 * time.Second,
+		ShutdownTimeout:    10 * time.Second,
+		VAPIDSkew:          webpush.DefaultVAPIDSkew,
+		VAPIDCache:         webpush.DefaultVAPIDCacheSize,
+		RequestLog:         true,
+		LogLevel:           "info",
+		VersionFile:        "version.json",
+	}
+}
+
+const (
+	// DefaultMaxDataBytes is the reference's max_data_bytes.
+	DefaultMaxDataBytes = 5630
+	// MaxMaxDataBytes is the largest body whose base64url fits storage.
+	MaxMaxDataBytes = storage.MaxDataLen / 4 * 3
+)
+
+// Validate reports the first setting that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Listen == "":
+		return errors.New("apitier: config: listen is required")
+	case c.CryptoKey == "":
+		return errors.New("apitier: config: crypto-key is required (tools/cmd/autokey prints one)")
+	case c.Storage != "embedded" && c.Storage != "scylla":
+		return fmt.Errorf("apitier: config: storage %q is not embedded or scylla", c.Storage)
+	case c.MaxDataBytes < 1 || c.MaxDataBytes > MaxMaxDataBytes:
+		return fmt.Errorf("apitier: config: max-data-bytes %d is outside 1..%d", c.MaxDataBytes, MaxMaxDataBytes)
+	case c.NodeTimeout <= 0 || c.NodeConnectTimeout <= 0 || c.StorageTimeout <= 0 || c.ReadTimeout <= 0 ||
+		c.IdleTimeout <= 0 || c.ShutdownTimeout <= 0:
+		return errors.New("apitier: config: timeouts must be positive")
+	case c.NodeIdleConns < 1:
+		return errors.New("apitier: config: node-idle-conns must be >= 1")
+	case c.VAPIDSkew < 0 || c.VAPIDCache < 0:
+		return errors.New("apitier: config: vapid-skew and vapid-cache must not be negative")
+	}
+	if _, err := origin(c.EndpointURL); err != nil {
+		return err
+	}
+	return nil
+}
+
+// origin returns the scheme://host[:port] of an absolute http(s) URL,
+// lower-cased and without a default port: what a VAPID "aud" names.
+func origin(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return "", fmt.Errorf("apitier: config: endpoint-url %q is not an absolute http(s) URL without credentials", base)
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host, nil
+}

@@ -1,0 +1,223 @@
+package apitier
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/autopush-go/autopush/internal/webpush"
+)
+
+// Metric names of the endpoint node, one place (the operations issue's
+// dashboards and docs check against them). Labelled families are listed
+// by their name; the label values are below.
+const (
+	// mRequests{route,code}: every request, by route label and status.
+	mRequests = "autoendpoint_requests_total"
+	// mRequestSeconds{route}: handler latency, from routing to the reply.
+	mRequestSeconds = "autoendpoint_request_seconds"
+	// mErrors{errno}: error replies by errno ("none" for errno null).
+	mErrors = "autoendpoint_errors_total"
+	// mNotifications{outcome}: accepted pushes: direct (written to a
+	// client's socket), stored, dropped (TTL 0, nobody connected).
+	mNotifications = "autoendpoint_notifications_total"
+	// mNotificationBytes: size of the accepted payloads (base64url).
+	mNotificationBytes = "autoendpoint_notification_data_bytes"
+	// mEncodings{encoding}: accepted pushes by Content-Encoding.
+	mEncodings = "autoendpoint_notification_encoding_total"
+	// mNodeCalls{call,result}: calls to connection nodes' internal API.
+	mNodeCalls = "autoendpoint_node_calls_total"
+	// mNodeSeconds{call}: their latency.
+	mNodeSeconds = "autoendpoint_node_call_seconds"
+	// mNodeCleared: node_id cleared after a node did not have the client.
+	mNodeCleared = "autoendpoint_node_cleared_total"
+	// mStorageSeconds, mStorageErrors: storage calls of requests.
+	mStorageSeconds = "autoendpoint_storage_seconds"
+	mStorageErrors  = "autoendpoint_storage_errors_total"
+	// mVAPID{result}: pushes with an Authorization header: ok, failed.
+	mVAPID = "autoendpoint_vapid_total"
+	// mVAPIDFailures{rule}: VAPID refusals by the rule that failed: the
+	// webpush.VAPIDRule* names ("signature", "exp-past", "key-mismatch",
+	// "header" for a v2 endpoint pushed without VAPID, ...).
+	mVAPIDFailures = "autoendpoint_vapid_failures_total"
+	// mDeletes{result}: DELETE /m/{id}: deleted, invalid.
+	mDeletes = "autoendpoint_message_deletes_total"
+)
+
+// Route labels of mRequests and mRequestSeconds.
+const (
+	routeWPushV1   = "wpush_v1"
+	routeWPushV2   = "wpush_v2"
+	routeWPushBad  = "wpush_other" // an unknown API version in the path
+	routeMessage   = "message"
+	routeHeartbeat = "heartbeat"
+	routeLB        = "lbheartbeat"
+	routeVersion   = "version"
+	routeHealth    = "health"
+	routeStatus    = "status"
+	routeMetrics   = "metrics"
+	routeOptions   = "options"
+	routeNotFound  = "not_found"
+	routeNoMethod  = "method_not_allowed"
+)
+
+var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
+	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod}
+
+// Outcomes of an accepted push (mNotifications).
+const (
+	outcomeDirect  = "direct"
+	outcomeStored  = "stored"
+	outcomeDropped = "dropped"
+)
+
+// Node calls and their results (mNodeCalls).
+const (
+	callPush  = "push"
+	callNotif = "notif"
+
+	resultOK          = "ok"          // 200 (push: delivered; notif: checking)
+	resultAccepted    = "accepted"    // 202 (notif: will check once acks drain)
+	resultNotHere     = "not_here"    // 404
+	resultBusy        = "busy"        // 503
+	resultUnreachable = "unreachable" // connect error, timeout, reset
+	resultRefused     = "refused"     // any other status (401: node-secret mismatch)
+)
+
+var nodeResults = []string{resultOK, resultAccepted, resultNotHere, resultBusy, resultUnreachable, resultRefused}
+
+type apiMetrics struct {
+	set *metrics.Set
+
+	mu       sync.RWMutex
+	requests []map[int]*metrics.Counter // by route index, then status
+	seconds  map[string]*metrics.Histogram
+	routeIdx map[string]int
+
+	errnos        map[webpush.Errno]*metrics.Counter
+	outcomes      map[string]*metrics.Counter
+	encodings     map[string]*metrics.Counter
+	nodeCalls     map[[2]string]*metrics.Counter
+	nodeSeconds   map[string]*metrics.Histogram
+	dataBytes     *metrics.Histogram
+	nodeCleared   *metrics.Counter
+	storageSecs   *metrics.Histogram
+	storageErrors *metrics.Counter
+	vapidOK       *metrics.Counter
+	vapidFailed   *metrics.Counter
+	vapidRules    sync.Map // rule -> *metrics.Counter
+	deleted       *metrics.Counter
+	deleteInvalid *metrics.Counter
+}
+
+func newMetrics() *apiMetrics {
+	s := metrics.NewSet()
+	m := &apiMetrics{
+		set:           s,
+		seconds:       map[string]*metrics.Histogram{},
+		routeIdx:      map[string]int{},
+		errnos:        map[webpush.Errno]*metrics.Counter{},
+		outcomes:      map[string]*metrics.Counter{},
+		encodings:     map[string]*metrics.Counter{},
+		nodeCalls:     map[[2]string]*metrics.Counter{},
+		nodeSeconds:   map[string]*metrics.Histogram{},
+		dataBytes:     s.NewHistogram(mNotificationBytes),
+		nodeCleared:   s.NewCounter(mNodeCleared),
+		storageSecs:   s.NewHistogram(mStorageSeconds),
+		storageErrors: s.NewCounter(mStorageErrors),
+		vapidOK:       s.NewCounter(mVAPID + `{result="ok"}`),
+		vapidFailed:   s.NewCounter(mVAPID + `{result="failed"}`),
+		deleted:       s.NewCounter(mDeletes + `{result="deleted"}`),
+		deleteInvalid: s.NewCounter(mDeletes + `{result="invalid"}`),
+	}
+	for i, r := range routeLabels {
+		m.routeIdx[r] = i
+		m.requests = append(m.requests, map[int]*metrics.Counter{})
+		m.seconds[r] = s.NewHistogram(mRequestSeconds + `{route="` + r + `"}`)
+	}
+	m.errnos[webpush.ErrnoNone] = s.NewCounter(mErrors + `{errno="none"}`)
+	for _, in := range webpush.Errnos() {
+		m.errnos[in.Errno] = s.NewCounter(mErrors + `{errno="` + strconv.Itoa(int(in.Errno)) + `"}`)
+	}
+	for _, o := range []string{outcomeDirect, outcomeStored, outcomeDropped} {
+		m.outcomes[o] = s.NewCounter(mNotifications + `{outcome="` + o + `"}`)
+	}
+	for _, e := range []string{"aes128gcm", "aesgcm", "none"} {
+		m.encodings[e] = s.NewCounter(mEncodings + `{encoding="` + e + `"}`)
+	}
+	for _, call := range []string{callPush, callNotif} {
+		m.nodeSeconds[call] = s.NewHistogram(mNodeSeconds + `{call="` + call + `"}`)
+		for _, r := range nodeResults {
+			m.nodeCalls[[2]string{call, r}] = s.NewCounter(mNodeCalls + `{call="` + call + `",result="` + r + `"}`)
+		}
+	}
+	return m
+}
+
+// request counts one finished request of route with status code.
+func (m *apiMetrics) request(route string, code int, d time.Duration) {
+	i, ok := m.routeIdx[route]
+	if !ok {
+		return
+	}
+	m.seconds[route].Update(d.Seconds())
+	m.mu.RLock()
+	c := m.requests[i][code]
+	m.mu.RUnlock()
+	if c == nil {
+		m.mu.Lock()
+		if c = m.requests[i][code]; c == nil {
+			c = m.set.NewCounter(mRequests + `{route="` + route + `",code="` + strconv.Itoa(code) + `"}`)
+			m.requests[i][code] = c
+		}
+		m.mu.Unlock()
+	}
+	c.Inc()
+}
+
+func (m *apiMetrics) errno(e webpush.Errno) {
+	if c := m.errnos[e]; c != nil {
+		c.Inc()
+	}
+}
+
+func (m *apiMetrics) outcome(o string, dataLen int) {
+	m.outcomes[o].Inc()
+	m.dataBytes.Update(float64(dataLen))
+}
+
+func (m *apiMetrics) encoding(e string) {
+	if e == "" {
+		e = "none"
+	}
+	if c := m.encodings[e]; c != nil {
+		c.Inc()
+	}
+}
+
+func (m *apiMetrics) nodeCall(call, result string, d time.Duration) {
+	m.nodeCalls[[2]string{call, result}].Inc()
+	m.nodeSeconds[call].Update(d.Seconds())
+}
+
+// vapidFailure counts a refusal by rule (webpush.VAPIDRule*).
+func (m *apiMetrics) vapidFailure(rule string) {
+	m.vapidFailed.Inc()
+	if c, ok := m.vapidRules.Load(rule); ok {
+		c.(*metrics.Counter).Inc()
+		return
+	}
+	c := m.set.GetOrCreateCounter(mVAPIDFailures + `{rule="` + rule + `"}`)
+	m.vapidRules.Store(rule, c)
+	c.Inc()
+}
+
+// storage times one storage call and counts its failure.
+func (m *apiMetrics) storage(start time.Time, err error) {
+	m.storageSecs.UpdateDuration(start)
+	if err != nil {
+		m.storageErrors.Inc()
+	}
+}

@@ -1,0 +1,245 @@
+package apitier
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cloudwego/hertz/pkg/app"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// handlePush is POST /wpush/{v1|v2}/{token} and /wpush/{token} (v1): an
+// application server's push (RFC 8030 §5). The checks run in this order,
+// so a request with several faults gets the reference's answer for the
+// one it cares most about:
+//
+//  1. the token decrypts, and its version matches the path: else 404
+//     errno 102;
+//  2. VAPID, when an Authorization header is present, and always on a v2
+//     endpoint, whose key must be the one the subscription was made
+//     with: else 401 errno 109 (the reference checks the signature after
+//     the user lookup; doing it first keeps unauthenticated pushes from
+//     costing storage reads);
+//  3. the router record exists (else 410 errno 103), is a webpush user
+//     (else 410 errno 106) and has the channel (else 410 errno 106);
+//  4. the body is at most max-data-bytes: else 413 errno 104;
+//  5. the headers (headers.go): else 400.
+//
+// An accepted push is routed (router.go) and answered 201 Created with
+// Location: {endpoint-url}/m/{message id} and the effective TTL, whether
+// it was delivered, stored or (TTL 0, nobody connected) dropped, as the
+// reference answers.
+func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqState) {
+	version := c.Param("version")
+	switch version {
+	case "", "v1":
+		st.route = routeWPushV1
+	case "v2":
+		st.route = routeWPushV2
+	default:
+		st.route = routeWPushBad
+	}
+	ep, err := s.keys.ParseToken(version, c.Param("token"))
+	if err != nil {
+		var te *webpush.TokenError
+		if errors.As(err, &te) {
+			s.writeError(c, st, te.HTTPError())
+		} else {
+			s.writeError(c, st, errNotFound)
+		}
+		return
+	}
+	if e := s.checkVAPID(c, st, &ep); e != nil {
+		s.writeError(c, st, e)
+		return
+	}
+	// One deadline for every storage call of this push (node calls have
+	// their own).
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
+	defer cancel()
+	uaid := uuid.UUID(ep.UAID)
+	user, e := s.subscription(sctx, uaid, ep.CHID)
+	if e != nil {
+		s.writeError(c, st, e)
+		return
+	}
+
+	pb := pushBufPool.Get().(*pushBuf)
+	defer pushBufPool.Put(pb)
+	body, e := s.readBody(c, pb)
+	if e != nil {
+		s.writeError(c, st, e)
+		return
+	}
+	h, e := parseHeaders(&c.Request.Header, len(body) > 0)
+	if e != nil {
+		s.writeError(c, st, e)
+		return
+	}
+
+	sortKey := storage.NewSortKey()
+	msgID, err := s.keys.MakeMessageID(webpush.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.topic, SortKey: sortKey})
+	if err != nil {
+		// The topic was checked with the same rule: cannot happen.
+		s.log.Error("make message id", "error", err)
+		s.writeError(c, st, errInternal)
+		return
+	}
+	n := webpush.Notification{
+		ChannelID: string(webpush.AppendChannelID(pb.chid[:0], ep.CHID)),
+		Version:   msgID,
+		TTL:       h.ttl,
+		Topic:     h.topic,
+		Timestamp: time.Now().Unix(),
+		SortKey:   sortKey,
+		Headers:   h.headers(pb.hdrs[:0]),
+	}
+	if len(body) > 0 {
+		pb.b64 = base64.RawURLEncoding.AppendEncode(pb.b64[:0], body)
+		n.Data = string(pb.b64)
+	}
+	st.encoding, st.dataLen = h.encoding, len(n.Data)
+
+	outcome, e := s.route(ctx, sctx, &user, &n, pb)
+	if e != nil {
+		s.writeError(c, st, e)
+		return
+	}
+	st.outcome = outcome
+	s.metrics.outcome(outcome, len(n.Data))
+	s.metrics.encoding(h.encoding)
+	c.SetStatusCode(http.StatusCreated)
+	rh := &c.Response.Header
+	pb.loc = append(append(pb.loc[:0], s.location...), msgID...)
+	rh.SetBytesV("Location", pb.loc)
+	rh.SetBytesV("TTL", strconv.AppendInt(pb.ttl[:0], h.ttl, 10))
+}
+
+// checkVAPID verifies the Authorization header when there is one, and
+// always on a v2 endpoint (whose key binding it enforces).
+func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *webpush.Endpoint) *webpush.HTTPError {
+	auth := c.Request.Header.Peek("Authorization")
+	if len(auth) == 0 && ep.Version != 2 {
+		return nil
+	}
+	st.vapid = true
+	res, err := s.vapid.Verify(string(auth), string(c.Request.Header.Peek("Crypto-Key")), s.audience)
+	if err == nil {
+		err = res.CheckEndpoint(ep)
+	}
+	if err == nil {
+		s.metrics.vapidOK.Inc()
+		return nil
+	}
+	var ve *webpush.VAPIDError
+	if !errors.As(err, &ve) {
+		s.metrics.vapidFailure("other")
+		return webpush.ErrnoInvalidAuth.HTTPError("")
+	}
+	s.metrics.vapidFailure(ve.Rule)
+	return ve.HTTPError()
+}
+
+// subscription reads the router record and checks the channel. ctx
+// bounds the storage calls.
+func (s *Server) subscription(ctx context.Context, uaid uuid.UUID, chid [16]byte) (storage.User, *webpush.HTTPError) {
+	user, err := s.getUser(ctx, uaid)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return user, errNoUser
+	case err != nil:
+		return user, s.storageError("read router record", err)
+	}
+	if user.RouterType != storage.RouterWebPush {
+		// Bridged users (fcm, apns) are routed by the bridge tier, which
+		// does not exist yet. The reference answers an unusable router
+		// type with 410 errno 106 (and drops the user; this tier keeps
+		// the record for the bridges).
+		return user, errNoChannel
+	}
+	start := time.Now()
+	ok, err := s.store.HasChannel(ctx, uaid, chid)
+	s.metrics.storage(start, err)
+	switch {
+	case err != nil:
+		return user, s.storageError("read channel", err)
+	case !ok:
+		return user, errNoChannel
+	}
+	return user, nil
+}
+
+// getUser reads a router record; ctx bounds the call.
+func (s *Server) getUser(ctx context.Context, uaid uuid.UUID) (storage.User, error) {
+	start := time.Now()
+	u, err := s.store.GetUser(ctx, uaid)
+	if errors.Is(err, storage.ErrNotFound) {
+		s.metrics.storage(start, nil)
+	} else {
+		s.metrics.storage(start, err)
+	}
+	return u, err
+}
+
+// storageError maps a storage failure: unavailable is 503 errno 201
+// (retry later), anything else a 500.
+func (s *Server) storageError(what string, err error) *webpush.HTTPError {
+	if errors.Is(err, storage.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("storage unavailable", "op", what, "error", err)
+		return errStorageRead
+	}
+	s.log.Error("storage failed", "op", what, "error", err)
+	return errInternal
+}
+
+// pushBuf is one push's working memory, pooled.
+type pushBuf struct {
+	body []byte // the raw body, max-data-bytes + 1
+	b64  []byte
+	json []byte // the node API body
+	chid [36]byte
+	hdrs [4]webpush.Header
+	loc  []byte
+	ttl  [20]byte
+}
+
+var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
+
+// readBody returns the request body, refusing one over max-data-bytes
+// without reading more than one byte past the limit.
+func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *webpush.HTTPError) {
+	limit := s.cfg.MaxDataBytes
+	if c.Request.Header.ContentLength() > limit {
+		c.SetConnectionClose()
+		return nil, errTooLarge
+	}
+	if !c.Request.IsBodyStream() {
+		b := c.Request.Body()
+		if len(b) > limit {
+			return nil, errTooLarge
+		}
+		return b, nil
+	}
+	if cap(pb.body) < limit+1 {
+		pb.body = make([]byte, limit+1)
+	}
+	n, err := io.ReadFull(c.RequestBodyStream(), pb.body[:limit+1])
+	switch {
+	case err == nil: // limit+1 bytes: too many
+		c.SetConnectionClose()
+		return nil, errTooLarge
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return pb.body[:n], nil
+	}
+	c.SetConnectionClose()
+	return nil, errBody
+}

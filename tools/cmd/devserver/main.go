@@ -1,0 +1,165 @@
+// Command devserver runs the whole push service in one process over the
+// embedded store, for a laptop: the websocket listener (Firefox connects
+// here, :8080), the internal node API (:8081) and the WebPush HTTP API
+// (:8082). A dev CRYPTO_KEY is generated on first start and kept in the
+// data directory, so endpoints stay valid across restarts.
+//
+//	make run            # or: go run ./tools/cmd/devserver -data-dir ./data
+//
+// Then point Firefox at it (about:config):
+//
+//	dom.push.serverURL = ws://127.0.0.1:8080/
+//	dom.push.testing.allowInsecureServerURL = true
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/mozlog"
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/storage/embedded"
+)
+
+// options are the dev server's few settings; each tier's full settings
+// stay available through AUTOCONNECT__/AUTOENDPOINT__ in production.
+type options struct {
+	dataDir     string
+	wsListen    string
+	nodeListen  string
+	httpListen  string
+	endpointURL string
+	logLevel    string
+}
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, nil); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "devserver:", err)
+		os.Exit(1)
+	}
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("devserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dataDir, "data-dir", "./data", "embedded store and the dev CRYPTO_KEY")
+	fs.StringVar(&o.wsListen, "ws", "127.0.0.1:8080", "websocket listen address (Firefox's dom.push.serverURL)")
+	fs.StringVar(&o.nodeListen, "node", "127.0.0.1:8081", "internal node API listen address")
+	fs.StringVar(&o.httpListen, "http", "127.0.0.1:8082", "WebPush HTTP API listen address")
+	fs.StringVar(&o.endpointURL, "endpoint-url", "", "public base URL of endpoints (default: http:// + the HTTP address)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	return o, fs.Parse(args)
+}
+
+// run starts both tiers and blocks until a signal (or until ready is
+// closed over, in tests: ready receives the running servers).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- *running) error {
+	o, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := mozlog.New(stdout, "devserver", o.logLevel)
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return err
+	}
+	key, err := devKey(filepath.Join(o.dataDir, "crypto_key"))
+	if err != nil {
+		return err
+	}
+	store, err := embedded.Open(embedded.Config{Dir: filepath.Join(o.dataDir, "store"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+
+	api := apitier.DefaultConfig()
+	api.Listen, api.CryptoKey = o.httpListen, key
+	api.EndpointURL = o.endpointURL
+	if api.EndpointURL == "" {
+		api.EndpointURL = "http://" + o.httpListen
+	}
+	ecfg := engine.DefaultConfig()
+	ecfg.Listen, ecfg.RouterListen, ecfg.CryptoKey, ecfg.EndpointURL = o.wsListen, o.nodeListen, key, api.EndpointURL
+	ecfg.DrainWindow = time.Second
+	r, err := start(ecfg, api, store, log)
+	if err != nil {
+		return err
+	}
+	log.Info("dev server ready", "websocket", "ws://"+r.node.Addr()+"/", "push_api", r.api.Addr(),
+		"node_api", r.node.RouterAddr(), "data_dir", o.dataDir)
+	fmt.Fprintf(stderr, "\nautopush-go dev server\n  Firefox: dom.push.serverURL = ws://%s/  (and dom.push.testing.allowInsecureServerURL = true)\n  Push API: http://%s\n\n", r.node.Addr(), r.api.Addr())
+	if ready != nil {
+		ready <- r
+	}
+	select {
+	case <-sig:
+	case <-ctx.Done():
+	}
+	return r.stop()
+}
+
+// running holds the two tiers of one dev server.
+type running struct {
+	node *engine.Server
+	api  *apitier.Server
+}
+
+func start(ecfg engine.Config, acfg apitier.Config, store *embedded.Store, log *slog.Logger) (*running, error) {
+	node, err := engine.New(ecfg, store, log.With("tier", "autoconnect"))
+	if err != nil {
+		return nil, err
+	}
+	if err := node.Start(); err != nil {
+		return nil, err
+	}
+	api, err := apitier.New(acfg, store, log.With("tier", "autoendpoint"))
+	if err == nil {
+		err = api.Start()
+	}
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	return &running{node: node, api: api}, nil
+}
+
+func (r *running) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(r.node.Drain(ctx), r.api.Shutdown(ctx))
+}
+
+// devKey returns the CRYPTO_KEY kept at path, making one on first start.
+func devKey(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		key := strings.TrimSpace(string(b))
+		if _, err := webpush.ParseKeys(key); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		return key, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	key := webpush.GenerateKey()
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return key, nil
+}

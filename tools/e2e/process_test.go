@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+	"github.com/google/uuid"
+)
+
+// The binaries, built once for this test binary.
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "autopush-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, pkg := range []string{"engine/cmd/autoconnect", "apitier/cmd/autoendpoint"} {
+			cmd := exec.Command("go", "build", "-o", binDir, "github.com/autopush-go/autopush/"+pkg)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// proc is one tier running as its own process.
+type proc struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	mu     sync.Mutex
+	fields map[string]any // its start line's Fields
+}
+
+// startTier runs bin with env settings and waits for its start line
+// (MozLog JSON on stdout with Fields.msg == startMsg).
+func startTier(t *testing.T, bin, startMsg string, env map[string]string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(filepath.Join(binaries(t), bin))}
+	p.cmd.Env = os.Environ()
+	for k, v := range env {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	stdout, _ := p.cmd.StdoutPipe()
+	p.cmd.Stderr = &lockedWriter{p: p}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.kill(); p.dump(t) })
+	started := make(chan map[string]any, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			p.mu.Lock()
+			p.out.Write(append(line, '\n'))
+			p.mu.Unlock()
+			var rec struct{ Fields map[string]any }
+			if json.Unmarshal(line, &rec) == nil && rec.Fields["msg"] == startMsg {
+				select {
+				case started <- rec.Fields:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case p.fields = <-started:
+		return p
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start", bin)
+	}
+	return nil
+}
+
+type lockedWriter struct{ p *proc }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.out.Write(b)
+}
+
+// kill stops the process by its PID, at once.
+func (p *proc) kill() {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
+	}
+}
+
+func (p *proc) dump(t *testing.T) {
+	if t.Failed() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		t.Logf("---- %s (pid %d) ----\n%s", filepath.Base(p.cmd.Path), p.cmd.Process.Pid, p.out.String())
+	}
+}
+
+func (p *proc) field(name string) string { s, _ := p.fields[name].(string); return s }
+
+// TestTiersAsSeparateProcesses: autoconnect and autoendpoint as their own
+// processes sharing one Cassandra-backed store: direct delivery, then the
+// connection node killed (unreachable) while pushes arrive, then stored
+// delivery on reconnect to a new node, with nothing lost or repeated.
+func TestTiersAsSeparateProcesses(t *testing.T) {
+	cfg := cqltest.Keyspace(t, "e2e")
+	port := freePort(t)
+	common := map[string]string{"CRYPTO_KEY": et.TestKey}
+	storageEnv := func(prefix string) map[string]string {
+		return map[string]string{
+			prefix + "__STORAGE": "scylla", prefix + "__CQL_HOSTS": strings.Join(cfg.Hosts, ","),
+			prefix + "__CQL_KEYSPACE": cfg.Keyspace, prefix + "__CQL_CONSISTENCY": "ONE",
+			prefix + "__CRYPTO_KEY": common["CRYPTO_KEY"], prefix + "__ENDPOINT_URL": "http://" + port,
+		}
+	}
+	aenv := storageEnv("AUTOENDPOINT")
+	aenv["AUTOENDPOINT__LISTEN"] = port
+	startTier(t, "autoendpoint", "autoendpoint started", aenv)
+	node := func() *proc {
+		env := storageEnv("AUTOCONNECT")
+		env["AUTOCONNECT__LISTEN"], env["AUTOCONNECT__ROUTER_LISTEN"] = "127.0.0.1:0", "127.0.0.1:0"
+		return startTier(t, "autoconnect", "autoconnect started", env)
+	}
+	push := func(endpoint, topic string) int {
+		req, _ := http.NewRequest(http.MethodPost, endpoint, nil)
+		req.Header.Set("TTL", "300")
+		if topic != "" {
+			req.Header.Set("Topic", topic)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	a := node()
+	c := et.Dial(t, a.field("listen"))
+	uaid := c.Hello("")
+	chid := uuid.NewString()
+	endpoint := c.Register(chid, "")["pushEndpoint"].(string)
+
+	// Direct delivery through two processes.
+	if code := push(endpoint, ""); code != http.StatusCreated {
+		t.Fatalf("direct push: %d", code)
+	}
+	n := c.Read()
+	if n["messageType"] != "notification" {
+		t.Fatalf("direct: %v", n)
+	}
+	c.Ack(chid, n["version"].(string))
+
+	// The node dies (SIGKILL): its router record still names it. Pushes
+	// must be stored, not lost.
+	a.kill()
+	c.Close()
+	for i := range 3 {
+		if code := push(endpoint, ""); code != http.StatusCreated {
+			t.Fatalf("push %d to a dead node: %d", i, code)
+		}
+	}
+	// Two versions of one topic while offline: only the newer survives.
+	push(endpoint, "news")
+	push(endpoint, "news")
+
+	b := node()
+	c2 := et.Dial(t, b.field("listen"))
+	if got := c2.Hello(uaid); got != uaid {
+		t.Fatalf("uaid changed: %s", got)
+	}
+	seen := map[string]bool{}
+	for range 4 { // one topic message, three timestamp messages
+		m := c2.Read()
+		v := m["version"].(string)
+		if seen[v] {
+			t.Fatalf("duplicate %s", v)
+		}
+		seen[v] = true
+		c2.Ack(chid, v)
+	}
+	c2.Quiet(time.Second)
+	c2.Close()
+
+	// Acked means gone: a further reconnect gets nothing.
+	c3 := et.Dial(t, b.field("listen"))
+	c3.Hello(uaid)
+	c3.Quiet(time.Second)
+}
