@@ -137,39 +137,58 @@ func (p *proc) field(name string) string { s, _ := p.fields[name].(string); retu
 // processes sharing one Cassandra-backed store: direct delivery, then the
 // connection node killed (unreachable) while pushes arrive, then stored
 // delivery on reconnect to a new node, with nothing lost or repeated.
-func TestTiersAsSeparateProcesses(t *testing.T) {
+// tiers runs autoendpoint and hands out autoconnect nodes, all sharing one
+// fresh Cassandra keyspace.
+type tiers struct {
+	node func(extra map[string]string) *proc
+	push func(endpoint, topic string) (int, string)
+}
+
+func startTiers(t *testing.T) *tiers {
+	t.Helper()
 	cfg := cqltest.Keyspace(t, "e2e")
 	port := freePort(t)
-	common := map[string]string{"CRYPTO_KEY": et.TestKey}
 	storageEnv := func(prefix string) map[string]string {
 		return map[string]string{
 			prefix + "__STORAGE": "scylla", prefix + "__CQL_HOSTS": strings.Join(cfg.Hosts, ","),
 			prefix + "__CQL_KEYSPACE": cfg.Keyspace, prefix + "__CQL_CONSISTENCY": "ONE",
-			prefix + "__CRYPTO_KEY": common["CRYPTO_KEY"], prefix + "__ENDPOINT_URL": "http://" + port,
+			prefix + "__CRYPTO_KEY": et.TestKey, prefix + "__ENDPOINT_URL": "http://" + port,
 		}
 	}
 	aenv := storageEnv("AUTOENDPOINT")
 	aenv["AUTOENDPOINT__LISTEN"] = port
 	startTier(t, "autoendpoint", "autoendpoint started", aenv)
-	node := func() *proc {
-		env := storageEnv("AUTOCONNECT")
-		env["AUTOCONNECT__LISTEN"], env["AUTOCONNECT__ROUTER_LISTEN"] = "127.0.0.1:0", "127.0.0.1:0"
-		return startTier(t, "autoconnect", "autoconnect started", env)
+	return &tiers{
+		node: func(extra map[string]string) *proc {
+			env := storageEnv("AUTOCONNECT")
+			env["AUTOCONNECT__LISTEN"], env["AUTOCONNECT__ROUTER_LISTEN"] = "127.0.0.1:0", "127.0.0.1:0"
+			for k, v := range extra {
+				env[k] = v
+			}
+			return startTier(t, "autoconnect", "autoconnect started", env)
+		},
+		// push sends an empty push and returns the status and Location.
+		push: func(endpoint, topic string) (int, string) {
+			req, _ := http.NewRequest(http.MethodPost, endpoint, nil)
+			req.Header.Set("TTL", "300")
+			if topic != "" {
+				req.Header.Set("Topic", topic)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, resp.Header.Get("Location")
+		},
 	}
-	push := func(endpoint, topic string) int {
-		req, _ := http.NewRequest(http.MethodPost, endpoint, nil)
-		req.Header.Set("TTL", "300")
-		if topic != "" {
-			req.Header.Set("Topic", topic)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+}
+
+func TestTiersAsSeparateProcesses(t *testing.T) {
+	tt := startTiers(t)
+	push := func(endpoint, topic string) int { code, _ := tt.push(endpoint, topic); return code }
+	node := func() *proc { return tt.node(nil) }
 
 	a := node()
 	c := et.Dial(t, a.field("listen"))
@@ -222,4 +241,105 @@ func TestTiersAsSeparateProcesses(t *testing.T) {
 	c3 := et.Dial(t, b.field("listen"))
 	c3.Hello(uaid)
 	c3.Quiet(time.Second)
+}
+
+// TestSeparateProcessesBusyDeleteAndRace: the same two binaries: a node
+// busy with an unacked notification (the endpoint stores, the node delivers
+// after the ack), DELETE /m of a stored message, and pushes racing
+// reconnects: every push arrives, none twice.
+func TestSeparateProcessesBusyDeleteAndRace(t *testing.T) {
+	tt := startTiers(t)
+	a := tt.node(map[string]string{"AUTOCONNECT__MAX_UNACKED": "1"})
+	c := et.Dial(t, a.field("listen"))
+	uaid := c.Hello("")
+	chid := uuid.NewString()
+	endpoint := c.Register(chid, "")["pushEndpoint"].(string)
+
+	// Busy: the first push is in flight unacked; the second is stored and
+	// arrives once the first is acked.
+	for i := range 2 {
+		if code, _ := tt.push(endpoint, ""); code != http.StatusCreated {
+			t.Fatalf("push %d: %d", i, code)
+		}
+	}
+	first := c.Read()["version"].(string)
+	c.Quiet(300 * time.Millisecond)
+	c.Ack(chid, first)
+	second := c.Read()["version"].(string)
+	c.Ack(chid, second)
+	if first == second {
+		t.Fatal("the same notification twice")
+	}
+
+	// DELETE /m: a message deleted by its sender is not delivered.
+	c.Close()
+	_, loc := tt.push(endpoint, "")
+	req, _ := http.NewRequest(http.MethodDelete, loc, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE %s: %v %v", loc, resp, err)
+	}
+	resp.Body.Close()
+	c = et.Dial(t, a.field("listen"))
+	c.Hello(uaid)
+	c.Quiet(time.Second)
+
+	// Pushes racing reconnects: every Location's message arrives once.
+	sent := make(chan string, 64)
+	go func() {
+		defer close(sent)
+		for range 24 {
+			if code, loc := tt.push(endpoint, ""); code == http.StatusCreated {
+				sent <- loc[strings.LastIndex(loc, "/")+1:]
+			}
+			time.Sleep(15 * time.Millisecond)
+		}
+	}()
+	got := map[string]int{}
+	for round := range 6 {
+		deadline := time.Now().Add(100 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			text, _, err := c.Next(time.Until(deadline))
+			if err != nil {
+				break
+			}
+			var m map[string]any
+			json.Unmarshal([]byte(text), &m)
+			if v, ok := m["version"].(string); ok {
+				got[v]++
+				c.Ack(chid, v)
+			}
+		}
+		c.Close()
+		c = et.Dial(t, a.field("listen"))
+		if u := c.Hello(uaid); u != uaid {
+			t.Fatalf("round %d: uaid changed", round)
+		}
+	}
+	var want []string
+	for id := range sent {
+		want = append(want, id)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(got) < len(want) && time.Now().Before(deadline) {
+		text, _, err := c.Next(time.Second)
+		if err != nil {
+			continue
+		}
+		var m map[string]any
+		json.Unmarshal([]byte(text), &m)
+		if v, ok := m["version"].(string); ok {
+			got[v]++
+			c.Ack(chid, v)
+		}
+	}
+	c.Quiet(time.Second)
+	for _, id := range want {
+		if got[id] != 1 {
+			t.Errorf("message %s…: delivered %d times, want once", id[:12], got[id])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("received %d distinct messages, sent %d", len(got), len(want))
+	}
 }
