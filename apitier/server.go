@@ -7,11 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/autopush-go/autopush/internal/dockerflow"
 
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/cloudwego/hertz/pkg/app/server"
@@ -68,7 +69,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		vapid:    newVerifier(cfg),
 		nodes:    newNodeClient(cfg),
 		metrics:  newMetrics(),
-		version:  readVersion(cfg.VersionFile),
+		version:  dockerflow.Version(cfg.VersionFile),
 		audience: aud,
 		location: strings.TrimRight(cfg.EndpointURL, "/") + "/m/",
 		done:     make(chan error, 1),
@@ -86,13 +87,6 @@ func newVerifier(cfg Config) *webpush.VAPIDVerifier {
 		v.CacheSize = -1
 	}
 	return v
-}
-
-func readVersion(path string) []byte {
-	if b, err := os.ReadFile(path); err == nil {
-		return b
-	}
-	return []byte(`{"source":"https://github.com/autopush-go/autopush","version":"dev","commit":"unknown","build":"unknown"}`)
 }
 
 // newHertz builds the HTTP server with every route; Start passes the

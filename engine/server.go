@@ -7,11 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/autopush-go/autopush/internal/dockerflow"
 
 	"github.com/autopush-go/autopush/internal/webpush"
 	"github.com/autopush-go/autopush/storage"
@@ -72,18 +73,11 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		wheel:    newWheel(time.Second, 1024, time.Now()),
 		booted:   make(chan error, 1),
 		stopped:  make(chan error, 1),
-		version:  readVersion(cfg.VersionFile),
+		version:  dockerflow.Version(cfg.VersionFile),
 		epochMS:  time.Now().UnixMilli(),
 	}
 	srv.metrics = newMetrics(srv)
 	return srv, nil
-}
-
-func readVersion(path string) []byte {
-	if b, err := os.ReadFile(path); err == nil {
-		return b
-	}
-	return []byte(`{"source":"https://github.com/autopush-go/autopush","version":"dev","commit":"unknown","build":"unknown"}`)
 }
 
 // Start opens both listeners and returns once the node accepts

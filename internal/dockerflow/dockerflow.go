@@ -1,0 +1,19 @@
+// Package dockerflow holds what both tiers serve on Mozilla's dockerflow
+// routes (/__version__, /__heartbeat__, /__lbheartbeat__) and must agree on.
+package dockerflow
+
+import "os"
+
+// devVersion is served when no version.json was baked into the image.
+const devVersion = `{"source":"https://github.com/autopush-go/autopush","version":"dev","commit":"unknown","build":"unknown"}`
+
+// Version returns the version.json at path for /__version__, or a "dev"
+// document when there is none (a local build).
+func Version(path string) []byte {
+	if path != "" {
+		if b, err := os.ReadFile(path); err == nil {
+			return b
+		}
+	}
+	return []byte(devVersion)
+}
