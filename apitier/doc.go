@@ -22,3 +22,17 @@
 // 201 for a push it has neither handed to a client's node nor stored
 // (TTL 0 excepted: dropped when nobody is connected, as the reference).
 package apitier
+
+// Differences from the reference (autopush-rs), each deliberate:
+//   - an unparsable TTL is errno 112 (the reference: 111); TTL is capped at
+//     30 days (the reference: 60);
+//   - a missing encryption header is errno 101 and an invalid one 110 (the
+//     reference: 110 for both); aesgcm requires Crypto-Key: dh=;
+//   - an invalid Urgency is 400 with errno null;
+//   - an undecryptable DELETE /m id is 404 errno 102 (the reference: 400);
+//   - a user whose router type is not webpush gets 410 errno 106 and the
+//     record is kept (the reference deletes it; bridges come later);
+//   - a Topic's '=' padding is stripped (storage accepts base64url only);
+//   - Retry-After on 503 is 30 s (the reference: 120);
+//   - VAPID is verified before any storage read, so an unauthenticated v2
+//     push costs no read.
