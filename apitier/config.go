@@ -9,6 +9,7 @@ import (
 
 	"github.com/autopush-go/autopush/internal/webpush"
 	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/open"
 )
 
 // Config of an endpoint node. DefaultConfig holds every default; the
@@ -31,15 +32,9 @@ type Config struct {
 	// nodes then serve only loopback callers. Default "".
 	NodeSecret string `conf:"node-secret" help:"shared secret for the connection nodes' internal API"`
 
-	// Storage is "embedded" or "scylla". Default "embedded".
-	Storage string `conf:"storage" help:"storage backend: embedded or scylla"`
-	// DataDir holds the embedded store. Default "./data".
-	DataDir string `conf:"data-dir" help:"embedded storage directory"`
-	// CQLHosts, CQLKeyspace, CQLConsistency configure the scylla backend.
-	// Defaults "127.0.0.1:9042", "autopush", "LOCAL_QUORUM".
-	CQLHosts       []string `conf:"cql-hosts" help:"ScyllaDB contact points host:port,..."`
-	CQLKeyspace    string   `conf:"cql-keyspace" help:"ScyllaDB keyspace"`
-	CQLConsistency string   `conf:"cql-consistency" help:"ScyllaDB consistency level"`
+	// Storage settings (storage, data-dir, cql-*), shared with the other
+	// tier; defaults in open.DefaultSettings.
+	open.Settings
 
 	// MaxDataBytes bounds a push's body as received (the encrypted
 	// payload, before base64). The reference's max_data_bytes is 5630
@@ -103,11 +98,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:             ":8082",
 		EndpointURL:        "http://localhost:8082",
-		Storage:            "embedded",
-		DataDir:            "./data",
-		CQLHosts:           []string{"127.0.0.1:9042"},
-		CQLKeyspace:        "autopush",
-		CQLConsistency:     "LOCAL_QUORUM",
+		Settings:           open.DefaultSettings(),
 		MaxDataBytes:       DefaultMaxDataBytes,
 		NodeTimeout:        3 * time.Second,
 		NodeConnectTimeout: time.Second,
@@ -138,8 +129,8 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: listen is required")
 	case c.CryptoKey == "":
 		return errors.New("apitier: config: crypto-key is required (tools/cmd/autokey prints one)")
-	case c.Storage != "embedded" && c.Storage != "scylla":
-		return fmt.Errorf("apitier: config: storage %q is not embedded or scylla", c.Storage)
+	case c.Settings.Validate() != nil:
+		return fmt.Errorf("apitier: config: %w", c.Settings.Validate())
 	case c.MaxDataBytes < 1 || c.MaxDataBytes > MaxMaxDataBytes:
 		return fmt.Errorf("apitier: config: max-data-bytes %d is outside 1..%d", c.MaxDataBytes, MaxMaxDataBytes)
 	case c.NodeTimeout <= 0 || c.NodeConnectTimeout <= 0 || c.StorageTimeout <= 0 || c.ReadTimeout <= 0 ||

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/autopush-go/autopush/storage/open"
 )
 
 // Config of a connection node. DefaultConfig holds every default; the
@@ -31,14 +33,9 @@ type Config struct {
 	// shared with the endpoint tier. Required.
 	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoendpoint (tools/cmd/autokey makes one)"`
 
-	// Storage is "embedded" or "scylla". Default "embedded".
-	Storage string `conf:"storage" help:"storage backend: embedded or scylla"`
-	// DataDir holds the embedded store. Default "./data".
-	DataDir string `conf:"data-dir" help:"embedded storage directory"`
-	// CQLHosts, CQLKeyspace, CQLConsistency configure the scylla backend.
-	CQLHosts       []string `conf:"cql-hosts" help:"ScyllaDB contact points host:port,..."`
-	CQLKeyspace    string   `conf:"cql-keyspace" help:"ScyllaDB keyspace"`
-	CQLConsistency string   `conf:"cql-consistency" help:"ScyllaDB consistency level"`
+	// Storage settings (storage, data-dir, cql-*), shared with the other
+	// tier; defaults in open.DefaultSettings.
+	open.Settings
 
 	// MaxConnections: upgrades beyond it get 503. Default 0: the fd ceiling.
 	MaxConnections int `conf:"max-connections" help:"refuse upgrades beyond this many connections (0: fd limit)"`
@@ -86,11 +83,7 @@ func DefaultConfig() Config {
 		Listen:         ":8080",
 		RouterListen:   "127.0.0.1:8081",
 		EndpointURL:    "http://localhost:8082",
-		Storage:        "embedded",
-		DataDir:        "./data",
-		CQLHosts:       []string{"127.0.0.1:9042"},
-		CQLKeyspace:    "autopush",
-		CQLConsistency: "LOCAL_QUORUM",
+		Settings:       open.DefaultSettings(),
 		HelloTimeout:   10 * time.Second,
 		PingInterval:   5 * time.Minute,
 		PongTimeout:    30 * time.Second,
@@ -116,8 +109,8 @@ func (c *Config) Validate() error {
 		return errors.New("engine: config: the internal node API must not share the public listener")
 	case c.CryptoKey == "":
 		return errors.New("engine: config: crypto-key is required (tools/cmd/autokey prints one)")
-	case c.Storage != "embedded" && c.Storage != "scylla":
-		return fmt.Errorf("engine: config: storage %q is not embedded or scylla", c.Storage)
+	case c.Settings.Validate() != nil:
+		return fmt.Errorf("engine: config: %w", c.Settings.Validate())
 	case c.HelloTimeout <= 0 || c.PingInterval <= 0 || c.PongTimeout <= 0 || c.StorageTimeout <= 0:
 		return errors.New("engine: config: timeouts must be positive")
 	case c.MaxUnacked < 1 || c.MaxMessageSize < 1024 || c.StorageWorkers < 1 || c.MessagePage < 1:

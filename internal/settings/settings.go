@@ -3,8 +3,8 @@
 // variables PREFIX__NAME, and command-line flags -name. Both tiers use it,
 // so they configure the same way (AUTOCONNECT__PORT=8080, -port 8080).
 //
-// Fields are exported struct fields with a `conf:"name"` tag and a
-// `help:"..."` tag; supported kinds are string, bool, int, int64, float64,
+// Fields are exported struct fields (also those of embedded structs) with
+// a `conf:"name"` tag and a `help:"..."` tag; supported kinds are string, bool, int, int64, float64,
 // time.Duration and []string (comma-separated).
 package settings
 
@@ -94,12 +94,17 @@ type field struct {
 	v          reflect.Value
 }
 
+// fieldsOf lists the tagged fields of s in order, including those of
+// embedded structs (settings shared by several configs).
 func fieldsOf(s reflect.Value) []field {
 	var out []field
 	t := s.Type()
 	for i := range t.NumField() {
-		if name, ok := t.Field(i).Tag.Lookup("conf"); ok {
-			out = append(out, field{name: name, help: t.Field(i).Tag.Get("help"), v: s.Field(i)})
+		f := t.Field(i)
+		if name, ok := f.Tag.Lookup("conf"); ok {
+			out = append(out, field{name: name, help: f.Tag.Get("help"), v: s.Field(i)})
+		} else if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, fieldsOf(s.Field(i))...)
 		}
 	}
 	return out

@@ -62,3 +62,27 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+type shared struct {
+	Backend string `conf:"backend" help:"a shared setting"`
+}
+
+type tier struct {
+	Port int `conf:"port" help:"listen port"`
+	shared
+}
+
+// TestEmbeddedSettings: settings of an embedded struct load and list like
+// the tier's own (both tiers embed the storage settings).
+func TestEmbeddedSettings(t *testing.T) {
+	c := tier{Port: 1, shared: shared{Backend: "embedded"}}
+	if err := Load(&c, "APP", []string{"-backend", "scylla"}, envFrom(map[string]string{"APP__PORT": "2"}), &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 2 || c.Backend != "scylla" {
+		t.Fatalf("got %+v", c)
+	}
+	if d := Describe(&tier{}, "APP"); len(d) != 2 || d[1].Env != "APP__BACKEND" {
+		t.Fatalf("describe %+v", d)
+	}
+}

@@ -55,10 +55,7 @@ func run() error {
 		return err
 	}
 	log := mozlog.New(os.Stdout, "autoendpoint", cfg.LogLevel)
-	store, err := open.Store(context.Background(), open.Config{
-		Backend: cfg.Storage, DataDir: cfg.DataDir,
-		CQLHosts: cfg.CQLHosts, CQLKeyspace: cfg.CQLKeyspace, CQLConsistency: cfg.CQLConsistency, Logger: log,
-	})
+	store, err := open.Store(context.Background(), cfg.Settings, log)
 	if err != nil {
 		return err
 	}

@@ -39,10 +39,7 @@ func run() error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
-	store, err := open.Store(context.Background(), open.Config{
-		Backend: cfg.Storage, DataDir: cfg.DataDir,
-		CQLHosts: cfg.CQLHosts, CQLKeyspace: cfg.CQLKeyspace, CQLConsistency: cfg.CQLConsistency, Logger: log,
-	})
+	store, err := open.Store(context.Background(), cfg.Settings, log)
 	if err != nil {
 		return err
 	}

@@ -91,8 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(ep.KeyHash) > 0 {
 		rep.KeyHash = hex.EncodeToString(ep.KeyHash)
 	}
-	store, err := open.Store(ctx, open.Config{Backend: *backend, DataDir: *dataDir, CQLHosts: strings.Split(*hosts, ","),
-		CQLKeyspace: *keyspace, CQLConsistency: "LOCAL_QUORUM"})
+	store, err := open.Store(ctx, open.Settings{Storage: *backend, DataDir: *dataDir, CQLHosts: strings.Split(*hosts, ","),
+		CQLKeyspace: *keyspace, CQLConsistency: "LOCAL_QUORUM"}, nil)
 	if err != nil {
 		return err
 	}
