@@ -154,6 +154,12 @@ func (s *session) deliverDirect(n *webpush.Notification) int {
 		return http.StatusServiceUnavailable
 	}
 	s.sendJSON(func(b []byte) []byte { return webpush.AppendNotification(b, n) })
+	if s.closed() {
+		// The write failed and closed the connection (leave has run): the
+		// endpoint stores the message instead.
+		s.srv.metrics.directMiss.Inc()
+		return http.StatusNotFound
+	}
 	m := toMessage(n)
 	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m})
 	s.srv.inFlight.Add(1)
@@ -224,7 +230,10 @@ func (s *session) requestCheck() int {
 func (s *session) check() {
 	f := s.flowState()
 	f.checking, f.recheck, f.more = true, false, false
-	uaid, cursor, page := s.uaid, s.cursor, s.srv.cfg.MessagePage
+	// A page never exceeds what may be in flight unacked: the next page
+	// is read once this one is acked.
+	uaid, cursor := s.uaid, s.cursor
+	page := min(s.srv.cfg.MessagePage, s.srv.cfg.MaxUnacked)
 	ok := s.submit(func() {
 		ctx, cancel := s.srv.ctx()
 		defer cancel()
@@ -233,13 +242,15 @@ func (s *session) check() {
 		// deleting what its client acked: read after those deletes land.
 		s.srv.deletes.wait(ctx, uaid)
 		err := s.srv.timed(func() (err error) {
-			if topics, err = s.srv.store.TopicMessages(ctx, uaid, page); err != nil {
+			// Topic messages first (seed 000), then what fits after them.
+			if topics, err = s.srv.store.TopicMessages(ctx, uaid, page); err != nil || len(topics) == page {
 				return err
 			}
-			stamps, err = s.srv.store.TimestampMessages(ctx, uaid, cursor, page)
+			stamps, err = s.srv.store.TimestampMessages(ctx, uaid, cursor, page-len(topics))
 			return err
 		})
-		s.onLoop(func() { s.checked(topics, stamps, len(stamps) == page, err) })
+		more := len(topics)+len(stamps) == page
+		s.onLoop(func() { s.checked(topics, stamps, more, err) })
 	})
 	if !ok {
 		f.checking = false
@@ -268,6 +279,9 @@ func (s *session) checked(topics, stamps []storage.Message, more bool, err error
 			}
 			n := toNotification(m, hdrs[:0])
 			s.sendJSON(func(b []byte) []byte { return webpush.AppendNotification(b, &n) })
+			if s.closed() {
+				return // leave has run; the rest stays stored
+			}
 			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true})
 			if m.Topic == "" && m.SortKey > f.batchMax {
 				f.batchMax = m.SortKey

@@ -159,6 +159,52 @@ func TestStoredDrainOnReconnect(t *testing.T) {
 	c3.Quiet(500 * time.Millisecond)
 }
 
+// TestStoredDrainKeepsFlowControl: a drain never has more than MaxUnacked
+// notifications unacked, even with a larger page, and topic messages
+// beyond one page are all delivered (not only the first page of them).
+func TestStoredDrainKeepsFlowControl(t *testing.T) {
+	srv, store := node(t, func(c *engine.Config) { c.MaxUnacked, c.MessagePage = 2, 10 })
+	c, uaid, chid := connected(t, srv)
+	c.Close()
+	u := parseUAID(t, uaid)
+	ctx := context.Background()
+	want := map[string]bool{}
+	for i := range 5 {
+		m := storedMessage(chid, fmt.Sprint("topic", i), fmt.Sprint("t", i), 60)
+		et.Must(t, store.SaveMessage(ctx, u, m), "save")
+		want[m.Version] = true
+	}
+	for i := range 4 {
+		m := storedMessage(chid, fmt.Sprint("ts", i), "", 60)
+		et.Must(t, store.SaveMessage(ctx, u, m), "save")
+		want[m.Version] = true
+	}
+
+	c2 := et.Dial(t, srv.Addr())
+	c2.Hello(uaid)
+	for len(want) > 0 {
+		// Read what is in flight, check the limit, then ack it all.
+		var batch []string
+		for len(batch) < 2 {
+			batch = append(batch, c2.Read()["version"].(string))
+		}
+		c2.Quiet(200 * time.Millisecond) // nothing beyond MaxUnacked
+		for _, v := range batch {
+			if !want[v] {
+				t.Fatalf("%s delivered twice or never stored", v)
+			}
+			delete(want, v)
+			c2.Ack(chid, v)
+		}
+		if len(want) == 1 {
+			r := c2.Read()
+			delete(want, r["version"].(string))
+			c2.Ack(chid, r["version"].(string))
+		}
+	}
+	c2.Quiet(300 * time.Millisecond)
+}
+
 // TestUnackedDirectStoredOnClose: a client that leaves without acking does
 // not lose what the endpoint was told was delivered.
 func TestUnackedDirectStoredOnClose(t *testing.T) {

@@ -34,7 +34,12 @@ func (srv *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	buf, _ := c.Peek(-1)
 	// gnet's Discard(0) would drop everything buffered, partial frame
 	// included: discard only what was consumed.
-	if n := s.consume(buf); n > 0 {
+	n := s.consume(buf)
+	if s.closed() {
+		// A write failed and gnet closed c inside consume: c is released.
+		return gnet.None
+	}
+	if n > 0 {
 		c.Discard(n)
 	}
 	if s.asm != nil && !s.asm.Fragmented() {
@@ -45,8 +50,7 @@ func (srv *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	// outbound buffer without bound: cut it off.
 	if c.OutboundBuffered() > maxOutbound && s.state < stClosing {
 		s.srv.metrics.fail("slow_reader")
-		s.state = stClosing
-		c.Close()
+		s.abort()
 	}
 	return gnet.None
 }
@@ -118,8 +122,7 @@ func (s *session) upgrade(buf []byte) int {
 		if errors.As(err, &ue) {
 			s.writeRaw(ue.AppendResponse)
 		}
-		s.state = stClosing
-		s.c.Close()
+		s.abort()
 		return 0
 	}
 	if n == 0 {
@@ -130,11 +133,13 @@ func (s *session) upgrade(buf []byte) int {
 		s.writeRaw(func(b []byte) []byte {
 			return ws.AppendHTTPResponse(b, 503, "server busy\n", "Retry-After", "30")
 		})
-		s.state = stClosing
-		s.c.Close()
+		s.abort()
 		return 0
 	}
 	s.writeRaw(func(b []byte) []byte { return ws.AppendUpgradeResponse(b, &req, req.Protocol()) })
+	if s.closed() {
+		return 0
+	}
 	s.srv.metrics.upgrades.Inc()
 	s.state = stHello
 	return n
@@ -144,7 +149,7 @@ func (s *session) upgrade(buf []byte) int {
 func (s *session) writeRaw(enc func([]byte) []byte) {
 	bp := outPool.Get().(*[]byte)
 	b := enc((*bp)[:0])
-	s.c.Write(b)
+	s.write(b)
 	*bp = b[:0]
 	outPool.Put(bp)
 }
@@ -227,6 +232,9 @@ func (s *session) timer() {
 		case idle >= cfg.PingInterval.Milliseconds():
 			s.pingOut = true
 			s.sendControl(ws.OpPing, nil)
+			if s.closed() {
+				return
+			}
 			s.srv.metrics.pings.Inc()
 			s.srv.wheel.schedule(s, now+cfg.PongTimeout.Milliseconds())
 		default:

@@ -107,6 +107,9 @@ func (s *session) helloDone(res helloResult) {
 		old.onLoop(func() { old.evict(s.connectedAt) })
 	}
 	s.sendJSON(func(b []byte) []byte { return webpush.AppendHelloReply(b, s.uaid, 200, nil, nil) })
+	if s.closed() {
+		return
+	}
 	// Drain took its list of sessions already: one that finishes its hello
 	// afterwards closes itself (after registering, so leave clears its
 	// node_id), or it would hold the drain until its deadline.

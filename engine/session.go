@@ -67,12 +67,27 @@ func (s *session) onLoop(fn func()) error {
 // outbound buffers are pooled: a session holds none between writes.
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
+// write hands b to gnet. A write that fails makes gnet close the
+// connection inside this very call: OnClose runs, the fd is closed, and
+// the main reactor may hand the same fd number to a new connection at
+// once, which a later write through this conn would reach. So nothing is
+// written once the session is closed, and callers that go on after a write
+// check closed().
+func (s *session) write(b []byte) {
+	if s.state != stClosed {
+		s.c.Write(b)
+	}
+}
+
+// closed reports whether OnClose ran (possibly inside the last write).
+func (s *session) closed() bool { return s.state == stClosed }
+
 // sendJSON writes one text frame whose payload enc appends.
 func (s *session) sendJSON(enc func([]byte) []byte) {
 	bp := outPool.Get().(*[]byte)
 	b, mark := ws.BeginFrame((*bp)[:0])
 	b = ws.EndFrame(enc(b), mark, ws.OpText)
-	s.c.Write(b)
+	s.write(b)
 	*bp = b[:0]
 	outPool.Put(bp)
 }
@@ -81,7 +96,7 @@ func (s *session) sendJSON(enc func([]byte) []byte) {
 func (s *session) sendControl(op ws.OpCode, payload []byte) {
 	bp := outPool.Get().(*[]byte)
 	b := ws.AppendFrame((*bp)[:0], op, payload)
-	s.c.Write(b)
+	s.write(b)
 	*bp = b[:0]
 	outPool.Put(bp)
 }
@@ -95,12 +110,20 @@ func (s *session) closeWith(code ws.StatusCode, reason string) {
 	if s.state != stUpgrade {
 		bp := outPool.Get().(*[]byte)
 		b := ws.AppendClose((*bp)[:0], code, reason)
-		s.c.Write(b)
+		s.write(b)
 		*bp = b[:0]
 		outPool.Put(bp)
 	}
-	s.state = stClosing
-	s.c.Close()
+	s.abort()
+}
+
+// abort closes the connection without a close frame. Never after OnClose:
+// stClosing would revive a closed session.
+func (s *session) abort() {
+	if s.state < stClosing {
+		s.state = stClosing
+		s.c.Close()
+	}
 }
 
 // fail counts a client error and closes with its code.

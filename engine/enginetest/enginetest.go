@@ -76,9 +76,21 @@ type Client struct {
 // Dial opens a websocket to a node, offering Firefox's subprotocol.
 func Dial(t testing.TB, addr string) *Client {
 	t.Helper()
-	d := ws.Dialer{Protocols: []string{"push-notification"}, Timeout: 5 * time.Second}
+	var rec *recConn
+	d := ws.Dialer{Protocols: []string{"push-notification"}, Timeout: 5 * time.Second,
+		NetDial: func(ctx context.Context, network, a string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+			if err != nil {
+				return nil, err
+			}
+			rec = &recConn{Conn: c}
+			return rec, nil
+		}}
 	conn, _, _, err := d.Dial(context.Background(), "ws://"+addr+"/")
 	if err != nil {
+		if rec != nil {
+			t.Fatalf("dial %s: %v; read %q local %v", addr, err, rec.got, rec.LocalAddr())
+		}
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	c := &Client{t: t, conn: conn, AnswerPings: true}
@@ -188,8 +200,34 @@ func (c *Client) Quiet(d time.Duration) {
 	c.t.Fatalf("expected silence, got %q close=%d err=%v", text, code, err)
 }
 
-// Close closes the TCP connection without a websocket close.
+// Close closes the TCP connection without a websocket close. With
+// unread data in its buffer the kernel resets the connection, and the
+// server may then drop what the client sent last (its acks): a test that
+// needs its acks seen uses Leave.
 func (c *Client) Close() { c.conn.Close() }
+
+// Leave closes cleanly, as Firefox does: a close frame, then reading
+// until the server's close answers it, so everything sent before (acks
+// included) has been processed. It returns the text messages that arrived
+// meanwhile, which the client did not ack.
+func (c *Client) Leave() []string {
+	c.t.Helper()
+	c.SendFrame(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+	var unread []string
+	for {
+		text, _, err := c.Next(10 * time.Second)
+		if err != nil {
+			// ErrClosed, or EOF from a server that closed without answering.
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.t.Fatalf("leave: no close from the server: %v", err)
+			}
+			c.conn.Close()
+			return unread
+		}
+		unread = append(unread, text)
+	}
+}
 
 // Hello sends hello (with uaid unless empty, omitting the key as Firefox
 // does on first use) and returns the assigned uaid.
@@ -302,4 +340,17 @@ func readFrame(r io.Reader) (ws.Frame, error) {
 		ws.Cipher(payload, h.Mask, 0)
 	}
 	return ws.Frame{Header: h, Payload: payload}, nil
+}
+
+type recConn struct {
+	net.Conn
+	got []byte
+}
+
+func (r *recConn) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	if len(r.got) < 1024 {
+		r.got = append(r.got, p[:n]...)
+	}
+	return n, err
 }
