@@ -5,10 +5,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-unit bench fuzz lint node-deps
+.PHONY: help run build test test-unit e2e bench fuzz lint node-deps capacity
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 run: ## the whole service in one process over the embedded store (ws :8080, node API :8081, push API :8082)
 	$(GO) run ./tools/cmd/devserver -data-dir ./data
@@ -20,14 +20,22 @@ node-deps: ## install the npm web-push package the interop tests send with
 	@command -v npm >/dev/null || { echo "npm not found: apt-get install nodejs npm"; exit 1; }
 	cd tools/webpush-node && npm ci --no-audit --no-fund --loglevel=error
 
-test: ## everything CI runs: lint, race tests on both storage backends against a real Cassandra
+test: ## everything CI runs: lint, race tests on both storage backends against a real Cassandra, then make e2e
 	bash tools/test.sh
 
 test-unit: ## tests that need no CQL server (the Scylla backend's tests skip, saying why)
 	$(GO) test -race -count=1 ./...
 
+e2e: ## headless Firefox subscribes and receives pushes through the dev server (installs firefox-esr as root if missing)
+	@bash tools/e2e/firefox/install.sh
+	@test -d tools/webpush-node/node_modules || ! command -v npm >/dev/null || $(MAKE) --no-print-directory node-deps
+	AUTOPUSH_E2E_FIREFOX=1 $(GO) test -count=1 -v -timeout 10m -run '^TestFirefox$$' ./tools/e2e/firefox/
+
 bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh bench $(BENCHTIME)
+
+capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
+	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \

@@ -107,6 +107,9 @@ func (srv *Server) Start() error {
 		gnet.WithMulticore(true),
 		gnet.WithTicker(true),
 		gnet.WithReusePort(false),
+		// A restart must be able to listen again at once on the port
+		// clients know, even while connections it closed sit in TIME_WAIT.
+		gnet.WithReuseAddr(true),
 		gnet.WithTCPKeepAlive(0),
 		// Small buffers: idle connections hold none, and Firefox frames
 		// are a few hundred bytes.

@@ -46,6 +46,10 @@ run() {
 		return 0
 	fi
 	cat "$log"
+	# CI shows the end of the output: repeat what failed, and the test
+	# files' own messages, last.
+	echo "== failures in $name:"
+	grep -E -- '--- FAIL|^FAIL|^panic:|WARNING: DATA RACE|_test\.go:[0-9]+: ' "$log" | grep -v 'enginetest.go' | tail -80 || true
 	echo "FAILED: $name (log: $log)" >&2
 	return 1
 }
@@ -64,3 +68,7 @@ if [ -n "$started" ]; then
 	run "storage unavailable when the CQL server stops (kills pid $CQL_PID)" \
 		env CQL_STOP_PID="$CQL_PID" go test -count=1 -v -run '^TestServerStopped$' ./storage/scylla/
 fi
+
+# A real Firefox end to end; make e2e installs firefox-esr when missing.
+echo "== make e2e (headless Firefox through the dev server)" >&2
+make --no-print-directory e2e

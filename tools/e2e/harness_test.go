@@ -4,11 +4,6 @@ import (
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/base64"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/autopush-go/autopush/apitier"
@@ -16,6 +11,7 @@ import (
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
 // service is both tiers in one process over one embedded store.
@@ -26,18 +22,6 @@ type service struct {
 	url   string // public base URL of endpoints
 }
 
-// freePort reserves a loopback port: the endpoint URL (and so the VAPID
-// audience) must be known before the API tier starts.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func startService(t *testing.T) *service {
 	t.Helper()
 	store, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
@@ -45,7 +29,7 @@ func startService(t *testing.T) *service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	addr := freePort(t)
+	addr := e2etest.FreePort(t)
 	acfg := apitier.DefaultConfig()
 	acfg.Listen, acfg.EndpointURL, acfg.CryptoKey = addr, "http://"+addr, et.TestKey
 	acfg.VersionFile = ""
@@ -85,21 +69,3 @@ func (a *agent) p256dh() string {
 	return base64.RawURLEncoding.EncodeToString(a.priv.PublicKey().Bytes())
 }
 func (a *agent) authKey() string { return base64.RawURLEncoding.EncodeToString(a.auth) }
-
-// nodeSender returns the path of tools/webpush-node/send.js with its
-// packages installed, or fails (CI) / skips with the install hint.
-func nodeSender(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "webpush-node")
-	_, nodeErr := exec.LookPath("node")
-	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "web-push"))
-	if nodeErr != nil || modErr != nil {
-		const hint = "the npm web-push package is not installed: apt-get install nodejs npm, then make node-deps (make test does it)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(hint)
-		}
-		t.Skip(hint)
-	}
-	return dir
-}

@@ -3,44 +3,17 @@ package e2e
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"io"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	webpushgo "github.com/SherClockHolmes/webpush-go"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 	"github.com/google/uuid"
 )
-
-// vapidKeys is an application server's key pair, made by web-push itself.
-type vapidKeys struct {
-	Public  string `json:"publicKey"`
-	Private string `json:"privateKey"`
-}
-
-func nodeJSON(t *testing.T, dir, script string, args any, out any) {
-	t.Helper()
-	cmdArgs := []string{filepath.Join(dir, script)}
-	if args != nil {
-		b, _ := json.Marshal(args)
-		cmdArgs = append(cmdArgs, string(b))
-	}
-	cmd := exec.Command("node", cmdArgs...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v\n%s", script, err, stderr.String())
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		t.Fatalf("node %s printed %q", script, b)
-	}
-}
 
 // subscribe registers a channel the way Firefox does for a page that
 // passes an applicationServerKey: the key base64url WITH padding.
@@ -101,27 +74,21 @@ func (a *agent) receive(t *testing.T, c *et.Client, chid string) ([]byte, bool) 
 	return plain, true
 }
 
-type sendResult struct {
-	Status  int               `json:"status"`
-	Headers map[string]string `json:"headers"`
-	Body    string            `json:"body"`
-}
-
 // TestWebPushNPM: the real web-push package (VAPID + aes128gcm, and the
 // legacy aesgcm) sends through the API tier; the Go user agent decrypts.
 func TestWebPushNPM(t *testing.T) {
-	dir := nodeSender(t)
+	dir := e2etest.WebPushNode(t)
 	svc := startService(t)
-	var keys vapidKeys
-	nodeJSON(t, dir, "keys.js", nil, &keys)
+	var keys e2etest.VAPIDKeys
+	e2etest.NodeJSON(t, dir, "keys.js", nil, &keys)
 
 	ua := newAgent(t)
 	c := et.Dial(t, svc.node.Addr())
 	c.Hello("")
 	chid, endpoint := subscribe(t, c, keys.Public)
-	send := func(payload any, encoding, topic string) sendResult {
-		var res sendResult
-		nodeJSON(t, dir, "send.js", map[string]any{
+	send := func(payload any, encoding, topic string) e2etest.SendResult {
+		var res e2etest.SendResult
+		e2etest.NodeJSON(t, dir, "send.js", map[string]any{
 			"endpoint": endpoint, "p256dh": ua.p256dh(), "auth": ua.authKey(), "payload": payload,
 			"ttl": 60, "topic": topic, "vapidPublic": keys.Public, "vapidPrivate": keys.Private,
 			"subject": "mailto:ops@example.com", "encoding": encoding,
@@ -149,10 +116,10 @@ func TestWebPushNPM(t *testing.T) {
 
 	// A push signed by another application server is refused for a v2
 	// endpoint bound to this one's key.
-	var other vapidKeys
-	nodeJSON(t, dir, "keys.js", nil, &other)
-	var res sendResult
-	nodeJSON(t, dir, "send.js", map[string]any{"endpoint": endpoint, "p256dh": ua.p256dh(), "auth": ua.authKey(),
+	var other e2etest.VAPIDKeys
+	e2etest.NodeJSON(t, dir, "keys.js", nil, &other)
+	var res e2etest.SendResult
+	e2etest.NodeJSON(t, dir, "send.js", map[string]any{"endpoint": endpoint, "p256dh": ua.p256dh(), "auth": ua.authKey(),
 		"payload": "x", "ttl": 60, "vapidPublic": other.Public, "vapidPrivate": other.Private, "subject": "mailto:a@example.com"}, &res)
 	if res.Status != http.StatusUnauthorized || !strings.Contains(res.Body, `"errno":109`) {
 		t.Fatalf("push with the wrong VAPID key: %+v", res)

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,39 +9,34 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 	"github.com/google/uuid"
 )
 
 // The binaries, built once for this test binary.
 var (
 	buildOnce sync.Once
-	binDir    string
-	buildErr  error
+	binDir    string // removed by TestMain
+	built     bool
 )
 
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "autopush-e2e-bin-")
-		if buildErr != nil {
-			return
+		var err error
+		if binDir, err = os.MkdirTemp("", "autopush-e2e-bin-"); err != nil {
+			t.Fatal(err)
 		}
-		for _, pkg := range []string{"engine/cmd/autoconnect", "apitier/cmd/autoendpoint"} {
-			cmd := exec.Command("go", "build", "-o", binDir, "github.com/autopush-go/autopush/"+pkg)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-				return
-			}
-		}
+		e2etest.Build(t, binDir, "./engine/cmd/autoconnect", "./apitier/cmd/autoendpoint")
+		built = true
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if !built {
+		t.Fatal("the binaries did not build (see the first test that failed)")
 	}
 	return binDir
 }
@@ -57,81 +49,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is one tier running as its own process.
-type proc struct {
-	cmd    *exec.Cmd
-	out    bytes.Buffer
-	mu     sync.Mutex
-	fields map[string]any // its start line's Fields
-}
-
-// startTier runs bin with env settings and waits for its start line
-// (MozLog JSON on stdout with Fields.msg == startMsg).
-func startTier(t *testing.T, bin, startMsg string, env map[string]string) *proc {
+// startTier runs bin with env settings and waits for its start line.
+func startTier(t *testing.T, bin, startMsg string, env map[string]string) *e2etest.Proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(filepath.Join(binaries(t), bin))}
-	p.cmd.Env = os.Environ()
+	cmd := exec.Command(filepath.Join(binaries(t), bin))
+	cmd.Env = os.Environ()
 	for k, v := range env {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	stdout, _ := p.cmd.StdoutPipe()
-	p.cmd.Stderr = &lockedWriter{p: p}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.kill(); p.dump(t) })
-	started := make(chan map[string]any, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			p.mu.Lock()
-			p.out.Write(append(line, '\n'))
-			p.mu.Unlock()
-			var rec struct{ Fields map[string]any }
-			if json.Unmarshal(line, &rec) == nil && rec.Fields["msg"] == startMsg {
-				select {
-				case started <- rec.Fields:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case p.fields = <-started:
-		return p
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start", bin)
-	}
-	return nil
+	return e2etest.Start(t, cmd, startMsg)
 }
-
-type lockedWriter struct{ p *proc }
-
-func (w *lockedWriter) Write(b []byte) (int, error) {
-	w.p.mu.Lock()
-	defer w.p.mu.Unlock()
-	return w.p.out.Write(b)
-}
-
-// kill stops the process by its PID, at once.
-func (p *proc) kill() {
-	if p.cmd.ProcessState == nil {
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.cmd.Wait()
-	}
-}
-
-func (p *proc) dump(t *testing.T) {
-	if t.Failed() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		t.Logf("---- %s (pid %d) ----\n%s", filepath.Base(p.cmd.Path), p.cmd.Process.Pid, p.out.String())
-	}
-}
-
-func (p *proc) field(name string) string { s, _ := p.fields[name].(string); return s }
 
 // TestTiersAsSeparateProcesses: autoconnect and autoendpoint as their own
 // processes sharing one Cassandra-backed store: direct delivery, then the
@@ -140,14 +67,14 @@ func (p *proc) field(name string) string { s, _ := p.fields[name].(string); retu
 // tiers runs autoendpoint and hands out autoconnect nodes, all sharing one
 // fresh Cassandra keyspace.
 type tiers struct {
-	node func(extra map[string]string) *proc
+	node func(extra map[string]string) *e2etest.Proc
 	push func(endpoint, topic string) (int, string)
 }
 
 func startTiers(t *testing.T) *tiers {
 	t.Helper()
 	cfg := cqltest.Keyspace(t, "e2e")
-	port := freePort(t)
+	port := e2etest.FreePort(t)
 	storageEnv := func(prefix string) map[string]string {
 		return map[string]string{
 			prefix + "__STORAGE": "scylla", prefix + "__CQL_HOSTS": strings.Join(cfg.Hosts, ","),
@@ -159,7 +86,7 @@ func startTiers(t *testing.T) *tiers {
 	aenv["AUTOENDPOINT__LISTEN"] = port
 	startTier(t, "autoendpoint", "autoendpoint started", aenv)
 	return &tiers{
-		node: func(extra map[string]string) *proc {
+		node: func(extra map[string]string) *e2etest.Proc {
 			env := storageEnv("AUTOCONNECT")
 			env["AUTOCONNECT__LISTEN"], env["AUTOCONNECT__ROUTER_LISTEN"] = "127.0.0.1:0", "127.0.0.1:0"
 			for k, v := range extra {
@@ -188,10 +115,10 @@ func startTiers(t *testing.T) *tiers {
 func TestTiersAsSeparateProcesses(t *testing.T) {
 	tt := startTiers(t)
 	push := func(endpoint, topic string) int { code, _ := tt.push(endpoint, topic); return code }
-	node := func() *proc { return tt.node(nil) }
+	node := func() *e2etest.Proc { return tt.node(nil) }
 
 	a := node()
-	c := et.Dial(t, a.field("listen"))
+	c := et.Dial(t, a.Field("listen"))
 	uaid := c.Hello("")
 	chid := uuid.NewString()
 	endpoint := c.Register(chid, "")["pushEndpoint"].(string)
@@ -208,7 +135,7 @@ func TestTiersAsSeparateProcesses(t *testing.T) {
 
 	// The node dies (SIGKILL): its router record still names it. Pushes
 	// must be stored, not lost.
-	a.kill()
+	a.Kill()
 	c.Close()
 	for i := range 3 {
 		if code := push(endpoint, ""); code != http.StatusCreated {
@@ -220,7 +147,7 @@ func TestTiersAsSeparateProcesses(t *testing.T) {
 	push(endpoint, "news")
 
 	b := node()
-	c2 := et.Dial(t, b.field("listen"))
+	c2 := et.Dial(t, b.Field("listen"))
 	if got := c2.Hello(uaid); got != uaid {
 		t.Fatalf("uaid changed: %s", got)
 	}
@@ -238,7 +165,7 @@ func TestTiersAsSeparateProcesses(t *testing.T) {
 	c2.Close()
 
 	// Acked means gone: a further reconnect gets nothing.
-	c3 := et.Dial(t, b.field("listen"))
+	c3 := et.Dial(t, b.Field("listen"))
 	c3.Hello(uaid)
 	c3.Quiet(time.Second)
 }
@@ -250,7 +177,7 @@ func TestTiersAsSeparateProcesses(t *testing.T) {
 func TestSeparateProcessesBusyDeleteAndRace(t *testing.T) {
 	tt := startTiers(t)
 	a := tt.node(map[string]string{"AUTOCONNECT__MAX_UNACKED": "1"})
-	c := et.Dial(t, a.field("listen"))
+	c := et.Dial(t, a.Field("listen"))
 	uaid := c.Hello("")
 	chid := uuid.NewString()
 	endpoint := c.Register(chid, "")["pushEndpoint"].(string)
@@ -280,7 +207,7 @@ func TestSeparateProcessesBusyDeleteAndRace(t *testing.T) {
 		t.Fatalf("DELETE %s: %v %v", loc, resp, err)
 	}
 	resp.Body.Close()
-	c = et.Dial(t, a.field("listen"))
+	c = et.Dial(t, a.Field("listen"))
 	c.Hello(uaid)
 	c.Quiet(time.Second)
 
@@ -311,7 +238,7 @@ func TestSeparateProcessesBusyDeleteAndRace(t *testing.T) {
 			}
 		}
 		c.Close()
-		c = et.Dial(t, a.field("listen"))
+		c = et.Dial(t, a.Field("listen"))
 		if u := c.Hello(uaid); u != uaid {
 			t.Fatalf("round %d: uaid changed", round)
 		}
