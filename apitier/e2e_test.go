@@ -159,8 +159,10 @@ func TestE2EStoredThenReconnect(t *testing.T) {
 	st := startStack(t, nil, nil)
 	a := st.connect(t, "", uuid.NewString(), "")
 	a.Close()
-	// Pushed while the agent is away (the node may not have noticed yet:
-	// then it answers 404 and the endpoint clears node_id).
+	// Pushed once the node noticed the agent left. (Before that, a push
+	// is written to the closing socket and stored by the node as it
+	// closes, under a new sort key: TestE2EReconnectRace covers that.)
+	et.Eventually(t, 5*time.Second, "node_id cleared by the node", func() bool { return st.nodeID(t, a.uaid) == "" })
 	first := st.push(t, a, "600", "one")
 	second := st.push(t, a, "600", "two")
 	st.push(t, a, "600", "topic v1", "Topic", "score")
@@ -254,6 +256,10 @@ func TestE2EDeleteStoredMessage(t *testing.T) {
 	st := startStack(t, nil, nil)
 	a := st.connect(t, "", uuid.NewString(), "")
 	a.Close()
+	// Stored by the endpoint, under the id it answers: a push the node
+	// wrote to the closing socket would be stored under a new sort key,
+	// which that id no longer names.
+	et.Eventually(t, 5*time.Second, "node_id cleared by the node", func() bool { return st.nodeID(t, a.uaid) == "" })
 	cancelled := st.push(t, a, "600", "cancelled")
 	kept := st.push(t, a, "600", "kept")
 	if r := send(t, st.api, "DELETE", "/m/"+cancelled, nil); r.code != http.StatusNoContent {

@@ -40,17 +40,43 @@ import (
 // loop to answer.
 const loopWait = 2 * time.Second
 
+// nodeRoutes is the node API's route table: ServeMux patterns and their
+// handlers.
+func (srv *Server) nodeRoutes() []nodeRoute {
+	return []nodeRoute{
+		{"PUT /push/{uaid}", srv.authed(srv.handlePush)},
+		{"PUT /notif/{uaid}", srv.authed(srv.handleNotif)},
+		{"DELETE /notif/{uaid}/{connected_at}", srv.authed(srv.handleDrop)},
+		{"GET /__heartbeat__", srv.handleHeartbeat},
+		{"GET /__lbheartbeat__", srv.handleLBHeartbeat},
+		{"GET /__version__", srv.handleVersion},
+		{"GET /health", srv.handleHealth},
+		{"GET /metrics", srv.handleMetrics},
+	}
+}
+
+type nodeRoute struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
 func (srv *Server) nodeAPI() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("PUT /push/{uaid}", srv.authed(srv.handlePush))
-	mux.HandleFunc("PUT /notif/{uaid}", srv.authed(srv.handleNotif))
-	mux.HandleFunc("DELETE /notif/{uaid}/{connected_at}", srv.authed(srv.handleDrop))
-	mux.HandleFunc("GET /__heartbeat__", srv.handleHeartbeat)
-	mux.HandleFunc("GET /__lbheartbeat__", srv.handleLBHeartbeat)
-	mux.HandleFunc("GET /__version__", srv.handleVersion)
-	mux.HandleFunc("GET /health", srv.handleHealth)
-	mux.HandleFunc("GET /metrics", srv.handleMetrics)
+	for _, r := range srv.nodeRoutes() {
+		mux.HandleFunc(r.pattern, r.handler)
+	}
 	return mux
+}
+
+// NodeAPIRoutes lists the node API's routes as ServeMux patterns
+// ("METHOD /path/{param}"), so its OpenAPI document in docs/ can be
+// checked against the server. Safe for concurrent use.
+func (srv *Server) NodeAPIRoutes() []string {
+	var out []string
+	for _, r := range srv.nodeRoutes() {
+		out = append(out, r.pattern)
+	}
+	return out
 }
 
 func (srv *Server) authed(h http.HandlerFunc) http.HandlerFunc {

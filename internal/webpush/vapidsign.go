@@ -1,7 +1,6 @@
 package webpush
 
 import (
-	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math/big"
 	"strconv"
 	"time"
 )
@@ -42,15 +40,10 @@ func ParseVAPIDSigner(private, subject string) (*VAPIDSigner, error) {
 	if err != nil || len(d) != 32 {
 		return nil, errors.New("webpush: VAPID private key must be 32 bytes of base64url")
 	}
-	ek, err := ecdh.P256().NewPrivateKey(d)
+	k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
 	if err != nil {
 		return nil, fmt.Errorf("webpush: VAPID private key: %w", err)
 	}
-	pub := ek.PublicKey().Bytes()
-	k := &ecdsa.PrivateKey{D: new(big.Int).SetBytes(d)}
-	k.Curve = elliptic.P256()
-	k.X = new(big.Int).SetBytes(pub[1:33])
-	k.Y = new(big.Int).SetBytes(pub[33:])
 	return vapidSignerFrom(k, subject)
 }
 
@@ -68,7 +61,8 @@ func vapidSignerFrom(k *ecdsa.PrivateKey, subject string) (*VAPIDSigner, error) 
 
 // Private is the private scalar, base64url without padding.
 func (s *VAPIDSigner) Private() string {
-	return base64.RawURLEncoding.EncodeToString(s.key.D.FillBytes(make([]byte, 32)))
+	d, _ := s.key.Bytes() // a P-256 key always encodes
+	return base64.RawURLEncoding.EncodeToString(d)
 }
 
 // PublicKey is the raw uncompressed public point (65 bytes).

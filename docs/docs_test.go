@@ -1,0 +1,344 @@
+package docs_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/engine"
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/internal/stacktest"
+	"github.com/autopush-go/autopush/internal/webpush"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated sections of the docs")
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func loadOpenAPI(t *testing.T, file string) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile(file)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("%s is not valid OpenAPI 3: %v", file, err)
+	}
+	return doc
+}
+
+// documented lists "METHOD /path/{param}" for every operation of doc.
+func documented(doc *openapi3.T) []string {
+	var out []string
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			out = append(out, method+" "+path)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var hertzParam = regexp.MustCompile(`:([A-Za-z_]+)`)
+
+// TestOpenAPIListsEveryRoute validates both OpenAPI documents and checks
+// that each lists exactly the routes its server registers.
+func TestOpenAPIListsEveryRoute(t *testing.T) {
+	acfg := apitier.DefaultConfig()
+	acfg.CryptoKey = et.TestKey
+	api, err := apitier.New(acfg, nil, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var apiRoutes []string
+	for _, r := range api.Routes() {
+		apiRoutes = append(apiRoutes, r.Method+" "+hertzParam.ReplaceAllString(r.Path, "{$1}"))
+	}
+	slices.Sort(apiRoutes)
+	if got := documented(loadOpenAPI(t, "openapi.yaml")); !slices.Equal(got, apiRoutes) {
+		t.Errorf("openapi.yaml documents\n  %v\nthe API tier registers\n  %v", got, apiRoutes)
+	}
+
+	node, err := engine.New(et.Config(), nil, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeRoutes := node.NodeAPIRoutes()
+	slices.Sort(nodeRoutes)
+	if got := documented(loadOpenAPI(t, "nodeapi.yaml")); !slices.Equal(got, nodeRoutes) {
+		t.Errorf("nodeapi.yaml documents\n  %v\nthe node API registers\n  %v", got, nodeRoutes)
+	}
+}
+
+// validator checks real answers against an OpenAPI document.
+type validator struct {
+	t      *testing.T
+	router routers.Router
+}
+
+func newValidator(t *testing.T, file, serverURL string) *validator {
+	doc := loadOpenAPI(t, file)
+	doc.Servers = openapi3.Servers{{URL: serverURL}}
+	r, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &validator{t: t, router: r}
+}
+
+// check sends req and validates the answer: a documented status, and a
+// body and headers as documented for it. It returns the status.
+func (v *validator) check(what string, req *http.Request, wantStatus int) {
+	v.t.Helper()
+	route, params, err := v.router.FindRoute(req)
+	if err != nil {
+		v.t.Errorf("%s: %s %s is not in the document: %v", what, req.Method, req.URL.Path, err)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		v.t.Fatalf("%s: %v", what, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != wantStatus {
+		v.t.Errorf("%s: status %d, want %d: %s", what, resp.StatusCode, wantStatus, body)
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	}
+	in.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		v.t.Errorf("%s: the answer (%d %s) does not match the document: %v", what, resp.StatusCode, body, err)
+	}
+}
+
+func request(t *testing.T, method, url string, body []byte, hdr ...string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return req
+}
+
+// TestOpenAPIMatchesAnswers sends requests to running nodes and checks
+// each answer against the documents.
+func TestOpenAPIMatchesAnswers(t *testing.T) {
+	st := stacktest.Start(t)
+	api := newValidator(t, "openapi.yaml", st.EndpointURL)
+	signer, err := webpush.NewVAPIDSigner("mailto:ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := st.Subscribe(t, signer.Public)
+	body, err := webpush.EncryptAES128GCM([]byte("hi"), sub.Private.PublicKey().Bytes(), sub.Auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := signer.Token(st.EndpointURL, timeIn(3600))
+	auth := signer.Authorization(tok)
+	ep := sub.Endpoint
+
+	api.check("push", request(t, "POST", ep, body, "TTL", "60", "Content-Encoding", "aes128gcm", "Authorization", auth, "Urgency", "high"), 201)
+	sub.Receive(t)
+	api.check("push without VAPID to v2", request(t, "POST", ep, body, "TTL", "60", "Content-Encoding", "aes128gcm"), 401)
+	api.check("push without TTL", request(t, "POST", ep, body, "Content-Encoding", "aes128gcm", "Authorization", auth), 400)
+	api.check("push without Content-Encoding", request(t, "POST", ep, body, "TTL", "1", "Authorization", auth), 400)
+	api.check("bad Topic", request(t, "POST", ep, nil, "TTL", "1", "Topic", "no spaces", "Authorization", auth), 400)
+	api.check("too large", request(t, "POST", ep, make([]byte, apitier.DefaultMaxDataBytes+1), "TTL", "1", "Content-Encoding", "aes128gcm", "Authorization", auth), 413)
+	api.check("bad token", request(t, "POST", st.EndpointURL+"/wpush/v1/gAAAAAnotatoken", nil, "TTL", "1"), 404)
+	api.check("unknown version", request(t, "POST", st.EndpointURL+"/wpush/v9/gAAAAAnotatoken", nil, "TTL", "1"), 404)
+	api.check("versionless bad token", request(t, "POST", st.EndpointURL+"/wpush/gAAAAAnotatoken", nil, "TTL", "1"), 404)
+
+	gone := st.Subscribe(t, "")
+	gone.Send(map[string]any{"messageType": "unregister", "channelID": gone.CHID})
+	gone.Read()
+	api.check("unsubscribed channel", request(t, "POST", gone.Endpoint, nil, "TTL", "1"), 410)
+
+	left := st.Subscribe(t, "")
+	left.Close()
+	r := st.Push(t, left.Endpoint, left, "stored", nil, "TTL", "600")
+	if r.Status != 201 {
+		t.Fatalf("push to a client that left: %d %s", r.Status, r.Body)
+	}
+	api.check("delete a stored message", request(t, "DELETE", r.Location, nil), 204)
+	api.check("delete a bad id", request(t, "DELETE", st.EndpointURL+"/m/nope", nil), 404)
+
+	for _, p := range []string{"/__heartbeat__", "/__lbheartbeat__", "/__version__", "/health", "/status", "/metrics"} {
+		api.check("GET "+p, request(t, "GET", st.EndpointURL+p, nil), 200)
+	}
+
+	node := newValidator(t, "nodeapi.yaml", "http://"+st.Engine.RouterAddr())
+	base := "http://" + st.Engine.RouterAddr()
+	for _, p := range []string{"/__heartbeat__", "/__lbheartbeat__", "/__version__", "/health", "/metrics"} {
+		node.check("node GET "+p, request(t, "GET", base+p, nil), 200)
+	}
+	n := et.Notification(sub.CHID, "docs-test-version-0123456789abcdef", "")
+	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, webpush.AppendNotificationJSON(nil, n)), 200)
+	sub.Receive(t)
+	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), webpush.AppendNotificationJSON(nil, n)), 404)
+	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", webpush.AppendNotificationJSON(nil, n)), 400)
+	node.check("node notif", request(t, "PUT", base+"/notif/"+sub.UAID, nil), 200)
+	node.check("node evict, not older", request(t, "DELETE", base+"/notif/"+sub.UAID+"/1", nil), 404)
+}
+
+// TestGenerated checks the generated sections of errors.md and
+// configuration.md against the code (-update rewrites them).
+func TestGenerated(t *testing.T) {
+	table := errnoTable(t)
+	generated(t, "errors.md", "errnos", table)
+	// errors.md's prose names the errnos never sent: 108, 202, 900-903.
+	var unsent []string
+	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \|.*\| no \|$`).FindAllStringSubmatch(table, -1) {
+		unsent = append(unsent, m[1])
+	}
+	if strings.Join(unsent, ",") != "108,202,900,901,902,903" {
+		t.Errorf("the errnos never sent are now %v: update the prose of errors.md", unsent)
+	}
+	generated(t, "configuration.md", "autoconnect", settingsTable(settings.Describe(ptr(engine.DefaultConfig()), "AUTOCONNECT")))
+	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(ptr(apitier.DefaultConfig()), "AUTOEND")))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func timeIn(seconds int) time.Time { return time.Now().Add(time.Duration(seconds) * time.Second) }
+
+// generated compares (or, with -update, replaces) the text between
+// "<!-- BEGIN GENERATED name -->" and "<!-- END GENERATED name -->".
+func generated(t *testing.T, file, name, want string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := "<!-- BEGIN GENERATED " + name + " (go test ./docs -run TestGenerated -update) -->\n"
+	end := "<!-- END GENERATED " + name + " -->"
+	i, j := bytes.Index(b, []byte(begin)), bytes.Index(b, []byte(end))
+	if i < 0 || j < i {
+		t.Fatalf("%s has no generated section %q", file, name)
+	}
+	got := string(b[i+len(begin) : j])
+	if got == want {
+		return
+	}
+	if *update {
+		out := append(append(append([]byte{}, b[:i+len(begin)]...), want...), b[j:]...)
+		if err := os.WriteFile(file, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s: section %s is out of date with the code; run go test ./docs -run TestGenerated -update\n--- have\n%s--- want\n%s", file, name, got, want)
+}
+
+func settingsTable(list []settings.Setting) string {
+	var b strings.Builder
+	b.WriteString("| flag | environment variable | default | what |\n| --- | --- | --- | --- |\n")
+	for _, s := range list {
+		def := "`" + s.Default + "`"
+		if s.Default == "" {
+			def = "(empty)"
+		}
+		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s |\n", s.Name, s.Env, def, strings.ReplaceAll(s.Help, "|", `\|`))
+	}
+	return b.String()
+}
+
+// errnoTable renders webpush.Errnos(), with whether this service sends
+// each: an errno is sent when the API tier's code names it, or when an
+// error type of internal/webpush it answers with does.
+func errnoTable(t *testing.T) string {
+	t.Helper()
+	names := errnoNames(t)
+	sent := map[webpush.Errno]bool{}
+	use := regexp.MustCompile(`webpush\.(Errno[A-Za-z]+)\b`)
+	for _, f := range sources(t, "../apitier") {
+		for _, m := range use.FindAllStringSubmatch(f, -1) {
+			sent[names[m[1]]] = true
+		}
+	}
+	// The error types the API tier answers with (TokenError, VAPIDError)
+	// build their HTTPError from an errno in their own package.
+	own := regexp.MustCompile(`\b(Errno[A-Za-z]+)\.HTTPError\(`)
+	for _, f := range sources(t, "../internal/webpush") {
+		for _, m := range own.FindAllStringSubmatch(f, -1) {
+			sent[names[m[1]]] = true
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| errno | HTTP status | meaning | usual message | sent by autopush-go |\n| ---: | ---: | --- | --- | --- |\n")
+	for _, in := range webpush.Errnos() {
+		yes := "no"
+		if sent[in.Errno] {
+			yes = "yes"
+		}
+		fmt.Fprintf(&b, "| %d | %d %s | %s | %s | %s |\n", in.Errno, in.Status, http.StatusText(in.Status), in.Meaning, in.Message, yes)
+	}
+	return b.String()
+}
+
+// errnoNames maps the Errno constants' names to their values, read from
+// errno.go.
+func errnoNames(t *testing.T) map[string]webpush.Errno {
+	t.Helper()
+	b, err := os.ReadFile("../internal/webpush/errno.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]webpush.Errno{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(Errno[A-Za-z]+)\s+Errno = (\d+)$`).FindAllStringSubmatch(string(b), -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] = webpush.Errno(n)
+	}
+	if len(out) != len(webpush.Errnos())+1 { // + ErrnoNone
+		t.Fatalf("read %d errno constants from errno.go, the table has %d", len(out), len(webpush.Errnos()))
+	}
+	return out
+}
+
+// sources returns the non-test Go files of dir.
+func sources(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
