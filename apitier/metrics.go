@@ -88,22 +88,33 @@ const (
 
 var nodeResults = []string{resultOK, resultAccepted, resultNotHere, resultBusy, resultUnreachable, resultRefused}
 
+// Histogram buckets (upper bounds). Prometheus histograms, not the
+// library's vmrange ones: PromQL's histogram_quantile needs le buckets.
+var (
+	// latencyBuckets, seconds: a storage call on local disk (sub-ms) up to
+	// the storage and node timeouts (5s, 3s); the engine uses the same.
+	latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	// dataBuckets, base64url characters: no payload, then powers of two
+	// up to storage's 16 KiB limit (the default max is 7,507).
+	dataBuckets = []float64{0, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+)
+
 type apiMetrics struct {
 	set *metrics.Set
 
 	mu       sync.RWMutex
 	requests []map[int]*metrics.Counter // by route index, then status
-	seconds  map[string]*metrics.Histogram
+	seconds  map[string]*metrics.PrometheusHistogram
 	routeIdx map[string]int
 
 	errnos        map[webpush.Errno]*metrics.Counter
 	outcomes      map[string]*metrics.Counter
 	encodings     map[string]*metrics.Counter
 	nodeCalls     map[[2]string]*metrics.Counter
-	nodeSeconds   map[string]*metrics.Histogram
-	dataBytes     *metrics.Histogram
+	nodeSeconds   map[string]*metrics.PrometheusHistogram
+	dataBytes     *metrics.PrometheusHistogram
 	nodeCleared   *metrics.Counter
-	storageSecs   *metrics.Histogram
+	storageSecs   *metrics.PrometheusHistogram
 	storageErrors *metrics.Counter
 	vapidOK       *metrics.Counter
 	vapidFailed   *metrics.Counter
@@ -116,16 +127,16 @@ func newMetrics() *apiMetrics {
 	s := metrics.NewSet()
 	m := &apiMetrics{
 		set:           s,
-		seconds:       map[string]*metrics.Histogram{},
+		seconds:       map[string]*metrics.PrometheusHistogram{},
 		routeIdx:      map[string]int{},
 		errnos:        map[webpush.Errno]*metrics.Counter{},
 		outcomes:      map[string]*metrics.Counter{},
 		encodings:     map[string]*metrics.Counter{},
 		nodeCalls:     map[[2]string]*metrics.Counter{},
-		nodeSeconds:   map[string]*metrics.Histogram{},
-		dataBytes:     s.NewHistogram(mNotificationBytes),
+		nodeSeconds:   map[string]*metrics.PrometheusHistogram{},
+		dataBytes:     s.NewPrometheusHistogramExt(mNotificationBytes, dataBuckets),
 		nodeCleared:   s.NewCounter(mNodeCleared),
-		storageSecs:   s.NewHistogram(mStorageSeconds),
+		storageSecs:   s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
 		storageErrors: s.NewCounter(mStorageErrors),
 		vapidOK:       s.NewCounter(mVAPID + `{result="ok"}`),
 		vapidFailed:   s.NewCounter(mVAPID + `{result="failed"}`),
@@ -135,7 +146,7 @@ func newMetrics() *apiMetrics {
 	for i, r := range routeLabels {
 		m.routeIdx[r] = i
 		m.requests = append(m.requests, map[int]*metrics.Counter{})
-		m.seconds[r] = s.NewHistogram(mRequestSeconds + `{route="` + r + `"}`)
+		m.seconds[r] = s.NewPrometheusHistogramExt(mRequestSeconds+`{route="`+r+`"}`, latencyBuckets)
 	}
 	m.errnos[webpush.ErrnoNone] = s.NewCounter(mErrors + `{errno="none"}`)
 	for _, in := range webpush.Errnos() {
@@ -148,7 +159,7 @@ func newMetrics() *apiMetrics {
 		m.encodings[e] = s.NewCounter(mEncodings + `{encoding="` + e + `"}`)
 	}
 	for _, call := range []string{callPush, callNotif} {
-		m.nodeSeconds[call] = s.NewHistogram(mNodeSeconds + `{call="` + call + `"}`)
+		m.nodeSeconds[call] = s.NewPrometheusHistogramExt(mNodeSeconds+`{call="`+call+`"}`, latencyBuckets)
 		for _, r := range nodeResults {
 			m.nodeCalls[[2]string{call, r}] = s.NewCounter(mNodeCalls + `{call="` + call + `",result="` + r + `"}`)
 		}

@@ -139,8 +139,14 @@ func TestOperationsRoutes(t *testing.T) {
 		`autoendpoint_notifications_total{outcome="stored"} 1`,
 		`autoendpoint_notification_encoding_total{encoding="aes128gcm"} 1`,
 		`autoendpoint_vapid_failures_total{rule="key"} 1`,
-		`autoendpoint_request_seconds_bucket{route="wpush_v1"`,
-		`autoendpoint_storage_seconds_bucket`,
+		// Latencies and sizes are Prometheus histograms (le buckets, for
+		// histogram_quantile), present before their first observation.
+		`autoendpoint_request_seconds_bucket{route="wpush_v1",le="+Inf"} 3`,
+		`autoendpoint_request_seconds_bucket{route="wpush_v1",le="0.0001"} `,
+		`autoendpoint_storage_seconds_bucket{le="10"} `,
+		`autoendpoint_node_call_seconds_bucket{call="push",le="+Inf"} 0`,
+		`autoendpoint_notification_data_bytes_bucket{le="0"} 0`,
+		`autoendpoint_notification_data_bytes_bucket{le="64"} 1`,
 		"go_goroutines ",
 		"process_resident_memory_bytes ",
 	} {

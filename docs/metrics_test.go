@@ -13,7 +13,7 @@ import (
 // family is a metric family as metrics.md documents it or as /metrics
 // serves it.
 type family struct {
-	kind   string // counter, gauge, histogram
+	kind   string // counter, gauge, histogram (le buckets); served only: vmrange histogram
 	labels []string
 }
 
@@ -54,17 +54,23 @@ func servedMetrics(series []stacktest.Series) map[string]family {
 		}
 		name, kind := s.Name, "gauge"
 		switch {
-		case strings.HasSuffix(name, "_bucket") && s.Labels["vmrange"] != "":
+		case strings.HasSuffix(name, "_bucket") && s.Labels["le"] != "":
 			name, kind = strings.TrimSuffix(name, "_bucket"), "histogram"
+		case strings.HasSuffix(name, "_bucket") && s.Labels["vmrange"] != "":
+			// The library's own histograms: Prometheus cannot take
+			// percentiles of them (metrics.md says every histogram can).
+			name, kind = strings.TrimSuffix(name, "_bucket"), "vmrange histogram"
 		case strings.HasSuffix(name, "_sum"), strings.HasSuffix(name, "_count"):
 			name, kind = name[:strings.LastIndexByte(name, '_')], "histogram"
 		case strings.HasSuffix(name, "_total"):
 			kind = "counter"
 		}
 		f := out[name]
-		f.kind = kind
+		if f.kind != "vmrange histogram" { // its _sum and _count must not hide it
+			f.kind = kind
+		}
 		for l := range s.Labels {
-			if l != "vmrange" && !slices.Contains(f.labels, l) {
+			if l != "le" && l != "vmrange" && !slices.Contains(f.labels, l) {
 				f.labels = append(f.labels, l)
 			}
 		}

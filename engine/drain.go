@@ -9,7 +9,8 @@ import (
 // Drain stops the node gracefully, as on SIGTERM:
 //
 //  1. new upgrades get 503, /__lbheartbeat__ fails (the load balancer stops
-//     sending clients) and direct deliveries get 503 (endpoints store);
+//     sending clients), direct deliveries get 503 (endpoints store) and
+//     autoconnect_draining reads 1 (the node API serves it until step 3);
 //  2. registered clients are closed with 1001 in random order, spread over
 //     DrainWindow, so they do not all reconnect elsewhere at once; each
 //     close stores the client's unacked direct notifications (leave);

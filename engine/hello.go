@@ -90,7 +90,8 @@ func (s *session) helloDone(res helloResult) {
 		return
 	}
 	if res.err != nil {
-		s.srv.metrics.storageErrors.Inc()
+		// timed counted the failure already (a conflict is not one);
+		// fail counts the closed connection in errors_total{kind="storage"}.
 		s.srv.log.Warn("hello failed", "error", res.err)
 		code := ws.StatusCode(ws.StatusTryAgainLater)
 		if errors.Is(res.err, storage.ErrConflict) {

@@ -30,8 +30,20 @@ const (
 	mPingsSent         = "autoconnect_pings_sent_total"
 	mAPIUnauthorized   = "autoconnect_node_api_unauthorized_total"
 	mStorageSeconds    = "autoconnect_storage_seconds"
+	mDeliveryAck       = "autoconnect_delivery_ack_seconds"
+	mDraining          = "autoconnect_draining"
 	mStorageErrors     = "autoconnect_storage_errors_total"
 	mOverloaded        = "autoconnect_overloaded_total"
+)
+
+// Histogram buckets (upper bounds, seconds). Prometheus histograms, not
+// the library's vmrange ones: PromQL's histogram_quantile needs le buckets.
+var (
+	// latencyBuckets cover a storage call from a local disk (sub-ms) to
+	// the storage timeout (5s); apitier uses the same bounds.
+	latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	// ackBuckets cover a client's ack, from loopback to a phone waking up.
+	ackBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 )
 
 // errorKinds are the labels of autoconnect_errors_total: why a connection
@@ -46,7 +58,7 @@ type engineMetrics struct {
 	sent, sentStored, acked, nacked, expired, storedOut *metrics.Counter
 	directBusy, directMiss, directOK, evictions, pings  *metrics.Counter
 	apiUnauthorized, storageErrors, overloaded          *metrics.Counter
-	storageSeconds                                      *metrics.Histogram
+	storageSeconds, deliveryAck                         *metrics.PrometheusHistogram
 	errors                                              map[string]*metrics.Counter
 }
 
@@ -75,7 +87,8 @@ func newMetrics(srv *Server) *engineMetrics {
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
 		storageErrors:   s.NewCounter(mStorageErrors),
 		overloaded:      s.NewCounter(mOverloaded),
-		storageSeconds:  s.NewHistogram(mStorageSeconds),
+		storageSeconds:  s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
+		deliveryAck:     s.NewPrometheusHistogramExt(mDeliveryAck, ackBuckets),
 		errors:          map[string]*metrics.Counter{},
 	}
 	for _, k := range errorKinds {
@@ -84,6 +97,12 @@ func newMetrics(srv *Server) *engineMetrics {
 	s.NewGauge(mConnections, func() float64 { return float64(srv.connections.Load()) })
 	s.NewGauge(mClients, func() float64 { return float64(srv.registry.len()) })
 	s.NewGauge(mInFlight, func() float64 { return float64(srv.inFlight.Load()) })
+	s.NewGauge(mDraining, func() float64 {
+		if srv.draining.Load() {
+			return 1
+		}
+		return 0
+	})
 	return m
 }
 

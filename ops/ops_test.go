@@ -484,11 +484,12 @@ func TestDashboard(t *testing.T) {
 	if err := json.Unmarshal(read(t, "ops/grafana/dashboards/autopush.json"), &d); err != nil {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
-	var titles []string
 	type query struct{ panel, expr string }
 	var queries []query
+	plots := map[string][]string{} // lower-case panel title -> metrics its queries select
 	for _, p := range d.Panels {
-		titles = append(titles, p.Title)
+		title := strings.ToLower(p.Title)
+		plots[title] = nil
 		if p.Type == "row" {
 			continue
 		}
@@ -498,14 +499,36 @@ func TestDashboard(t *testing.T) {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no queries", p.Title)
 		}
+		percentiles := false
 		for _, q := range p.Targets {
 			queries = append(queries, query{p.Title, q.Expr})
+			percentiles = percentiles || strings.Contains(q.Expr, "histogram_quantile(")
+			if refs, err := parsePromQL(q.Expr); err == nil {
+				for _, sel := range refs.selectors {
+					plots[title] = append(plots[title], sel.name)
+				}
+			}
+		}
+		if strings.Contains(title, "latency") && !percentiles {
+			t.Errorf("latency panel %q shows no percentile (histogram_quantile)", p.Title)
 		}
 	}
-	all := strings.ToLower(strings.Join(titles, "|"))
-	for _, topic := range []string{"connections", "hellos", "notifications by outcome", "errno", "delivery latency", "storage latency", "drain"} {
-		if !strings.Contains(all, topic) {
-			t.Errorf("no panel about %q", topic)
+	// What an operator watches: a panel whose title names the topic and,
+	// where given, plots the metric that measures it.
+	for topic, metric := range map[string]string{
+		"connections": "", "hellos": "", "notifications by outcome": "", "errno": "",
+		"delivery latency":               "autoendpoint_request_seconds_bucket",
+		"ack latency":                    "autoconnect_delivery_ack_seconds_bucket",
+		"storage latency (autoconnect)":  "autoconnect_storage_seconds_bucket",
+		"storage latency (autoendpoint)": "autoendpoint_storage_seconds_bucket",
+		"drain":                          "autoconnect_draining",
+	} {
+		found := false
+		for title, names := range plots {
+			found = found || strings.Contains(title, topic) && (metric == "" || slices.Contains(names, metric))
+		}
+		if !found {
+			t.Errorf("no panel about %q plotting %q", topic, metric)
 		}
 	}
 
@@ -542,6 +565,11 @@ func TestDashboard(t *testing.T) {
 			if !labels[l] {
 				t.Errorf("panel %q: groups by %q, a label none of its series has (query %s)", q.panel, l, q.expr)
 			}
+		}
+		// Prometheus takes quantiles of le buckets only (the library's
+		// vmrange buckets would give nothing), aggregated by le.
+		if strings.Contains(q.expr, "histogram_quantile(") && (!labels["le"] || !slices.Contains(refs.grouping, "le")) {
+			t.Errorf("panel %q: histogram_quantile needs le buckets, summed by le (query %s)", q.panel, q.expr)
 		}
 	}
 }

@@ -1,0 +1,183 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/engine"
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/gobwas/ws"
+	"github.com/google/uuid"
+)
+
+// scrape returns the node's /metrics samples by series (name and labels
+// as served, e.g. `x_bucket{le="0.05"}`).
+func scrape(t *testing.T, srv *engine.Server) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.RouterAddr() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	out := map[string]float64{}
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		i := strings.LastIndexByte(line, ' ')
+		if line == "" || line[0] == '#' || i < 0 {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[i+1:], &v); err != nil {
+			t.Fatalf("/metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// sample returns one series of the node's /metrics, failing if absent.
+func sample(t *testing.T, srv *engine.Server, series string) float64 {
+	t.Helper()
+	v, ok := scrape(t, srv)[series]
+	if !ok {
+		t.Fatalf("/metrics has no %s", series)
+	}
+	return v
+}
+
+// barrier makes a round trip (a register): the loop handles a client's
+// messages in order, so everything sent before has been handled. (Not a
+// ping: a second one within min-client-ping closes the connection.)
+func barrier(t *testing.T, c *et.Client) {
+	t.Helper()
+	if r := c.Register(uuid.NewString(), ""); r["status"] != 200.0 {
+		t.Fatalf("register %v", r)
+	}
+}
+
+// TestDrainingGauge: autoconnect_draining is 0 while serving and 1 from
+// the start of a drain, while /metrics is still served.
+func TestDrainingGauge(t *testing.T) {
+	cfg := et.Config()
+	// Two clients over 4s: the second close is at least 2s in, so the
+	// drain is still running when the test scrapes.
+	cfg.DrainWindow = 4 * time.Second
+	srv, err := engine.New(cfg, newStore(t), nil)
+	et.Must(t, err, "new")
+	et.Must(t, srv.Start(), "start")
+	connected(t, srv)
+	connected(t, srv)
+	if v := sample(t, srv, "autoconnect_draining"); v != 0 {
+		t.Fatalf("autoconnect_draining %v before the drain, want 0", v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Drain(ctx) }()
+	et.Eventually(t, 2*time.Second, "autoconnect_draining 1", func() bool {
+		return sample(t, srv, "autoconnect_draining") == 1
+	})
+	if v := sample(t, srv, "autoconnect_clients"); v == 0 {
+		t.Fatal("every client closed already: the gauge was not seen during the drain")
+	}
+	cancel()
+	et.Must(t, <-done, "drain")
+}
+
+// TestDeliveryAckSeconds: autoconnect_delivery_ack_seconds measures from
+// the write of a notification, stored or direct, to its ack; acks that
+// match nothing are not observed.
+func TestDeliveryAckSeconds(t *testing.T) {
+	srv, store := node(t, nil)
+	c, uaid, chid := connected(t, srv)
+	const hold = 30 * time.Millisecond // the client's delay before acking
+	var sum float64
+	check := func(what string, count float64, start time.Time) {
+		t.Helper()
+		m := scrape(t, srv)
+		got := m["autoconnect_delivery_ack_seconds_sum"] - sum
+		sum = m["autoconnect_delivery_ack_seconds_sum"]
+		if n := m["autoconnect_delivery_ack_seconds_count"]; n != count {
+			t.Fatalf("%s: count %v, want %v", what, n, count)
+		}
+		if n := m[`autoconnect_delivery_ack_seconds_bucket{le="+Inf"}`]; n != count {
+			t.Fatalf("%s: +Inf bucket %v, want %v", what, n, count)
+		}
+		// At least the client's hold, at most the test's own view of the
+		// round trip (a start other than the write would exceed it).
+		if elapsed := time.Since(start).Seconds(); got < hold.Seconds() || got > elapsed {
+			t.Fatalf("%s: observed %.4fs, want between %v and %.4fs", what, got, hold, elapsed)
+		}
+	}
+
+	start := time.Now()
+	et.Must(t, store.SaveMessage(context.Background(), parseUAID(t, uaid), storedMessage(chid, "stored", "", 60)), "save")
+	if code := et.NodeCall(t, http.MethodPut, srv.NodeURL()+"/notif/"+uaid, "", ""); code != http.StatusOK {
+		t.Fatalf("notif %d", code)
+	}
+	wantNotification(t, c, chid, "stored", "c3RvcmVk")
+	time.Sleep(hold)
+	c.Ack(chid, "stored")
+	barrier(t, c)
+	check("stored", 1, start)
+
+	start = time.Now()
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "direct", ""), ""); code != http.StatusOK {
+		t.Fatalf("push %d", code)
+	}
+	wantNotification(t, c, chid, "direct", "")
+	time.Sleep(hold)
+	c.Ack(chid, "direct")
+	c.Ack(chid, "direct") // a repeat matches nothing
+	c.Ack(chid, "never-sent")
+	barrier(t, c)
+	check("direct", 2, start)
+}
+
+// failConnect fails every hello's router-record write with err.
+type failConnect struct {
+	storage.Store
+	err error
+}
+
+func (f failConnect) Connect(context.Context, storage.User) error { return f.err }
+
+// TestHelloStorageFailureCountedOnce: a hello whose storage write fails
+// is one storage error (and one closed connection), not two; a conflict
+// is no storage error at all.
+func TestHelloStorageFailureCountedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		err        error
+		close      ws.StatusCode
+		storageErr float64
+	}{
+		{"unavailable", fmt.Errorf("connect: %w", storage.ErrUnavailable), 1013, 1}, // try again later
+		{"conflict", fmt.Errorf("connect: %w", storage.ErrConflict), ws.StatusPolicyViolation, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := et.Start(t, failConnect{newStore(t), tc.err}, et.Config())
+			c := et.Dial(t, srv.Addr())
+			c.Send(map[string]any{"messageType": "hello", "use_webpush": true})
+			if code := c.ExpectClose(); code != tc.close {
+				t.Fatalf("hello closed with %d, want %d", code, tc.close)
+			}
+			m := scrape(t, srv)
+			if got := m["autoconnect_storage_errors_total"]; got != tc.storageErr {
+				t.Errorf("autoconnect_storage_errors_total %v, want %v", got, tc.storageErr)
+			}
+			if got := m[`autoconnect_errors_total{kind="storage"}`]; got != 1 {
+				t.Errorf(`autoconnect_errors_total{kind="storage"} %v, want 1`, got)
+			}
+		})
+	}
+}
