@@ -65,6 +65,16 @@ type Config struct {
 	DrainWindow time.Duration `conf:"drain-window" help:"window over which clients are closed on shutdown"`
 	// MessagePage is how many stored messages are read per page. Default 10.
 	MessagePage int `conf:"message-page" help:"stored messages read per page"`
+	// CursorLag keeps a user's read cursor at least this far behind now.
+	// A message's sort key is taken before it is written (the endpoint
+	// stamps it on arrival, then calls a node and storage), so a slow
+	// write can land behind messages that were written, read and acked
+	// after it; a cursor moved past those would hide it for good. Acked
+	// messages are deleted, so the lag costs only a re-read of what is
+	// still stored. It must exceed the longest delay between stamping and
+	// writing (the endpoint's node and storage timeouts) plus clock skew
+	// between nodes. Default 60s.
+	CursorLag time.Duration `conf:"cursor-lag" help:"keep the read cursor this far behind now (must exceed the endpoint's node+storage timeouts)"`
 	// GCPercent is the Go GC target (GOGC) the binary sets unless the GOGC
 	// variable is set. An idle node allocates nothing, so a low target
 	// costs GC work only while connections are being set up, and keeps RSS
@@ -94,6 +104,7 @@ func DefaultConfig() Config {
 		StorageTimeout: 5 * time.Second,
 		DrainWindow:    10 * time.Second,
 		MessagePage:    10,
+		CursorLag:      time.Minute,
 		GCPercent:      25,
 		LogLevel:       "info",
 		VersionFile:    "version.json",
@@ -117,8 +128,8 @@ func (c *Config) Validate() error {
 		return errors.New("engine: config: max-unacked, storage-workers, message-page must be >= 1 and max-message-size >= 1024")
 	case c.GCPercent < 10:
 		return errors.New("engine: config: gc-percent below 10 spends the node's CPU on GC")
-	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0:
-		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping must not be negative")
+	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0 || c.CursorLag < 0:
+		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping, cursor-lag must not be negative")
 	}
 	if _, err := url.Parse(c.EndpointURL); err != nil {
 		return fmt.Errorf("engine: config: endpoint-url: %w", err)

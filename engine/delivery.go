@@ -19,7 +19,8 @@ import (
 //     and a storage check is owed (recheck);
 //   - a storage read never starts while acked messages are still being
 //     deleted, so an acked message is never read back and redelivered;
-//   - the cursor moves only past timestamp messages that were all acked.
+//   - the cursor moves only past timestamp messages that were all acked,
+//     and never closer to now than Config.CursorLag.
 type flow struct {
 	unacked  []pending
 	checking bool   // a storage read is running
@@ -363,8 +364,11 @@ func (s *session) drained() {
 	if f == nil || f.checking || f.deleting > 0 || len(f.unacked) > 0 || s.state != stReady {
 		return
 	}
-	if f.batchMax > s.cursor {
-		s.cursor = f.batchMax
+	// Never past now - CursorLag: a message stamped earlier may still be
+	// on its way to storage (Config.CursorLag).
+	next := min(f.batchMax, uint64(time.Now().Add(-s.srv.cfg.CursorLag).UnixNano()))
+	if next > s.cursor {
+		s.cursor = next
 		uaid, cursor := s.uaid, s.cursor
 		s.submit(func() {
 			ctx, cancel := s.srv.ctx()

@@ -111,7 +111,8 @@ func TestFlowControl(t *testing.T) {
 // TestStoredDrainOnReconnect: messages stored while offline arrive after
 // hello, topic messages first, expired ones never; acked ones never again.
 func TestStoredDrainOnReconnect(t *testing.T) {
-	srv, store := node(t, func(c *engine.Config) { c.MessagePage = 3 })
+	// No cursor lag, so the cursor's advance can be seen at once.
+	srv, store := node(t, func(c *engine.Config) { c.MessagePage, c.CursorLag = 3, 0 })
 	c, uaid, chid := connected(t, srv)
 	c.Close()
 	u := parseUAID(t, uaid)
@@ -157,6 +158,58 @@ func TestStoredDrainOnReconnect(t *testing.T) {
 	c3 := et.Dial(t, srv.Addr())
 	c3.Hello(uaid)
 	c3.Quiet(500 * time.Millisecond)
+}
+
+// TestSlowWriteBehindAckedMessageIsDelivered: a message stamped before
+// another but written after it (a slow endpoint write) must still be
+// delivered once the newer one was read, acked, and the cursor moved.
+// With no cursor lag it is hidden behind the cursor for good: the default
+// lag is what keeps it readable.
+func TestSlowWriteBehindAckedMessageIsDelivered(t *testing.T) {
+	for _, tc := range []struct {
+		lag  time.Duration
+		want bool
+	}{{engine.DefaultConfig().CursorLag, true}, {0, false}} {
+		t.Run(fmt.Sprint("lag=", tc.lag), func(t *testing.T) {
+			srv, store := node(t, func(c *engine.Config) { c.CursorLag = tc.lag })
+			c, uaid, chid := connected(t, srv)
+			c.Close()
+			u := parseUAID(t, uaid)
+			ctx := context.Background()
+			slow := storedMessage(chid, "stamped-first", "", 60) // its write is slow
+			fast := storedMessage(chid, "stamped-second", "", 60)
+			et.Must(t, store.SaveMessage(ctx, u, fast), "save")
+
+			c2 := et.Dial(t, srv.Addr())
+			c2.Hello(uaid)
+			wantNotification(t, c2, chid, fast.Version, "c3RvcmVk")
+			c2.Ack(chid, fast.Version)
+			et.Eventually(t, 5*time.Second, "acked message deleted", func() bool {
+				list, err := store.TimestampMessages(ctx, u, 0, 10)
+				return err == nil && len(list) == 0
+			})
+			if !tc.want {
+				et.Eventually(t, 5*time.Second, "cursor moved past the acked message", func() bool {
+					rec, err := store.GetUser(ctx, u)
+					return err == nil && rec.Cursor >= fast.SortKey
+				})
+			}
+			et.Must(t, store.SaveMessage(ctx, u, slow), "the slow write lands")
+			c2.Close()
+
+			c3 := et.Dial(t, srv.Addr())
+			c3.Hello(uaid)
+			if !tc.want {
+				// The failure the lag prevents, shown so this test cannot
+				// pass for the wrong reason.
+				c3.Quiet(500 * time.Millisecond)
+				return
+			}
+			wantNotification(t, c3, chid, slow.Version, "c3RvcmVk")
+			c3.Ack(chid, slow.Version)
+			c3.Quiet(200 * time.Millisecond)
+		})
+	}
 }
 
 // TestStoredDrainKeepsFlowControl: a drain never has more than MaxUnacked
