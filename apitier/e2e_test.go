@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,12 +35,19 @@ type stack struct {
 func startStack(t testing.TB, mutateNode func(*engine.Config), mutateAPI func(*Config)) *stack {
 	t.Helper()
 	store := newStore(t)
+	return startStackOn(t, store, store, mutateNode, mutateAPI)
+}
+
+// startStackOn runs both tiers on through, a view of store (a test's
+// wrapper that orders calls); the stack's checks read store directly.
+func startStackOn(t testing.TB, store *embedded.Store, through storage.Store, mutateNode func(*engine.Config), mutateAPI func(*Config)) *stack {
+	t.Helper()
 	ncfg := et.Config()
 	if mutateNode != nil {
 		mutateNode(&ncfg)
 	}
-	node := et.Start(t, store, ncfg)
-	api := startServer(t, store, mutateAPI)
+	node := et.Start(t, through, ncfg)
+	api := startServer(t, through, mutateAPI)
 	return &stack{store: store, node: node, api: api}
 }
 
@@ -463,4 +471,71 @@ func TestE2EReconnectRace(t *testing.T) {
 	c.Quiet(300 * time.Millisecond)
 	et.Eventually(t, 5*time.Second, "storage empty", func() bool { return st.storedCount(t, a.uaid) == 0 })
 	t.Logf("%d pushes, %d deliveries, %d reconnects, %d redelivered after an ack lost to a reset", pushes, received, reconnects, retried)
+}
+
+// helloGate orders the three calls of a push that races a reconnecting
+// user agent's hello: the hello's router write is held until the push's
+// save starts, and the save until the hello's storage check has read.
+type helloGate struct {
+	storage.Store
+	armed       atomic.Bool
+	connectOnce sync.Once
+	readOnce    sync.Once
+	saving      chan struct{}
+	read        chan struct{}
+}
+
+func (g *helloGate) Connect(ctx context.Context, u storage.User) error {
+	err := g.Store.Connect(ctx, u)
+	if g.armed.Load() {
+		g.connectOnce.Do(func() { <-g.saving })
+	}
+	return err
+}
+
+func (g *helloGate) SaveMessage(ctx context.Context, uaid uuid.UUID, m storage.Message) error {
+	if g.armed.Load() {
+		close(g.saving)
+		<-g.read
+	}
+	return g.Store.SaveMessage(ctx, uaid, m)
+}
+
+func (g *helloGate) TimestampMessages(ctx context.Context, uaid uuid.UUID, after uint64, limit int) ([]storage.Message, error) {
+	ms, err := g.Store.TimestampMessages(ctx, uaid, after, limit)
+	if g.armed.Load() {
+		g.readOnce.Do(func() { close(g.read) })
+	}
+	return ms, err
+}
+
+// TestE2EPushDuringHello: a push that reaches the node after a
+// reconnecting agent's hello wrote the router record, and is stored after
+// the hello's storage check read, is still delivered on that connection,
+// and the router record keeps naming the node. (The node used to answer
+// "not here" before its registry had the session: the endpoint cleared
+// node_id and the push waited for the next reconnect. The load tester's
+// churn scenario found it.)
+func TestE2EPushDuringHello(t *testing.T) {
+	store := newStore(t)
+	gate := &helloGate{Store: store, saving: make(chan struct{}), read: make(chan struct{})}
+	st := startStackOn(t, store, gate, nil, nil)
+	a := st.connect(t, "", uuid.NewString(), "")
+	a.Close()
+	et.Eventually(t, 5*time.Second, "node_id cleared by the node", func() bool { return st.nodeID(t, a.uaid) == "" })
+
+	gate.armed.Store(true)
+	b := &agent{Client: et.Dial(t, st.node.Addr()), uaid: a.uaid, chid: a.chid, path: a.path}
+	b.Send(map[string]any{"messageType": "hello", "use_webpush": true, "uaid": a.uaid})
+	et.Eventually(t, 5*time.Second, "the hello's router record written", func() bool { return st.nodeID(t, a.uaid) != "" })
+	id := st.push(t, b, "600", "during hello")
+	if r := b.Read(); r["messageType"] != "hello" || r["uaid"] != a.uaid {
+		t.Fatalf("hello reply %v", r)
+	}
+	b.wantNotification(t, id, "during hello")
+	b.Ack(b.chid, id)
+	if node := st.nodeID(t, a.uaid); node != st.node.NodeURL() {
+		t.Fatalf("router record names %q while the agent is connected to %s", node, st.node.NodeURL())
+	}
+	et.Eventually(t, 5*time.Second, "acked message deleted", func() bool { return st.storedCount(t, a.uaid) == 0 })
 }

@@ -197,8 +197,10 @@ func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 		s.asm = nil
 	}
 	s.state = stClosed
+	// A session is in the registry from its hello on (see hello), and
+	// remove only removes s itself.
+	srv.registry.remove(s)
 	if s.registered {
-		srv.registry.remove(s)
 		s.leave()
 	}
 	return gnet.None

@@ -29,6 +29,16 @@ func (s *session) hello(m *webpush.ClientMessage) {
 	s.connectedAt = time.Now().UnixMilli()
 	s.srv.wheel.schedule(s, time.Now().UnixMilli()+s.srv.cfg.PingInterval.Milliseconds())
 	connectedAt := s.connectedAt
+	if known {
+		// Findable before the router record names this connection: a
+		// push routed here meanwhile then gets "busy" (and a storage check
+		// is owed) rather than "not here", which would make the endpoint
+		// clear the node_id this hello is writing and store the push
+		// after the hello's check has read (it would wait for the next
+		// reconnect). An older local connection is evicted now.
+		s.uaid = uaid
+		s.enroll()
+	}
 	if !s.srv.workers.submit(func() { s.srv.helloJob(s, uaid, known, connectedAt) }) {
 		s.srv.metrics.overloaded.Inc()
 		s.fail("storage", ws.StatusTryAgainLater, "server overloaded")
@@ -103,10 +113,17 @@ func (s *session) helloDone(res helloResult) {
 	if res.fresh {
 		s.srv.metrics.helloNewUAID.Inc()
 	}
-	s.uaid, s.cursor, s.state, s.registered = res.uaid, res.cursor, stReady, true
-	if old := s.srv.registry.put(s); old != nil && old != s {
-		old.onLoop(func() { old.evict(s.connectedAt) })
+	if res.uaid != s.uaid {
+		// Unknown, or a fresh uaid: registered under the one it asked for.
+		s.srv.registry.remove(s)
+		s.uaid = res.uaid
 	}
+	if !s.enroll() {
+		// A newer connection of this user agent is here: it wins.
+		s.fail("storage", ws.StatusPolicyViolation, "connected elsewhere")
+		return
+	}
+	s.cursor, s.state, s.registered = res.cursor, stReady, true
 	s.sendJSON(func(b []byte) []byte { return webpush.AppendHelloReply(b, s.uaid, 200, nil, nil) })
 	if s.closed() {
 		return
@@ -119,6 +136,18 @@ func (s *session) helloDone(res helloResult) {
 		return
 	}
 	s.requestCheck()
+}
+
+// enroll puts the session in the node's registry under s.uaid and
+// evicts an older local connection of the same user agent; false when a
+// newer one holds it.
+func (s *session) enroll() bool {
+	old, ok := s.srv.registry.put(s)
+	if old != nil {
+		connectedAt := s.connectedAt
+		old.onLoop(func() { old.evict(connectedAt) })
+	}
+	return ok
 }
 
 // evict closes this connection because a newer one of the same user agent

@@ -30,15 +30,22 @@ func (r *registry) shard(uaid [16]byte) *struct {
 	return &r.shards[uaid[15]%64]
 }
 
-// put registers s for its UAID and returns the session it replaced (an
-// older connection of the same user agent), if any.
-func (r *registry) put(s *session) *session {
+// put registers s for its UAID and returns the session it displaced (an
+// older connection of the same user agent), if any. A newer connection
+// is never displaced: then s is not registered, and put returns nil.
+func (r *registry) put(s *session) (old *session, ok bool) {
 	sh := r.shard(s.uaid)
 	sh.Lock()
 	defer sh.Unlock()
-	old := sh.m[s.uaid]
+	old = sh.m[s.uaid]
+	if old != nil && old != s && old.connectedAt > s.connectedAt {
+		return nil, false
+	}
 	sh.m[s.uaid] = s
-	return old
+	if old == s {
+		old = nil
+	}
+	return old, true
 }
 
 // get returns the session holding uaid, or nil.

@@ -47,7 +47,7 @@ type session struct {
 
 	queued       bool // in a wheel slot (the wheel's, under its lock)
 	state        uint8
-	registered   bool // in the registry, with a router record naming this node
+	registered   bool // hello done: the router record names this connection
 	pingOut      bool // a keepalive ping is unanswered
 	clientPinged bool
 }
