@@ -1,0 +1,317 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/storage/scylla"
+)
+
+// cluster is the system under test: the engine processes and the endpoint
+// this run started, sharing one storage.
+type cluster struct {
+	cfg      *Config
+	log      io.Writer
+	dir      string // the run's scratch directory (binaries, embedded data)
+	binDir   string
+	storage  string // "scylla" or "embedded"
+	keyspace string
+	engines  []*child
+	endpoint *child // autoendpoint; nil for hold, or when a devserver is both
+	// devserver: one process holds the engine and the endpoint (embedded
+	// storage), so its memory includes the endpoint's.
+	devserver   bool
+	wsAddrs     []string
+	metricsURLs []string
+	endpointURL string
+}
+
+// ClusterInfo describes the system under test in the report.
+type ClusterInfo struct {
+	Storage     string   `json:"storage"`
+	Engines     int      `json:"engines"`
+	EngineKind  string   `json:"engine_kind"` // autoconnect, or devserver (engine and endpoint in one process)
+	EnginePIDs  []int    `json:"engine_pids"`
+	EngineAddrs []string `json:"engine_addrs"`
+	Endpoint    string   `json:"endpoint_url,omitempty"`
+	Keyspace    string   `json:"keyspace,omitempty"`
+	CQLHosts    []string `json:"cql_hosts,omitempty"`
+	Workers     int      `json:"workers"`
+}
+
+func (c *cluster) info() ClusterInfo {
+	ci := ClusterInfo{Storage: c.storage, Engines: len(c.engines), EngineKind: "autoconnect", EngineAddrs: c.wsAddrs,
+		Keyspace: c.keyspace}
+	if c.endpoint != nil || c.devserver {
+		ci.Endpoint = c.endpointURL
+	}
+	if c.devserver {
+		ci.EngineKind = "devserver"
+	}
+	if c.storage == "scylla" {
+		ci.CQLHosts = c.cfg.CQLHosts
+	}
+	for _, e := range c.engines {
+		ci.EnginePIDs = append(ci.EnginePIDs, e.pid())
+	}
+	return ci
+}
+
+// startCluster builds (or finds) the binaries, makes the storage, and
+// starts the engines and, when the scenario sends pushes, the endpoint.
+func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer) (c *cluster, err error) {
+	c = &cluster{cfg: cfg, log: log, storage: "embedded"}
+	if len(cfg.CQLHosts) > 0 {
+		c.storage = "scylla"
+	}
+	if c.dir, err = os.MkdirTemp("", "loadtest-"); err != nil {
+		return nil, fmt.Errorf("loadtest: scratch dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			c.stop()
+			c = nil
+		}
+	}()
+	c.devserver = c.storage == "embedded" && cfg.sends()
+	var bins []string
+	switch {
+	case c.devserver:
+		bins = []string{"devserver"}
+	case cfg.sends():
+		bins = []string{"autoconnect", "autoendpoint"}
+	default:
+		bins = []string{"autoconnect"}
+	}
+	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, log); err != nil {
+		return nil, err
+	}
+	key := webpush.GenerateKey()
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	c.endpointURL = "http://" + port
+	if c.storage == "scylla" {
+		if err := c.makeKeyspace(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if c.devserver {
+		return c, c.startDevserver(ctx, key, port, logDir)
+	}
+	if err := c.startEngines(ctx, key, logDir); err != nil {
+		return nil, err
+	}
+	if cfg.sends() {
+		env := append(c.storageEnv("AUTOEND"),
+			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
+			"AUTOEND__VERSION_FILE=")
+		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
+		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
+			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started")
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// storageEnv is the storage settings of a tier (prefix AUTOCONNECT or
+// AUTOEND).
+func (c *cluster) storageEnv(prefix string) []string {
+	if c.storage == "embedded" {
+		return []string{prefix + "__STORAGE=embedded", prefix + "__DATA_DIR=" + filepath.Join(c.dir, "data")}
+	}
+	return []string{prefix + "__STORAGE=scylla", prefix + "__CQL_HOSTS=" + strings.Join(c.cfg.CQLHosts, ","),
+		prefix + "__CQL_KEYSPACE=" + c.keyspace, prefix + "__CQL_CONSISTENCY=" + c.cfg.CQLConsistency}
+}
+
+// passThrough returns this process's variables with any of the prefixes:
+// the operator's AUTOCONNECT__*/AUTOEND__* settings win over the run's.
+func passThrough(prefixes ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		for _, p := range prefixes {
+			if strings.HasPrefix(kv, p) {
+				out = append(out, kv)
+			}
+		}
+	}
+	return out
+}
+
+func (c *cluster) makeKeyspace(ctx context.Context) error {
+	b := make([]byte, 4)
+	rand.Read(b)
+	c.keyspace = "loadtest_" + hex.EncodeToString(b)
+	sc := c.scyllaConfig()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := scylla.ApplySchema(ctx, sc, c.cfg.CQLReplication); err != nil {
+		c.keyspace = ""
+		return fmt.Errorf("loadtest: schema on %s: %w", strings.Join(c.cfg.CQLHosts, ","), err)
+	}
+	fmt.Fprintf(c.log, "loadtest: keyspace %s on %s\n", c.keyspace, strings.Join(c.cfg.CQLHosts, ","))
+	return nil
+}
+
+func (c *cluster) scyllaConfig() scylla.Config {
+	sc := scylla.DefaultConfig()
+	sc.Hosts, sc.Keyspace, sc.Consistency = c.cfg.CQLHosts, c.keyspace, c.cfg.CQLConsistency
+	sc.Timeout = 30 * time.Second
+	return sc
+}
+
+// startEngines starts the autoconnect processes, a few at a time.
+func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
+	n := c.cfg.engines()
+	c.engines = make([]*child, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			env := append(c.storageEnv("AUTOCONNECT"),
+				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
+				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
+				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
+			env = append(env, passThrough("AUTOCONNECT__")...)
+			c.engines[i], errs[i] = startChild(ctx, fmt.Sprintf("autoconnect-%d", i), filepath.Join(c.binDir, "autoconnect"), nil, env,
+				filepath.Join(logDir, fmt.Sprintf("autoconnect-%d.log", i)), "autoconnect started")
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, e := range c.engines {
+		c.wsAddrs = append(c.wsAddrs, e.field("listen"))
+		c.metricsURLs = append(c.metricsURLs, "http://"+e.field("node_api")+"/metrics")
+	}
+	return nil
+}
+
+// startDevserver runs both tiers in one process over the embedded store.
+func (c *cluster) startDevserver(ctx context.Context, key, port, logDir string) error {
+	data := filepath.Join(c.dir, "dev")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return err
+	}
+	// The devserver keeps its key in the data directory.
+	if err := os.WriteFile(filepath.Join(data, "crypto_key"), []byte(key+"\n"), 0o600); err != nil {
+		return err
+	}
+	args := []string{"-data-dir", data, "-ws", "127.0.0.1:0", "-node", "127.0.0.1:0", "-http", port,
+		"-endpoint-url", c.endpointURL, "-log-level", "info"}
+	ch, err := startChild(ctx, "devserver", filepath.Join(c.binDir, "devserver"), args, nil,
+		filepath.Join(logDir, "devserver.log"), "dev server ready")
+	if err != nil {
+		return err
+	}
+	c.engines = []*child{ch}
+	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.field("websocket"), "ws://"), "/")}
+	c.metricsURLs = []string{"http://" + ch.field("node_api") + "/metrics"}
+	return nil
+}
+
+// stop stops every process by its PID (engines drain on SIGTERM), drops the
+// keyspace unless kept, and removes the scratch directory.
+func (c *cluster) stop() {
+	var wg sync.WaitGroup
+	for _, p := range append(c.engines, c.endpoint) {
+		if p == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.stop(30 * time.Second); err != nil {
+				fmt.Fprintln(c.log, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if c.keyspace != "" && !c.cfg.KeepKeyspace {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := scylla.DropKeyspace(ctx, c.scyllaConfig()); err != nil {
+			fmt.Fprintf(c.log, "loadtest: drop keyspace %s: %v\n", c.keyspace, err)
+		}
+		cancel()
+	}
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// binaries returns a directory holding bins: binDir when given, else a
+// fresh build from this module into scratch.
+func binaries(ctx context.Context, binDir, scratch string, bins []string, log io.Writer) (string, error) {
+	if binDir != "" {
+		for _, b := range bins {
+			if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+				return "", fmt.Errorf("loadtest: -bin-dir: %w", err)
+			}
+		}
+		return binDir, nil
+	}
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(scratch, "bin")
+	pkgs := map[string]string{"autoconnect": "./engine/cmd/autoconnect", "autoendpoint": "./apitier/cmd/autoendpoint",
+		"devserver": "./tools/cmd/devserver"}
+	args := []string{"build", "-o", dir + "/"}
+	for _, b := range bins {
+		args = append(args, pkgs[b])
+	}
+	fmt.Fprintf(log, "loadtest: go %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("loadtest: building the service: %v\n%s", err, out)
+	}
+	return dir, nil
+}
+
+// moduleRoot finds this module's directory from the working directory.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", errors.New("loadtest: not inside the autopush module: run from the repository or pass -bin-dir")
+	}
+	b, err := os.ReadFile(gomod)
+	if err != nil || !strings.Contains(string(b), "module github.com/autopush-go/autopush\n") {
+		return "", fmt.Errorf("loadtest: %s is not the autopush module: pass -bin-dir", gomod)
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// freePort asks the OS for a free loopback port (for the endpoint, whose
+// URL the engines must know before it starts).
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("loadtest: free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}

@@ -1,0 +1,100 @@
+// Command loadtest measures the push service's capacity and latency: it
+// starts the engines (autoconnect) and the endpoint (autoendpoint) itself,
+// drives virtual user agents from forked worker processes, and writes a
+// JSON and an HTML report.
+//
+//	go run ./loadtest/cmd/loadtest hold -uas 200000 -connect-rate 1500
+//	go run ./loadtest/cmd/loadtest notify -rates 250,500,1000,2000
+//	go run ./loadtest/cmd/loadtest stored -messages 100000
+//	go run ./loadtest/cmd/loadtest churn -duration 100s
+//	go run ./loadtest/cmd/loadtest capacity            # the standard profile -> docs/capacity.md
+//
+// `loadtest <scenario> -help` lists the scenario's flags. The exit status
+// is 0 when the run passed, 1 when it measured a failure (a lost push, say),
+// 2 when it could not run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/autopush-go/autopush/loadtest"
+)
+
+func main() {
+	if loadtest.IsWorker() {
+		if err := loadtest.RunWorker(os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage()
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	name, rest := args[0], args[1:]
+	if name == "capacity" {
+		return exit(loadtest.Capacity(ctx, rest, os.Stdout, os.Stderr))
+	}
+	if !slices.Contains(loadtest.Scenarios, name) {
+		fmt.Fprintf(os.Stderr, "loadtest: unknown scenario %q\n\n", name)
+		usage()
+		return 2
+	}
+	cfg, err := loadtest.ParseFlags(name, rest, os.Stderr)
+	if err != nil {
+		return exit(err)
+	}
+	rep, err := loadtest.Run(ctx, cfg, os.Stdout, os.Stderr)
+	if err != nil {
+		return exit(err)
+	}
+	if !rep.Pass {
+		return 1
+	}
+	return 0
+}
+
+func exit(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, loadtest.ErrFailed):
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, err)
+	return 2
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `usage: loadtest <scenario> [flags]
+
+Scenarios (each one's -help lists its flags):
+  hold      idle user agents ramped in steps; engine memory per connection
+  notify    open-loop push rates; end-to-end latency percentiles
+  stored    pushes to offline user agents, reconnect and drain; exactly-once accounting
+  churn     connects and disconnects while pushes flow; exactly-once accounting
+  capacity  the standard profile of all four; writes docs/capacity.md
+
+The engines, the endpoint and the worker processes are started and stopped
+by this command. With CQL_HOSTS (or -cql-hosts) set they share that
+ScyllaDB/Cassandra; without it one engine process runs on the embedded
+store. Reports go to -out (default %s).
+`, loadtest.DefaultConfig(loadtest.Hold).Out)
+}

@@ -1,0 +1,123 @@
+package loadtest
+
+import (
+	"context"
+	"time"
+)
+
+// delivery runs stored and churn: pushes while the user agents are away
+// (stored: all of them; churn: coming and going), then everyone reconnects
+// and drains, and every push is accounted for.
+func (r *run) delivery(ctx context.Context) error {
+	cfg := &r.cfg
+	c, err := r.connectAll(ctx, "connect")
+	if err != nil {
+		return errRun("connect", err)
+	}
+	r.rep.Connect = c
+	r.logf("connected %s user agents in %.1fs", num(c.Connected), c.Seconds)
+	d := &DeliveryReport{UAs: cfg.UAs, Offered: cfg.PushRate}
+	r.rep.Delivery = d
+
+	var evs []event
+	var sendStart float64
+	if cfg.Scenario == Stored {
+		if err := r.disconnectAll(ctx, "offline"); err != nil {
+			return errRun("disconnect", err)
+		}
+		r.setPhase("store", int64(cfg.Messages), func(s Sample) int64 { return s.Sent })
+		sendStart = r.now()
+		evs, err = r.pool.all(ctx, func(wp *workerProc) command {
+			share := cfg.Messages*(wp.first+wp.uas)/cfg.UAs - cfg.Messages*wp.first/cfg.UAs
+			return command{Op: opSend, Send: &sendArgs{Rate: cfg.PushRate * float64(wp.uas) / float64(cfg.UAs),
+				Count: share, Pick: pickRoundRobin, Keep: true}}
+		})
+	} else {
+		if _, err := r.pool.all(ctx, churnCmd(true, cfg)); err != nil {
+			return errRun("churn", err)
+		}
+		before := r.pool.counters()
+		count := int64(cfg.PushRate * cfg.Duration.Seconds())
+		r.setPhase("churn", count, func(s Sample) int64 { return s.Sent })
+		sendStart = r.now()
+		start := time.Now()
+		evs, err = r.pool.all(ctx, func(wp *workerProc) command {
+			return command{Op: opSend, Send: &sendArgs{Rate: cfg.PushRate / float64(len(r.pool.ws)), Duration: cfg.Duration,
+				Pick: pickRandom, Keep: true}}
+		})
+		after := r.pool.counters()
+		d.ChurnConnects, d.ChurnCloses = after.Connects-before.Connects, after.Closes-before.Closes
+		d.ChurnRate = float64(d.ChurnConnects) / time.Since(start).Seconds()
+		if err == nil {
+			_, err = r.pool.all(ctx, churnCmd(false, cfg))
+		}
+	}
+	if err != nil {
+		return errRun("send", err)
+	}
+	st, err := mergeStage(cfg.PushRate, evs)
+	if err != nil {
+		return err
+	}
+	d.Scheduled, d.SendSeconds, d.Achieved, d.Errors = st.Scheduled, st.Seconds, st.Achieved, st.Errors
+	d.SendCPU = r.avgCPU(sendStart, r.now())
+	r.logf("sent %s pushes in %.1fs: %s accepted, errors %s", num(st.Scheduled), st.Seconds, num(st.Account.Accepted), countsOrNone(st.Errors))
+
+	reconnect, drainStart := time.Now(), r.now()
+	recv0 := r.pool.counters()
+	if _, err := r.connectAll(ctx, "reconnect"); err != nil {
+		return errRun("reconnect", err)
+	}
+	r.setPhase("drain", st.Account.Accepted, func(s Sample) int64 { return s.Acked })
+	devs, err := r.pool.all(ctx, func(*workerProc) command {
+		return command{Op: opDrain, Drain: &drainArgs{Timeout: cfg.DrainTimeout, Quiet: cfg.Quiet}}
+	})
+	if err != nil {
+		return errRun("drain", err)
+	}
+	lat := newHist()
+	var last int64
+	for _, ev := range devs {
+		d.Stalled += ev.Drain.Unacked
+		last = max(last, ev.Drain.LastRecv)
+		if err := mergeEncoded(lat, ev.Drain.Hist); err != nil {
+			return err
+		}
+	}
+	d.Latency = summarize(lat)
+	recv1 := r.pool.counters()
+	if last > reconnect.UnixNano() {
+		d.DrainSeconds = float64(last-reconnect.UnixNano()) / 1e9
+		d.DrainRate = float64(recv1.Received-recv0.Received) / d.DrainSeconds
+	}
+	d.DrainCPU = r.avgCPU(drainStart, drainStart+d.DrainSeconds)
+	r.logf("drained: %d accepted pushes still unacked; last first arrival %.1fs after the reconnect", d.Stalled, d.DrainSeconds)
+	if err := r.disconnectAll(ctx, "close"); err != nil {
+		return errRun("disconnect", err)
+	}
+	if cfg.VerifyReconnect {
+		if _, err := r.connectAll(ctx, "verify"); err != nil {
+			return errRun("verify reconnect", err)
+		}
+		if err := sleep(ctx, max(cfg.Quiet, time.Second)); err != nil {
+			return err
+		}
+		if err := r.disconnectAll(ctx, "close"); err != nil {
+			return errRun("disconnect", err)
+		}
+	}
+	aevs, err := r.pool.all(ctx, func(*workerProc) command { return command{Op: opAccount} })
+	if err != nil {
+		return errRun("account", err)
+	}
+	for _, ev := range aevs {
+		d.Account.add(*ev.Account)
+	}
+	return nil
+}
+
+func churnCmd(on bool, cfg *Config) func(*workerProc) command {
+	return func(*workerProc) command {
+		return command{Op: opChurn, Churn: &churnArgs{On: on, SessionMean: cfg.SessionMean, OfflineMean: cfg.OfflineMean}}
+	}
+}

@@ -1,0 +1,275 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// pool is the coordinator's side of the worker processes: this binary
+// re-executed with WorkerEnv set, driven over stdin/stdout.
+type pool struct {
+	ws     []*workerProc
+	nextID int
+}
+
+// workerProc is one worker process.
+type workerProc struct {
+	idx     int
+	first   int
+	uas     int
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	enc     *json.Encoder
+	replies chan event
+	exited  chan struct{}
+	logPath string
+
+	mu    sync.Mutex
+	stats workerStats
+	hists intervalHists
+	fatal string
+}
+
+// intervalHists are a worker's latency histograms since the monitor last
+// took them.
+type intervalHists struct {
+	lat, resp, lag, handshake *hdrhistogram.Histogram
+}
+
+func newIntervalHists() intervalHists {
+	return intervalHists{newHist(), newHist(), newHist(), newHist()}
+}
+
+func (h *intervalHists) merge(o intervalHists) {
+	h.lat.Merge(o.lat)
+	h.resp.Merge(o.resp)
+	h.lag.Merge(o.lag)
+	h.handshake.Merge(o.handshake)
+}
+
+// startPool starts n workers sharing uas user agents evenly.
+func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: own executable: %w", err)
+	}
+	p := &pool{}
+	for i := range n {
+		first, last := uas*i/n, uas*(i+1)/n
+		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan event, 4), exited: make(chan struct{}),
+			hists: newIntervalHists(), logPath: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
+		if err := wp.start(exe); err != nil {
+			p.stop()
+			return nil, err
+		}
+		p.ws = append(p.ws, wp)
+	}
+	return p, nil
+}
+
+func (wp *workerProc) start(exe string) error {
+	logf, err := os.Create(wp.logPath)
+	if err != nil {
+		return fmt.Errorf("loadtest: worker log: %w", err)
+	}
+	wp.cmd = exec.Command(exe)
+	wp.cmd.Env = append(os.Environ(), WorkerEnv+"=1")
+	wp.cmd.Stderr = logf
+	wp.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if wp.stdin, err = wp.cmd.StdinPipe(); err != nil {
+		logf.Close()
+		return err
+	}
+	stdout, err := wp.cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	if err := wp.cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("loadtest: start worker: %w", err)
+	}
+	wp.enc = json.NewEncoder(wp.stdin)
+	go func() {
+		wp.read(stdout)
+		wp.cmd.Wait()
+		logf.Close()
+		close(wp.exited)
+	}()
+	return nil
+}
+
+// read follows the worker's events until its stdout closes.
+func (wp *workerProc) read(r io.Reader) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var ev event
+		if err := dec.Decode(&ev); err != nil {
+			return
+		}
+		switch ev.Type {
+		case "stats":
+			wp.absorb(ev.Stats)
+		case "fatal":
+			wp.mu.Lock()
+			wp.fatal = ev.Err
+			wp.mu.Unlock()
+			wp.replies <- ev
+		default:
+			wp.replies <- ev
+		}
+	}
+}
+
+func (wp *workerProc) absorb(s *workerStats) {
+	if s == nil {
+		return
+	}
+	var h intervalHists
+	var errs []error
+	for _, x := range [...]struct {
+		dst **hdrhistogram.Histogram
+		b   []byte
+	}{{&h.lat, s.Lat}, {&h.resp, s.Resp}, {&h.lag, s.Lag}, {&h.handshake, s.Handshake}} {
+		*x.dst = newHist()
+		errs = append(errs, mergeEncoded(*x.dst, x.b))
+	}
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	s.Lat, s.Resp, s.Lag, s.Handshake = nil, nil, nil, nil
+	wp.stats = *s
+	if errors.Join(errs...) == nil {
+		wp.hists.merge(h)
+	}
+}
+
+// send issues c to every worker (mk makes each one's) and waits for all
+// the replies.
+func (p *pool) all(ctx context.Context, mk func(wp *workerProc) command) ([]event, error) {
+	p.nextID++
+	id := p.nextID
+	for _, wp := range p.ws {
+		c := mk(wp)
+		c.ID = id
+		if err := wp.enc.Encode(c); err != nil {
+			return nil, fmt.Errorf("loadtest: worker %d: send %s: %w", wp.idx, c.Op, err)
+		}
+	}
+	out := make([]event, len(p.ws))
+	for i, wp := range p.ws {
+		ev, err := wp.wait(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+func (wp *workerProc) wait(ctx context.Context, id int) (event, error) {
+	for {
+		select {
+		case ev := <-wp.replies:
+			if ev.Type == "fatal" {
+				return ev, fmt.Errorf("loadtest: worker %d failed: %s (log %s)", wp.idx, ev.Err, wp.logPath)
+			}
+			if ev.ID != id {
+				continue
+			}
+			return ev, nil
+		case <-wp.exited:
+			return event{}, fmt.Errorf("loadtest: worker %d exited (%v); its log %s ends:\n%s", wp.idx, wp.cmd.ProcessState, wp.logPath, logTail(wp.logPath))
+		case <-ctx.Done():
+			return event{}, ctx.Err()
+		}
+	}
+}
+
+// take sums the workers' latest counters and takes their interval
+// histograms: the monitor's, once per sample.
+func (p *pool) take() (workerStats, intervalHists) {
+	h := newIntervalHists()
+	for _, wp := range p.ws {
+		wp.mu.Lock()
+		h.merge(wp.hists)
+		wp.hists = newIntervalHists()
+		wp.mu.Unlock()
+	}
+	return p.counters(), h
+}
+
+// counters sums the workers' latest counters.
+func (p *pool) counters() workerStats {
+	var t workerStats
+	t.Reasons = map[string]int64{}
+	for _, wp := range p.ws {
+		wp.mu.Lock()
+		s := wp.stats
+		wp.mu.Unlock()
+		t.Connected += s.Connected
+		t.Connecting += s.Connecting
+		t.Connects += s.Connects
+		t.ConnectFail += s.ConnectFail
+		t.Dropped += s.Dropped
+		t.Closes += s.Closes
+		t.Sent += s.Sent
+		t.Accepted += s.Accepted
+		t.PostErrors += s.PostErrors
+		t.Received += s.Received
+		t.Acked += s.Acked
+		t.DupAfterAck += s.DupAfterAck
+		t.RedelivUnac += s.RedelivUnac
+		t.RedelivUnv += s.RedelivUnv
+		t.BadContent += s.BadContent
+		t.Misrouted += s.Misrouted
+		t.Unknown += s.Unknown
+		t.RSS += s.RSS
+		for k, v := range s.Reasons {
+			t.Reasons[k] += v
+		}
+	}
+	return t
+}
+
+// stop asks every worker to stop, then kills (by PID) any still running
+// after 15 seconds.
+func (p *pool) stop() {
+	for _, wp := range p.ws {
+		if wp.enc != nil {
+			wp.enc.Encode(command{Op: opStop})
+			wp.stdin.Close()
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, wp := range p.ws {
+		select {
+		case <-wp.exited:
+		case <-time.After(time.Until(deadline)):
+			wp.cmd.Process.Kill()
+			<-wp.exited
+		}
+	}
+}
+
+// logTail is the end of a log file, for error messages.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}

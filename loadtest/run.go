@@ -1,0 +1,376 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/autopush-go/autopush/internal/webpush"
+)
+
+// Run runs one scenario against processes it starts and stops itself, and
+// returns the report, also written to cfg.Out. stdout gets the summary,
+// stderr the progress and the run's own log lines. The error is about the
+// run itself; a run that measured a failure (lost pushes, say) returns a
+// report with Pass false and a nil error.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, out: stdout, log: stderr, started: time.Now()}
+	if len(cfg.CQLHosts) > 0 {
+		r.storagePID = storagePID()
+	}
+	if cfg.Commit == "" {
+		cfg.Commit = gitDescribe()
+	}
+	r.rep = &Report{Scenario: cfg.Scenario, Command: cfg.Command, Commit: cfg.Commit, Started: r.started, Config: cfg,
+		Machine: describeMachine()}
+	if err := r.execute(ctx); err != nil {
+		r.prog.stop()
+		return r.rep, err
+	}
+	r.rep.Seconds = time.Since(r.started).Seconds()
+	r.rep.Machine.LoadAvgEnd = loadAvg()
+	r.verdict()
+	files, err := r.rep.write(cfg.Out)
+	r.rep.Files = files
+	r.rep.printSummary(stdout)
+	return r.rep, err
+}
+
+// run is one Run in progress.
+type run struct {
+	cfg     Config
+	out     io.Writer
+	log     io.Writer
+	started time.Time
+	rep     *Report
+	cl      *cluster
+	pool    *pool
+	prog    *progress
+
+	cpu        cpuMeter // the monitor's
+	storagePID int      // the CQL server's, when known
+
+	mu     sync.Mutex
+	phase  string
+	total  int64
+	cur    func(Sample) int64
+	last   Sample
+	series []Sample
+}
+
+func (r *run) execute(ctx context.Context) (err error) {
+	logDir := filepath.Join(r.cfg.Out, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	r.prog = newProgress(r.log, r.cfg.Progress, r.cfg.SampleEvery)
+	r.logf("starting %d engine(s) and %d worker(s); logs in %s", r.cfg.engines(), r.cfg.workers(), logDir)
+	if r.cl, err = startCluster(ctx, &r.cfg, logDir, r.prog); err != nil {
+		return err
+	}
+	defer r.cl.stop()
+	if r.pool, err = startPool(ctx, r.cfg.workers(), r.cfg.UAs, logDir); err != nil {
+		return err
+	}
+	defer r.pool.stop()
+	r.rep.Cluster = r.cl.info()
+	r.rep.Cluster.Workers = len(r.pool.ws)
+	if err := r.setupWorkers(ctx); err != nil {
+		return err
+	}
+	stop := r.monitor()
+	defer func() {
+		stop()
+		r.rep.Series = r.series
+		r.prog.stop()
+	}()
+	switch r.cfg.Scenario {
+	case Hold:
+		err = r.hold(ctx)
+	case Notify:
+		err = r.notify(ctx)
+	case Stored, Churn:
+		err = r.delivery(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	s := r.pool.counters()
+	if len(s.Reasons) > 0 {
+		r.rep.Reasons = s.Reasons
+	}
+	return nil
+}
+
+// setupWorkers gives each worker its share of the run.
+func (r *run) setupWorkers(ctx context.Context) error {
+	var b [4]byte
+	rand.Read(b[:])
+	runID := binary.BigEndian.Uint32(b[:])
+	a := setupArgs{Run: runID, Engines: r.cl.wsAddrs, SourceIPs: r.cfg.SourceIPs, Channels: r.cfg.Channels,
+		Loops: r.cfg.Loops, MaxPending: max(1, r.cfg.MaxPending/len(r.pool.ws)), ConnectTimeout: r.cfg.ConnectTimeout,
+		ConnectRetries: r.cfg.ConnectRetries, PingInterval: r.cfg.PingInterval, SampleEvery: r.cfg.SampleEvery}
+	if r.cfg.sends() {
+		signer, err := webpush.NewVAPIDSigner("mailto:loadtest@example.com")
+		if err != nil {
+			return err
+		}
+		a.Keys, a.VAPIDPrivate, a.VAPIDSubject = true, signer.Private(), signer.Subject
+		a.VAPIDReuse, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.PayloadSize, r.cfg.TTL
+		a.SenderConns, a.MaxInFlight, a.PushTimeout = r.cfg.SenderConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
+		a.Trace = r.cfg.Trace
+	}
+	_, err := r.pool.all(ctx, func(wp *workerProc) command {
+		s := a
+		s.Index, s.First, s.UAs = wp.idx, wp.first, wp.uas
+		return command{Op: opSetup, Setup: &s}
+	})
+	return err
+}
+
+// setPhase names what the run is doing, for the series and the progress
+// bar: total is the phase's goal and cur reads progress towards it.
+func (r *run) setPhase(name string, total int64, cur func(Sample) int64) {
+	r.mu.Lock()
+	r.phase, r.total, r.cur = name, total, cur
+	r.mu.Unlock()
+	r.prog.phase(r.cfg.Scenario + ":" + name)
+}
+
+// monitor samples every SampleEvery until the returned stop is called.
+func (r *run) monitor() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.cfg.SampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-quit:
+				return
+			}
+			s := r.sample()
+			r.mu.Lock()
+			r.series = append(r.series, s)
+			r.last = s
+			total, cur := r.total, r.cur
+			r.mu.Unlock()
+			var done int64
+			if cur != nil {
+				done = cur(s)
+			}
+			r.prog.update(s, done, total)
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// sample reads the workers' counters and the processes' memory.
+func (r *run) sample() Sample {
+	ws, h := r.pool.take()
+	r.mu.Lock()
+	phase := r.phase
+	r.mu.Unlock()
+	s := Sample{T: time.Since(r.started).Seconds(), Phase: phase, Connected: ws.Connected, Connecting: ws.Connecting,
+		Connects: ws.Connects, ConnectFail: ws.ConnectFail, Dropped: ws.Dropped, WorkerRSS: ws.RSS,
+		Sent: ws.Sent, Accepted: ws.Accepted, PostErrors: ws.PostErrors, Received: ws.Received, Acked: ws.Acked}
+	s.Engine = sumEngines(r.engineSamples())
+	var engines, endpoint, workers []int
+	for _, e := range r.cl.engines {
+		engines = append(engines, e.pid())
+	}
+	if r.cl.endpoint != nil {
+		s.EndpointRSS, _ = procRSS(r.cl.endpoint.pid())
+		endpoint = append(endpoint, r.cl.endpoint.pid())
+	}
+	for _, wp := range r.pool.ws {
+		workers = append(workers, wp.cmd.Process.Pid)
+	}
+	s.CPU = r.cpu.read(engines, endpoint, workers, r.storagePID)
+	for _, x := range [...]struct {
+		dst **Latency
+		h   *intervalHists
+		get func(*intervalHists) Latency
+	}{
+		{&s.Latency, &h, func(h *intervalHists) Latency { return summarize(h.lat) }},
+		{&s.Response, &h, func(h *intervalHists) Latency { return summarize(h.resp) }},
+		{&s.Lag, &h, func(h *intervalHists) Latency { return summarize(h.lag) }},
+		{&s.Handshake, &h, func(h *intervalHists) Latency { return summarize(h.handshake) }},
+	} {
+		if l := x.get(x.h); l.Count > 0 {
+			*x.dst = &l
+		}
+	}
+	return s
+}
+
+// engineSamples reads every engine once.
+func (r *run) engineSamples() []EngineSample {
+	out := make([]EngineSample, len(r.cl.engines))
+	var wg sync.WaitGroup
+	for i, e := range r.cl.engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], _ = sampleEngine(e.pid(), r.cl.metricsURLs[i])
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// avgCPU averages the samples' CPU shares between two run times
+// (seconds since the start).
+func (r *run) avgCPU(from, to float64) CPU {
+	var c CPU
+	n := 0
+	for _, s := range r.seriesCopy() {
+		if s.T > from && s.T <= to+r.cfg.SampleEvery.Seconds()/2 {
+			c.Machine += s.CPU.Machine
+			c.Engines += s.CPU.Engines
+			c.Endpoint += s.CPU.Endpoint
+			c.Workers += s.CPU.Workers
+			c.Storage += s.CPU.Storage
+			n++
+		}
+	}
+	if n == 0 {
+		return CPU{Storage: -1}
+	}
+	f := float64(n)
+	c = CPU{Machine: round1(c.Machine / f), Engines: round1(c.Engines / f), Endpoint: round1(c.Endpoint / f), Workers: round1(c.Workers / f),
+		Storage: round1(c.Storage / f)}
+	if r.storagePID == 0 {
+		c.Storage = -1
+	}
+	return c
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// now is seconds since the run started.
+func (r *run) now() float64 { return time.Since(r.started).Seconds() }
+
+func (r *run) seriesCopy() []Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Sample(nil), r.series...)
+}
+
+// lastSample is the monitor's latest sample.
+func (r *run) lastSample() Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// logf prints a line of the run's narrative (on stderr, above the bar).
+func (r *run) logf(format string, args ...any) {
+	r.prog.println(fmt.Sprintf("loadtest: "+format, args...))
+}
+
+// connectAll connects every user agent and reports the ramp.
+func (r *run) connectAll(ctx context.Context, name string) (*ConnectReport, error) {
+	r.setPhase(name, int64(r.cfg.UAs), func(s Sample) int64 { return int64(s.Connected) })
+	start, t0 := time.Now(), r.now()
+	evs, err := r.pool.all(ctx, func(wp *workerProc) command {
+		return command{Op: opConnect, Connect: &connectArgs{Rate: r.cfg.ConnectRate / float64(len(r.pool.ws))}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &ConnectReport{Target: r.cfg.UAs, Offered: r.cfg.ConnectRate, Seconds: time.Since(start).Seconds()}
+	h := newHist()
+	for _, ev := range evs {
+		c.Connected += ev.Connect.Connected
+		c.Attempts += ev.Connect.Attempts
+		c.Failures += ev.Connect.Failures
+		if err := mergeEncoded(h, ev.Connect.Handshake); err != nil {
+			return nil, err
+		}
+	}
+	c.Handshake = summarize(h)
+	c.CPU = r.avgCPU(t0, r.now())
+	c.Achieved = float64(c.Attempts-c.Failures) / c.Seconds
+	return c, nil
+}
+
+// disconnectAll closes every connection cleanly.
+func (r *run) disconnectAll(ctx context.Context, name string) error {
+	r.setPhase(name, 0, nil)
+	_, err := r.pool.all(ctx, func(*workerProc) command { return command{Op: opDisconnect} })
+	return err
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// verdict decides Pass from what the scenario measured.
+func (r *run) verdict() {
+	var p []string
+	if c := r.rep.Connect; c != nil && c.Connected < c.Target {
+		p = append(p, fmt.Sprintf("only %d of %d user agents connected", c.Connected, c.Target))
+	}
+	if h := r.rep.Hold; h != nil {
+		if h.DroppedDuringRun > 0 {
+			p = append(p, fmt.Sprintf("%d connections dropped", h.DroppedDuringRun))
+		}
+		if b := r.cfg.Budget; b > 0 && r.cfg.UAs >= BudgetFrom && float64(h.RSSPerConn) > float64(b) {
+			p = append(p, fmt.Sprintf("engine RSS %.0f B per connection is over the %d B budget", float64(h.RSSPerConn), b))
+		}
+	}
+	if n := r.rep.Notify; n != nil {
+		for _, s := range n.Stages {
+			if !s.Account.Exact() {
+				p = append(p, fmt.Sprintf("at %.0f/s: %d lost, %d duplicated after ack, %d bad content", s.Offered,
+					s.Account.Lost, s.Account.DuplicatedAfterAck, s.Account.BadContent+s.Account.Misrouted+s.Account.Unknown))
+			}
+		}
+	}
+	if d := r.rep.Delivery; d != nil {
+		a := d.Account
+		if a.Accepted < d.Scheduled {
+			p = append(p, fmt.Sprintf("only %d of %d pushes accepted (errors: %s): lower -push-rate to what the system sustains",
+				a.Accepted, d.Scheduled, countsOrNone(d.Errors)))
+		}
+		if d.Stalled > 0 {
+			p = append(p, fmt.Sprintf("%d pushes stalled: not delivered to their user agent, connected for the whole %s drain (see STALLED in the worker logs)",
+				d.Stalled, r.cfg.DrainTimeout))
+		}
+		if !a.Exact() || a.Unacked > 0 {
+			p = append(p, fmt.Sprintf("%d lost, %d duplicated after ack, %d unacked, %d bad content", a.Lost, a.DuplicatedAfterAck,
+				a.Unacked, a.BadContent+a.Misrouted+a.Unknown))
+		}
+	}
+	r.rep.Problems = p
+	r.rep.Pass = len(p) == 0
+}
+
+// errRun wraps a scenario step's failure.
+func errRun(step string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("loadtest: %s: interrupted", step)
+	}
+	return fmt.Errorf("loadtest: %s: %w", step, err)
+}

@@ -1,0 +1,259 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The scenarios run end to end at small N: the real autoconnect,
+// autoendpoint (or devserver) binaries, this test binary re-executed as
+// the worker processes. With CQL_HOSTS set (make test) they use two engine
+// processes on that Cassandra; without it, one engine on the embedded
+// store.
+
+func TestMain(m *testing.M) {
+	if IsWorker() {
+		if err := RunWorker(os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// The service binaries, built once for this test binary.
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// testBinaries builds the service binaries the runs need (without the
+// race detector: they are the system under test, not this package):
+// autoconnect and autoendpoint on CQL, autoconnect and devserver on the
+// embedded store.
+func testBinaries(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		prerequisite(t, "the go command is needed to build the service binaries (put Go on PATH)")
+	}
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "loadtest-bin-"); buildErr != nil {
+			return
+		}
+		bins := []string{"autoconnect", "devserver"}
+		if os.Getenv("CQL_HOSTS") != "" {
+			bins = []string{"autoconnect", "autoendpoint"}
+		}
+		_, buildErr = binaries(context.Background(), "", binDir, bins, testWriter{t})
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "bin")
+}
+
+// prerequisite fails in CI (CI=true) and skips elsewhere, saying how to
+// get what is missing.
+func prerequisite(t *testing.T, how string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(how)
+	}
+	t.Skip(how)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// smallConfig is a scenario's config at test size.
+func smallConfig(t *testing.T, scenario string) Config {
+	cfg := DefaultConfig(scenario)
+	cfg.BinDir = testBinaries(t)
+	cfg.Out = t.TempDir()
+	cfg.Progress = "lines"
+	cfg.SampleEvery = 250 * time.Millisecond
+	cfg.Command = "go test -run " + t.Name()
+	cfg.ConnectRate = 2000
+	if len(cfg.CQLHosts) > 0 {
+		cfg.Engines = 2
+	}
+	return cfg
+}
+
+func runScenario(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	start := time.Now()
+	rep, err := Run(ctx, cfg, &out, testWriter{t})
+	t.Logf("%s in %.1fs:\n%s", cfg.Scenario, time.Since(start).Seconds(), out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !rep.Pass {
+		t.Errorf("run failed: %v", rep.Problems)
+		logFindings(t, cfg.Out)
+	}
+	if !strings.Contains(out.String(), "RESULT scenario="+cfg.Scenario) {
+		t.Errorf("no RESULT line")
+	}
+	checkFiles(t, rep)
+	return rep
+}
+
+// logFindings logs what the workers logged about pushes gone wrong, and
+// keeps the run's logs for a post-mortem.
+func logFindings(t *testing.T, out string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(out, "logs", "*.log"))
+	keep, err := os.MkdirTemp("", "loadtest-failed-")
+	if err == nil {
+		for _, l := range logs {
+			if b, err := os.ReadFile(l); err == nil {
+				os.WriteFile(filepath.Join(keep, filepath.Base(l)), b, 0o644)
+			}
+		}
+		t.Logf("logs kept in %s", keep)
+	}
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "LOST") || strings.Contains(line, "STALLED") || strings.Contains(line, "DUPLICATE") {
+				t.Log(line)
+			}
+		}
+	}
+}
+
+// checkFiles: the JSON report reads back, the HTML page is whole.
+func checkFiles(t *testing.T, rep *Report) {
+	t.Helper()
+	if len(rep.Files) != 2 {
+		t.Fatalf("report files %v", rep.Files)
+	}
+	b, err := os.ReadFile(rep.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("JSON report: %v", err)
+	}
+	if back.Scenario != rep.Scenario || len(back.Series) == 0 || back.Machine.CPUs == 0 {
+		t.Errorf("JSON report: scenario %q, %d samples, %d CPUs", back.Scenario, len(back.Series), back.Machine.CPUs)
+	}
+	h, err := os.ReadFile(rep.Files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(h)
+	if !strings.HasSuffix(page, "</html>\n") || !strings.Contains(page, "<svg") || strings.Contains(page, "NaN") {
+		t.Errorf("HTML report incomplete or with NaN (%d bytes)", len(page))
+	}
+}
+
+func TestHoldSmall(t *testing.T) {
+	cfg := smallConfig(t, Hold)
+	cfg.UAs, cfg.Workers, cfg.Channels = 300, 2, 2
+	cfg.Steps, cfg.Settle, cfg.Samples, cfg.Hold = 2, 300*time.Millisecond, 2, 500*time.Millisecond
+	rep := runScenario(t, cfg)
+	h := rep.Hold
+	if rep.Connect.Connected != cfg.UAs || h.ConnectedEnd != cfg.UAs {
+		t.Errorf("connected %d, at the end %d; want %d", rep.Connect.Connected, h.ConnectedEnd, cfg.UAs)
+	}
+	if len(h.Points) != cfg.Steps+1 {
+		t.Fatalf("%d memory points, want %d", len(h.Points), cfg.Steps+1)
+	}
+	last := h.Points[len(h.Points)-1]
+	if last.Connections != cfg.UAs || last.Engine.Connections != cfg.UAs || last.Engine.Clients != cfg.UAs {
+		t.Errorf("last point: %d user agents, engines count %d connections %d clients", last.Connections,
+			last.Engine.Connections, last.Engine.Clients)
+	}
+	if len(last.PerEngine) != rep.Cluster.Engines || last.Engine.RSS <= 0 || last.Engine.Anon <= 0 || last.Engine.Goroutines <= 0 {
+		t.Errorf("last point: %+v", last)
+	}
+	if h.GoroutinesEnd > h.GoroutinesStart+20*rep.Cluster.Engines {
+		t.Errorf("engine goroutines grew with connections: %d -> %d", h.GoroutinesStart, h.GoroutinesEnd)
+	}
+	if rep.Connect.Handshake.Count != int64(cfg.UAs) {
+		t.Errorf("%d handshakes timed, want %d", rep.Connect.Handshake.Count, cfg.UAs)
+	}
+}
+
+func TestNotifySmall(t *testing.T) {
+	cfg := smallConfig(t, Notify)
+	cfg.UAs, cfg.Rates = 60, []float64{40, 80}
+	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 2
+	rep := runScenario(t, cfg)
+	n := rep.Notify
+	if len(n.Stages) != len(cfg.Rates) {
+		t.Fatalf("%d stages, want %d", len(n.Stages), len(cfg.Rates))
+	}
+	for _, s := range n.Stages {
+		want := int64(s.Offered * cfg.StageTime.Seconds())
+		if s.Scheduled != want || s.Account.Accepted != want || s.Account.Delivered != want || s.Account.Lost != 0 {
+			t.Errorf("at %v/s: scheduled %d, %+v; want %d accepted and delivered", s.Offered, s.Scheduled, s.Account, want)
+		}
+		// The measured window leaves the warm-up out.
+		if s.Latency.Count == 0 || s.Latency.Count >= want || s.Latency.P50 <= 0 || s.Latency.Max < s.Latency.P99 {
+			t.Errorf("at %v/s: latency %+v", s.Offered, s.Latency)
+		}
+	}
+}
+
+func TestStoredSmall(t *testing.T) {
+	cfg := smallConfig(t, Stored)
+	cfg.UAs, cfg.Messages, cfg.PushRate = 40, 400, 400
+	cfg.Quiet, cfg.DrainTimeout, cfg.Trace = 500*time.Millisecond, 20*time.Second, true
+	rep := runScenario(t, cfg)
+	checkDelivery(t, rep, int64(cfg.Messages))
+	if rep.Delivery.DrainSeconds <= 0 || rep.Delivery.DrainRate <= 0 {
+		t.Errorf("drain %.2fs at %.0f/s", rep.Delivery.DrainSeconds, rep.Delivery.DrainRate)
+	}
+}
+
+func TestChurnSmall(t *testing.T) {
+	cfg := smallConfig(t, Churn)
+	cfg.UAs, cfg.Workers = 60, 2
+	cfg.Duration, cfg.PushRate, cfg.SessionMean, cfg.OfflineMean = 3*time.Second, 100, 400*time.Millisecond, 200*time.Millisecond
+	cfg.Quiet, cfg.DrainTimeout, cfg.Trace = 500*time.Millisecond, 20*time.Second, true
+	rep := runScenario(t, cfg)
+	checkDelivery(t, rep, 300)
+	if rep.Delivery.ChurnConnects == 0 || rep.Delivery.ChurnCloses == 0 {
+		t.Errorf("no churn: %d connects, %d closes", rep.Delivery.ChurnConnects, rep.Delivery.ChurnCloses)
+	}
+}
+
+func checkDelivery(t *testing.T, rep *Report, want int64) {
+	t.Helper()
+	a := rep.Delivery.Account
+	if rep.Delivery.Scheduled != want || a.Accepted != want || a.Delivered != want || !a.Exact() || a.Unacked != 0 {
+		t.Errorf("scheduled %d, accounting %+v; want %d accepted, delivered exactly once", rep.Delivery.Scheduled, a, want)
+	}
+	if rep.Delivery.Latency.Count != want {
+		t.Errorf("%d first arrivals timed, want %d", rep.Delivery.Latency.Count, want)
+	}
+}
