@@ -73,6 +73,19 @@ type Client struct {
 	AnswerPings bool
 }
 
+// FreeAddr reserves a loopback port and releases it: for a listener the
+// caller must name before it starts (a process's flag, or an endpoint URL
+// and so the VAPID audience).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // Dial opens a websocket to a node, offering Firefox's subprotocol.
 func Dial(t testing.TB, addr string) *Client {
 	t.Helper()

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -50,7 +49,7 @@ func Start(t testing.TB) *Stack {
 	// The endpoint URL must name the API tier's port before either tier
 	// is made (the engine mints endpoints with it, the API tier checks
 	// VAPID audiences against it), so the port is picked first.
-	addr := freeAddr(t)
+	addr := et.FreeAddr(t)
 	url := "http://" + addr
 
 	ecfg := et.Config()
@@ -74,17 +73,6 @@ func Start(t testing.TB) *Stack {
 		api.Shutdown(ctx)
 	})
 	return &Stack{Engine: node, API: api, Store: store, EndpointURL: url}
-}
-
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // Subscriber is a user agent with one subscription: its websocket, the

@@ -11,7 +11,6 @@ import (
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
-	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
 // service is both tiers in one process over one embedded store.
@@ -29,7 +28,7 @@ func startService(t *testing.T) *service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	addr := e2etest.FreePort(t)
+	addr := et.FreeAddr(t)
 	acfg := apitier.DefaultConfig()
 	acfg.Listen, acfg.EndpointURL, acfg.CryptoKey = addr, "http://"+addr, et.TestKey
 	acfg.VersionFile = ""

@@ -74,7 +74,7 @@ type tiers struct {
 func startTiers(t *testing.T) *tiers {
 	t.Helper()
 	cfg := cqltest.Keyspace(t, "e2e")
-	port := e2etest.FreePort(t)
+	port := et.FreeAddr(t)
 	storageEnv := func(prefix string) map[string]string {
 		return map[string]string{
 			prefix + "__STORAGE": "scylla", prefix + "__CQL_HOSTS": strings.Join(cfg.Hosts, ","),

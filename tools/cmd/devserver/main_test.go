@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,23 +13,13 @@ import (
 	"github.com/google/uuid"
 )
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // startDev runs the dev server until the test ends.
 func startDev(t *testing.T, dir string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *running, 1)
 	done := make(chan error, 1)
-	args := []string{"-data-dir", dir, "-ws", freePort(t), "-node", freePort(t), "-http", freePort(t), "-log-level", "warn"}
+	args := []string{"-data-dir", dir, "-ws", et.FreeAddr(t), "-node", et.FreeAddr(t), "-http", et.FreeAddr(t), "-log-level", "warn"}
 	var out bytes.Buffer
 	go func() { done <- run(ctx, args, &out, &out, ready) }()
 	select {

@@ -8,26 +8,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
 )
-
-// FreePort reserves a loopback port and releases it: the caller needs the
-// address before the process that will listen on it starts (the endpoint
-// URL, and so the VAPID audience, names it).
-func FreePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // InCI reports whether the tests run in CI, where a missing tool is a
 // failure rather than a reason to skip.

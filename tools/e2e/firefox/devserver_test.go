@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
@@ -34,7 +35,7 @@ func newDevserver(t *testing.T, binDir, logs string) *devserver {
 	e2etest.Build(t, binDir, "./tools/cmd/devserver")
 	d := &devserver{
 		bin: filepath.Join(binDir, "devserver"), dataDir: filepath.Join(logs, "data"), logs: logs,
-		ws: e2etest.FreePort(t), node: e2etest.FreePort(t), http: e2etest.FreePort(t),
+		ws: et.FreeAddr(t), node: et.FreeAddr(t), http: et.FreeAddr(t),
 	}
 	t.Cleanup(func() { d.stop(t) })
 	return d

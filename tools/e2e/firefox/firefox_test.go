@@ -16,6 +16,7 @@ import (
 	"time"
 
 	webpushgo "github.com/SherClockHolmes/webpush-go"
+	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
@@ -310,7 +311,7 @@ func burst(t *testing.T, d *devserver, pg *page, s *sender, n int) {
 func offline(t *testing.T, d *devserver, pg *page, s *sender, ff *browser) {
 	from := pg.mark()
 	d.stop(t)
-	d.start(t, e2etest.FreePort(t))
+	d.start(t, et.FreeAddr(t))
 	const topic = "offline-news"
 	older, newer := "offline: the older push (web-push)", "offline: the newer push (webpush-go)"
 	if res, err := s.npm(&older, topic); err != nil || res.Status != http.StatusCreated {
