@@ -366,15 +366,16 @@ func (s *session) drained() {
 	}
 	// Never past now - CursorLag: a message stamped earlier may still be
 	// on its way to storage (Config.CursorLag).
-	next := min(f.batchMax, uint64(time.Now().Add(-s.srv.cfg.CursorLag).UnixNano()))
-	if next > s.cursor {
-		s.cursor = next
-		uaid, cursor := s.uaid, s.cursor
-		s.submit(func() {
-			ctx, cancel := s.srv.ctx()
-			defer cancel()
-			s.srv.timed(func() error { return s.srv.store.AdvanceCursor(ctx, uaid, cursor) })
-		})
+	if f.batchMax > s.cursor {
+		if next := min(f.batchMax, uint64(time.Now().Add(-s.srv.cfg.CursorLag).UnixNano())); next > s.cursor {
+			s.cursor = next
+			uaid, cursor := s.uaid, s.cursor
+			s.submit(func() {
+				ctx, cancel := s.srv.ctx()
+				defer cancel()
+				s.srv.timed(func() error { return s.srv.store.AdvanceCursor(ctx, uaid, cursor) })
+			})
+		}
 	}
 	if f.more || f.recheck {
 		s.check()

@@ -197,9 +197,11 @@ func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 		s.asm = nil
 	}
 	s.state = stClosed
-	// A session is in the registry from its hello on (see hello), and
-	// remove only removes s itself.
-	srv.registry.remove(s)
+	// A session with a uaid may be in the registry, from its hello on
+	// (see hello); remove only removes s itself.
+	if s.uaid != ([16]byte{}) {
+		srv.registry.remove(s)
+	}
 	if s.registered {
 		s.leave()
 	}
