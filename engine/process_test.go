@@ -12,7 +12,6 @@ package engine_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +33,7 @@ import (
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 	"github.com/gobwas/ws"
 	"github.com/google/uuid"
 )
@@ -104,59 +104,13 @@ func procKeyspace(t *testing.T) (scylla.Config, storage.Store) {
 
 // procNode is one running autoconnect process.
 type procNode struct {
-	name    string
-	cmd     *exec.Cmd
-	stdout  *procOutput
-	stderr  *procOutput
-	done    chan struct{} // closed once the process has exited
-	waitErr error         // valid after done
+	*e2etest.Proc
+	name string
 
 	// From the process's "autoconnect started" line.
 	Listen  string // websocket address
 	NodeAPI string // node API address
 	NodeURL string // node API URL stored in router records
-}
-
-// procOutput collects a process's output and watches stdout for the start
-// line. Safe for concurrent use.
-type procOutput struct {
-	mu      sync.Mutex
-	all     bytes.Buffer
-	partial []byte
-	started chan map[string]any // receives the start line's Fields once
-	sent    bool
-}
-
-func (o *procOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.all.Write(p)
-	if o.started == nil || o.sent {
-		return len(p), nil
-	}
-	o.partial = append(o.partial, p...)
-	for {
-		i := bytes.IndexByte(o.partial, '\n')
-		if i < 0 {
-			break
-		}
-		line := o.partial[:i]
-		o.partial = o.partial[i+1:]
-		var rec struct{ Fields map[string]any }
-		if json.Unmarshal(line, &rec) == nil && rec.Fields["msg"] == "autoconnect started" {
-			o.started <- rec.Fields
-			o.sent = true
-			o.partial = nil
-			break
-		}
-	}
-	return len(p), nil
-}
-
-func (o *procOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.all.String()
 }
 
 // procEnv is the environment of a node: the parent's minus any
@@ -206,56 +160,30 @@ func scyllaSettings(t *testing.T, cfg scylla.Config) map[string]string {
 // output is logged if the test failed.
 func startProc(t *testing.T, name string, settings map[string]string) *procNode {
 	t.Helper()
-	bin := autoconnectBinary(t)
-	n := &procNode{
-		name:   name,
-		cmd:    exec.Command(bin),
-		stdout: &procOutput{started: make(chan map[string]any, 1)},
-		stderr: &procOutput{},
-		done:   make(chan struct{}),
+	cmd := exec.Command(autoconnectBinary(t))
+	cmd.Env = procEnv(settings)
+	p, err := e2etest.StartProc(cmd, "autoconnect started", procStartTimeout)
+	if err != nil {
+		t.Fatalf("node %s: %v", name, err)
 	}
-	n.cmd.Env = procEnv(settings)
-	n.cmd.Stdout, n.cmd.Stderr = n.stdout, n.stderr
-	if err := n.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		n.waitErr = n.cmd.Wait()
-		close(n.done)
-	}()
+	n := &procNode{Proc: p, name: name, Listen: p.Field("listen"), NodeAPI: p.Field("node_api"), NodeURL: p.Field("node_url")}
 	t.Cleanup(func() {
-		select {
-		case <-n.done:
-		default:
-			n.cmd.Process.Kill() // by PID: exec.Cmd holds this process's
-			<-n.done
-		}
+		n.Kill()
 		if t.Failed() {
-			t.Logf("---- node %s (pid %d, %v) stdout ----\n%s", name, n.cmd.Process.Pid, n.waitErr, n.stdout)
-			t.Logf("---- node %s stderr ----\n%s", name, n.stderr)
+			t.Logf("---- node %s (pid %d, exit %d) ----\n%s", name, n.PID(), n.ExitCode(), n.Output())
 		}
 	})
-	select {
-	case f := <-n.stdout.started:
-		n.Listen, _ = f["listen"].(string)
-		n.NodeAPI, _ = f["node_api"].(string)
-		n.NodeURL, _ = f["node_url"].(string)
-		if n.Listen == "" || n.NodeAPI == "" || n.NodeURL == "" {
-			t.Fatalf("node %s: start line without listen/node_api/node_url: %v", name, f)
-		}
-	case <-n.done:
-		t.Fatalf("node %s exited before starting: %v", name, n.waitErr)
-	case <-time.After(procStartTimeout):
-		t.Fatalf("node %s did not log its start line within %v", name, procStartTimeout)
+	if n.Listen == "" || n.NodeAPI == "" || n.NodeURL == "" {
+		t.Fatalf("node %s: start line without listen/node_api/node_url", name)
 	}
-	t.Logf("node %s: pid %d, websocket %s, node API %s", name, n.cmd.Process.Pid, n.Listen, n.NodeAPI)
+	t.Logf("node %s: pid %d, websocket %s, node API %s", name, n.PID(), n.Listen, n.NodeAPI)
 	return n
 }
 
 // signal sends sig to the node's PID.
 func (n *procNode) signal(t *testing.T, sig os.Signal) {
 	t.Helper()
-	if err := n.cmd.Process.Signal(sig); err != nil {
+	if err := n.Signal(sig); err != nil {
 		t.Fatalf("signal %v to node %s: %v", sig, n.name, err)
 	}
 }
@@ -264,11 +192,11 @@ func (n *procNode) signal(t *testing.T, sig os.Signal) {
 func (n *procNode) waitExit(t *testing.T, timeout time.Duration) int {
 	t.Helper()
 	select {
-	case <-n.done:
+	case <-n.Exited():
 	case <-time.After(timeout):
 		t.Fatalf("node %s still running %v after SIGTERM", n.name, timeout)
 	}
-	return n.cmd.ProcessState.ExitCode() // -1 when killed by a signal
+	return n.ExitCode() // -1 when killed by a signal
 }
 
 // procHTTP never keeps connections open: an idle keep-alive connection
@@ -454,7 +382,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 			select {
 			case <-stopLB:
 				return
-			case <-a.done:
+			case <-a.Exited():
 				return
 			default:
 			}
@@ -485,7 +413,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 	seen := <-lb
 	t.Logf("node A exited %d %v after SIGTERM; /__lbheartbeat__ answered %v while draining", exit, time.Since(sigAt).Round(time.Millisecond), seen)
 	if exit != 0 {
-		t.Fatalf("node A exit status %d (%v), want 0", exit, a.waitErr)
+		t.Fatalf("node A exit status %d, want 0", exit)
 	}
 	if !slices.Contains(seen, http.StatusServiceUnavailable) {
 		t.Errorf("/__lbheartbeat__ never answered 503 during the drain: %v", seen)
@@ -493,7 +421,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 	if i := slices.Index(seen, http.StatusServiceUnavailable); i >= 0 && slices.Contains(seen[i:], http.StatusOK) {
 		t.Errorf("/__lbheartbeat__ went back to 200 after 503: %v", seen)
 	}
-	if !strings.Contains(a.stdout.String(), `"msg":"draining"`) {
+	if !strings.Contains(string(a.Output()), `"msg":"draining"`) {
 		t.Errorf("node A logged no draining line")
 	}
 
@@ -555,11 +483,11 @@ func TestSIGTERMExitsZeroWhenIdle(t *testing.T) {
 	start := time.Now()
 	n.signal(t, syscall.SIGTERM)
 	if code := n.waitExit(t, procExitTimeout); code != 0 {
-		t.Fatalf("exit status %d (%v), want 0", code, n.waitErr)
+		t.Fatalf("exit status %d, want 0", code)
 	}
 	t.Logf("idle node exited 0 %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 	var drained bool
-	sc := bufio.NewScanner(strings.NewReader(n.stdout.String()))
+	sc := bufio.NewScanner(strings.NewReader(string(n.Output())))
 	for sc.Scan() {
 		var rec struct{ Fields map[string]any }
 		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Fields["msg"] == "draining" {
@@ -580,8 +508,8 @@ func TestSIGTERMRightAfterStartLine(t *testing.T) {
 		n := startProc(t, fmt.Sprintf("early-%d", i), procSettings(t))
 		n.signal(t, syscall.SIGTERM)
 		if code := n.waitExit(t, procExitTimeout); code != 0 {
-			t.Fatalf("run %d: exit status %d (%v) for a SIGTERM right after the start line, want 0 "+
-				"(main must call signal.Notify before srv.Start logs the start line)", i, code, n.waitErr)
+			t.Fatalf("run %d: exit status %d (-1: killed by the signal) for a SIGTERM right after the start line, want 0 "+
+				"(main must call signal.Notify before srv.Start logs the start line)", i, code)
 		}
 	}
 }
@@ -622,7 +550,7 @@ func TestHelloDuringSIGTERMDrainIsClosed(t *testing.T) {
 		t.Logf("late client got %s", text)
 	}
 	if code := n.waitExit(t, time.Until(deadline)+time.Second); code != 0 {
-		t.Fatalf("exit status %d (%v), want 0", code, n.waitErr)
+		t.Fatalf("exit status %d, want 0", code)
 	}
 	t.Logf("node exited %v after SIGTERM", time.Since(sigAt).Round(time.Millisecond))
 }

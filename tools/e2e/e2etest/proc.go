@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -84,6 +85,16 @@ func (p *Proc) Output() []byte {
 
 // Exited is closed once the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Signal sends sig to the process's PID.
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// ExitCode is the exit status once Exited is closed; -1 when a signal
+// killed the process.
+func (p *Proc) ExitCode() int {
+	<-p.exited
+	return p.cmd.ProcessState.ExitCode()
+}
 
 // Kill stops the process by its PID at once and waits for it.
 func (p *Proc) Kill() {
