@@ -9,7 +9,6 @@ import (
 
 	"github.com/autopush-go/autopush/internal/webpush"
 	"github.com/autopush-go/autopush/storage"
-	"github.com/autopush-go/autopush/storage/open"
 )
 
 // Config of an endpoint node. DefaultConfig holds every default; the
@@ -33,8 +32,8 @@ type Config struct {
 	NodeSecret string `conf:"node-secret" help:"shared secret for the connection nodes' internal API"`
 
 	// Storage settings (storage, data-dir, cql-*), shared with the other
-	// tier; defaults in open.DefaultSettings.
-	open.Settings
+	// tier; defaults in storage.DefaultSettings.
+	storage.Settings
 
 	// MaxDataBytes bounds a push's body as received (the encrypted
 	// payload, before base64). The reference's max_data_bytes is 5630
@@ -98,7 +97,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:             ":8082",
 		EndpointURL:        "http://localhost:8082",
-		Settings:           open.DefaultSettings(),
+		Settings:           storage.DefaultSettings(),
 		MaxDataBytes:       DefaultMaxDataBytes,
 		NodeTimeout:        3 * time.Second,
 		NodeConnectTimeout: time.Second,

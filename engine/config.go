@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/storage/open"
+	"github.com/autopush-go/autopush/storage"
 )
 
 // Config of a connection node. DefaultConfig holds every default; the
@@ -34,8 +34,8 @@ type Config struct {
 	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoendpoint (tools/cmd/autokey makes one)"`
 
 	// Storage settings (storage, data-dir, cql-*), shared with the other
-	// tier; defaults in open.DefaultSettings.
-	open.Settings
+	// tier; defaults in storage.DefaultSettings.
+	storage.Settings
 
 	// MaxConnections: upgrades beyond it get 503. Default 0: the fd ceiling.
 	MaxConnections int `conf:"max-connections" help:"refuse upgrades beyond this many connections (0: fd limit)"`
@@ -93,7 +93,7 @@ func DefaultConfig() Config {
 		Listen:         ":8080",
 		RouterListen:   "127.0.0.1:8081",
 		EndpointURL:    "http://localhost:8082",
-		Settings:       open.DefaultSettings(),
+		Settings:       storage.DefaultSettings(),
 		HelloTimeout:   10 * time.Second,
 		PingInterval:   5 * time.Minute,
 		PongTimeout:    30 * time.Second,

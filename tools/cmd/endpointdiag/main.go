@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(ep.KeyHash) > 0 {
 		rep.KeyHash = hex.EncodeToString(ep.KeyHash)
 	}
-	store, err := open.Store(ctx, open.Settings{Storage: *backend, DataDir: *dataDir, CQLHosts: strings.Split(*hosts, ","),
+	store, err := open.Store(ctx, storage.Settings{Storage: *backend, DataDir: *dataDir, CQLHosts: strings.Split(*hosts, ","),
 		CQLKeyspace: *keyspace, CQLConsistency: "LOCAL_QUORUM"}, nil)
 	if err != nil {
 		return err

@@ -1,0 +1,39 @@
+package storage
+
+import "fmt"
+
+// Settings selects and configures a backend. Both tiers embed it in their
+// config, so the storage settings (and their AUTOCONNECT__/AUTOEND__
+// variables and flags) are defined once; storage/open opens the backend
+// they name. Only the binaries and tools that open a store link the
+// backends.
+type Settings struct {
+	// Storage is "embedded" or "scylla". Default "embedded".
+	Storage string `conf:"storage" help:"storage backend: embedded or scylla"`
+	// DataDir holds the embedded store. Default "./data".
+	DataDir string `conf:"data-dir" help:"embedded storage directory"`
+	// CQLHosts, CQLKeyspace, CQLConsistency configure the scylla backend.
+	// Defaults "127.0.0.1:9042", "autopush", "LOCAL_QUORUM".
+	CQLHosts       []string `conf:"cql-hosts" help:"ScyllaDB contact points host:port,..."`
+	CQLKeyspace    string   `conf:"cql-keyspace" help:"ScyllaDB keyspace"`
+	CQLConsistency string   `conf:"cql-consistency" help:"ScyllaDB consistency level"`
+}
+
+// DefaultSettings returns the defaults documented on Settings.
+func DefaultSettings() Settings {
+	return Settings{
+		Storage:        "embedded",
+		DataDir:        "./data",
+		CQLHosts:       []string{"127.0.0.1:9042"},
+		CQLKeyspace:    "autopush",
+		CQLConsistency: "LOCAL_QUORUM",
+	}
+}
+
+// Validate reports a backend that does not exist.
+func (s *Settings) Validate() error {
+	if s.Storage != "embedded" && s.Storage != "scylla" {
+		return fmt.Errorf("storage %q is not embedded or scylla", s.Storage)
+	}
+	return nil
+}
