@@ -20,6 +20,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/common/ut"
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/webpush"
 	"github.com/autopush-go/autopush/storage"
@@ -141,13 +142,9 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t testing.TB) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("body %q is not JSON: %v", r.body, err)
-	}
-	return m
+// answer is r as apitiertest checks it.
+func (r response) answer() apitiertest.Answer {
+	return apitiertest.Answer{Status: r.code, Header: r.header, Body: r.body}
 }
 
 // perform runs one request through the handlers without a network.
@@ -167,76 +164,27 @@ func perform(s *Server, method, path string, body []byte, headers ...ut.Header) 
 // send makes a real request to a started node.
 func send(t testing.TB, s *Server, method, path string, body []byte, kv ...string) response {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, "http://"+s.Addr()+path, rd)
-	et.Must(t, err, "request")
-	for i := 0; i+1 < len(kv); i += 2 {
-		req.Header.Set(kv[i], kv[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	et.Must(t, err, method+" "+path)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{code: resp.StatusCode, header: resp.Header, body: b}
+	a := apitiertest.Send(t, method, "http://"+s.Addr()+path, body, kv...)
+	return response{code: a.Status, header: a.Header, body: a.Body}
 }
 
 // wantError checks an error answer: status, errno (0 for null) and the
 // body format.
 func wantError(t testing.TB, r response, code int, errno webpush.Errno) map[string]any {
 	t.Helper()
-	if r.code != code {
-		t.Fatalf("status %d, want %d (body %s)", r.code, code, r.body)
-	}
-	m := r.json(t)
-	var want any = float64(errno)
-	if errno == webpush.ErrnoNone {
-		want = nil
-	}
-	if m["code"] != float64(code) || m["errno"] != want || m["error"] != http.StatusText(code) ||
-		m["more_info"] != webpush.ErrnoMoreInfo || m["message"] == "" {
-		t.Fatalf("error body %s, want code %d errno %v", r.body, code, want)
-	}
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		t.Fatalf("error Content-Type %q", ct)
-	}
-	if code == http.StatusGone && r.header.Get("Cache-Control") != "max-age=86400" {
-		t.Fatalf("410 without Cache-Control: max-age=86400: %v", r.header)
-	}
-	if code == http.StatusServiceUnavailable && r.header.Get("Retry-After") == "" {
-		t.Fatalf("503 without Retry-After: %v", r.header)
-	}
-	return m
+	return apitiertest.WantError(t, r.answer(), code, errno)
 }
 
 // wantCreated checks a 201 and returns the message id of its Location.
 func wantCreated(t testing.TB, s *Server, r response, ttl string) string {
 	t.Helper()
-	if r.code != http.StatusCreated {
-		t.Fatalf("status %d, want 201 (body %s)", r.code, r.body)
-	}
-	if got := r.header.Get("TTL"); got != ttl {
-		t.Fatalf("TTL header %q, want %q", got, ttl)
-	}
-	loc := r.header.Get("Location")
-	id, ok := strings.CutPrefix(loc, strings.TrimRight(s.cfg.EndpointURL, "/")+"/m/")
-	if !ok || id == "" {
-		t.Fatalf("Location %q is not %s/m/{id}", loc, s.cfg.EndpointURL)
-	}
-	return id
+	return apitiertest.WantCreated(t, r.answer(), s.cfg.EndpointURL, ttl)
 }
 
 // stored returns every stored message of uaid.
 func stored(t testing.TB, s *Server, uaid uuid.UUID) []storage.Message {
 	t.Helper()
-	ctx := context.Background()
-	topics, err := s.store.TopicMessages(ctx, uaid, 100)
-	et.Must(t, err, "topic messages")
-	stamps, err := s.store.TimestampMessages(ctx, uaid, 0, 100)
-	et.Must(t, err, "timestamp messages")
-	return append(topics, stamps...)
+	return apitiertest.Stored(t, s.store, uaid)
 }
 
 // vapidKey is an application server's key pair.
