@@ -26,8 +26,8 @@ import (
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/settings"
-	"github.com/autopush-go/autopush/internal/stacktest"
 	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated sections of the docs")
@@ -151,17 +151,14 @@ func request(t *testing.T, method, url string, body []byte, hdr ...string) *http
 // each answer against the documents.
 func TestOpenAPIMatchesAnswers(t *testing.T) {
 	st := stacktest.Start(t)
-	api := newValidator(t, "openapi.yaml", st.EndpointURL)
-	signer, err := webpush.NewVAPIDSigner("mailto:ops@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := newValidator(t, "openapi.yaml", st.EndpointURL())
+	signer := stacktest.NewSigner(t)
 	sub := st.Subscribe(t, signer.Public)
 	body, err := webpush.EncryptAES128GCM([]byte("hi"), sub.Private.PublicKey().Bytes(), sub.Auth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := signer.Token(st.EndpointURL, timeIn(3600))
+	tok, _ := signer.Token(st.EndpointURL(), timeIn(3600))
 	auth := signer.Authorization(tok)
 	ep := sub.Endpoint
 
@@ -172,9 +169,9 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	api.check("push without Content-Encoding", request(t, "POST", ep, body, "TTL", "1", "Authorization", auth), 400)
 	api.check("bad Topic", request(t, "POST", ep, nil, "TTL", "1", "Topic", "no spaces", "Authorization", auth), 400)
 	api.check("too large", request(t, "POST", ep, make([]byte, apitier.DefaultMaxDataBytes+1), "TTL", "1", "Content-Encoding", "aes128gcm", "Authorization", auth), 413)
-	api.check("bad token", request(t, "POST", st.EndpointURL+"/wpush/v1/gAAAAAnotatoken", nil, "TTL", "1"), 404)
-	api.check("unknown version", request(t, "POST", st.EndpointURL+"/wpush/v9/gAAAAAnotatoken", nil, "TTL", "1"), 404)
-	api.check("versionless bad token", request(t, "POST", st.EndpointURL+"/wpush/gAAAAAnotatoken", nil, "TTL", "1"), 404)
+	api.check("bad token", request(t, "POST", st.EndpointURL()+"/wpush/v1/gAAAAAnotatoken", nil, "TTL", "1"), 404)
+	api.check("unknown version", request(t, "POST", st.EndpointURL()+"/wpush/v9/gAAAAAnotatoken", nil, "TTL", "1"), 404)
+	api.check("versionless bad token", request(t, "POST", st.EndpointURL()+"/wpush/gAAAAAnotatoken", nil, "TTL", "1"), 404)
 
 	gone := st.Subscribe(t, "")
 	gone.Send(map[string]any{"messageType": "unregister", "channelID": gone.CHID})
@@ -187,15 +184,15 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	if r.Status != 201 {
 		t.Fatalf("push to a client that left: %d %s", r.Status, r.Body)
 	}
-	api.check("delete a stored message", request(t, "DELETE", r.Location, nil), 204)
-	api.check("delete a bad id", request(t, "DELETE", st.EndpointURL+"/m/nope", nil), 404)
+	api.check("delete a stored message", request(t, "DELETE", r.Header.Get("Location"), nil), 204)
+	api.check("delete a bad id", request(t, "DELETE", st.EndpointURL()+"/m/nope", nil), 404)
 
 	for _, p := range []string{"/__heartbeat__", "/__lbheartbeat__", "/__version__", "/health", "/status", "/metrics"} {
-		api.check("GET "+p, request(t, "GET", st.EndpointURL+p, nil), 200)
+		api.check("GET "+p, request(t, "GET", st.EndpointURL()+p, nil), 200)
 	}
 
-	node := newValidator(t, "nodeapi.yaml", "http://"+st.Engine.RouterAddr())
-	base := "http://" + st.Engine.RouterAddr()
+	node := newValidator(t, "nodeapi.yaml", "http://"+st.NodeAddr())
+	base := "http://" + st.NodeAddr()
 	for _, p := range []string{"/__heartbeat__", "/__lbheartbeat__", "/__version__", "/health", "/metrics"} {
 		node.check("node GET "+p, request(t, "GET", base+p, nil), 200)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autopush-go/autopush/internal/stacktest"
+	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
 // family is a metric family as metrics.md documents it or as /metrics

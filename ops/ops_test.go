@@ -19,7 +19,7 @@ import (
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/settings"
-	"github.com/autopush-go/autopush/internal/stacktest"
+	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
 // The repository root, from this package's directory.

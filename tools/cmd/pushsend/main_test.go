@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autopush-go/autopush/internal/stacktest"
 	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
 func runT(t *testing.T, args ...string) (string, string, error) {
@@ -84,7 +84,7 @@ func TestSendDelivers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("send: %v\n%s%s", err, out, errs)
 		}
-		if !strings.HasPrefix(out, "201 Created") || !strings.Contains(out, "Location: "+st.EndpointURL+"/m/") ||
+		if !strings.HasPrefix(out, "201 Created") || !strings.Contains(out, "Location: "+st.EndpointURL()+"/m/") ||
 			!strings.Contains(out, "Ttl: 120") {
 			t.Errorf("output %q", out)
 		}
@@ -142,7 +142,7 @@ func TestSendPrintsRefusals(t *testing.T) {
 		t.Errorf("wrong VAPID key: %v %q", err, out)
 	}
 	// A token that does not decrypt: 404 errno 102.
-	out, _, err = runT(t, "send", "-endpoint", st.EndpointURL+"/wpush/v1/gAAAAAnotatoken")
+	out, _, err = runT(t, "send", "-endpoint", st.EndpointURL()+"/wpush/v1/gAAAAAnotatoken")
 	if err == nil || !strings.HasPrefix(out, "404 Not Found") || !strings.Contains(out, `"errno":102`) {
 		t.Errorf("bad token: %v %q", err, out)
 	}
@@ -171,8 +171,8 @@ func TestSendRejectsBadInput(t *testing.T) {
 func TestSmoke(t *testing.T) {
 	st := stacktest.Start(t)
 	for _, args := range [][]string{
-		{"smoke", "-ws", "ws://" + st.Engine.Addr() + "/", "-subject", "mailto:ops@example.com"},
-		{"smoke", "-ws", "ws://" + st.Engine.Addr() + "/", "-v1", "-encoding", "aesgcm", "-data", "v1 legacy"},
+		{"smoke", "-ws", "ws://" + st.WSAddr() + "/", "-subject", "mailto:ops@example.com"},
+		{"smoke", "-ws", "ws://" + st.WSAddr() + "/", "-v1", "-encoding", "aesgcm", "-data", "v1 legacy"},
 	} {
 		out, errs, err := runT(t, args...)
 		if err != nil || !strings.HasSuffix(out, "OK\n") || !strings.Contains(out, "received and decrypted") {

@@ -4,27 +4,43 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/webpush"
 )
 
-// PushResult is an endpoint node's answer to a push.
-type PushResult struct {
-	Status   int
-	Location string
-	Body     string
+// Authorization is signer's RFC 8292 Authorization header for this
+// stack's API tier (aud its origin), valid for an hour.
+func (s *Stack) Authorization(t testing.TB, signer *webpush.VAPIDSigner) string {
+	t.Helper()
+	tok, err := signer.Token(s.EndpointURL(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatalf("VAPID token: %v", err)
+	}
+	return signer.Authorization(tok)
+}
+
+// NewSigner is an application server's VAPID key pair, signing with sub
+// mailto:ops@example.com.
+func NewSigner(t testing.TB) *webpush.VAPIDSigner {
+	t.Helper()
+	signer, err := webpush.NewVAPIDSigner("mailto:ops@example.com")
+	if err != nil {
+		t.Fatalf("VAPID key: %v", err)
+	}
+	return signer
 }
 
 // Push sends data to endpoint as an application server does: encrypted
 // (aes128gcm) for sub when data is not empty, signed by signer unless it
-// is nil, with TTL 60 unless hdr (name, value pairs) sets it.
-func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string, signer *webpush.VAPIDSigner, hdr ...string) PushResult {
+// is nil, with TTL 60 unless hdr (name, value pairs; an empty value
+// removes the header) sets it.
+func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string, signer *webpush.VAPIDSigner, hdr ...string) apitiertest.Answer {
 	t.Helper()
 	var body []byte
 	h := http.Header{"Ttl": {"60"}}
@@ -37,11 +53,7 @@ func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string
 		h.Set("Content-Encoding", "aes128gcm")
 	}
 	if signer != nil {
-		tok, err := signer.Token(s.EndpointURL, time.Now().Add(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Set("Authorization", signer.Authorization(tok))
+		h.Set("Authorization", s.Authorization(t, signer))
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		if hdr[i+1] == "" {
@@ -55,18 +67,7 @@ func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string
 		t.Fatal(err)
 	}
 	req.Header = h
-	return do(t, req)
-}
-
-func do(t testing.TB, req *http.Request) PushResult {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return PushResult{Status: resp.StatusCode, Location: resp.Header.Get("Location"), Body: string(b)}
+	return apitiertest.Do(t, req)
 }
 
 // Exercise drives one of each kind of traffic the nodes count, so that
@@ -76,11 +77,8 @@ func do(t testing.TB, req *http.Request) PushResult {
 // and the operations routes.
 func (s *Stack) Exercise(t testing.TB) {
 	t.Helper()
-	signer, err := webpush.NewVAPIDSigner("mailto:ops@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := func(what string, r PushResult, status int) {
+	signer := NewSigner(t)
+	want := func(what string, r apitiertest.Answer, status int) {
 		t.Helper()
 		if r.Status != status {
 			t.Fatalf("%s: status %d, want %d: %s", what, r.Status, status, r.Body)
@@ -96,7 +94,7 @@ func (s *Stack) Exercise(t testing.TB) {
 	// A busy client: max-unacked pushes in flight, then one more is
 	// stored and the node told to check storage; acks drain it all.
 	b := s.Subscribe(t, "")
-	const n = 11 // enginetest's config keeps max-unacked at its default, 10
+	const n = 11 // Config keeps max-unacked at its default, 10
 	for i := range n {
 		want("push to a busy client", s.Push(t, b.Endpoint, b, "", nil, "Topic", topicFor(i)), 201)
 	}
@@ -109,25 +107,22 @@ func (s *Stack) Exercise(t testing.TB) {
 	et.Eventually(t, 5*time.Second, "the closed client to leave", func() bool { return s.clients(t) == 2 })
 	r := s.Push(t, c.Endpoint, c, "for later", nil)
 	want("stored push", r, 201)
-	req, _ := http.NewRequest(http.MethodDelete, r.Location, nil)
-	want("DELETE its Location", do(t, req), 204)
+	want("DELETE its Location", apitiertest.Send(t, http.MethodDelete, r.Header.Get("Location"), nil), 204)
 	want("TTL 0 push to nobody", s.Push(t, c.Endpoint, c, "", nil, "TTL", "0"), 201)
 
 	// Refusals: a v2 push without VAPID (109), a bad token (102), no TTL
 	// (111), a bad message id (102).
 	want("v2 push without VAPID", s.Push(t, a.Endpoint, a, "x", nil), 401)
-	want("bad token", s.Push(t, s.EndpointURL+"/wpush/v1/gAAAAAnotatoken", nil, "", nil), 404)
+	want("bad token", s.Push(t, s.EndpointURL()+"/wpush/v1/gAAAAAnotatoken", nil, "", nil), 404)
 	want("no TTL", s.Push(t, b.Endpoint, b, "", nil, "TTL", ""), 400)
-	req, _ = http.NewRequest(http.MethodDelete, s.EndpointURL+"/m/nope", nil)
-	want("bad message id", do(t, req), 404)
+	want("bad message id", apitiertest.Send(t, http.MethodDelete, s.EndpointURL()+"/m/nope", nil), 404)
 
 	b.Send(map[string]any{"messageType": "unregister", "channelID": b.CHID})
 	if m := b.Read(); m["messageType"] != "unregister" || m["status"] != 200.0 {
 		t.Fatalf("unregister reply %v", m)
 	}
-	for _, u := range []string{s.EndpointURL + "/__heartbeat__", "http://" + s.Engine.RouterAddr() + "/__heartbeat__"} {
-		req, _ := http.NewRequest(http.MethodGet, u, nil)
-		want("GET "+u, do(t, req), 200)
+	for _, u := range []string{s.EndpointURL() + "/__heartbeat__", "http://" + s.NodeAddr() + "/__heartbeat__"} {
+		want("GET "+u, apitiertest.Send(t, http.MethodGet, u, nil), 200)
 	}
 }
 
@@ -136,7 +131,7 @@ func topicFor(i int) string { return "t" + base64.RawURLEncoding.EncodeToString(
 // clients is the engine's registered client count (its /health).
 func (s *Stack) clients(t testing.TB) int {
 	var h struct{ Clients int }
-	if err := json.Unmarshal([]byte(get(t, "http://"+s.Engine.RouterAddr()+"/health")), &h); err != nil {
+	if err := json.Unmarshal([]byte(get(t, "http://"+s.NodeAddr()+"/health")), &h); err != nil {
 		t.Fatal(err)
 	}
 	return h.Clients

@@ -1,0 +1,14 @@
+// Package stack runs the whole push service in one process: a connection
+// node (engine) and an endpoint node (apitier) over one store, wired as a
+// deployment wires them: the endpoint URL is known before either tier
+// starts (the connection node mints endpoints under it, the endpoint node
+// checks VAPID audiences against its origin), both share the CRYPTO_KEY and
+// the node secret, and router records name the connection node's internal
+// API URL. The dev server (tools/cmd/devserver) runs it on a laptop;
+// stack/stacktest runs it in tests.
+//
+// It sits above both tiers and is the only package that imports both. It
+// must never import a test helper (engine/enginetest, stack/stacktest) nor
+// open a store itself: the caller owns the store, so a laptop and a test
+// choose their own.
+package stack

@@ -1,0 +1,273 @@
+// Package stacktest runs the whole service in one test process through
+// package stack (a connection node and an endpoint node over one embedded
+// store, on loopback, wired as a deployment wires them) and drives it as
+// user agents and application servers do: subscribe, push (encrypted and
+// VAPID-signed), receive and decrypt. The cross-tier tests (stack), the
+// API tier's benchmarks, and the tests of the tools and of the docs use it
+// to check what they say against running nodes.
+//
+// It must never be imported by non-test code.
+package stacktest
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/apitiertest"
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/stack"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/embedded"
+)
+
+// Stack is one running deployment and the store under it.
+type Stack struct {
+	*stack.Stack
+	// Store is the embedded store both tiers use (through Options.Through
+	// when set); the checks (Stored, NodeID) read it directly.
+	Store *embedded.Store
+}
+
+// Options change what StartWith runs. The zero value is Start's.
+type Options struct {
+	// Config changes the stack's settings (stack.Config.Engine and API
+	// hold each tier's) before it starts.
+	Config func(*stack.Config)
+	// NoSync opens the store without fsync, for benchmarks of the tiers'
+	// own cost.
+	NoSync bool
+	// Through returns the store the tiers use given the test's store: a
+	// wrapper that orders or counts calls.
+	Through func(storage.Store) storage.Store
+}
+
+// Config is the stack's config in tests: the websocket and node API
+// listeners on free loopback ports, the HTTP API on a free port picked
+// first (the endpoint URL names it), the test CRYPTO_KEY, quick timeouts,
+// no version file, no request log.
+func Config(t testing.TB) stack.Config {
+	t.Helper()
+	cfg := stack.DefaultConfig()
+	cfg.WSListen, cfg.NodeListen, cfg.HTTPListen = "127.0.0.1:0", "127.0.0.1:0", et.FreeAddr(t)
+	cfg.CryptoKey = et.TestKey
+	cfg.Engine.DrainWindow = 200 * time.Millisecond
+	cfg.Engine.StorageTimeout = 10 * time.Second
+	cfg.Engine.VersionFile = ""
+	cfg.API.VersionFile, cfg.API.RequestLog = "", false
+	cfg.API.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+// Start runs both tiers until the test ends.
+func Start(t testing.TB) *Stack { return StartWith(t, Options{}) }
+
+// StartWith runs both tiers as o says until the test ends, then drains
+// them.
+func StartWith(t testing.TB, o Options) *Stack {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	store, err := embedded.Open(embedded.Config{Dir: t.TempDir(), NoSync: o.NoSync, Logger: log})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	var through storage.Store = store
+	if o.Through != nil {
+		through = o.Through(store)
+	}
+	cfg := Config(t)
+	if o.Config != nil {
+		o.Config(&cfg)
+	}
+	st, err := stack.New(cfg, through, log)
+	if err != nil {
+		t.Fatalf("stack.New: %v", err)
+	}
+	if err := st.Start(); err != nil {
+		t.Fatalf("stack start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := st.Shutdown(ctx); err != nil {
+			t.Errorf("stack shutdown: %v", err)
+		}
+	})
+	return &Stack{Stack: st, Store: store}
+}
+
+// NodeID is the node_id of uaid's router record ("" when none is named).
+func (s *Stack) NodeID(t testing.TB, uaid string) string {
+	t.Helper()
+	u, err := s.Store.GetUser(context.Background(), uuid.MustParse(uaid))
+	if err != nil {
+		t.Fatalf("get user %s: %v", uaid, err)
+	}
+	return u.NodeID
+}
+
+// Stored returns every message stored for uaid.
+func (s *Stack) Stored(t testing.TB, uaid string) []storage.Message {
+	t.Helper()
+	return apitiertest.Stored(t, s.Store, uuid.MustParse(uaid))
+}
+
+// Subscriber is a user agent with one subscription: its websocket, the
+// endpoint it was given, and the keys a push to it is encrypted for.
+type Subscriber struct {
+	*et.Client
+	UAID, CHID, Endpoint string
+	Private              *ecdh.PrivateKey // the p256dh key pair
+	Auth                 []byte           // the auth secret (16 bytes)
+}
+
+// Subscribe connects a new user agent and registers one channel; a
+// non-empty vapidKey (an application server's public key, base64url)
+// makes a v2 endpoint bound to it.
+func (s *Stack) Subscribe(t testing.TB, vapidKey string) *Subscriber {
+	t.Helper()
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := &Subscriber{Client: et.Dial(t, s.WSAddr()), CHID: uuid.NewString(), Private: priv, Auth: make([]byte, 16)}
+	rand.Read(sub.Auth)
+	sub.UAID = sub.Hello("")
+	r := sub.Register(sub.CHID, vapidKey)
+	ep, _ := r["pushEndpoint"].(string)
+	if r["status"] != 200.0 || !strings.HasPrefix(ep, s.EndpointURL()+"/wpush/") {
+		t.Fatalf("register reply %v (endpoints under %s)", r, s.EndpointURL())
+	}
+	sub.Endpoint = ep
+	return sub
+}
+
+// Left is a user agent that subscribed and left: once it returns, the
+// node has cleared the router record's node_id, so a push to it is stored
+// by the endpoint under the id the endpoint answers. (Before that, a push
+// is written to the closing socket and stored by the node as it closes,
+// under a new sort key.)
+func (s *Stack) Left(t testing.TB) *Subscriber {
+	t.Helper()
+	sub := s.Subscribe(t, "")
+	sub.Close()
+	et.Eventually(t, 5*time.Second, "node_id cleared by the node", func() bool { return s.NodeID(t, sub.UAID) == "" })
+	return sub
+}
+
+// Reconnect opens a new connection for sub's user agent (hello with its
+// uaid) and returns it with the same subscription; sub's own connection is
+// left as it is.
+func (s *Stack) Reconnect(t testing.TB, sub *Subscriber) *Subscriber {
+	t.Helper()
+	again := *sub
+	again.Client = et.Dial(t, s.WSAddr())
+	if uaid := again.Hello(sub.UAID); uaid != sub.UAID {
+		t.Fatalf("hello: uaid %s, want %s", uaid, sub.UAID)
+	}
+	return &again
+}
+
+// P256DH is the subscription's public key as a subscription's JSON gives it.
+func (sub *Subscriber) P256DH() string {
+	return base64.RawURLEncoding.EncodeToString(sub.Private.PublicKey().Bytes())
+}
+
+// AuthSecret is the auth secret as a subscription's JSON gives it.
+func (sub *Subscriber) AuthSecret() string { return base64.RawURLEncoding.EncodeToString(sub.Auth) }
+
+// SubscriptionJSON is what PushSubscription.toJSON() gives an application.
+func (sub *Subscriber) SubscriptionJSON() string {
+	b, _ := json.Marshal(map[string]any{
+		"endpoint": sub.Endpoint,
+		"keys":     map[string]string{"p256dh": sub.P256DH(), "auth": sub.AuthSecret()},
+	})
+	return string(b)
+}
+
+// Notification is a notification as the user agent got it.
+type Notification struct {
+	Version  string
+	Encoding string // aes128gcm or aesgcm; "" without data
+	Data     []byte // decrypted; nil when it carried no data
+}
+
+// Notification reads the next message, which must be a notification for
+// the subscription, and decrypts it (aes128gcm or aesgcm, as its headers
+// say). It does not ack.
+func (sub *Subscriber) Notification(t testing.TB) Notification {
+	t.Helper()
+	m := sub.Read()
+	if m["messageType"] != "notification" || m["channelID"] != sub.CHID {
+		t.Fatalf("expected a notification for %s, got %v", sub.CHID, m)
+	}
+	n := Notification{}
+	n.Version, _ = m["version"].(string)
+	data, ok := m["data"].(string)
+	if !ok {
+		return n
+	}
+	body, err := base64.RawURLEncoding.DecodeString(data)
+	if err != nil {
+		t.Fatalf("notification data is not base64url: %v", err)
+	}
+	hdrs, _ := m["headers"].(map[string]any)
+	n.Encoding, _ = hdrs["encoding"].(string)
+	switch n.Encoding {
+	case "aes128gcm":
+		n.Data, err = webpush.DecryptAES128GCM(body, sub.Private, sub.Auth)
+	case "aesgcm":
+		encryption, _ := hdrs["encryption"].(string)
+		cryptoKey, _ := hdrs["crypto_key"].(string)
+		salt, dh, rs, perr := webpush.ParseAESGCMHeaders(encryption, cryptoKey)
+		if perr != nil {
+			t.Fatalf("aesgcm headers %v: %v", hdrs, perr)
+		}
+		n.Data, err = webpush.DecryptAESGCM(body, salt, dh, sub.Private, sub.Auth, webpush.ECERecordSize(rs))
+	default:
+		t.Fatalf("notification encoding %q", n.Encoding)
+	}
+	if err != nil {
+		t.Fatalf("decrypt (%s): %v", n.Encoding, err)
+	}
+	if n.Data == nil {
+		n.Data = []byte{}
+	}
+	return n
+}
+
+// Receive reads the next notification, decrypts it, acks it and returns
+// the plaintext.
+func (sub *Subscriber) Receive(t testing.TB) string {
+	t.Helper()
+	n := sub.Notification(t)
+	sub.Ack(sub.CHID, n.Version)
+	return string(n.Data)
+}
+
+// Metrics returns the /metrics text of the engine (its node API) and of
+// the API tier.
+func (s *Stack) Metrics(t testing.TB) (engineText, apiText string) {
+	t.Helper()
+	return get(t, "http://"+s.NodeAddr()+"/metrics"), get(t, s.EndpointURL()+"/metrics")
+}
+
+func get(t testing.TB, url string) string {
+	t.Helper()
+	a := apitiertest.Send(t, http.MethodGet, url, nil)
+	if a.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, a.Status)
+	}
+	return string(a.Body)
+}
