@@ -18,7 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,10 +25,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
 
@@ -64,9 +62,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	return o, fs.Parse(args)
 }
 
-// run starts both tiers and blocks until a signal (or until ready is
-// closed over, in tests: ready receives the running servers).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- *running) error {
+// run starts both tiers and blocks until a signal (or until ctx is done,
+// in tests: ready then receives the running stack).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- *stack.Stack) error {
 	o, err := parse(args, stderr)
 	if err != nil {
 		return err
@@ -89,61 +87,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 
-	api := apitier.DefaultConfig()
-	api.Listen, api.CryptoKey = o.httpListen, key
-	api.EndpointURL = o.endpointURL
-	if api.EndpointURL == "" {
-		api.EndpointURL = "http://" + o.httpListen
+	cfg := stack.DefaultConfig()
+	cfg.WSListen, cfg.NodeListen, cfg.HTTPListen = o.wsListen, o.nodeListen, o.httpListen
+	cfg.EndpointURL, cfg.CryptoKey = o.endpointURL, key
+	st, err := stack.New(cfg, store, log)
+	if err == nil {
+		err = st.Start()
 	}
-	ecfg := engine.DefaultConfig()
-	ecfg.Listen, ecfg.RouterListen, ecfg.CryptoKey, ecfg.EndpointURL = o.wsListen, o.nodeListen, key, api.EndpointURL
-	ecfg.DrainWindow = time.Second
-	r, err := start(ecfg, api, store, log)
 	if err != nil {
 		return err
 	}
-	log.Info("dev server ready", "websocket", "ws://"+r.node.Addr()+"/", "push_api", r.api.Addr(),
-		"node_api", r.node.RouterAddr(), "data_dir", o.dataDir)
-	fmt.Fprintf(stderr, "\nautopush-go dev server\n  Firefox: dom.push.serverURL = ws://%s/  (and dom.push.testing.allowInsecureServerURL = true)\n  Push API: http://%s\n\n", r.node.Addr(), r.api.Addr())
+	log.Info("dev server ready", "websocket", "ws://"+st.WSAddr()+"/", "push_api", st.HTTPAddr(),
+		"node_api", st.NodeAddr(), "data_dir", o.dataDir)
+	fmt.Fprintf(stderr, "\nautopush-go dev server\n  Firefox: dom.push.serverURL = ws://%s/  (and dom.push.testing.allowInsecureServerURL = true)\n  Push API: http://%s\n\n", st.WSAddr(), st.HTTPAddr())
 	if ready != nil {
-		ready <- r
+		ready <- st
 	}
 	select {
 	case <-sig:
 	case <-ctx.Done():
 	}
-	return r.stop()
-}
-
-// running holds the two tiers of one dev server.
-type running struct {
-	node *engine.Server
-	api  *apitier.Server
-}
-
-func start(ecfg engine.Config, acfg apitier.Config, store *embedded.Store, log *slog.Logger) (*running, error) {
-	node, err := engine.New(ecfg, store, log.With("tier", "autoconnect"))
-	if err != nil {
-		return nil, err
-	}
-	if err := node.Start(); err != nil {
-		return nil, err
-	}
-	api, err := apitier.New(acfg, store, log.With("tier", "autoendpoint"))
-	if err == nil {
-		err = api.Start()
-	}
-	if err != nil {
-		node.Close()
-		return nil, err
-	}
-	return &running{node: node, api: api}, nil
-}
-
-func (r *running) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return errors.Join(r.node.Drain(ctx), r.api.Shutdown(ctx))
+	return st.Shutdown(stopCtx)
 }
 
 // devKey returns the CRYPTO_KEY kept at path, making one on first start.

@@ -10,14 +10,15 @@ import (
 	"testing"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/stack"
 	"github.com/google/uuid"
 )
 
 // startDev runs the dev server until the test ends.
-func startDev(t *testing.T, dir string) *running {
+func startDev(t *testing.T, dir string) *stack.Stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan *running, 1)
+	ready := make(chan *stack.Stack, 1)
 	done := make(chan error, 1)
 	args := []string{"-data-dir", dir, "-ws", et.FreeAddr(t), "-node", et.FreeAddr(t), "-http", et.FreeAddr(t), "-log-level", "warn"}
 	var out bytes.Buffer
@@ -46,13 +47,13 @@ func TestDevServerPushRoundTripAndKeptKey(t *testing.T) {
 		t.Fatalf("dev crypto key not kept: %v", err)
 	}
 
-	c := et.Dial(t, r.node.Addr())
+	c := et.Dial(t, r.WSAddr())
 	c.Hello("")
 	chid := uuid.NewString()
 	reg := c.Register(chid, "")
 	endpoint, _ := reg["pushEndpoint"].(string)
-	if !strings.HasPrefix(endpoint, "http://"+r.api.Addr()+"/wpush/v1/") {
-		t.Fatalf("endpoint %q does not point at the push API %s", endpoint, r.api.Addr())
+	if !strings.HasPrefix(endpoint, "http://"+r.HTTPAddr()+"/wpush/v1/") {
+		t.Fatalf("endpoint %q does not point at the push API %s", endpoint, r.HTTPAddr())
 	}
 	req, _ := http.NewRequest(http.MethodPost, endpoint, nil)
 	req.Header.Set("TTL", "60")
