@@ -1,22 +1,19 @@
-package apitier
+package apitier_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
-	"github.com/cloudwego/hertz/pkg/app"
-	"github.com/cloudwego/hertz/pkg/app/server"
 	"github.com/gobwas/ws"
-	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/engine"
-	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/storage/embedded"
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/stack"
+	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
 // Benchmarks of a push through the API tier (docs/benchmarks.md):
@@ -30,13 +27,15 @@ import (
 //
 // Storage: the stored path uses the embedded store with fsync (as
 // deployed) and, where named NoSync, without (to show the tier's own cost).
-
-const benchBody = 3000 // a typical encrypted payload, bytes
+//
+// Except BenchmarkHandlerVAPID (handler_bench_test.go, no connection
+// node), they run the tier behind a whole stack (stack/stacktest), so this
+// file is an external test package: stack imports apitier.
 
 // benchAgent is a connected user agent that acks every notification in
 // the background, so direct delivery never finds it busy.
-func benchAgent(b *testing.B, st *stack) (*agent, func()) {
-	a := st.connect(b, "", uuid.NewString(), "")
+func benchAgent(b *testing.B, st *stacktest.Stack) (*stacktest.Subscriber, func()) {
+	a := st.Subscribe(b, "")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -57,96 +56,40 @@ func benchAgent(b *testing.B, st *stack) (*agent, func()) {
 	return a, func() { a.Close(); <-done }
 }
 
-// benchStack is startStack with a store without fsync when noSync.
-func benchStack(b *testing.B, noSync bool, mutateNode func(*engine.Config)) *stack {
-	store, err := embedded.Open(embedded.Config{Dir: b.TempDir(), NoSync: noSync, Logger: testLogger(b)})
+// benchStack runs a stack whose connection node never answers busy, on a
+// store without fsync when noSync.
+func benchStack(b *testing.B, noSync bool) *stacktest.Stack {
+	return stacktest.StartWith(b, stacktest.Options{NoSync: noSync, Config: func(c *stack.Config) { c.Engine.MaxUnacked = 1 << 20 }})
+}
+
+// path is an endpoint's path, as the handlers route it.
+func path(b *testing.B, endpoint string) string {
+	u, err := url.Parse(endpoint)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { store.Close() })
-	ncfg := et.Config()
-	ncfg.MaxUnacked = 1 << 20
-	if mutateNode != nil {
-		mutateNode(&ncfg)
-	}
-	node := et.Start(b, store, ncfg)
-	api := startServer(b, store, nil)
-	return &stack{store: store, node: node, api: api}
-}
-
-// inProcess runs POSTs to path through the handlers with one reused
-// RequestContext.
-func inProcess(b *testing.B, s *Server, path string, want int, kv ...string) {
-	h := s.newHertz(server.WithHostPorts("127.0.0.1:0"))
-	c := app.NewContext(16)
-	body := bytes.Repeat([]byte{0x5A}, benchBody)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.SetBytes(benchBody)
-	b.ResetTimer()
-	for range b.N {
-		c.Reset()
-		c.Request.Header.SetMethod("POST")
-		c.Request.SetRequestURI(path)
-		c.Request.Header.Set("TTL", "600")
-		c.Request.Header.Set("Content-Encoding", "aes128gcm")
-		for i := 0; i+1 < len(kv); i += 2 {
-			c.Request.Header.Set(kv[i], kv[i+1])
-		}
-		c.Request.SetBody(body)
-		h.Engine.ServeHTTP(ctx, c)
-		if c.Response.StatusCode() != want {
-			b.Fatalf("status %d: %s", c.Response.StatusCode(), c.Response.Body())
-		}
-	}
-}
-
-func outcomes(s *Server) (direct, stored uint64) {
-	return s.metrics.outcomes[outcomeDirect].Get(), s.metrics.outcomes[outcomeStored].Get()
+	return u.Path
 }
 
 func BenchmarkHandlerDirect(b *testing.B) {
-	st := benchStack(b, false, nil)
+	st := benchStack(b, false)
 	a, stop := benchAgent(b, st)
 	defer stop()
-	inProcess(b, st.api, a.path, 201)
+	apitier.InProcess(b, st.API(), path(b, a.Endpoint), 201)
 	b.StopTimer()
-	if d, s := outcomes(st.api); s != 0 {
+	if d, s := apitier.Outcomes(st.API()); s != 0 {
 		b.Fatalf("%d direct, %d stored: the direct path stored", d, s)
 	}
 }
 
 func BenchmarkHandlerStored(b *testing.B) {
-	st := benchStack(b, false, nil)
-	a := st.connect(b, "", uuid.NewString(), "")
-	a.Close()
-	et.Eventually(b, 5*time.Second, "agent gone", func() bool { return st.nodeID(b, a.uaid) == "" })
-	inProcess(b, st.api, a.path, 201)
+	st := benchStack(b, false)
+	apitier.InProcess(b, st.API(), path(b, st.Left(b).Endpoint), 201)
 }
 
 func BenchmarkHandlerStoredNoSync(b *testing.B) {
-	st := benchStack(b, true, nil)
-	a := st.connect(b, "", uuid.NewString(), "")
-	a.Close()
-	et.Eventually(b, 5*time.Second, "agent gone", func() bool { return st.nodeID(b, a.uaid) == "" })
-	inProcess(b, st.api, a.path, 201)
-}
-
-// BenchmarkHandlerVAPID: a v2 push with VAPID, the token reused as senders
-// do (verified once, then from the cache), and with the cache off (one
-// signature check per push). TTL 0 and no client: no storage write.
-func BenchmarkHandlerVAPID(b *testing.B) {
-	for _, c := range []struct {
-		name  string
-		cache int
-	}{{"cached", DefaultConfig().VAPIDCache}, {"uncached", 0}} {
-		b.Run(c.name, func(b *testing.B) {
-			s := newServer(b, newStore(b), func(cfg *Config) { cfg.VAPIDCache = c.cache })
-			key := newVAPIDKey(b)
-			u := subscribe(b, s, "", key.pub)
-			inProcess(b, s, u.path, 201, "TTL", "0", "Authorization", key.auth(b, testEndpointURL))
-		})
-	}
+	st := benchStack(b, true)
+	apitier.InProcess(b, st.API(), path(b, st.Left(b).Endpoint), 201)
 }
 
 // post sends one push over HTTP with client.
@@ -165,24 +108,23 @@ func post(b *testing.B, client *http.Client, url string, body []byte) {
 	}
 }
 
-func benchPost(b *testing.B, st *stack, path string, parallel bool) {
-	url := "http://" + st.api.Addr() + path
+func benchPost(b *testing.B, endpoint string, parallel bool) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer client.CloseIdleConnections()
-	body := bytes.Repeat([]byte{0x5A}, benchBody)
+	body := bytes.Repeat([]byte{0x5A}, apitier.BenchBody)
 	b.ReportAllocs()
-	b.SetBytes(benchBody)
+	b.SetBytes(apitier.BenchBody)
 	b.ResetTimer()
 	if !parallel {
 		for range b.N {
-			post(b, client, url, body)
+			post(b, client, endpoint, body)
 		}
 		return
 	}
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			post(b, client, url, body)
+			post(b, client, endpoint, body)
 		}
 	})
 }
@@ -190,12 +132,12 @@ func benchPost(b *testing.B, st *stack, path string, parallel bool) {
 func BenchmarkPostDirect(b *testing.B) {
 	for _, parallel := range []bool{false, true} {
 		b.Run(map[bool]string{false: "serial", true: "parallel"}[parallel], func(b *testing.B) {
-			st := benchStack(b, false, nil)
+			st := benchStack(b, false)
 			a, stop := benchAgent(b, st)
 			defer stop()
-			benchPost(b, st, a.path, parallel)
+			benchPost(b, a.Endpoint, parallel)
 			b.StopTimer()
-			if d, s := outcomes(st.api); s != 0 {
+			if d, s := apitier.Outcomes(st.API()); s != 0 {
 				b.Fatalf("%d direct, %d stored: the direct path stored", d, s)
 			}
 		})
@@ -205,11 +147,8 @@ func BenchmarkPostDirect(b *testing.B) {
 func BenchmarkPostStored(b *testing.B) {
 	for _, parallel := range []bool{false, true} {
 		b.Run(map[bool]string{false: "serial", true: "parallel"}[parallel], func(b *testing.B) {
-			st := benchStack(b, false, nil)
-			a := st.connect(b, "", uuid.NewString(), "")
-			a.Close()
-			et.Eventually(b, 5*time.Second, "agent gone", func() bool { return st.nodeID(b, a.uaid) == "" })
-			benchPost(b, st, a.path, parallel)
+			st := benchStack(b, false)
+			benchPost(b, st.Left(b).Endpoint, parallel)
 		})
 	}
 }

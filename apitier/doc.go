@@ -17,8 +17,10 @@
 // router.go, metric names in metrics.go, settings and their defaults in
 // config.go.
 //
-// It must never import engine (its tests do, to run both tiers together);
-// what both tiers share lives in internal/webpush. It must never answer
+// It must never import engine or stack; what both tiers share lives in
+// internal/webpush. Its end-to-end tests with a connection node live in
+// package stack, and its benchmarks behind a whole stack are an external
+// test package (bench_test.go) on stack/stacktest. It must never answer
 // 201 for a push it has neither handed to a client's node nor stored
 // (TTL 0 excepted: dropped when nobody is connected, as the reference).
 package apitier
