@@ -22,7 +22,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
@@ -170,9 +170,9 @@ func send(t testing.TB, s *Server, method, path string, body []byte, kv ...strin
 
 // wantError checks an error answer: status, errno (0 for null) and the
 // body format.
-func wantError(t testing.TB, r response, code int, errno webpush.Errno) map[string]any {
+func wantError(t testing.TB, r response, code int, wantErrno errno.Code) map[string]any {
 	t.Helper()
-	return apitiertest.WantError(t, r.answer(), code, errno)
+	return apitiertest.WantError(t, r.answer(), code, wantErrno)
 }
 
 // wantCreated checks a 201 and returns the message id of its Location.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"
@@ -211,9 +211,9 @@ func TestE2EVAPIDv2(t *testing.T) {
 	if !strings.HasPrefix(a.Endpoint, st.EndpointURL()+"/wpush/v2/") {
 		t.Fatalf("endpoint %s is not v2", a.Endpoint)
 	}
-	apitiertest.WantError(t, apitiertest.Send(t, "POST", a.Endpoint, nil, "TTL", "60"), 401, webpush.ErrnoInvalidAuth)
+	apitiertest.WantError(t, apitiertest.Send(t, "POST", a.Endpoint, nil, "TTL", "60"), 401, errno.InvalidAuth)
 	apitiertest.WantError(t, apitiertest.Send(t, "POST", a.Endpoint, nil, "TTL", "60", "Authorization", st.Authorization(t, other)),
-		401, webpush.ErrnoInvalidAuth)
+		401, errno.InvalidAuth)
 	id := apitiertest.WantCreated(t, st.Push(t, a.Endpoint, a, "signed", key), st.EndpointURL(), "60")
 	wantNotification(t, a, id, "signed")
 	a.Ack(a.CHID, id)

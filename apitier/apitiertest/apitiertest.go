@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -72,18 +72,18 @@ func Do(t testing.TB, req *http.Request) Answer {
 // null) and the error format (code, error, message, more_info, a JSON
 // Content-Type, and the headers that go with 410 and 503). It returns the
 // decoded body.
-func WantError(t testing.TB, a Answer, code int, errno webpush.Errno) map[string]any {
+func WantError(t testing.TB, a Answer, code int, errnoVal errno.Code) map[string]any {
 	t.Helper()
 	if a.Status != code {
 		t.Fatalf("status %d, want %d (body %s)", a.Status, code, a.Body)
 	}
 	m := a.JSON(t)
-	var want any = float64(errno)
-	if errno == webpush.ErrnoNone {
+	var want any = float64(errnoVal)
+	if errnoVal == errno.None {
 		want = nil
 	}
 	if m["code"] != float64(code) || m["errno"] != want || m["error"] != http.StatusText(code) ||
-		m["more_info"] != webpush.ErrnoMoreInfo || m["message"] == "" {
+		m["more_info"] != errno.MoreInfo || m["message"] == "" {
 		t.Fatalf("error body %s, want code %d errno %v", a.Body, code, want)
 	}
 	if ct := a.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {

@@ -25,7 +25,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
@@ -226,15 +226,15 @@ func (sub *Subscriber) Notification(t testing.TB) Notification {
 	n.Encoding, _ = hdrs["encoding"].(string)
 	switch n.Encoding {
 	case "aes128gcm":
-		n.Data, err = webpush.DecryptAES128GCM(body, sub.Private, sub.Auth)
+		n.Data, err = pushcrypto.DecryptAES128GCM(body, sub.Private, sub.Auth)
 	case "aesgcm":
 		encryption, _ := hdrs["encryption"].(string)
 		cryptoKey, _ := hdrs["crypto_key"].(string)
-		salt, dh, rs, perr := webpush.ParseAESGCMHeaders(encryption, cryptoKey)
+		salt, dh, rs, perr := pushcrypto.ParseAESGCMHeaders(encryption, cryptoKey)
 		if perr != nil {
 			t.Fatalf("aesgcm headers %v: %v", hdrs, perr)
 		}
-		n.Data, err = webpush.DecryptAESGCM(body, salt, dh, sub.Private, sub.Auth, webpush.ECERecordSize(rs))
+		n.Data, err = pushcrypto.DecryptAESGCM(body, salt, dh, sub.Private, sub.Auth, pushcrypto.RecordSize(rs))
 	default:
 		t.Fatalf("notification encoding %q", n.Encoding)
 	}

@@ -11,12 +11,12 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 // Authorization is signer's RFC 8292 Authorization header for this
 // stack's API tier (aud its origin), valid for an hour.
-func (s *Stack) Authorization(t testing.TB, signer *webpush.VAPIDSigner) string {
+func (s *Stack) Authorization(t testing.TB, signer *pushcrypto.VAPIDSigner) string {
 	t.Helper()
 	tok, err := signer.Token(s.EndpointURL(), time.Now().Add(time.Hour))
 	if err != nil {
@@ -27,9 +27,9 @@ func (s *Stack) Authorization(t testing.TB, signer *webpush.VAPIDSigner) string 
 
 // NewSigner is an application server's VAPID key pair, signing with sub
 // mailto:ops@example.com.
-func NewSigner(t testing.TB) *webpush.VAPIDSigner {
+func NewSigner(t testing.TB) *pushcrypto.VAPIDSigner {
 	t.Helper()
-	signer, err := webpush.NewVAPIDSigner("mailto:ops@example.com")
+	signer, err := pushcrypto.NewVAPIDSigner("mailto:ops@example.com")
 	if err != nil {
 		t.Fatalf("VAPID key: %v", err)
 	}
@@ -40,13 +40,13 @@ func NewSigner(t testing.TB) *webpush.VAPIDSigner {
 // (aes128gcm) for sub when data is not empty, signed by signer unless it
 // is nil, with TTL 60 unless hdr (name, value pairs; an empty value
 // removes the header) sets it.
-func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string, signer *webpush.VAPIDSigner, hdr ...string) apitiertest.Answer {
+func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string, signer *pushcrypto.VAPIDSigner, hdr ...string) apitiertest.Answer {
 	t.Helper()
 	var body []byte
 	h := http.Header{"Ttl": {"60"}}
 	if data != "" {
 		var err error
-		body, err = webpush.EncryptAES128GCM([]byte(data), sub.Private.PublicKey().Bytes(), sub.Auth)
+		body, err = pushcrypto.EncryptAES128GCM([]byte(data), sub.Private.PublicKey().Bytes(), sub.Auth)
 		if err != nil {
 			t.Fatalf("encrypt: %v", err)
 		}

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
@@ -59,14 +60,14 @@ func keys(t *testing.T) (public, private string) {
 
 func TestKeysMakeAWorkingPair(t *testing.T) {
 	pub, priv := keys(t)
-	s, err := webpush.ParseVAPIDSigner(priv, "")
+	s, err := pushcrypto.ParseVAPIDSigner(priv, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Public != pub {
 		t.Fatalf("private key's public half %s, printed %s", s.Public, pub)
 	}
-	if _, err := webpush.DecodeVAPIDKey(pub); err != nil {
+	if _, err := vapid.DecodeKey(pub); err != nil {
 		t.Fatalf("public key: %v", err)
 	}
 }
