@@ -29,11 +29,11 @@ import (
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/webpush"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
-	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 	"github.com/gobwas/ws"
 	"github.com/google/uuid"
 )
@@ -104,7 +104,7 @@ func procKeyspace(t *testing.T) (scylla.Config, storage.Store) {
 
 // procNode is one running autoconnect process.
 type procNode struct {
-	*e2etest.Proc
+	*proc.Proc
 	name string
 
 	// From the process's "autoconnect started" line.
@@ -162,7 +162,7 @@ func startProc(t *testing.T, name string, settings map[string]string) *procNode 
 	t.Helper()
 	cmd := exec.Command(autoconnectBinary(t))
 	cmd.Env = procEnv(settings)
-	p, err := e2etest.StartProc(cmd, "autoconnect started", procStartTimeout)
+	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: "autoconnect started", StartTimeout: procStartTimeout})
 	if err != nil {
 		t.Fatalf("node %s: %v", name, err)
 	}

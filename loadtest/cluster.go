@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/webpush"
 	"github.com/autopush-go/autopush/storage/scylla"
 )
@@ -28,8 +29,8 @@ type cluster struct {
 	binDir   string
 	storage  string // "scylla" or "embedded"
 	keyspace string
-	engines  []*child
-	endpoint *child // autoendpoint; nil for hold, or when a devserver is both
+	engines  []*proc.Proc
+	endpoint *proc.Proc // autoendpoint; nil for hold, or when a devserver is both
 	// devserver: one process holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
 	devserver   bool
@@ -64,7 +65,7 @@ func (c *cluster) info() ClusterInfo {
 		ci.CQLHosts = c.cfg.CQLHosts
 	}
 	for _, e := range c.engines {
-		ci.EnginePIDs = append(ci.EnginePIDs, e.pid())
+		ci.EnginePIDs = append(ci.EnginePIDs, e.PID())
 	}
 	return ci
 }
@@ -178,7 +179,7 @@ func (c *cluster) scyllaConfig() scylla.Config {
 // startEngines starts the autoconnect processes, a few at a time.
 func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 	n := c.cfg.engines()
-	c.engines = make([]*child, n)
+	c.engines = make([]*proc.Proc, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -202,8 +203,8 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 		return err
 	}
 	for _, e := range c.engines {
-		c.wsAddrs = append(c.wsAddrs, e.field("listen"))
-		c.metricsURLs = append(c.metricsURLs, "http://"+e.field("node_api")+"/metrics")
+		c.wsAddrs = append(c.wsAddrs, e.Field("listen"))
+		c.metricsURLs = append(c.metricsURLs, "http://"+e.Field("node_api")+"/metrics")
 	}
 	return nil
 }
@@ -225,9 +226,9 @@ func (c *cluster) startDevserver(ctx context.Context, key, port, logDir string) 
 	if err != nil {
 		return err
 	}
-	c.engines = []*child{ch}
-	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.field("websocket"), "ws://"), "/")}
-	c.metricsURLs = []string{"http://" + ch.field("node_api") + "/metrics"}
+	c.engines = []*proc.Proc{ch}
+	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
+	c.metricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
 	return nil
 }
 
@@ -242,8 +243,8 @@ func (c *cluster) stop() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.stop(30 * time.Second); err != nil {
-				fmt.Fprintln(c.log, err)
+			if err := p.Stop(30 * time.Second); err != nil {
+				fmt.Fprintln(c.log, "loadtest:", err)
 			}
 		}()
 	}
@@ -258,6 +259,20 @@ func (c *cluster) stop() {
 	if c.dir != "" {
 		os.RemoveAll(c.dir)
 	}
+}
+
+// startChild runs bin with env (added to this process's environment),
+// its output in logPath, and waits until it logs the MozLog line whose
+// Fields.msg is startMsg. It dies with the load tester however that ends,
+// and is stopped by its PID only (internal/proc).
+func startChild(ctx context.Context, name, bin string, args, env []string, logPath, startMsg string) (*proc.Proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	p, err := proc.Start(ctx, cmd, proc.Config{Name: name, StartMsg: startMsg, StartTimeout: 2 * time.Minute, LogPath: logPath})
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	return p, nil
 }
 
 // binaries returns a directory holding bins: binDir when given, else a

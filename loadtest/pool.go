@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/autopush-go/autopush/internal/proc"
 )
 
 // pool is the coordinator's side of the worker processes: this binary
@@ -30,11 +29,10 @@ type workerProc struct {
 	idx     int
 	first   int
 	uas     int
-	cmd     *exec.Cmd
+	p       *proc.Proc
 	stdin   io.WriteCloser
 	enc     *json.Encoder
 	replies chan event
-	exited  chan struct{}
 	logPath string
 
 	mu    sync.Mutex
@@ -69,9 +67,9 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 	p := &pool{}
 	for i := range n {
 		first, last := uas*i/n, uas*(i+1)/n
-		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan event, 4), exited: make(chan struct{}),
+		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan event, 4),
 			hists: newIntervalHists(), logPath: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
-		if err := wp.start(exe); err != nil {
+		if err := wp.start(ctx, exe); err != nil {
 			p.stop()
 			return nil, err
 		}
@@ -80,57 +78,41 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 	return p, nil
 }
 
-func (wp *workerProc) start(exe string) error {
-	logf, err := os.Create(wp.logPath)
+// start runs the worker: commands on its stdin, events on its stdout,
+// its log (stderr) in logPath. It dies with the coordinator however that
+// ends (internal/proc).
+func (wp *workerProc) start(ctx context.Context, exe string) error {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return fmt.Errorf("loadtest: worker log: %w", err)
-	}
-	wp.cmd = exec.Command(exe)
-	wp.cmd.Env = append(os.Environ(), WorkerEnv+"=1")
-	wp.cmd.Stderr = logf
-	wp.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if wp.stdin, err = wp.cmd.StdinPipe(); err != nil {
-		logf.Close()
 		return err
 	}
-	stdout, err := wp.cmd.StdoutPipe()
+	wp.stdin, wp.enc = stdin, json.NewEncoder(stdin)
+	wp.p, err = proc.Start(ctx, cmd, proc.Config{Name: fmt.Sprintf("worker %d", wp.idx), LogPath: wp.logPath, Stdout: wp.event})
 	if err != nil {
-		logf.Close()
-		return err
+		return fmt.Errorf("loadtest: %w", err)
 	}
-	if err := wp.cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("loadtest: start worker: %w", err)
-	}
-	wp.enc = json.NewEncoder(wp.stdin)
-	go func() {
-		wp.read(stdout)
-		wp.cmd.Wait()
-		logf.Close()
-		close(wp.exited)
-	}()
 	return nil
 }
 
-// read follows the worker's events until its stdout closes.
-func (wp *workerProc) read(r io.Reader) {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	for {
-		var ev event
-		if err := dec.Decode(&ev); err != nil {
-			return
-		}
-		switch ev.Type {
-		case "stats":
-			wp.absorb(ev.Stats)
-		case "fatal":
-			wp.mu.Lock()
-			wp.fatal = ev.Err
-			wp.mu.Unlock()
-			wp.replies <- ev
-		default:
-			wp.replies <- ev
-		}
+// event handles one line of the worker's stdout; after the last one, the
+// process's Exited is closed.
+func (wp *workerProc) event(line []byte) {
+	var ev event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return
+	}
+	switch ev.Type {
+	case "stats":
+		wp.absorb(ev.Stats)
+	case "fatal":
+		wp.mu.Lock()
+		wp.fatal = ev.Err
+		wp.mu.Unlock()
+		wp.replies <- ev
+	default:
+		wp.replies <- ev
 	}
 }
 
@@ -190,8 +172,8 @@ func (wp *workerProc) wait(ctx context.Context, id int) (event, error) {
 				continue
 			}
 			return ev, nil
-		case <-wp.exited:
-			return event{}, fmt.Errorf("loadtest: worker %d exited (%v); its log %s ends:\n%s", wp.idx, wp.cmd.ProcessState, wp.logPath, logTail(wp.logPath))
+		case <-wp.p.Exited():
+			return event{}, fmt.Errorf("loadtest: worker %d exited (%v); its log %s ends:\n%s", wp.idx, wp.p.Wait(), wp.logPath, wp.p.Tail())
 		case <-ctx.Done():
 			return event{}, ctx.Err()
 		}
@@ -248,28 +230,15 @@ func (p *pool) counters() workerStats {
 // after 15 seconds.
 func (p *pool) stop() {
 	for _, wp := range p.ws {
-		if wp.enc != nil {
-			wp.enc.Encode(command{Op: opStop})
-			wp.stdin.Close()
-		}
+		wp.enc.Encode(command{Op: opStop})
+		wp.stdin.Close()
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for _, wp := range p.ws {
 		select {
-		case <-wp.exited:
+		case <-wp.p.Exited():
 		case <-time.After(time.Until(deadline)):
-			wp.cmd.Process.Kill()
-			<-wp.exited
+			wp.p.Kill()
 		}
 	}
-}
-
-// logTail is the end of a log file, for error messages.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }

@@ -189,14 +189,14 @@ func (r *run) sample() Sample {
 	s.Engine = sumEngines(r.engineSamples())
 	var engines, endpoint, workers []int
 	for _, e := range r.cl.engines {
-		engines = append(engines, e.pid())
+		engines = append(engines, e.PID())
 	}
 	if r.cl.endpoint != nil {
-		s.EndpointRSS, _ = procRSS(r.cl.endpoint.pid())
-		endpoint = append(endpoint, r.cl.endpoint.pid())
+		s.EndpointRSS, _ = procRSS(r.cl.endpoint.PID())
+		endpoint = append(endpoint, r.cl.endpoint.PID())
 	}
 	for _, wp := range r.pool.ws {
-		workers = append(workers, wp.cmd.Process.Pid)
+		workers = append(workers, wp.p.PID())
 	}
 	s.CPU = r.cpu.read(engines, endpoint, workers, r.storagePID)
 	for _, x := range [...]struct {
@@ -224,7 +224,7 @@ func (r *run) engineSamples() []EngineSample {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], _ = sampleEngine(e.pid(), r.cl.metricsURLs[i])
+			out[i], _ = sampleEngine(e.PID(), r.cl.metricsURLs[i])
 		}()
 	}
 	wg.Wait()
