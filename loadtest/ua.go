@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/autopush-go/autopush/engine/ws"
 	"github.com/autopush-go/autopush/internal/webpush"
 )
 
@@ -60,8 +61,9 @@ type ua struct {
 	keys  *uaKeys  // subscription keys; nil in hold
 	eps   []string // endpoints while registering
 
-	in, out, frag []byte
-	acks          []uint64 // seqs acked on this connection, not yet certain
+	in, out []byte
+	asm     ws.Assembler // a fragmented message (the engine sends none)
+	acks    []uint64     // seqs acked on this connection, not yet certain
 
 	started int64 // when this handshake began
 	pingAt  int64 // next {} ping; 0 none
@@ -180,7 +182,7 @@ func (u *ua) upgrade() {
 	}
 	u.setState(stUpgrading)
 	l.modify(int(u.fd), unix.EPOLLIN|unix.EPOLLRDHUP)
-	u.write(appendUpgradeRequest(l.frame[:0], l.w.hosts[u.engine], u.wsKey))
+	u.write(ws.AppendUpgradeRequest(l.frame[:0], l.w.hosts[u.engine], "/", u.wsKey, ws.PushProtocol))
 }
 
 // read takes what the socket has.
@@ -231,13 +233,17 @@ func (u *ua) feed(data []byte) {
 	}
 }
 
+// maxServerFrame bounds a frame and a message from the server:
+// notifications are under 8 KiB, so anything near this is a bug.
+const maxServerFrame = 1 << 20
+
 func (u *ua) consume(data []byte) int {
 	used := 0
 	if u.state == stUpgrading {
-		n, err := parseUpgradeResponse(data, u.wsKey)
+		n, err := ws.ParseUpgradeResponse(data, u.wsKey)
 		if err != nil {
 			reason := "upgrade"
-			var ue *UpgradeError
+			var ue *ws.UpgradeError
 			if errors.As(err, &ue) {
 				reason = "upgrade: HTTP " + strconv.Itoa(ue.Status)
 			}
@@ -251,7 +257,7 @@ func (u *ua) consume(data []byte) int {
 		u.hello()
 	}
 	for u.fd >= 0 && used < len(data) {
-		f, n, err := parseServerFrame(data[used:])
+		h, p, n, err := ws.ParseServerFrame(data[used:], maxServerFrame)
 		if err != nil {
 			u.broken("bad frame")
 			return len(data)
@@ -260,33 +266,31 @@ func (u *ua) consume(data []byte) int {
 			break
 		}
 		used += n
-		u.frameIn(f)
+		msg, ok, err := u.asm.Feed(h, p, maxServerFrame)
+		switch {
+		case err != nil:
+			u.broken("bad frame")
+			return len(data)
+		case ok:
+			u.messageIn(msg)
+			u.asm.Release()
+		}
 	}
 	return used
 }
 
-func (u *ua) frameIn(f serverFrame) {
-	switch f.op {
-	case opText:
-		if !f.fin {
-			u.frag = append(u.frag[:0], f.payload...)
-			return
-		}
-		u.message(f.payload)
-	case opCont:
-		u.frag = append(u.frag, f.payload...)
-		if f.fin {
-			msg := u.frag
-			u.frag = nil
-			u.message(msg)
-		}
-	case opPing:
+// messageIn handles one message from the server.
+func (u *ua) messageIn(m ws.Message) {
+	switch m.Op {
+	case ws.OpText:
+		u.message(m.Payload)
+	case ws.OpPing:
 		if u.state != stClosing {
-			u.send(opPong, f.payload)
+			u.send(ws.OpPong, m.Payload)
 		}
-	case opPong:
-	case opClose:
-		u.closeReceived(closeCode(f.payload))
+	case ws.OpPong:
+	case ws.OpClose:
+		u.closeReceived(m.Code)
 	default:
 		u.broken("bad opcode")
 	}
@@ -572,14 +576,14 @@ func (u *ua) disconnect() {
 	u.l.w.closes.Add(1)
 	u.l.w.tracef("ua %d conn %d close sent", u.gid, u.conn)
 	u.setState(stClosing)
-	u.write(appendCloseFrame(u.l.frame[:0], 1000, u.l.mask()))
+	u.write(ws.AppendClientClose(u.l.frame[:0], ws.StatusNormalClosure, u.l.mask()))
 	if u.fd >= 0 {
 		u.l.setTimer(u, u.l.now+closeTimeout)
 	}
 }
 
 // closeReceived handles the server's close frame.
-func (u *ua) closeReceived(code int) {
+func (u *ua) closeReceived(code ws.StatusCode) {
 	if u.state == stClosing {
 		u.l.w.tracef("ua %d conn %d closed cleanly, %d acks certain", u.gid, u.conn, len(u.acks))
 		u.l.w.ledger.confirm(u.acks)
@@ -590,8 +594,8 @@ func (u *ua) closeReceived(code int) {
 	}
 	// The server closes first: answer, and what we acked since its
 	// last reading is uncertain.
-	u.write(appendCloseFrame(u.l.frame[:0], uint16(code), u.l.mask()))
-	u.broken("closed by server " + strconv.Itoa(code))
+	u.write(ws.AppendClientClose(u.l.frame[:0], code, u.l.mask()))
+	u.broken("closed by server " + strconv.Itoa(int(code)))
 }
 
 // broken ends the connection after a failure or a server-side close.
@@ -635,7 +639,8 @@ func (u *ua) release() {
 		u.l.remove(int(u.fd))
 		u.fd = -1
 	}
-	u.in, u.out, u.frag = nil, nil, nil
+	u.in, u.out = nil, nil
+	u.asm.Reset()
 	u.acks = u.acks[:0]
 	u.setState(stOffline)
 	u.l.clearTimer(u)
@@ -656,13 +661,13 @@ func (u *ua) offline() {
 
 // sendText sends b, built in the loop's text scratch, as a text frame.
 func (u *ua) sendText(b []byte) {
-	u.send(opText, b)
+	u.send(ws.OpText, b)
 	u.l.text = b[:0] // keep the grown scratch
 }
 
 // send writes one masked frame.
-func (u *ua) send(op byte, payload []byte) {
-	u.write(appendClientFrame(u.l.frame[:0], op, payload, u.l.mask()))
+func (u *ua) send(op ws.OpCode, payload []byte) {
+	u.write(ws.AppendClientFrame(u.l.frame[:0], op, payload, u.l.mask()))
 }
 
 // write writes b now, or queues it behind what the socket could not take.
