@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/autopush-go/autopush/internal/settings"
 )
 
 // ParseFlags fills a scenario's DefaultConfig from command-line flags; only
@@ -18,7 +18,7 @@ func ParseFlags(scenario string, args []string, usage io.Writer) (Config, error)
 	cfg := DefaultConfig(scenario)
 	fs := flag.NewFlagSet("loadtest "+scenario, flag.ContinueOnError)
 	fs.SetOutput(usage)
-	BindFlags(fs, &cfg)
+	settings.Flags(fs, &cfg, readBy(scenario))
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "usage: loadtest %s [flags]\n\n%s\n\nflags:\n", scenario, scenarioHelp[scenario])
 		fs.PrintDefaults()
@@ -32,132 +32,17 @@ func ParseFlags(scenario string, args []string, usage io.Writer) (Config, error)
 	return cfg, cfg.Validate()
 }
 
-// BindFlags registers the fields of cfg that cfg.Scenario reads on fs.
-func BindFlags(fs *flag.FlagSet, cfg *Config) {
-	v := reflect.ValueOf(cfg).Elem()
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, ok := f.Tag.Lookup("flag")
-		if !ok || !forScenario(f.Tag.Get("for"), cfg.Scenario) {
-			continue
-		}
-		bindField(fs, v.Field(i), name, f.Tag.Get("help"))
-	}
-}
-
-// bindField registers one field with the flag package's own types where
-// there is one, so -help shows "-uas int" and the default.
-func bindField(fs *flag.FlagSet, fv reflect.Value, name, help string) {
-	switch p := fv.Addr().Interface().(type) {
-	case *int:
-		fs.IntVar(p, name, *p, help)
-	case *float64:
-		fs.Float64Var(p, name, *p, help)
-	case *bool:
-		fs.BoolVar(p, name, *p, help)
-	case *string:
-		fs.StringVar(p, name, *p, help)
-	case *time.Duration:
-		fs.DurationVar(p, name, *p, help)
-	default:
-		fs.Var(fieldValue{fv}, name, help)
-	}
-}
-
-func forScenario(tag, scenario string) bool {
-	for s := range strings.SplitSeq(tag, ",") {
-		if s == "all" || s == scenario {
-			return true
-		}
-	}
-	return false
-}
-
-// fieldValue is a flag.Value over one Config field.
-type fieldValue struct{ v reflect.Value }
-
-var (
-	durationType = reflect.TypeFor[time.Duration]()
-	floatsType   = reflect.TypeFor[[]float64]()
-)
-
-func (f fieldValue) String() string {
-	if !f.v.IsValid() {
-		return ""
-	}
-	switch {
-	case f.v.Type() == durationType:
-		return time.Duration(f.v.Int()).String()
-	case f.v.Type() == floatsType:
-		var parts []string
-		for _, x := range f.v.Interface().([]float64) {
-			parts = append(parts, strconv.FormatFloat(x, 'f', -1, 64))
-		}
-		return strings.Join(parts, ",")
-	case f.v.Kind() == reflect.Slice:
-		return strings.Join(f.v.Interface().([]string), ",")
-	}
-	return fmt.Sprint(f.v.Interface())
-}
-
-// IsBoolFlag lets -keep-keyspace stand without a value.
-func (f fieldValue) IsBoolFlag() bool { return f.v.IsValid() && f.v.Kind() == reflect.Bool }
-
-func (f fieldValue) Set(s string) error {
-	switch {
-	case f.v.Type() == durationType:
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		f.v.SetInt(int64(d))
-	case f.v.Type() == floatsType:
-		var xs []float64
-		for _, p := range splitList(s) {
-			x, err := strconv.ParseFloat(p, 64)
-			if err != nil {
-				return err
+// readBy selects the Config fields scenario reads: those whose `for` tag
+// names it or "all".
+func readBy(scenario string) func(reflect.StructTag) bool {
+	return func(tag reflect.StructTag) bool {
+		for s := range strings.SplitSeq(tag.Get("for"), ",") {
+			if s == "all" || s == scenario {
+				return true
 			}
-			xs = append(xs, x)
 		}
-		f.v.Set(reflect.ValueOf(xs))
-	case f.v.Kind() == reflect.Slice:
-		f.v.Set(reflect.ValueOf(splitList(s)))
-	case f.v.Kind() == reflect.String:
-		f.v.SetString(s)
-	case f.v.Kind() == reflect.Bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return err
-		}
-		f.v.SetBool(b)
-	case f.v.Kind() == reflect.Int:
-		n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
-		if err != nil {
-			return err
-		}
-		f.v.SetInt(int64(n))
-	case f.v.Kind() == reflect.Float64:
-		x, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return err
-		}
-		f.v.SetFloat(x)
-	default:
-		return fmt.Errorf("unsupported kind %s", f.v.Kind())
+		return false
 	}
-	return nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for p := range strings.SplitSeq(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // scenarioHelp is the paragraph each scenario's -help starts with.
