@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
 )
 
 // ErrFailed is returned by Capacity when a scenario ran and measured a
@@ -63,30 +65,30 @@ type Profile struct {
 // DefaultProfile returns the defaults documented on Profile.
 func DefaultProfile() Profile {
 	return Profile{
-		Scenarios: slices.Clone(Scenarios),
+		Scenarios: slices.Clone(scenario.Names),
 		HoldUAs:   200000, HoldRate: 1500, HoldSteps: 5,
 		NotifyUAs: 10000, NotifyRates: []float64{100, 250, 500, 750, 1000, 2000, 4000},
 		StoredUAs: 2000, Messages: 100000, StoredRate: 800,
 		ChurnUAs: 5000, ChurnRate: 600, ChurnTime: 170 * time.Second,
 		Doc: "docs/capacity.md", Out: "loadtest/out/capacity",
-		CQLHosts: DefaultConfig(Hold).CQLHosts,
+		CQLHosts: scenario.Default(scenario.Hold).CQLHosts,
 	}
 }
 
 // configs are the profile's runs.
-func (p Profile) configs() []Config {
-	var out []Config
+func (p Profile) configs() []scenario.Config {
+	var out []scenario.Config
 	for _, s := range p.Scenarios {
-		c := DefaultConfig(s)
+		c := scenario.Default(s)
 		c.BinDir, c.CQLHosts, c.Out = p.BinDir, p.CQLHosts, filepath.Join(p.Out, s)
 		switch s {
-		case Hold:
+		case scenario.Hold:
 			c.UAs, c.ConnectRate, c.Steps, c.Settle, c.Hold = p.HoldUAs, p.HoldRate, p.HoldSteps, 15*time.Second, time.Minute
-		case Notify:
+		case scenario.Notify:
 			c.UAs, c.Rates, c.StageTime, c.Warmup = p.NotifyUAs, p.NotifyRates, 20*time.Second, 5*time.Second
-		case Stored:
+		case scenario.Stored:
 			c.UAs, c.Messages, c.PushRate, c.Engines = p.StoredUAs, p.Messages, p.StoredRate, 2
-		case Churn:
+		case scenario.Churn:
 			c.UAs, c.PushRate, c.Duration, c.SessionMean, c.OfflineMean = p.ChurnUAs, p.ChurnRate, p.ChurnTime, 20*time.Second, 5*time.Second
 			c.Engines = 2
 		}
@@ -98,10 +100,10 @@ func (p Profile) configs() []Config {
 
 // commandLine is the loadtest command that makes the same run: the flags
 // that differ from the scenario's defaults (output and paths left out).
-func commandLine(c Config) string {
-	def := settings.Describe(ptr(DefaultConfig(c.Scenario)), "")
+func commandLine(c scenario.Config) string {
+	def := settings.Describe(ptr(scenario.Default(c.Scenario)), "")
 	parts := []string{"go run ./loadtest/cmd/loadtest", c.Scenario}
-	reads := readBy(c.Scenario)
+	reads := scenario.ReadBy(c.Scenario)
 	for i, s := range settings.Describe(&c, "") {
 		if !reads(s.Tag) || s.Default == def[i].Default || slices.Contains([]string{"out", "bin-dir", "cql-hosts", "progress"}, s.Name) {
 			continue
@@ -141,9 +143,9 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("loadtest: capacity: %s: %w", c.Scenario, err)
 		}
 	}
-	var reps []*Report
+	var reps []*report.Report
 	var errs []error
-	ran := map[string]*Report{}
+	ran := map[string]*report.Report{}
 	for _, c := range cfgs {
 		fmt.Fprintf(stderr, "\n== capacity: %s\n", c.Command)
 		rep, err := Run(ctx, c, stdout, stderr)
@@ -157,7 +159,7 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			ran[c.Scenario] = rep
 		}
 	}
-	for _, s := range Scenarios {
+	for _, s := range scenario.Names {
 		switch rep, err := ran[s], error(nil); {
 		case rep != nil:
 			reps = append(reps, rep)
@@ -169,7 +171,7 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
-	doc, err := capacityDoc(p, reps, errs)
+	doc, err := report.CapacityDoc(p.Out, p.StorageNote, reps, errs)
 	if err != nil {
 		return err
 	}
@@ -189,12 +191,12 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // readReport loads a report a previous run wrote.
-func readReport(path string) (*Report, error) {
+func readReport(path string) (*report.Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var r Report
+	var r report.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("loadtest: %s: %w", path, err)
 	}

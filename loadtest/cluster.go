@@ -17,13 +17,15 @@ import (
 
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/storage/scylla"
 )
 
 // cluster is the system under test: the engine processes and the endpoint
 // this run started, sharing one storage.
 type cluster struct {
-	cfg      *Config
+	cfg      *scenario.Config
 	log      io.Writer
 	dir      string // the run's scratch directory (binaries, embedded data)
 	binDir   string
@@ -39,21 +41,8 @@ type cluster struct {
 	endpointURL string
 }
 
-// ClusterInfo describes the system under test in the report.
-type ClusterInfo struct {
-	Storage     string   `json:"storage"`
-	Engines     int      `json:"engines"`
-	EngineKind  string   `json:"engine_kind"` // autoconnect, or devserver (engine and endpoint in one process)
-	EnginePIDs  []int    `json:"engine_pids"`
-	EngineAddrs []string `json:"engine_addrs"`
-	Endpoint    string   `json:"endpoint_url,omitempty"`
-	Keyspace    string   `json:"keyspace,omitempty"`
-	CQLHosts    []string `json:"cql_hosts,omitempty"`
-	Workers     int      `json:"workers"`
-}
-
-func (c *cluster) info() ClusterInfo {
-	ci := ClusterInfo{Storage: c.storage, Engines: len(c.engines), EngineKind: "autoconnect", EngineAddrs: c.wsAddrs,
+func (c *cluster) info() report.ClusterInfo {
+	ci := report.ClusterInfo{Storage: c.storage, Engines: len(c.engines), EngineKind: "autoconnect", EngineAddrs: c.wsAddrs,
 		Keyspace: c.keyspace}
 	if c.endpoint != nil || c.devserver {
 		ci.Endpoint = c.endpointURL
@@ -72,7 +61,7 @@ func (c *cluster) info() ClusterInfo {
 
 // startCluster builds (or finds) the binaries, makes the storage, and
 // starts the engines and, when the scenario sends pushes, the endpoint.
-func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer) (c *cluster, err error) {
+func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (c *cluster, err error) {
 	c = &cluster{cfg: cfg, log: log, storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
 		c.storage = "scylla"
@@ -86,12 +75,12 @@ func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer
 			c = nil
 		}
 	}()
-	c.devserver = c.storage == "embedded" && cfg.sends()
+	c.devserver = c.storage == "embedded" && cfg.Sends()
 	var bins []string
 	switch {
 	case c.devserver:
 		bins = []string{"devserver"}
-	case cfg.sends():
+	case cfg.Sends():
 		bins = []string{"autoconnect", "autoendpoint"}
 	default:
 		bins = []string{"autoconnect"}
@@ -116,7 +105,7 @@ func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer
 	if err := c.startEngines(ctx, key, logDir); err != nil {
 		return nil, err
 	}
-	if cfg.sends() {
+	if cfg.Sends() {
 		env := append(c.storageEnv("AUTOEND"),
 			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
 			"AUTOEND__VERSION_FILE=")
@@ -178,7 +167,7 @@ func (c *cluster) scyllaConfig() scylla.Config {
 
 // startEngines starts the autoconnect processes, a few at a time.
 func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
-	n := c.cfg.engines()
+	n := c.cfg.EngineCount()
 	c.engines = make([]*proc.Proc, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -15,10 +15,12 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // pool is the coordinator's side of the worker processes: this binary
-// re-executed with WorkerEnv set, driven over stdin/stdout.
+// re-executed with worker.Env set, driven over stdin/stdout.
 type pool struct {
 	ws     []*workerProc
 	nextID int
@@ -32,11 +34,11 @@ type workerProc struct {
 	p       *proc.Proc
 	stdin   io.WriteCloser
 	enc     *json.Encoder
-	replies chan event
+	replies chan worker.Event
 	logPath string
 
 	mu    sync.Mutex
-	stats workerStats
+	stats worker.Stats
 	hists intervalHists
 	fatal string
 }
@@ -48,7 +50,7 @@ type intervalHists struct {
 }
 
 func newIntervalHists() intervalHists {
-	return intervalHists{newHist(), newHist(), newHist(), newHist()}
+	return intervalHists{hist.New(), hist.New(), hist.New(), hist.New()}
 }
 
 func (h *intervalHists) merge(o intervalHists) {
@@ -67,7 +69,7 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 	p := &pool{}
 	for i := range n {
 		first, last := uas*i/n, uas*(i+1)/n
-		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan event, 4),
+		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan worker.Event, 4),
 			hists: newIntervalHists(), logPath: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
 		if err := wp.start(ctx, exe); err != nil {
 			p.stop()
@@ -83,7 +85,7 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 // ends (internal/proc).
 func (wp *workerProc) start(ctx context.Context, exe string) error {
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
+	cmd.Env = append(os.Environ(), worker.Env+"=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -99,7 +101,7 @@ func (wp *workerProc) start(ctx context.Context, exe string) error {
 // event handles one line of the worker's stdout; after the last one, the
 // process's Exited is closed.
 func (wp *workerProc) event(line []byte) {
-	var ev event
+	var ev worker.Event
 	if err := json.Unmarshal(line, &ev); err != nil {
 		return
 	}
@@ -116,7 +118,7 @@ func (wp *workerProc) event(line []byte) {
 	}
 }
 
-func (wp *workerProc) absorb(s *workerStats) {
+func (wp *workerProc) absorb(s *worker.Stats) {
 	if s == nil {
 		return
 	}
@@ -126,8 +128,8 @@ func (wp *workerProc) absorb(s *workerStats) {
 		dst **hdrhistogram.Histogram
 		b   []byte
 	}{{&h.lat, s.Lat}, {&h.resp, s.Resp}, {&h.lag, s.Lag}, {&h.handshake, s.Handshake}} {
-		*x.dst = newHist()
-		errs = append(errs, mergeEncoded(*x.dst, x.b))
+		*x.dst = hist.New()
+		errs = append(errs, hist.Merge(*x.dst, x.b))
 	}
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
@@ -140,7 +142,7 @@ func (wp *workerProc) absorb(s *workerStats) {
 
 // send issues c to every worker (mk makes each one's) and waits for all
 // the replies.
-func (p *pool) all(ctx context.Context, mk func(wp *workerProc) command) ([]event, error) {
+func (p *pool) all(ctx context.Context, mk func(wp *workerProc) worker.Command) ([]worker.Event, error) {
 	p.nextID++
 	id := p.nextID
 	for _, wp := range p.ws {
@@ -150,7 +152,7 @@ func (p *pool) all(ctx context.Context, mk func(wp *workerProc) command) ([]even
 			return nil, fmt.Errorf("loadtest: worker %d: send %s: %w", wp.idx, c.Op, err)
 		}
 	}
-	out := make([]event, len(p.ws))
+	out := make([]worker.Event, len(p.ws))
 	for i, wp := range p.ws {
 		ev, err := wp.wait(ctx, id)
 		if err != nil {
@@ -161,7 +163,7 @@ func (p *pool) all(ctx context.Context, mk func(wp *workerProc) command) ([]even
 	return out, nil
 }
 
-func (wp *workerProc) wait(ctx context.Context, id int) (event, error) {
+func (wp *workerProc) wait(ctx context.Context, id int) (worker.Event, error) {
 	for {
 		select {
 		case ev := <-wp.replies:
@@ -173,16 +175,16 @@ func (wp *workerProc) wait(ctx context.Context, id int) (event, error) {
 			}
 			return ev, nil
 		case <-wp.p.Exited():
-			return event{}, fmt.Errorf("loadtest: worker %d exited (%v); its log %s ends:\n%s", wp.idx, wp.p.Wait(), wp.logPath, wp.p.Tail())
+			return worker.Event{}, fmt.Errorf("loadtest: worker %d exited (%v); its log %s ends:\n%s", wp.idx, wp.p.Wait(), wp.logPath, wp.p.Tail())
 		case <-ctx.Done():
-			return event{}, ctx.Err()
+			return worker.Event{}, ctx.Err()
 		}
 	}
 }
 
 // take sums the workers' latest counters and takes their interval
 // histograms: the monitor's, once per sample.
-func (p *pool) take() (workerStats, intervalHists) {
+func (p *pool) take() (worker.Stats, intervalHists) {
 	h := newIntervalHists()
 	for _, wp := range p.ws {
 		wp.mu.Lock()
@@ -194,8 +196,8 @@ func (p *pool) take() (workerStats, intervalHists) {
 }
 
 // counters sums the workers' latest counters.
-func (p *pool) counters() workerStats {
-	var t workerStats
+func (p *pool) counters() worker.Stats {
+	var t worker.Stats
 	t.Reasons = map[string]int64{}
 	for _, wp := range p.ws {
 		wp.mu.Lock()
@@ -230,7 +232,7 @@ func (p *pool) counters() workerStats {
 // after 15 seconds.
 func (p *pool) stop() {
 	for _, wp := range p.ws {
-		wp.enc.Encode(command{Op: opStop})
+		wp.enc.Encode(worker.Command{Op: worker.OpStop})
 		wp.stdin.Close()
 	}
 	deadline := time.Now().Add(15 * time.Second)

@@ -1,41 +1,46 @@
-package loadtest
+package worker
 
-import "time"
+import (
+	"time"
+
+	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/ledger"
+)
 
 // The coordinator drives each worker process with JSON lines: commands on
 // the worker's stdin, events on its stdout (stderr is the worker's log).
 // A worker runs one command at a time and answers each with a "done"
 // event carrying its ID; it also reports "stats" every SampleEvery.
 
-// WorkerEnv, when set in a process's environment, makes the load tester's
+// Env, when set in a process's environment, makes the load tester's
 // binary (or a test binary's TestMain) run as a worker: see IsWorker.
-const WorkerEnv = "AUTOPUSH_LOADTEST_WORKER"
+const Env = "AUTOPUSH_LOADTEST_WORKER"
 
 // Command ops.
 const (
-	opSetup      = "setup"      // once, first: the worker's share of the run
-	opConnect    = "connect"    // connect every user agent that is not connected
-	opDisconnect = "disconnect" // close every connection (close handshake)
-	opSend       = "send"       // one open-loop push phase
-	opChurn      = "churn"      // start or stop cycling the user agents
-	opDrain      = "drain"      // wait for every accepted push to be acked
-	opAccount    = "account"    // the ledger's accounting of every push
-	opStop       = "stop"       // close everything and exit
+	OpSetup      = "setup"      // once, first: the worker's share of the run
+	OpConnect    = "connect"    // connect every user agent that is not connected
+	OpDisconnect = "disconnect" // close every connection (close handshake)
+	OpSend       = "send"       // one open-loop push phase
+	OpChurn      = "churn"      // start or stop cycling the user agents
+	OpDrain      = "drain"      // wait for every accepted push to be acked
+	OpAccount    = "account"    // the ledger's accounting of every push
+	OpStop       = "stop"       // close everything and exit
 )
 
-// command is one line on a worker's stdin.
-type command struct {
-	ID      int          `json:"id"`
-	Op      string       `json:"op"`
-	Setup   *setupArgs   `json:"setup,omitempty"`
-	Connect *connectArgs `json:"connect,omitempty"`
-	Send    *sendArgs    `json:"send,omitempty"`
-	Churn   *churnArgs   `json:"churn,omitempty"`
-	Drain   *drainArgs   `json:"drain,omitempty"`
+// Command is one line on a worker's stdin.
+type Command struct {
+	ID      int            `json:"id"`
+	Op      string         `json:"op"`
+	Setup   *Setup         `json:"setup,omitempty"`
+	Connect *agent.Connect `json:"connect,omitempty"`
+	Send    *Send          `json:"send,omitempty"`
+	Churn   *agent.Churn   `json:"churn,omitempty"`
+	Drain   *Drain         `json:"drain,omitempty"`
 }
 
-// setupArgs is a worker's share of the run.
-type setupArgs struct {
+// Setup is a worker's share of the run.
+type Setup struct {
 	Run            uint32        `json:"run"`     // run id, in every payload
 	Index          int           `json:"index"`   // this worker
 	First          int           `json:"first"`   // global index of its first user agent
@@ -63,35 +68,12 @@ type setupArgs struct {
 	Trace        bool          `json:"trace"`
 }
 
-// connectArgs connects every offline user agent, Rate per second.
-type connectArgs struct {
-	Rate float64 `json:"rate"`
-	// Upto: only the first Upto user agents of the worker (hold's steps);
-	// 0 means all.
-	Upto int `json:"upto"`
-}
-
-// connectResult says how the connect command went.
-type connectResult struct {
-	Connected int     `json:"connected"` // ready at the end
-	Attempts  int64   `json:"attempts"`
-	Failures  int64   `json:"failures"`
-	Seconds   float64 `json:"seconds"`
-	Handshake []byte  `json:"handshake"` // latency of this command's handshakes
-}
-
-// Target choices of a send phase.
-const (
-	pickRoundRobin = "round-robin" // user agent seq % n (stored: every one gets the same share)
-	pickRandom     = "random"
-)
-
-// sendArgs is one open-loop push phase of this worker.
-type sendArgs struct {
+// Send is one open-loop push phase of this worker.
+type Send struct {
 	Rate     float64       `json:"rate"`     // this worker's share
 	Duration time.Duration `json:"duration"` // schedule length; or Count
 	Count    int           `json:"count"`    // pushes to schedule (0: Rate × Duration)
-	Pick     string        `json:"pick"`
+	Pick     string        `json:"pick"`     // sender.PickRoundRobin or PickRandom
 	// Warmup: pushes scheduled in the first Warmup are left out of the
 	// stage histogram.
 	Warmup time.Duration `json:"warmup"`
@@ -103,52 +85,45 @@ type sendArgs struct {
 	Keep bool `json:"keep"`
 }
 
-// sendResult is one push phase of one worker.
-type sendResult struct {
-	Scheduled int64            `json:"scheduled"`
-	Seconds   float64          `json:"seconds"` // first scheduled send to last answer
-	Hist      []byte           `json:"hist"`    // delivery latency, measured window
-	Resp      []byte           `json:"resp"`    // POST answer latency, measured window
-	Account   Accounting       `json:"account"`
-	Errors    map[string]int64 `json:"errors"` // by status/errno and transport errno
+// SendResult is one push phase of one worker.
+type SendResult struct {
+	Scheduled int64             `json:"scheduled"`
+	Seconds   float64           `json:"seconds"` // first scheduled send to last answer
+	Hist      []byte            `json:"hist"`    // delivery latency, measured window
+	Resp      []byte            `json:"resp"`    // POST answer latency, measured window
+	Account   ledger.Accounting `json:"account"`
+	Errors    map[string]int64  `json:"errors"` // by status/errno and transport errno
 }
 
-// churnArgs starts (On) or stops user agents cycling.
-type churnArgs struct {
-	On          bool          `json:"on"`
-	SessionMean time.Duration `json:"session_mean"`
-	OfflineMean time.Duration `json:"offline_mean"`
-}
-
-// drainArgs waits until every accepted push was acked or Timeout, then
+// Drain waits until every accepted push was acked or Timeout, then
 // listens Quiet longer.
-type drainArgs struct {
+type Drain struct {
 	Timeout time.Duration `json:"timeout"`
 	Quiet   time.Duration `json:"quiet"`
 }
 
-// drainResult says how the drain ended.
-type drainResult struct {
+// DrainResult says how the drain ended.
+type DrainResult struct {
 	Unacked  int    `json:"unacked"`   // accepted pushes still unacked at the end
 	LastRecv int64  `json:"last_recv"` // wall clock (Unix ns) of the latest first arrival
 	Hist     []byte `json:"hist"`      // latency of first arrivals since the send phase began
 }
 
-// event is one line on a worker's stdout.
-type event struct {
-	Type    string         `json:"type"` // "stats", "done" or "fatal"
-	ID      int            `json:"id,omitempty"`
-	Err     string         `json:"err,omitempty"`
-	Stats   *workerStats   `json:"stats,omitempty"`
-	Connect *connectResult `json:"connect,omitempty"`
-	Send    *sendResult    `json:"send,omitempty"`
-	Drain   *drainResult   `json:"drain,omitempty"`
-	Account *Accounting    `json:"account,omitempty"`
+// Event is one line on a worker's stdout.
+type Event struct {
+	Type    string               `json:"type"` // "stats", "done" or "fatal"
+	ID      int                  `json:"id,omitempty"`
+	Err     string               `json:"err,omitempty"`
+	Stats   *Stats               `json:"stats,omitempty"`
+	Connect *agent.ConnectResult `json:"connect,omitempty"`
+	Send    *SendResult          `json:"send,omitempty"`
+	Drain   *DrainResult         `json:"drain,omitempty"`
+	Account *ledger.Accounting   `json:"account,omitempty"`
 }
 
-// workerStats are a worker's counters (cumulative) and the latencies
-// since its last report.
-type workerStats struct {
+// Stats are a worker's counters (cumulative) and the latencies since its
+// last report.
+type Stats struct {
 	Connected   int   `json:"connected"`  // ready now
 	Connecting  int   `json:"connecting"` // handshakes in progress
 	Connects    int64 `json:"connects"`   // handshakes completed

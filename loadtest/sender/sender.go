@@ -1,4 +1,4 @@
-package loadtest
+package sender
 
 import (
 	"bytes"
@@ -19,15 +19,44 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/ledger"
 )
 
-// sender is a worker's application server: it posts pushes to the
+// Settings are a worker's application server.
+type Settings struct {
+	Run          uint32 // run id, in every payload
+	Worker       int    // the worker's index, in every payload
+	SourceIPs    int    // connections from 127.0.0.2 .. 127.0.0.(1+SourceIPs)
+	VAPIDPrivate string
+	VAPIDSubject string
+	VAPIDReuse   time.Duration // 0: a new signature per push
+	PayloadSize  int
+	TTL          int // seconds
+	Conns        int // HTTP connections to the endpoint
+	MaxInFlight  int
+	Timeout      time.Duration // of one POST
+}
+
+// Env is what the sender shares with its worker.
+type Env struct {
+	Clock    hist.Clock
+	Ledger   *ledger.Ledger
+	Response *hist.Recorder // scheduled send to the POST's answer
+	Lag      *hist.Recorder // scheduled to actual send
+	Tracef   func(format string, args ...any)
+}
+
+// Sender is a worker's application server: it posts pushes to the
 // subscriptions of the worker's own user agents, so one ledger sees both
 // ends. The schedule is open loop: each push has a time fixed in advance,
 // is sent then on its own goroutine whatever happened to the ones before,
-// and its latency counts from that time.
-type sender struct {
-	w        *worker
+// and its latency counts from that time. Goroutine-safe; one Run at a
+// time.
+type Sender struct {
+	cfg      Settings
+	env      Env
 	client   *http.Client
 	signer   *webpush.VAPIDSigner
 	inFlight atomic.Int64
@@ -45,65 +74,71 @@ type vapidToken struct {
 	until time.Time
 }
 
-func newSender(w *worker) (*sender, error) {
-	a := &w.setup
-	signer, err := webpush.ParseVAPIDSigner(a.VAPIDPrivate, a.VAPIDSubject)
+// Target choices of a Schedule.
+const (
+	PickRoundRobin = "round-robin" // user agent seq % n (stored: every one gets the same share)
+	PickRandom     = "random"
+)
+
+// Schedule is one open-loop push phase: Count pushes, the i-th due at
+// Start + i×Period (nanoseconds on the worker's Clock), to subscriptions
+// picked by Pick.
+type Schedule struct {
+	Start  int64
+	Period float64
+	Count  int
+	Pick   string
+}
+
+// End is when the schedule's last push would be due after the last.
+func (s Schedule) End() int64 { return s.Start + int64(float64(s.Count)*s.Period) }
+
+// New makes the sender and its HTTP client.
+func New(cfg Settings, env Env) (*Sender, error) {
+	signer, err := webpush.ParseVAPIDSigner(cfg.VAPIDPrivate, cfg.VAPIDSubject)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: sender: %w", err)
 	}
-	s := &sender{w: w, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{}}
+	s := &Sender{cfg: cfg, env: env, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{}}
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
 		// Each connection from its own 127.0.0.x, like the user agents.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			d := *dialer
 			i := s.srcIndex.Add(1)
-			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+int(i)%a.SourceIPs))}
+			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+int(i)%cfg.SourceIPs))}
 			return d.DialContext(ctx, network, addr)
 		},
-		MaxConnsPerHost:     a.SenderConns,
-		MaxIdleConnsPerHost: a.SenderConns,
+		MaxConnsPerHost:     cfg.Conns,
+		MaxIdleConnsPerHost: cfg.Conns,
 		IdleConnTimeout:     time.Minute,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	s.client = &http.Client{Transport: tr, Timeout: a.PushTimeout}
+	s.client = &http.Client{Transport: tr, Timeout: cfg.Timeout}
 	return s, nil
 }
 
-// phase runs one push schedule and waits for its answers (and, with a
-// grace, for its accepted pushes to arrive).
-func (s *sender) phase(a sendArgs) sendResult {
-	w := s.w
-	subs := w.subscriptions()
-	if len(subs) == 0 {
-		return sendResult{Errors: map[string]int64{"sender: no registered user agent": 1}}
-	}
-	count := a.Count
-	if count == 0 {
-		count = int(a.Rate * a.Duration.Seconds())
-	}
-	period := 1e9 / a.Rate
-	lo := w.ledger.len()
-	before := w.problemCounts()
-	errsBefore := s.errorCounts()
-	start := w.clock() + int64(time.Millisecond)
-	end := start + int64(float64(count)*period)
-	from := start + int64(a.Warmup)
-	w.lat.startStage(from, end+1)
-	w.resp.startStage(from, end)
-	w.lag.startStage(from, end)
-	for i := range count {
-		at := start + int64(float64(i)*period)
-		if wait := at - w.clock(); wait > int64(time.Millisecond) {
+// VAPIDPublic is the application server's public key, which the user
+// agents register their channels with.
+func (s *Sender) VAPIDPublic() string { return s.signer.Public }
+
+// Run sends sched to subs and returns once every push was answered (or
+// not sent: a push due while MaxInFlight are in flight is counted as an
+// error, so the schedule never waits).
+func (s *Sender) Run(sched Schedule, subs []*agent.Subscription) {
+	clock, led := s.env.Clock, s.env.Ledger
+	for i := range sched.Count {
+		at := sched.Start + int64(float64(i)*sched.Period)
+		if wait := at - clock.Now(); wait > int64(time.Millisecond) {
 			// Go's timers are about 1ms coarse: nearer pushes go out now,
 			// and their lateness counts in their latency.
 			time.Sleep(time.Duration(wait))
 		}
-		sub := subs[s.pick(a.Pick, i, len(subs))]
-		seq := w.ledger.add(sub.ua)
-		if s.inFlight.Load() >= int64(w.setup.MaxInFlight) {
-			w.ledger.answered(seq, statusNotSent, "")
+		sub := subs[pick(sched.Pick, i, len(subs))]
+		seq := led.Add(sub.UA)
+		if s.inFlight.Load() >= int64(s.cfg.MaxInFlight) {
+			led.Answered(seq, ledger.StatusNotSent, "")
 			s.count("sender: in-flight cap")
 			continue
 		}
@@ -112,29 +147,10 @@ func (s *sender) phase(a sendArgs) sendResult {
 		go s.post(sub, seq, at)
 	}
 	s.wg.Wait()
-	hi := w.ledger.len()
-	res := sendResult{Scheduled: int64(count), Seconds: float64(w.clock()-start) / 1e9}
-	if a.Grace > 0 {
-		deadline := time.Now().Add(a.Grace)
-		for w.ledger.outstanding(lo, hi) > 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if !a.Keep {
-		res.Hist = w.lat.takeStage()
-	}
-	res.Resp = w.resp.takeStage()
-	w.lag.takeStage()
-	res.Account = w.ledger.account(lo, hi)
-	after := w.problemCounts()
-	after.sub(before)
-	res.Account.addProblems(after)
-	res.Errors = diffCounts(s.errorCounts(), errsBefore)
-	return res
 }
 
-func (s *sender) pick(how string, i, n int) int {
-	if how == pickRandom {
+func pick(how string, i, n int) int {
+	if how == PickRandom {
 		return rand.IntN(n)
 	}
 	return i % n
@@ -142,25 +158,25 @@ func (s *sender) pick(how string, i, n int) int {
 
 // post sends one push: encrypt for the subscription (RFC 8291, a fresh
 // sender key each time), sign or reuse a VAPID JWT, POST, record.
-func (s *sender) post(sub *subscription, seq uint64, at int64) {
+func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	defer s.wg.Done()
 	defer s.inFlight.Add(-1)
-	w := s.w
-	status, location := statusNoAnswer, ""
+	clock := s.env.Clock
+	status, location := ledger.StatusNoAnswer, ""
 	defer func() {
-		w.resp.record(at, w.clock())
-		w.ledger.answered(seq, status, location)
-		w.tracef("ua %d push seq %d at %s answered %d %s", w.uas[sub.ua].gid, seq, w.wall(at), status, location)
+		s.env.Response.Record(at, clock.Now())
+		s.env.Ledger.Answered(seq, status, location)
+		s.env.Tracef("ua %d push seq %d at %s answered %d %s", sub.GID, seq, clock.Wall(at), status, location)
 	}()
-	w.lag.record(at, w.clock())
-	id := pushID{run: w.setup.Run, worker: uint32(w.setup.Index), ua: uint32(sub.ua), seq: seq, at: at}
-	plain := appendPayload(make([]byte, 0, w.setup.PayloadSize), id, w.setup.PayloadSize)
-	body, err := webpush.EncryptAES128GCM(plain, sub.keys.pub, sub.keys.auth)
+	s.env.Lag.Record(at, clock.Now())
+	id := ledger.PushID{Run: s.cfg.Run, Worker: uint32(s.cfg.Worker), UA: uint32(sub.UA), Seq: seq, At: at}
+	plain := ledger.AppendPayload(make([]byte, 0, s.cfg.PayloadSize), id, s.cfg.PayloadSize)
+	body, err := webpush.EncryptAES128GCM(plain, sub.P256dh, sub.Auth)
 	if err != nil {
 		s.count("sender: encrypt: " + err.Error())
 		return
 	}
-	endpoint := sub.endpoints[int(seq)%len(sub.endpoints)]
+	endpoint := sub.Endpoints[int(seq)%len(sub.Endpoints)]
 	auth, err := s.authorization(endpoint)
 	if err != nil {
 		s.count("sender: vapid: " + err.Error())
@@ -171,7 +187,7 @@ func (s *sender) post(sub *subscription, seq uint64, at int64) {
 		s.count("sender: request: " + err.Error())
 		return
 	}
-	req.Header.Set("TTL", strconv.Itoa(w.setup.TTL))
+	req.Header.Set("TTL", strconv.Itoa(s.cfg.TTL))
 	req.Header.Set("Content-Encoding", "aes128gcm")
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("Authorization", auth)
@@ -192,13 +208,13 @@ func (s *sender) post(sub *subscription, seq uint64, at int64) {
 
 // authorization returns the VAPID header for endpoint's origin: a fresh
 // signature, or one reused for VAPIDReuse.
-func (s *sender) authorization(endpoint string) (string, error) {
+func (s *Sender) authorization(endpoint string) (string, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return "", err
 	}
 	aud := u.Scheme + "://" + u.Host
-	reuse := s.w.setup.VAPIDReuse
+	reuse := s.cfg.VAPIDReuse
 	now := time.Now()
 	if reuse > 0 {
 		s.mu.Lock()
@@ -221,13 +237,15 @@ func (s *sender) authorization(endpoint string) (string, error) {
 	return auth, nil
 }
 
-func (s *sender) count(key string) {
+func (s *Sender) count(key string) {
 	s.mu.Lock()
 	s.errors[key]++
 	s.mu.Unlock()
 }
 
-func (s *sender) errorCounts() map[string]int64 {
+// Errors are the pushes not accepted so far, by cause: HTTP status and
+// errno, or transport error.
+func (s *Sender) Errors() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := make(map[string]int64, len(s.errors))
@@ -237,7 +255,8 @@ func (s *sender) errorCounts() map[string]int64 {
 	return m
 }
 
-func (s *sender) errorTotal() int64 {
+// ErrorTotal is how many pushes were not accepted so far.
+func (s *Sender) ErrorTotal() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
@@ -278,12 +297,5 @@ func transportReason(err error) string {
 	return err.Error()
 }
 
-func diffCounts(now, before map[string]int64) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range now {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
+// Accepted is how many pushes were answered 201 so far.
+func (s *Sender) Accepted() int64 { return s.accepted.Load() }

@@ -1,20 +1,14 @@
-package loadtest
+package agent
 
 import (
 	"crypto/ecdh"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
 )
 
 // uaState is where a user agent is in its connection's life.
@@ -78,38 +72,26 @@ type uaKeys struct {
 	auth []byte
 }
 
-// serverMsg is every field of the server messages a user agent reads.
-type serverMsg struct {
-	MessageType  string            `json:"messageType"`
-	UAID         string            `json:"uaid"`
-	Status       int               `json:"status"`
-	ChannelID    string            `json:"channelID"`
-	PushEndpoint string            `json:"pushEndpoint"`
-	Version      string            `json:"version"`
-	Data         string            `json:"data"`
-	Headers      map[string]string `json:"headers"`
-}
-
-// setState moves the user agent and keeps the worker's gauges.
-func (u *ua) setState(s uaState) {
-	w := u.l.w
+// setState moves the user agent and keeps the set's gauges.
+func (u *ua) setState(to uaState) {
+	s := u.l.s
 	switch {
-	case u.state.handshaking() && !s.handshaking():
-		w.connecting.Add(-1)
-	case !u.state.handshaking() && s.handshaking():
-		w.connecting.Add(1)
+	case u.state.handshaking() && !to.handshaking():
+		s.connecting.Add(-1)
+	case !u.state.handshaking() && to.handshaking():
+		s.connecting.Add(1)
 	}
 	for _, g := range [...]struct {
 		st    uaState
 		gauge *atomic.Int64
-	}{{stReady, &w.connected}, {stClosing, &w.closing}} {
-		if u.state == g.st && s != g.st {
+	}{{stReady, &s.connected}, {stClosing, &s.closing}} {
+		if u.state == g.st && to != g.st {
 			g.gauge.Add(-1)
-		} else if u.state != g.st && s == g.st {
+		} else if u.state != g.st && to == g.st {
 			g.gauge.Add(1)
 		}
 	}
-	u.state = s
+	u.state = to
 }
 
 // connect opens a socket from the user agent's 127.0.0.x source to its
@@ -117,8 +99,8 @@ func (u *ua) setState(s uaState) {
 // connect) lets every source address use the whole ephemeral range per
 // destination.
 func (u *ua) connect() {
-	l, w := u.l, u.l.w
-	w.attempts.Add(1)
+	l, s := u.l, u.l.s
+	s.attempts.Add(1)
 	if u.conn > 0 {
 		u.moveEngine()
 	}
@@ -129,13 +111,13 @@ func (u *ua) connect() {
 	}
 	unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	src := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, byte(2 + int(u.gid)%w.setup.SourceIPs)}}
+	src := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, byte(2 + int(u.gid)%s.cfg.SourceIPs)}}
 	if err := unix.Bind(fd, src); err != nil {
 		unix.Close(fd)
 		u.failHandshake("bind: " + errnoName(err))
 		return
 	}
-	if err := unix.Connect(fd, w.engines[u.engine]); err != nil && err != unix.EINPROGRESS {
+	if err := unix.Connect(fd, s.engines[u.engine]); err != nil && err != unix.EINPROGRESS {
 		unix.Close(fd)
 		u.failHandshake("connect: " + errnoName(err))
 		return
@@ -149,8 +131,8 @@ func (u *ua) connect() {
 	u.conn++
 	u.started = l.now
 	u.setState(stConnecting)
-	w.tracef("ua %d conn %d connect to engine %d", u.gid, u.conn, u.engine)
-	l.setTimer(u, l.now+int64(w.setup.ConnectTimeout))
+	s.tracef("ua %d conn %d connect to engine %d", u.gid, u.conn, u.engine)
+	l.setTimer(u, l.now+int64(s.cfg.ConnectTimeout))
 }
 
 // event handles what epoll reported for the user agent's socket.
@@ -182,7 +164,7 @@ func (u *ua) upgrade() {
 	}
 	u.setState(stUpgrading)
 	l.modify(int(u.fd), unix.EPOLLIN|unix.EPOLLRDHUP)
-	u.write(ws.AppendUpgradeRequest(l.frame[:0], l.w.hosts[u.engine], "/", u.wsKey, ws.PushProtocol))
+	u.write(ws.AppendUpgradeRequest(l.frame[:0], l.s.cfg.Engines[u.engine], "/", u.wsKey, ws.PushProtocol))
 }
 
 // read takes what the socket has.
@@ -202,7 +184,7 @@ func (u *ua) read() {
 			u.broken("eof")
 			return
 		}
-		l.now = l.w.clock()
+		l.now = l.s.env.Clock.Now()
 		u.feed(l.buf[:n])
 		if n < len(l.buf) {
 			return
@@ -296,128 +278,20 @@ func (u *ua) messageIn(m ws.Message) {
 	}
 }
 
-// message handles one protocol message (JSON text).
-func (u *ua) message(payload []byte) {
-	var m serverMsg
-	if err := json.Unmarshal(payload, &m); err != nil {
-		u.broken("bad json")
-		return
-	}
-	switch m.MessageType {
-	case "hello":
-		u.helloReply(&m)
-	case "register":
-		u.registerReply(&m)
-	case "notification":
-		u.notification(&m)
-	case "", "ping", "broadcast", "unregister":
-		// "{}" answers our ping; broadcasts are not subscribed to.
-	default:
-		u.l.w.reason("unexpected message " + m.MessageType)
-	}
-}
-
-func (u *ua) hello() {
-	u.setState(stHelloing)
-	b := append(u.l.scratch(), `{"messageType":"hello","use_webpush":true,"broadcasts":{}`...)
-	if u.hasUAID {
-		b = append(b, `,"uaid":"`...)
-		b = hex.AppendEncode(b, u.uaid[:])
-		b = append(b, '"')
-	}
-	u.sendText(append(b, '}'))
-}
-
-func (u *ua) helloReply(m *serverMsg) {
-	if u.state != stHelloing {
-		u.broken("hello reply out of turn")
-		return
-	}
-	if m.Status != 200 {
-		u.broken("hello status " + strconv.Itoa(m.Status))
-		return
-	}
-	id, ok := parseUAID(m.UAID)
-	if !ok {
-		u.broken("hello: bad uaid")
-		return
-	}
-	if u.hasUAID && id != u.uaid {
-		// The server forgot the user: its subscriptions are gone.
-		u.l.w.reason("hello: uaid changed")
-		u.registered = false
-	}
-	u.uaid, u.hasUAID = id, true
-	if u.registered {
-		u.ready()
-		return
-	}
-	u.setState(stRegistering)
-	u.regs = uint16(len(u.chids))
-	u.eps = make([]string, len(u.chids))
-	for i := range u.chids {
-		b := append(u.l.scratch(), `{"messageType":"register","channelID":"`...)
-		b = appendUUID(b, u.chids[i])
-		b = append(b, '"')
-		if u.keys != nil {
-			b = append(b, `,"key":"`...)
-			b = append(b, u.l.w.vapidPublic...)
-			b = append(b, '"')
-		}
-		u.sendText(append(b, '}'))
-		if u.fd < 0 {
-			return
-		}
-	}
-}
-
-func (u *ua) registerReply(m *serverMsg) {
-	if u.state != stRegistering {
-		u.broken("register reply out of turn")
-		return
-	}
-	if m.Status != 200 || m.PushEndpoint == "" {
-		u.broken("register status " + strconv.Itoa(m.Status))
-		return
-	}
-	i := u.channelIndex(m.ChannelID)
-	if i < 0 {
-		u.broken("register reply for an unknown channel")
-		return
-	}
-	u.eps[i] = m.PushEndpoint
-	if u.regs--; u.regs == 0 {
-		u.registered = true
-		u.l.w.publish(u)
-		u.eps = nil
-		u.ready()
-	}
-}
-
-func (u *ua) channelIndex(s string) int {
-	var want [36]byte
-	for i, c := range u.chids {
-		if string(appendUUID(want[:0], c)) == s {
-			return i
-		}
-	}
-	return -1
-}
-
 // ready: the handshake is done; the user agent idles, pings now and then,
 // and (while churning) leaves after a while.
 func (u *ua) ready() {
-	l, w := u.l, u.l.w
+	l, s := u.l, u.l.s
 	u.setState(stReady)
-	w.tracef("ua %d conn %d ready uaid %x", u.gid, u.conn, u.uaid)
-	w.connects.Add(1)
-	w.handshake.record(u.started, l.now)
+	s.tracef("ua %d conn %d ready uaid %x", u.gid, u.conn, u.uaid)
+	s.connects.Add(1)
+	s.env.Handshake.Record(u.started, l.now)
 	if u.pacer {
 		u.pacer = false
-		w.results <- connOutcome{u: u, ok: true}
+		s.results <- connOutcome{u: u, ok: true}
 	}
 	u.pingAt, u.leaveAt = 0, 0
-	if p := int64(w.setup.PingInterval); p > 0 {
+	if p := int64(s.cfg.PingInterval); p > 0 {
 		u.pingAt = l.now + l.jitter(p)
 	}
 	if l.churn != nil {
@@ -438,86 +312,12 @@ func (u *ua) armReadyTimer() {
 	u.l.setTimer(u, next)
 }
 
-// notification decrypts, checks, accounts and acks one push.
-func (u *ua) notification(m *serverMsg) {
-	l, w := u.l, u.l.w
-	now := l.now
-	w.received.Add(1)
-	if u.state == stReady {
-		// Ack whatever it is, so a bad push cannot hold a flow-control slot.
-		defer u.ack(m)
-	}
-	if u.keys == nil || m.Headers["encoding"] != "aes128gcm" {
-		w.badContent.Add(1)
-		w.reason("push without aes128gcm payload")
-		return
-	}
-	body, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(m.Data, "="))
-	if err == nil {
-		body, err = webpush.DecryptAES128GCM(body, u.keys.priv, u.keys.auth)
-	}
-	if err != nil {
-		w.badContent.Add(1)
-		w.reason("push does not decrypt")
-		return
-	}
-	id, err := parsePayload(body, w.setup.PayloadSize)
-	if err != nil {
-		w.badContent.Add(1)
-		w.reason("push content differs")
-		return
-	}
-	if id.run != w.setup.Run || id.worker != uint32(w.setup.Index) {
-		w.unknown.Add(1)
-		w.reason("push from another run or worker")
-		return
-	}
-	if id.ua != uint32(u.idx) {
-		w.misrouted.Add(1)
-		w.reason("push reached the wrong user agent")
-		return
-	}
-	kind := w.ledger.receive(id.seq, u.idx, u.conn)
-	w.tracef("ua %d conn %d recv seq %d version %s kind %d state %s", u.gid, u.conn, id.seq, m.Version, kind, stateNames[u.state])
-	switch kind {
-	case rcptFirst:
-		w.lat.record(id.at, now)
-		w.lastRecv.Store(time.Now().UnixNano())
-	case rcptAgainUnacked:
-		w.redelivUnacked.Add(1)
-	case rcptAgainAckUnverified:
-		w.redelivUnverified.Add(1)
-	case rcptAfterAck:
-		w.dupAfterAck.Add(1)
-		w.logf("DUPLICATE AFTER ACK: ua %d (uaid %x) seq %d version %s on connection %d", u.gid, u.uaid, id.seq, m.Version, u.conn)
-	case rcptUnknown:
-		w.unknown.Add(1)
-		return
-	}
-	if u.state == stReady {
-		w.ledger.ack(id.seq, u.conn)
-		u.acks = append(u.acks, id.seq)
-	}
-}
-
-func (u *ua) ack(m *serverMsg) {
-	if u.fd < 0 || u.state != stReady {
-		return
-	}
-	b := append(u.l.scratch(), `{"messageType":"ack","updates":[{"channelID":`...)
-	b = appendJSONString(b, m.ChannelID)
-	b = append(b, `,"version":`...)
-	b = appendJSONString(b, m.Version)
-	u.sendText(append(b, `,"code":100}]}`...))
-	u.l.w.acked.Add(1)
-}
-
 // connectFor is the connect command's request: connect unless connected,
 // and report the outcome on the worker's results either way.
 func (u *ua) connectFor() {
 	switch {
 	case u.state == stReady:
-		u.l.w.results <- connOutcome{u: u, ok: true}
+		u.l.s.results <- connOutcome{u: u, ok: true}
 	case u.state.handshaking():
 		u.pacer = true
 	case u.state == stClosing:
@@ -530,7 +330,7 @@ func (u *ua) connectFor() {
 
 // timeout handles the user agent's deadline.
 func (u *ua) timeout() {
-	l, w := u.l, u.l.w
+	l, s := u.l, u.l.s
 	switch {
 	case u.state.handshaking():
 		u.broken("timeout: " + stateNames[u.state])
@@ -544,7 +344,7 @@ func (u *ua) timeout() {
 		}
 		if u.pingAt != 0 && l.now >= u.pingAt {
 			u.sendText(append(l.scratch(), "{}"...))
-			u.pingAt = l.now + l.jitter(int64(w.setup.PingInterval))
+			u.pingAt = l.now + l.jitter(int64(s.cfg.PingInterval))
 		}
 		if u.fd >= 0 {
 			u.armReadyTimer()
@@ -557,7 +357,7 @@ func (u *ua) timeout() {
 // moveEngine picks the engine of a reconnection, so that users move
 // between nodes: a random one while churning, else the next one.
 func (u *ua) moveEngine() {
-	n := len(u.l.w.engines)
+	n := len(u.l.s.engines)
 	switch {
 	case n < 2:
 	case u.l.churn != nil:
@@ -573,8 +373,8 @@ func (u *ua) disconnect() {
 	if u.state != stReady {
 		return
 	}
-	u.l.w.closes.Add(1)
-	u.l.w.tracef("ua %d conn %d close sent", u.gid, u.conn)
+	u.l.s.closes.Add(1)
+	u.l.s.tracef("ua %d conn %d close sent", u.gid, u.conn)
 	u.setState(stClosing)
 	u.write(ws.AppendClientClose(u.l.frame[:0], ws.StatusNormalClosure, u.l.mask()))
 	if u.fd >= 0 {
@@ -585,8 +385,8 @@ func (u *ua) disconnect() {
 // closeReceived handles the server's close frame.
 func (u *ua) closeReceived(code ws.StatusCode) {
 	if u.state == stClosing {
-		u.l.w.tracef("ua %d conn %d closed cleanly, %d acks certain", u.gid, u.conn, len(u.acks))
-		u.l.w.ledger.confirm(u.acks)
+		u.l.s.tracef("ua %d conn %d closed cleanly, %d acks certain", u.gid, u.conn, len(u.acks))
+		u.l.s.env.Ledger.Confirm(u.acks)
 		u.acks = u.acks[:0]
 		u.release()
 		u.offline()
@@ -600,20 +400,20 @@ func (u *ua) closeReceived(code ws.StatusCode) {
 
 // broken ends the connection after a failure or a server-side close.
 func (u *ua) broken(reason string) {
-	w := u.l.w
-	w.tracef("ua %d conn %d broken in %s: %s", u.gid, u.conn, stateNames[u.state], reason)
+	s := u.l.s
+	s.tracef("ua %d conn %d broken in %s: %s", u.gid, u.conn, stateNames[u.state], reason)
 	switch {
 	case u.state.handshaking():
-		w.connectFail.Add(1)
-		w.reason(reason)
+		s.connectFail.Add(1)
+		s.reason(reason)
 		u.release()
 		if u.pacer {
 			u.pacer = false
-			w.results <- connOutcome{u: u, reason: reason}
+			s.results <- connOutcome{u: u, reason: reason}
 		}
 	case u.state == stReady:
-		w.dropped.Add(1)
-		w.reason("dropped: " + reason)
+		s.dropped.Add(1)
+		s.reason("dropped: " + reason)
 		u.release()
 	default:
 		u.release()
@@ -623,12 +423,12 @@ func (u *ua) broken(reason string) {
 
 // failHandshake counts a handshake that failed before it had a socket.
 func (u *ua) failHandshake(reason string) {
-	w := u.l.w
-	w.connectFail.Add(1)
-	w.reason(reason)
+	s := u.l.s
+	s.connectFail.Add(1)
+	s.reason(reason)
 	if u.pacer {
 		u.pacer = false
-		w.results <- connOutcome{u: u, reason: reason}
+		s.results <- connOutcome{u: u, reason: reason}
 	}
 	u.offline()
 }
@@ -719,45 +519,4 @@ func errnoName(err error) string {
 		}
 	}
 	return err.Error()
-}
-
-// parseUAID reads a uaid in either form (32 hex digits, or dashed).
-func parseUAID(s string) ([16]byte, bool) {
-	var id [16]byte
-	s = strings.ReplaceAll(s, "-", "")
-	if len(s) != 32 {
-		return id, false
-	}
-	_, err := hex.Decode(id[:], []byte(s))
-	return id, err == nil
-}
-
-// appendUUID appends u in the dashed, lower-case form.
-func appendUUID(dst []byte, u [16]byte) []byte {
-	dst = hex.AppendEncode(dst, u[0:4])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, u[4:6])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, u[6:8])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, u[8:10])
-	dst = append(dst, '-')
-	return hex.AppendEncode(dst, u[10:16])
-}
-
-// appendJSONString appends s as a JSON string.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, `\u00`...)
-			dst = append(dst, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

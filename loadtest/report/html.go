@@ -1,4 +1,4 @@
-package loadtest
+package report
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ svg{background:#fff;border:1px solid #ddd;margin:6px 0}
 	var sum bytes.Buffer
 	files := r.Files
 	r.Files = nil
-	r.printSummary(&sum)
+	r.PrintSummary(&sum)
 	r.Files = files
 	fmt.Fprintf(&b, "<pre>%s</pre>\n", html.EscapeString(strings.TrimSpace(sum.String())))
 

@@ -1,4 +1,4 @@
-package loadtest
+package report
 
 import (
 	"encoding/json"
@@ -11,19 +11,24 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/ledger"
+	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/scenario"
 )
 
 // Report is everything one run measured; it is written as <scenario>.json
 // and drawn as <scenario>.html.
 type Report struct {
-	Scenario string      `json:"scenario"`
-	Command  string      `json:"command"`
-	Commit   string      `json:"commit"` // of the working tree the load tester ran in
-	Started  time.Time   `json:"started"`
-	Seconds  float64     `json:"seconds"`
-	Machine  Machine     `json:"machine"`
-	Config   Config      `json:"config"`
-	Cluster  ClusterInfo `json:"cluster"`
+	Scenario string          `json:"scenario"`
+	Command  string          `json:"command"`
+	Commit   string          `json:"commit"` // of the working tree the load tester ran in
+	Started  time.Time       `json:"started"`
+	Seconds  float64         `json:"seconds"`
+	Machine  probe.Machine   `json:"machine"`
+	Config   scenario.Config `json:"config"`
+	Cluster  ClusterInfo     `json:"cluster"`
 	// Series is one sample per SampleEvery: connections, engine memory,
 	// counters and the latency of the interval.
 	Series   []Sample         `json:"series"`
@@ -37,42 +42,55 @@ type Report struct {
 	Files    []string         `json:"files,omitempty"`
 }
 
+// ClusterInfo describes the system under test in the report.
+type ClusterInfo struct {
+	Storage     string   `json:"storage"`
+	Engines     int      `json:"engines"`
+	EngineKind  string   `json:"engine_kind"` // autoconnect, or devserver (engine and endpoint in one process)
+	EnginePIDs  []int    `json:"engine_pids"`
+	EngineAddrs []string `json:"engine_addrs"`
+	Endpoint    string   `json:"endpoint_url,omitempty"`
+	Keyspace    string   `json:"keyspace,omitempty"`
+	CQLHosts    []string `json:"cql_hosts,omitempty"`
+	Workers     int      `json:"workers"`
+}
+
 // Sample is the run at one instant. Counters are cumulative; latencies
 // cover the interval since the previous sample.
 type Sample struct {
-	T           float64      `json:"t"` // seconds since the run started
-	Phase       string       `json:"phase"`
-	Connected   int          `json:"connected"` // user agents ready
-	Connecting  int          `json:"connecting"`
-	Connects    int64        `json:"connects"`
-	ConnectFail int64        `json:"connect_failures"`
-	Dropped     int64        `json:"dropped"`
-	Engine      EngineSample `json:"engine"` // summed over the engines
-	EndpointRSS int64        `json:"endpoint_rss_bytes,omitempty"`
-	WorkerRSS   int64        `json:"worker_rss_bytes"`
-	CPU         CPU          `json:"cpu_percent"`
-	Sent        int64        `json:"sent"`
-	Accepted    int64        `json:"accepted"`
-	PostErrors  int64        `json:"post_errors"`
-	Received    int64        `json:"received"`
-	Acked       int64        `json:"acked"`
-	Latency     *Latency     `json:"latency,omitempty"`    // delivery, this interval
-	Response    *Latency     `json:"response,omitempty"`   // POST answer, this interval
-	Lag         *Latency     `json:"sender_lag,omitempty"` // scheduled to actual send
-	Handshake   *Latency     `json:"handshake,omitempty"`
+	T           float64            `json:"t"` // seconds since the run started
+	Phase       string             `json:"phase"`
+	Connected   int                `json:"connected"` // user agents ready
+	Connecting  int                `json:"connecting"`
+	Connects    int64              `json:"connects"`
+	ConnectFail int64              `json:"connect_failures"`
+	Dropped     int64              `json:"dropped"`
+	Engine      probe.EngineSample `json:"engine"` // summed over the engines
+	EndpointRSS int64              `json:"endpoint_rss_bytes,omitempty"`
+	WorkerRSS   int64              `json:"worker_rss_bytes"`
+	CPU         probe.CPU          `json:"cpu_percent"`
+	Sent        int64              `json:"sent"`
+	Accepted    int64              `json:"accepted"`
+	PostErrors  int64              `json:"post_errors"`
+	Received    int64              `json:"received"`
+	Acked       int64              `json:"acked"`
+	Latency     *hist.Latency      `json:"latency,omitempty"`    // delivery, this interval
+	Response    *hist.Latency      `json:"response,omitempty"`   // POST answer, this interval
+	Lag         *hist.Latency      `json:"sender_lag,omitempty"` // scheduled to actual send
+	Handshake   *hist.Latency      `json:"handshake,omitempty"`
 }
 
 // ConnectReport is the first ramp: every user agent connecting.
 type ConnectReport struct {
-	Target    int     `json:"target"`
-	Connected int     `json:"connected"`
-	Attempts  int64   `json:"attempts"`
-	Failures  int64   `json:"failures"`
-	Seconds   float64 `json:"seconds"`
-	Offered   float64 `json:"offered_per_s"`
-	Achieved  float64 `json:"achieved_per_s"`
-	Handshake Latency `json:"handshake"`   // connect to the last register reply
-	CPU       CPU     `json:"cpu_percent"` // average over the ramp
+	Target    int          `json:"target"`
+	Connected int          `json:"connected"`
+	Attempts  int64        `json:"attempts"`
+	Failures  int64        `json:"failures"`
+	Seconds   float64      `json:"seconds"`
+	Offered   float64      `json:"offered_per_s"`
+	Achieved  float64      `json:"achieved_per_s"`
+	Handshake hist.Latency `json:"handshake"`   // connect to the last register reply
+	CPU       probe.CPU    `json:"cpu_percent"` // average over the ramp
 }
 
 // HoldReport is the engines' memory as connections grew.
@@ -114,10 +132,10 @@ func (s *Slope) UnmarshalJSON(b []byte) error {
 // MemPoint is the engines measured at one connection count (medians of
 // Samples samples).
 type MemPoint struct {
-	Connections int            `json:"connections"` // user agents ready
-	Engine      EngineSample   `json:"engine"`      // summed
-	PerEngine   []EngineSample `json:"per_engine"`
-	WorkerRSS   int64          `json:"worker_rss_bytes"`
+	Connections int                  `json:"connections"` // user agents ready
+	Engine      probe.EngineSample   `json:"engine"`      // summed
+	PerEngine   []probe.EngineSample `json:"per_engine"`
+	WorkerRSS   int64                `json:"worker_rss_bytes"`
 }
 
 // NotifyReport is the latency ladder.
@@ -130,16 +148,16 @@ type NotifyReport struct {
 
 // Stage is one offered rate.
 type Stage struct {
-	Offered   float64          `json:"offered_per_s"`
-	Scheduled int64            `json:"scheduled"`
-	Seconds   float64          `json:"seconds"`
-	Achieved  float64          `json:"accepted_per_s"`
-	Delivered float64          `json:"delivered_per_s"`
-	Latency   Latency          `json:"latency"`  // scheduled send to arrival, after the warm-up
-	Response  Latency          `json:"response"` // scheduled send to the POST's answer
-	Account   Accounting       `json:"account"`
-	Errors    map[string]int64 `json:"errors,omitempty"`
-	CPU       CPU              `json:"cpu_percent"` // average over the stage
+	Offered   float64           `json:"offered_per_s"`
+	Scheduled int64             `json:"scheduled"`
+	Seconds   float64           `json:"seconds"`
+	Achieved  float64           `json:"accepted_per_s"`
+	Delivered float64           `json:"delivered_per_s"`
+	Latency   hist.Latency      `json:"latency"`  // scheduled send to arrival, after the warm-up
+	Response  hist.Latency      `json:"response"` // scheduled send to the POST's answer
+	Account   ledger.Accounting `json:"account"`
+	Errors    map[string]int64  `json:"errors,omitempty"`
+	CPU       probe.CPU         `json:"cpu_percent"` // average over the stage
 }
 
 // DeliveryReport is stored's or churn's exactly-once accounting.
@@ -152,24 +170,24 @@ type DeliveryReport struct {
 	Errors      map[string]int64 `json:"errors,omitempty"`
 	// Latency of first arrivals from the scheduled send (for stored it
 	// includes the time the push waited in storage).
-	Latency      Latency `json:"latency"`
-	DrainSeconds float64 `json:"drain_seconds"` // reconnect start to the last first arrival
-	DrainRate    float64 `json:"drain_per_s"`
+	Latency      hist.Latency `json:"latency"`
+	DrainSeconds float64      `json:"drain_seconds"` // reconnect start to the last first arrival
+	DrainRate    float64      `json:"drain_per_s"`
 	// Stalled pushes were accepted but still not acked when the drain
 	// ended, with every user agent connected for DrainTimeout: those that
 	// arrived later did so only after a further reconnect.
-	Stalled int        `json:"stalled"`
-	Account Accounting `json:"account"`
+	Stalled int               `json:"stalled"`
+	Account ledger.Accounting `json:"account"`
 	// Churn: connections made and closed while pushes flowed.
-	ChurnConnects int64   `json:"churn_connects,omitempty"`
-	ChurnCloses   int64   `json:"churn_closes,omitempty"`
-	ChurnRate     float64 `json:"churn_connects_per_s,omitempty"`
-	SendCPU       CPU     `json:"send_cpu_percent"`  // average while pushes were sent
-	DrainCPU      CPU     `json:"drain_cpu_percent"` // average while draining
+	ChurnConnects int64     `json:"churn_connects,omitempty"`
+	ChurnCloses   int64     `json:"churn_closes,omitempty"`
+	ChurnRate     float64   `json:"churn_connects_per_s,omitempty"`
+	SendCPU       probe.CPU `json:"send_cpu_percent"`  // average while pushes were sent
+	DrainCPU      probe.CPU `json:"drain_cpu_percent"` // average while draining
 }
 
-// write saves the report as JSON and HTML in dir and returns the paths.
-func (r *Report) write(dir string) ([]string, error) {
+// Write saves the report as JSON and HTML in dir and returns the paths.
+func (r *Report) Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("loadtest: report dir: %w", err)
 	}
@@ -194,20 +212,20 @@ func (r *Report) write(dir string) ([]string, error) {
 	return r.Files, nil
 }
 
-// printSummary writes the human summary and the RESULT line.
-func (r *Report) printSummary(w io.Writer) {
+// PrintSummary writes the human summary and the RESULT line.
+func (r *Report) PrintSummary(w io.Writer) {
 	fmt.Fprintf(w, "\n== %s: %s\n", r.Scenario, r.Command)
 	fmt.Fprintf(w, "machine: %s, %d CPUs, %s RAM, %s, %s; load %s -> %s\n", r.Machine.CPU, r.Machine.CPUs,
-		mib(r.Machine.MemTotal), r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+		gib(r.Machine.MemTotal), r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
 	fmt.Fprintf(w, "system: %d %s process(es) on %s storage, %d worker process(es), sources 127.0.0.2-%d\n",
 		r.Cluster.Engines, r.Cluster.EngineKind, r.Cluster.Storage, r.Cluster.Workers, 1+r.Config.SourceIPs)
 	if c := r.Connect; c != nil {
 		fmt.Fprintf(w, "connect: %s of %s user agents in %.1fs (%s/s achieved, %s/s offered), %s attempts, %s failures; handshake p50 %.1f ms p99 %.1f ms max %.1f ms; cpu%% machine/engines/endpoint/workers %s\n",
-			num(c.Connected), num(c.Target), c.Seconds, num(c.Achieved), num(c.Offered), num(c.Attempts), num(c.Failures),
+			Num(c.Connected), Num(c.Target), c.Seconds, Num(c.Achieved), Num(c.Offered), Num(c.Attempts), Num(c.Failures),
 			c.Handshake.P50, c.Handshake.P99, c.Handshake.Max, c.CPU)
 	}
 	if len(r.Reasons) > 0 {
-		fmt.Fprintf(w, "failures and drops by reason: %s\n", counts(r.Reasons))
+		fmt.Fprintf(w, "failures and drops by reason: %s\n", Counts(r.Reasons))
 	}
 	switch {
 	case r.Hold != nil:
@@ -236,10 +254,10 @@ func (r *Report) printHold(w io.Writer) {
 	for _, s := range everyNth(r.Series, 12) {
 		rate := "-"
 		if dt := s.T - prev.T; prev.T > 0 && dt > 0 {
-			rate = num(float64(s.Connects-prev.Connects) / dt)
+			rate = Num(float64(s.Connects-prev.Connects) / dt)
 		}
-		fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", s.T, s.Phase, num(s.Connected), rate, num(s.ConnectFail),
-			float64(s.Engine.RSS)/(1<<20), optNum(s.Engine.Goroutines), s.CPU)
+		fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", s.T, s.Phase, Num(s.Connected), rate, Num(s.ConnectFail),
+			float64(s.Engine.RSS)/(1<<20), OptNum(s.Engine.Goroutines), s.CPU)
 		prev = s
 	}
 	tw.Flush()
@@ -247,30 +265,30 @@ func (r *Report) printHold(w io.Writer) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "connections\tengine conns\trss MiB\tanon MiB\theap in use MiB\tgoroutines\tworkers rss MiB\t")
 	for _, p := range h.Points {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t%s\t%.1f\t\n", num(p.Connections), optNum(p.Engine.Connections),
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t%s\t%.1f\t\n", Num(p.Connections), OptNum(p.Engine.Connections),
 			float64(p.Engine.RSS)/(1<<20), float64(p.Engine.Anon)/(1<<20), optMiB(p.Engine.HeapInuse),
-			optNum(p.Engine.Goroutines), float64(p.WorkerRSS)/(1<<20))
+			OptNum(p.Engine.Goroutines), float64(p.WorkerRSS)/(1<<20))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "engines' user-space memory per connection (least-squares slope over the points): rss %s B, anon %s B, Go heap in use %s B\n",
 		f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), f0(float64(h.HeapPerConn)))
 	fmt.Fprintf(w, "goroutines (all engines) %d -> %d; held %s connections for %.0fs; %d dropped during the run; load generator %s B per user agent\n",
-		h.GoroutinesStart, h.GoroutinesEnd, num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun, f0(float64(h.WorkerRSSPerUA)))
+		h.GoroutinesStart, h.GoroutinesEnd, Num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun, f0(float64(h.WorkerRSSPerUA)))
 }
 
 func (r *Report) printNotify(w io.Writer) {
 	n := r.Notify
 	fmt.Fprintf(w, "notify: %s connected user agents; latency from scheduled send to arrival (ms), after a %s warm-up per rate\n",
-		num(n.UAs), r.Config.Warmup)
+		Num(n.UAs), r.Config.Warmup)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "offered/s\taccepted/s\tdelivered/s\tp50\tp90\tp99\tp99.9\tmax\tPOST p99\tlost\tcpu% machine/engines/endpoint/workers/storage\terrors\t")
 	for _, s := range n.Stages {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%s\t\n", num(s.Offered), num(s.Achieved), num(s.Delivered),
-			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Response.P99, s.Account.Lost, s.CPU, countsOrNone(s.Errors))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%s\t\n", Num(s.Offered), Num(s.Achieved), Num(s.Delivered),
+			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Response.P99, s.Account.Lost, s.CPU, CountsOrNone(s.Errors))
 	}
 	tw.Flush()
 	if n.CrossedAt > 0 {
-		fmt.Fprintf(w, "p99 passes %.0f ms at %s/s offered\n", n.P99Limit, num(n.CrossedAt))
+		fmt.Fprintf(w, "p99 passes %.0f ms at %s/s offered\n", n.P99Limit, Num(n.CrossedAt))
 	} else if n.P99Limit > 0 {
 		fmt.Fprintf(w, "p99 stayed within %.0f ms at every rate\n", n.P99Limit)
 	}
@@ -280,17 +298,17 @@ func (r *Report) printDelivery(w io.Writer) {
 	d := r.Delivery
 	a := d.Account
 	fmt.Fprintf(w, "%s: %s pushes to %s user agents, offered %s/s: %s accepted in %.1fs (%s/s); cpu%% %s; errors: %s\n",
-		r.Scenario, num(d.Scheduled), num(d.UAs), num(d.Offered), num(a.Accepted), d.SendSeconds, num(d.Achieved), d.SendCPU, countsOrNone(d.Errors))
-	if r.Scenario == Churn {
+		r.Scenario, Num(d.Scheduled), Num(d.UAs), Num(d.Offered), Num(a.Accepted), d.SendSeconds, Num(d.Achieved), d.SendCPU, CountsOrNone(d.Errors))
+	if r.Scenario == scenario.Churn {
 		fmt.Fprintf(w, "churn: %s connects and %s closes while pushes flowed (%s connects/s)\n",
-			num(d.ChurnConnects), num(d.ChurnCloses), num(d.ChurnRate))
+			Num(d.ChurnConnects), Num(d.ChurnCloses), Num(d.ChurnRate))
 	}
 	fmt.Fprintf(w, "drain: %s delivered, last first arrival %.1fs after the reconnect began (%s/s); STALLED %d (not delivered to their connected user agent within %s); cpu%% %s\n",
-		num(a.Delivered), d.DrainSeconds, num(d.DrainRate), d.Stalled, r.Config.DrainTimeout, d.DrainCPU)
+		Num(a.Delivered), d.DrainSeconds, Num(d.DrainRate), d.Stalled, r.Config.DrainTimeout, d.DrainCPU)
 	fmt.Fprintf(w, "latency scheduled send -> first arrival (ms): p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f\n",
 		d.Latency.P50, d.Latency.P90, d.Latency.P99, d.Latency.P999, d.Latency.Max)
 	fmt.Fprintf(w, "accounting: accepted %s, delivered %s, LOST %d, DUPLICATED AFTER ACK %d, unacked %d; redelivered before any ack %d, after an unverified ack %d; bad content %d, misrouted %d, unknown %d; delivered despite an error answer %d\n",
-		num(a.Accepted), num(a.Delivered), a.Lost, a.DuplicatedAfterAck, a.Unacked, a.RedeliveredUnacked, a.RedeliveredAckUnverified,
+		Num(a.Accepted), Num(a.Delivered), a.Lost, a.DuplicatedAfterAck, a.Unacked, a.RedeliveredUnacked, a.RedeliveredAckUnverified,
 		a.BadContent, a.Misrouted, a.Unknown, a.DeliveredDespiteError)
 }
 
@@ -332,20 +350,21 @@ func (r *Report) resultLine() string {
 	return b.String()
 }
 
-func mib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 func f0(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "n/a"
 	}
-	return num(math.Round(v))
+	return Num(math.Round(v))
 }
 
-func optNum(v int) string {
+// OptNum is Num, or "-" for an unknown (negative) figure.
+func OptNum(v int) string {
 	if v < 0 {
 		return "-"
 	}
-	return num(v)
+	return Num(v)
 }
 
 func optMiB(v int64) string {
@@ -355,8 +374,8 @@ func optMiB(v int64) string {
 	return fmt.Sprintf("%.1f", float64(v)/(1<<20))
 }
 
-// num formats an integer-valued number with thousands separators.
-func num[T int | int64 | float64](v T) string {
+// Num formats an integer-valued number with thousands separators.
+func Num[T int | int64 | float64](v T) string {
 	s := fmt.Sprintf("%.0f", float64(v))
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
@@ -373,8 +392,8 @@ func num[T int | int64 | float64](v T) string {
 	return b.String()
 }
 
-// counts formats a map of counts, largest first.
-func counts(m map[string]int64) string {
+// Counts formats a map of counts, largest first.
+func Counts(m map[string]int64) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -387,14 +406,65 @@ func counts(m map[string]int64) string {
 	})
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s: %s", k, num(m[k])))
+		parts = append(parts, fmt.Sprintf("%s: %s", k, Num(m[k])))
 	}
 	return strings.Join(parts, ", ")
 }
 
-func countsOrNone(m map[string]int64) string {
+// CountsOrNone is Counts, or "none".
+func CountsOrNone(m map[string]int64) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	return counts(m)
+	return Counts(m)
+}
+
+// Slopes fits memory against connections over the points with
+// connections (the first step also absorbs one-time set-up, such as
+// storage pools and tables growing; the zero point is kept when there is
+// only one step).
+func (h *HoldReport) Slopes() {
+	pts := h.Points
+	if len(pts) > 2 {
+		pts = pts[1:]
+	}
+	var xs, rss, anon, heap []float64
+	heapOK := true
+	for _, p := range pts {
+		xs = append(xs, float64(p.Connections))
+		rss = append(rss, float64(p.Engine.RSS))
+		anon = append(anon, float64(p.Engine.Anon))
+		heap = append(heap, float64(p.Engine.HeapInuse))
+		heapOK = heapOK && p.Engine.HeapInuse >= 0
+	}
+	h.RSSPerConn, h.AnonPerConn = Slope(slope(xs, rss)), Slope(slope(xs, anon))
+	h.HeapPerConn = Slope(math.NaN())
+	if heapOK {
+		h.HeapPerConn = Slope(slope(xs, heap))
+	}
+	var workers []float64
+	for _, p := range pts {
+		workers = append(workers, float64(p.WorkerRSS))
+	}
+	h.WorkerRSSPerUA = Slope(slope(xs, workers))
+	first, last := h.Points[0], h.Points[len(h.Points)-1]
+	h.GoroutinesStart, h.GoroutinesEnd = first.Engine.Goroutines, last.Engine.Goroutines
+}
+
+// slope is the least-squares slope of ys over xs; NaN when the xs are all
+// equal.
+func slope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return math.NaN()
+	}
+	return (n*sxy - sx*sy) / d
 }

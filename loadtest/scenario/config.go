@@ -1,4 +1,4 @@
-package loadtest
+package scenario
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/ledger"
 )
 
 // Scenarios, in the order the help lists them.
@@ -17,10 +19,10 @@ const (
 	Churn  = "churn"
 )
 
-// Scenarios lists every scenario.
-var Scenarios = []string{Hold, Notify, Stored, Churn}
+// Names lists every scenario.
+var Names = []string{Hold, Notify, Stored, Churn}
 
-// Config is one run. DefaultConfig holds every default; the command's flags
+// Config is one run. Default holds every default; the command's flags
 // fill it (internal/settings: a field's `conf` tag is its flag). A field's
 // `for` tag lists the scenarios that read it ("all": every one); its -help
 // lists only those.
@@ -192,8 +194,8 @@ type Config struct {
 	Commit string
 }
 
-// DefaultConfig returns the defaults documented on Config for scenario.
-func DefaultConfig(scenario string) Config {
+// Default returns the defaults documented on Config for scenario.
+func Default(scenario string) Config {
 	c := Config{
 		Scenario:        scenario,
 		CQLConsistency:  "ONE",
@@ -250,18 +252,14 @@ func DefaultConfig(scenario string) Config {
 // BudgetFrom is the run size from which Budget is checked.
 const BudgetFrom = 10000
 
-// minPayload is the plaintext header every push carries (payload.go).
-const minPayload = payloadHeader
-
-// maxPayload keeps the aes128gcm body (plaintext + 1 delimiter + 16 tag +
-// 86 header) within the 4,096 bytes the protocol allows.
-const maxPayload = 3993
+// minPayload is the plaintext header every push carries.
+const minPayload = ledger.PayloadHeader
 
 // Validate reports the first setting that cannot work.
 func (c *Config) Validate() error {
 	switch {
-	case !slices.Contains(Scenarios, c.Scenario):
-		return fmt.Errorf("loadtest: unknown scenario %q (one of %s)", c.Scenario, strings.Join(Scenarios, ", "))
+	case !slices.Contains(Names, c.Scenario):
+		return fmt.Errorf("loadtest: unknown scenario %q (one of %s)", c.Scenario, strings.Join(Names, ", "))
 	case c.UAs < 1 || c.Channels < 1:
 		return errors.New("loadtest: -uas and -channels must be at least 1")
 	case c.PerEngine < 1 || c.PerWorker < 1 || c.Loops < 1 || c.Engines < 0 || c.Workers < 0:
@@ -284,9 +282,9 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: -push-rate and -drain-timeout must be positive, -quiet not negative")
 	case c.Scenario == Churn && (c.Duration <= 0 || c.SessionMean <= 0 || c.OfflineMean <= 0):
 		return errors.New("loadtest: churn: -duration, -session and -offline must be positive")
-	case c.sends() && (c.PayloadSize < minPayload || c.PayloadSize > maxPayload):
-		return fmt.Errorf("loadtest: -payload must be %d..%d bytes", minPayload, maxPayload)
-	case c.sends() && (c.TTL < 1 || c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
+	case c.Sends() && (c.PayloadSize < minPayload || c.PayloadSize > ledger.MaxPayload):
+		return fmt.Errorf("loadtest: -payload must be %d..%d bytes", minPayload, ledger.MaxPayload)
+	case c.Sends() && (c.TTL < 1 || c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
 		return errors.New("loadtest: -ttl, -sender-conns, -max-in-flight and -push-timeout must be positive, -vapid-reuse not negative")
 	case !slices.Contains([]string{"auto", "bar", "lines", "off"}, c.Progress):
 		return errors.New("loadtest: -progress must be auto, bar, lines or off")
@@ -306,26 +304,27 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// sends reports whether the scenario posts pushes.
-func (c *Config) sends() bool { return c.Scenario != Hold }
+// Sends reports whether the scenario posts pushes.
+func (c *Config) Sends() bool { return c.Scenario != Hold }
 
-// engines is the number of engine processes the run starts.
-func (c *Config) engines() int {
+// EngineCount is the number of engine processes the run starts.
+func (c *Config) EngineCount() int {
 	if c.Engines > 0 {
 		return c.Engines
 	}
 	if len(c.CQLHosts) == 0 {
 		return 1
 	}
-	return max(1, ceilDiv(c.UAs, c.PerEngine))
+	return max(1, CeilDiv(c.UAs, c.PerEngine))
 }
 
-// workers is the number of worker processes the run starts.
-func (c *Config) workers() int {
+// WorkerCount is the number of worker processes the run starts.
+func (c *Config) WorkerCount() int {
 	if c.Workers > 0 {
 		return min(c.Workers, c.UAs)
 	}
-	return max(1, ceilDiv(c.UAs, c.PerWorker))
+	return max(1, CeilDiv(c.UAs, c.PerWorker))
 }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
+// CeilDiv is a/b rounded up.
+func CeilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,14 +1,18 @@
-package loadtest
+package report
 
 import (
 	"bytes"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/scenario"
 )
 
-// capacityDoc renders docs/capacity.md from the profile's reports.
-func capacityDoc(p Profile, reps []*Report, errs []error) ([]byte, error) {
+// CapacityDoc renders docs/capacity.md from the capacity profile's
+// reports: out is where their files are, storageNote what the CQL server
+// was, errs the scenarios that did not complete.
+func CapacityDoc(out, storageNote string, reps []*Report, errs []error) ([]byte, error) {
 	var b bytes.Buffer
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Capacity\n\n")
@@ -16,7 +20,7 @@ func capacityDoc(p Profile, reps []*Report, errs []error) ([]byte, error) {
 	w("`go run ./loadtest/cmd/loadtest capacity` (the standard profile below) and rewrites this file. Each scenario\n")
 	w("starts its own engine processes (autoconnect) and endpoint (autoendpoint) from this commit, on a fresh keyspace,\n")
 	w("and drives them from forked worker processes; nothing here is estimated. The JSON and HTML reports (latency over\n")
-	w("time, memory against connections) are under `%s/<scenario>/`.\n\n", p.Out)
+	w("time, memory against connections) are under `%s/<scenario>/`.\n\n", out)
 	if len(reps) == 0 {
 		w("No scenario ran.\n")
 	} else {
@@ -28,7 +32,7 @@ func capacityDoc(p Profile, reps []*Report, errs []error) ([]byte, error) {
 		w("- **Date:** %s to %s (each section gives its run's date and commit).\n", first.UTC().Format("2006-01-02 15:04 MST"),
 			last.UTC().Format("2006-01-02 15:04 MST"))
 		w("- **Machine:** %s, %d CPUs, %s RAM, %s, kernel %s, %s. Open files per process: %d (hard).\n",
-			m.CPU, m.CPUs, mib(m.MemTotal), m.OS, m.Kernel, m.Go, m.FDLimit)
+			m.CPU, m.CPUs, gib(m.MemTotal), m.OS, m.Kernel, m.Go, m.FDLimit)
 		w("  Ephemeral ports %s, somaxconn %s, file-max %s", m.PortRange, m.Somaxconn, m.FileMax)
 		if m.Conntrack != "" {
 			w(", conntrack %s", m.Conntrack)
@@ -36,8 +40,8 @@ func capacityDoc(p Profile, reps []*Report, errs []error) ([]byte, error) {
 		w("; no sysctl was changed.\n")
 		w("- **Storage:** the CQL server at %s, consistency %s, replication %s", strings.Join(reps[0].Config.CQLHosts, ","),
 			reps[0].Config.CQLConsistency, reps[0].Config.CQLReplication)
-		if p.StorageNote != "" {
-			w(" (%s)", p.StorageNote)
+		if storageNote != "" {
+			w(" (%s)", storageNote)
 		}
 		w(", on the same machine.\n")
 		w("- **Shared machine:** the load generator, the service, the storage server (and, while these ran, other\n")
@@ -63,11 +67,11 @@ func capacityDoc(p Profile, reps []*Report, errs []error) ([]byte, error) {
 		w("%s; load average %s at the start, %s at the end; %.0f s in all.\n\n", systemLine(r), r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd, r.Seconds)
 		if c := r.Connect; c != nil {
 			w("Connect: %s of %s user agents in %.1f s: **%s/s achieved** (%s/s offered, at most %s handshakes in progress), %s failed attempts. Handshake (connect to the last register reply) p50 %.0f ms, p99 %.0f ms, max %.0f ms. CPU during the ramp (%% of one core) machine %.0f, engines %.0f, endpoint %.0f, load generator %.0f, storage %s.\n\n",
-				num(c.Connected), num(c.Target), c.Seconds, num(c.Achieved), num(c.Offered), num(r.Config.MaxPending), num(c.Failures),
-				c.Handshake.P50, c.Handshake.P99, c.Handshake.Max, c.CPU.Machine, c.CPU.Engines, c.CPU.Endpoint, c.CPU.Workers, c.CPU.storage())
+				Num(c.Connected), Num(c.Target), c.Seconds, Num(c.Achieved), Num(c.Offered), Num(r.Config.MaxPending), Num(c.Failures),
+				c.Handshake.P50, c.Handshake.P99, c.Handshake.Max, c.CPU.Machine, c.CPU.Engines, c.CPU.Endpoint, c.CPU.Workers, c.CPU.StorageText())
 		}
 		if len(r.Reasons) > 0 {
-			w("Failed handshakes and dropped connections by reason: %s.\n\n", counts(r.Reasons))
+			w("Failed handshakes and dropped connections by reason: %s.\n\n", Counts(r.Reasons))
 		}
 		switch {
 		case r.Hold != nil:
@@ -84,7 +88,7 @@ func capacityDoc(p Profile, reps []*Report, errs []error) ([]byte, error) {
 	w("\n## How these are measured\n\n")
 	w("- **User agents** are state machines on epoll event loops (a few per worker process, not a goroutine each), speaking\n")
 	w("  the Mozilla push protocol over real websockets from 127.0.0.2-127.0.0.251 (bound before connect), spread over the\n")
-	w("  engines round-robin. Each worker holds at most %s (a process may open 20,000 files here).\n", num(DefaultConfig(Hold).PerWorker))
+	w("  engines round-robin. Each worker holds at most %s (a process may open 20,000 files here).\n", Num(scenario.Default(scenario.Hold).PerWorker))
 	w("- **Memory per connection** is the least-squares slope of the engines' summed RSS (`/proc/<pid>/status`; anon is\n")
 	w("  the user-space heap) over the measurement points after the first step, each the median of samples 1 s apart\n")
 	w("  after an idle settle, so the processes' fixed cost is left out. Goroutines and heap come from each engine's `/metrics`.\n")
@@ -127,25 +131,25 @@ func headline(r *Report) string {
 	case r.Hold != nil:
 		h := r.Hold
 		return fmt.Sprintf("%s idle user agents held on %d engines (%s connected/s); engines' user-space memory **%s B per connection** (RSS slope; anon %s B); goroutines %d → %d",
-			num(h.ConnectedEnd), r.Cluster.Engines, num(r.Connect.Achieved), f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), h.GoroutinesStart, h.GoroutinesEnd)
+			Num(h.ConnectedEnd), r.Cluster.Engines, Num(r.Connect.Achieved), f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), h.GoroutinesStart, h.GoroutinesEnd)
 	case r.Notify != nil:
 		n := r.Notify
 		var parts []string
 		for _, s := range n.Stages {
-			parts = append(parts, fmt.Sprintf("%s/s: p99 %.0f ms", num(s.Offered), s.Latency.P99))
+			parts = append(parts, fmt.Sprintf("%s/s: p99 %.0f ms", Num(s.Offered), s.Latency.P99))
 		}
 		cross := "p99 stayed under the limit"
 		if n.CrossedAt > 0 {
-			cross = fmt.Sprintf("**p99 passes %.0f ms at %s/s offered**", n.P99Limit, num(n.CrossedAt))
+			cross = fmt.Sprintf("**p99 passes %.0f ms at %s/s offered**", n.P99Limit, Num(n.CrossedAt))
 		}
 		return cross + "; " + strings.Join(parts, ", ")
 	case r.Delivery != nil:
 		a := r.Delivery.Account
-		s := fmt.Sprintf("%s pushes accepted, **%d lost, %d duplicated after ack**, %d stalled", num(a.Accepted), a.Lost, a.DuplicatedAfterAck, r.Delivery.Stalled)
-		if r.Scenario == Stored {
-			s += fmt.Sprintf("; drained at %s/s", num(r.Delivery.DrainRate))
+		s := fmt.Sprintf("%s pushes accepted, **%d lost, %d duplicated after ack**, %d stalled", Num(a.Accepted), a.Lost, a.DuplicatedAfterAck, r.Delivery.Stalled)
+		if r.Scenario == scenario.Stored {
+			s += fmt.Sprintf("; drained at %s/s", Num(r.Delivery.DrainRate))
 		} else {
-			s += fmt.Sprintf("; %s connects/s of churn", num(r.Delivery.ChurnRate))
+			s += fmt.Sprintf("; %s connects/s of churn", Num(r.Delivery.ChurnRate))
 		}
 		return s
 	}
@@ -156,26 +160,26 @@ func holdDoc(b *bytes.Buffer, r *Report) {
 	h := r.Hold
 	fmt.Fprintf(b, "| user agents | engine connections | engines RSS MiB | anon MiB | Go heap in use MiB | goroutines | load generator RSS MiB |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, p := range h.Points {
-		fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %s | %s | %.1f |\n", num(p.Connections), optNum(p.Engine.Connections),
-			float64(p.Engine.RSS)/(1<<20), float64(p.Engine.Anon)/(1<<20), optMiB(p.Engine.HeapInuse), optNum(p.Engine.Goroutines),
+		fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %s | %s | %.1f |\n", Num(p.Connections), OptNum(p.Engine.Connections),
+			float64(p.Engine.RSS)/(1<<20), float64(p.Engine.Anon)/(1<<20), optMiB(p.Engine.HeapInuse), OptNum(p.Engine.Goroutines),
 			float64(p.WorkerRSS)/(1<<20))
 	}
 	fmt.Fprintf(b, "\n**Engines' user-space memory per connection: %s B** (RSS slope), anon %s B, Go heap in use %s B. The load generator costs %s B per user agent. All %s stayed connected for %.0f s (%d dropped during the run).\n\n",
 		f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), f0(float64(h.HeapPerConn)), f0(float64(h.WorkerRSSPerUA)),
-		num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun)
+		Num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun)
 }
 
 func notifyDoc(b *bytes.Buffer, r *Report) {
 	n := r.Notify
 	fmt.Fprintf(b, "%s connected user agents. Latency from the scheduled send to arrival at the user agent, in ms, over each stage after a %s warm-up; CPU in %% of one core (machine = everything on it).\n\n",
-		num(n.UAs), r.Config.Warmup)
+		Num(n.UAs), r.Config.Warmup)
 	fmt.Fprintf(b, "| offered/s | accepted/s | delivered/s | p50 | p90 | p99 | p99.9 | max | POST answer p99 | lost | CPU machine/engines/endpoint/load gen./storage | errors |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
 	for _, s := range n.Stages {
-		fmt.Fprintf(b, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %s | %s |\n", num(s.Offered), num(s.Achieved), num(s.Delivered),
-			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Response.P99, s.Account.Lost, s.CPU, countsOrNone(s.Errors))
+		fmt.Fprintf(b, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %s | %s |\n", Num(s.Offered), Num(s.Achieved), Num(s.Delivered),
+			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Response.P99, s.Account.Lost, s.CPU, CountsOrNone(s.Errors))
 	}
 	if n.CrossedAt > 0 {
-		fmt.Fprintf(b, "\n**p99 passes %.0f ms at %s pushes/s offered.**\n\n", n.P99Limit, num(n.CrossedAt))
+		fmt.Fprintf(b, "\n**p99 passes %.0f ms at %s pushes/s offered.**\n\n", n.P99Limit, Num(n.CrossedAt))
 	} else {
 		fmt.Fprintf(b, "\np99 stayed within %.0f ms at every offered rate.\n\n", n.P99Limit)
 	}
@@ -185,18 +189,18 @@ func deliveryDoc(b *bytes.Buffer, r *Report) {
 	d := r.Delivery
 	a := d.Account
 	fmt.Fprintf(b, "%s pushes to %s user agents at %s/s offered: %s accepted in %.1f s (%s/s); errors: %s.",
-		num(d.Scheduled), num(d.UAs), num(d.Offered), num(a.Accepted), d.SendSeconds, num(d.Achieved), countsOrNone(d.Errors))
-	if r.Scenario == Churn {
+		Num(d.Scheduled), Num(d.UAs), Num(d.Offered), Num(a.Accepted), d.SendSeconds, Num(d.Achieved), CountsOrNone(d.Errors))
+	if r.Scenario == scenario.Churn {
 		fmt.Fprintf(b, " Meanwhile %s connects and %s disconnects (%s connects/s; online %s and offline %s on average, each reconnect to a random engine).",
-			num(d.ChurnConnects), num(d.ChurnCloses), num(d.ChurnRate), r.Config.SessionMean, r.Config.OfflineMean)
+			Num(d.ChurnConnects), Num(d.ChurnCloses), Num(d.ChurnRate), r.Config.SessionMean, r.Config.OfflineMean)
 	}
-	fmt.Fprintf(b, "\nDrain after everyone reconnected: last first arrival %.1f s after the reconnect began (%s arrivals/s).", d.DrainSeconds, num(d.DrainRate))
+	fmt.Fprintf(b, "\nDrain after everyone reconnected: last first arrival %.1f s after the reconnect began (%s arrivals/s).", d.DrainSeconds, Num(d.DrainRate))
 	if d.Stalled > 0 {
 		fmt.Fprintf(b, " **%d pushes stalled:** still not delivered after %s with their user agent connected (they arrived, if at all, only after a further reconnect).", d.Stalled, r.Config.DrainTimeout)
 	}
 	fmt.Fprintf(b, " Scheduled send to first arrival (time waiting offline included): p50 %.0f ms, p99 %.0f ms, max %.0f ms.\n\n",
 		d.Latency.P50, d.Latency.P99, d.Latency.Max)
 	fmt.Fprintf(b, "| accepted | delivered | **lost** | **duplicated after ack** | unacked | redelivered before any ack | after an unverified ack | bad content / misrouted / unknown |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
-	fmt.Fprintf(b, "| %s | %s | **%d** | **%d** | %d | %d | %d | %d / %d / %d |\n\n", num(a.Accepted), num(a.Delivered), a.Lost, a.DuplicatedAfterAck,
+	fmt.Fprintf(b, "| %s | %s | **%d** | **%d** | %d | %d | %d | %d / %d / %d |\n\n", Num(a.Accepted), Num(a.Delivered), a.Lost, a.DuplicatedAfterAck,
 		a.Unacked, a.RedeliveredUnacked, a.RedeliveredAckUnverified, a.BadContent, a.Misrouted, a.Unknown)
 }

@@ -1,4 +1,4 @@
-package loadtest
+package agent
 
 import (
 	"container/heap"
@@ -14,7 +14,7 @@ import (
 // sockets, state and timers are touched only by the loop's goroutine.
 // Other goroutines reach them through post (goroutine-safe) or call.
 type loop struct {
-	w      *worker
+	s      *Set
 	epfd   int
 	wakeFD int // an eventfd: post writes it to wake the loop
 	byFD   []*ua
@@ -25,7 +25,7 @@ type loop struct {
 	timers timerHeap
 	now    int64 // worker clock, refreshed after each wait and read
 	rng    *rand.Rand
-	churn  *churnArgs // non-nil while user agents cycle
+	churn  *Churn // non-nil while user agents cycle
 
 	mu    sync.Mutex
 	queue []func()
@@ -37,7 +37,7 @@ type loop struct {
 // user agent fits.
 const readBufSize = 64 << 10
 
-func newLoop(w *worker, seed uint64) (*loop, error) {
+func newLoop(s *Set, seed uint64) (*loop, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: epoll_create: %w", err)
@@ -53,7 +53,7 @@ func newLoop(w *worker, seed uint64) (*loop, error) {
 		return nil, fmt.Errorf("loadtest: epoll_ctl eventfd: %w", err)
 	}
 	return &loop{
-		w: w, epfd: epfd, wakeFD: wfd,
+		s: s, epfd: epfd, wakeFD: wfd,
 		buf:  make([]byte, readBufSize),
 		rng:  rand.New(rand.NewPCG(seed, seed^0x5DEECE66D)),
 		done: make(chan struct{}),
@@ -90,10 +90,10 @@ func (l *loop) run() {
 	for !l.stop {
 		n, err := unix.EpollWait(l.epfd, events, l.waitMS())
 		if err != nil && err != unix.EINTR {
-			l.w.fatal(fmt.Errorf("loadtest: epoll_wait: %w", err))
+			l.s.env.Fatal(fmt.Errorf("loadtest: epoll_wait: %w", err))
 			return
 		}
-		l.now = l.w.clock()
+		l.now = l.s.env.Clock.Now()
 		for i := range max(n, 0) {
 			fd := int(events[i].Fd)
 			if fd == l.wakeFD {
@@ -139,7 +139,7 @@ func (l *loop) waitMS() int {
 	if len(l.timers) == 0 {
 		return 1000
 	}
-	d := l.timers[0].at - l.w.clock()
+	d := l.timers[0].at - l.s.env.Clock.Now()
 	if d <= 0 {
 		return 0
 	}

@@ -1,8 +1,9 @@
-package loadtest
+package hist
 
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -10,15 +11,17 @@ import (
 // Latencies are recorded in microseconds, 1 µs to 10 minutes, with three
 // significant digits.
 const (
-	histLowest  = 1
-	histHighest = 600_000_000
-	histDigits  = 3
+	lowest  = 1
+	highest = 600_000_000
+	digits  = 3
 )
 
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histLowest, histHighest, histDigits) }
+// New is an empty latency histogram.
+func New() *hdrhistogram.Histogram { return hdrhistogram.New(lowest, highest, digits) }
 
-// encodeHist is the compressed form a worker reports a histogram in.
-func encodeHist(h *hdrhistogram.Histogram) []byte {
+// Encode is the compressed form a worker reports a histogram in (nil for
+// an empty one).
+func Encode(h *hdrhistogram.Histogram) []byte {
 	if h == nil || h.TotalCount() == 0 {
 		return nil
 	}
@@ -30,8 +33,8 @@ func encodeHist(h *hdrhistogram.Histogram) []byte {
 	return b
 }
 
-// mergeEncoded adds an encoded histogram into h.
-func mergeEncoded(h *hdrhistogram.Histogram, b []byte) error {
+// Merge adds an encoded histogram into h.
+func Merge(h *hdrhistogram.Histogram, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
@@ -54,7 +57,8 @@ type Latency struct {
 	Mean  float64 `json:"mean_ms"`
 }
 
-func summarize(h *hdrhistogram.Histogram) Latency {
+// Summarize is h's percentiles, in milliseconds.
+func Summarize(h *hdrhistogram.Histogram) Latency {
 	if h == nil || h.TotalCount() == 0 {
 		return Latency{}
 	}
@@ -68,24 +72,25 @@ func summarize(h *hdrhistogram.Histogram) Latency {
 	}
 }
 
-// recorder collects one kind of latency in a worker: an interval
+// Recorder collects one kind of latency in a worker: an interval
 // histogram the stats report drains every second, and the current stage's
 // (notify's), which counts only pushes scheduled inside the stage's
 // measured window. Goroutine-safe.
-type recorder struct {
+type Recorder struct {
 	mu       sync.Mutex
 	interval *hdrhistogram.Histogram
 	stage    *hdrhistogram.Histogram
 	from, to int64 // the stage's measured window of scheduled times
 }
 
-func newRecorder() *recorder { return &recorder{interval: newHist(), stage: newHist()} }
+// NewRecorder is a Recorder with nothing recorded.
+func NewRecorder() *Recorder { return &Recorder{interval: New(), stage: New()} }
 
-// record adds one latency of a push scheduled at, observed at now (both
-// nanoseconds on the worker's clock).
-func (r *recorder) record(at, now int64) {
-	us := max((now-at)/1000, histLowest)
-	us = min(us, histHighest)
+// Record adds one latency of a push scheduled at, observed at now (both
+// readings of the worker's Clock).
+func (r *Recorder) Record(at, now int64) {
+	us := max((now-at)/1000, lowest)
+	us = min(us, highest)
 	r.mu.Lock()
 	r.interval.RecordValue(us)
 	if at >= r.from && at < r.to {
@@ -94,29 +99,46 @@ func (r *recorder) record(at, now int64) {
 	r.mu.Unlock()
 }
 
-// takeInterval returns the encoded interval histogram and starts a new one.
-func (r *recorder) takeInterval() []byte {
+// TakeInterval returns the encoded interval histogram and starts a new one.
+func (r *Recorder) TakeInterval() []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b := encodeHist(r.interval)
+	b := Encode(r.interval)
 	r.interval.Reset()
 	return b
 }
 
-// startStage resets the stage histogram and its window.
-func (r *recorder) startStage(from, to int64) {
+// StartStage resets the stage histogram and its window of scheduled times
+// [from, to).
+func (r *Recorder) StartStage(from, to int64) {
 	r.mu.Lock()
 	r.stage.Reset()
 	r.from, r.to = from, to
 	r.mu.Unlock()
 }
 
-// takeStage returns the encoded stage histogram and closes the window.
-func (r *recorder) takeStage() []byte {
+// TakeStage returns the encoded stage histogram and closes the window.
+func (r *Recorder) TakeStage() []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b := encodeHist(r.stage)
+	b := Encode(r.stage)
 	r.stage.Reset()
 	r.from, r.to = 0, 0
 	return b
+}
+
+// Clock is a worker's clock: nanoseconds since its epoch, monotonic. A
+// push's scheduled time and its arrival are readings of the same Clock, so
+// their difference is its latency.
+type Clock struct{ epoch time.Time }
+
+// NewClock starts a clock at 0.
+func NewClock() Clock { return Clock{epoch: time.Now()} }
+
+// Now is the time on the clock.
+func (c Clock) Now() int64 { return int64(time.Since(c.epoch)) }
+
+// Wall is a reading as wall time, for logs.
+func (c Clock) Wall(at int64) string {
+	return c.epoch.Add(time.Duration(at)).Format("15:04:05.000000")
 }

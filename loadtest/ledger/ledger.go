@@ -1,8 +1,8 @@
-package loadtest
+package ledger
 
 import "sync"
 
-// ledger is one worker's record of every push it sent: what the endpoint
+// Ledger is one worker's record of every push it sent: what the endpoint
 // answered, how often it arrived, and whether and where it was acked.
 // Goroutine-safe: senders and event loops share it.
 //
@@ -11,7 +11,7 @@ import "sync"
 // it went out on was closed with a completed close handshake: the engine
 // reads frames in order, so it handled the ack before answering the close.
 // A push arriving again on the very connection that acked it is a bug too.
-type ledger struct {
+type Ledger struct {
 	mu   sync.Mutex
 	recs []pushRec
 	locs []string // the endpoint's Location (message id) per push, for post-mortems
@@ -29,23 +29,23 @@ type pushRec struct {
 
 // Statuses besides HTTP ones.
 const (
-	statusNoAnswer = -1 // transport error or timeout
-	statusNotSent  = -2 // over the in-flight cap: never sent
+	StatusNoAnswer = -1 // transport error or timeout
+	StatusNotSent  = -2 // over the in-flight cap: never sent
 )
 
-// receipt classifies one arrival.
-type receipt int
+// Receipt classifies one arrival.
+type Receipt int
 
 const (
-	rcptFirst              receipt = iota // first arrival
-	rcptAgainUnacked                      // again, never acked: a legitimate redelivery
-	rcptAgainAckUnverified                // again, acked on a connection that broke: the ack may be lost
-	rcptAfterAck                          // again after a certain ack: a server bug
-	rcptUnknown                           // not a push of this ledger
+	First              Receipt = iota // first arrival
+	AgainUnacked                      // again, never acked: a legitimate redelivery
+	AgainAckUnverified                // again, acked on a connection that broke: the ack may be lost
+	AfterAck                          // again after a certain ack: a server bug
+	Unknown                           // not a push of this ledger
 )
 
-// add records a push about to be sent to ua and returns its seq.
-func (l *ledger) add(ua int32) uint64 {
+// Add records a push about to be sent to ua and returns its seq.
+func (l *Ledger) Add(ua int32) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recs = append(l.recs, pushRec{ua: ua})
@@ -53,43 +53,43 @@ func (l *ledger) add(ua int32) uint64 {
 	return uint64(len(l.recs) - 1)
 }
 
-// answered records the endpoint's status (or statusNoAnswer/NotSent) and
+// Answered records the endpoint's status (or StatusNoAnswer/NotSent) and
 // the Location it named.
-func (l *ledger) answered(seq uint64, status int, location string) {
+func (l *Ledger) Answered(seq uint64, status int, location string) {
 	l.mu.Lock()
 	l.recs[seq].status = int16(status)
 	l.locs[seq] = location
 	l.mu.Unlock()
 }
 
-// missingPush is an accepted push that never arrived, or was not acked.
-type missingPush struct {
-	seq      uint64
-	ua       int32
-	recv     uint16
-	location string
+// MissingPush is an accepted push that never arrived, or was not acked.
+type MissingPush struct {
+	Seq      uint64
+	UA       int32  // local index of its user agent
+	Recv     uint16 // arrivals
+	Location string // the endpoint's message id
 }
 
-// missing lists the accepted pushes that never arrived (or, with
+// Missing lists the accepted pushes that never arrived (or, with
 // unacked, were never acked).
-func (l *ledger) missing(unacked bool) []missingPush {
+func (l *Ledger) Missing(unacked bool) []MissingPush {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []missingPush
+	var out []MissingPush
 	for i, r := range l.recs {
 		if r.status == 201 && (r.recv == 0 || unacked && !r.acked) {
-			out = append(out, missingPush{seq: uint64(i), ua: r.ua, recv: r.recv, location: l.locs[i]})
+			out = append(out, MissingPush{Seq: uint64(i), UA: r.ua, Recv: r.recv, Location: l.locs[i]})
 		}
 	}
 	return out
 }
 
-// receive classifies an arrival of seq at ua on connection conn.
-func (l *ledger) receive(seq uint64, ua int32, conn uint32) receipt {
+// Receive classifies an arrival of seq at ua on connection conn.
+func (l *Ledger) Receive(seq uint64, ua int32, conn uint32) Receipt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if seq >= uint64(len(l.recs)) || l.recs[seq].ua != ua {
-		return rcptUnknown
+		return Unknown
 	}
 	r := &l.recs[seq]
 	if r.recv < ^uint16(0) {
@@ -97,17 +97,17 @@ func (l *ledger) receive(seq uint64, ua int32, conn uint32) receipt {
 	}
 	switch {
 	case r.recv == 1:
-		return rcptFirst
+		return First
 	case !r.acked:
-		return rcptAgainUnacked
+		return AgainUnacked
 	case r.confirmed || r.ackConn == conn:
-		return rcptAfterAck
+		return AfterAck
 	}
-	return rcptAgainAckUnverified
+	return AgainAckUnverified
 }
 
-// ack records that seq was acked on connection conn.
-func (l *ledger) ack(seq uint64, conn uint32) {
+// Ack records that seq was acked on connection conn.
+func (l *Ledger) Ack(seq uint64, conn uint32) {
 	l.mu.Lock()
 	r := &l.recs[seq]
 	if !r.acked {
@@ -116,8 +116,8 @@ func (l *ledger) ack(seq uint64, conn uint32) {
 	l.mu.Unlock()
 }
 
-// confirm marks acks as certain (their connection closed cleanly).
-func (l *ledger) confirm(seqs []uint64) {
+// Confirm marks acks as certain (their connection closed cleanly).
+func (l *Ledger) Confirm(seqs []uint64) {
 	l.mu.Lock()
 	for _, s := range seqs {
 		l.recs[s].confirmed = true
@@ -125,9 +125,9 @@ func (l *ledger) confirm(seqs []uint64) {
 	l.mu.Unlock()
 }
 
-// outstanding counts pushes in [lo, hi) that are in flight or accepted and
+// Outstanding counts pushes in [lo, hi) that are in flight or accepted and
 // not yet received.
-func (l *ledger) outstanding(lo, hi uint64) int {
+func (l *Ledger) Outstanding(lo, hi uint64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
@@ -139,8 +139,8 @@ func (l *ledger) outstanding(lo, hi uint64) int {
 	return n
 }
 
-// unacked counts accepted pushes not acked yet.
-func (l *ledger) unacked() int {
+// Unacked counts accepted pushes not acked yet.
+func (l *Ledger) Unacked() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
@@ -152,7 +152,8 @@ func (l *ledger) unacked() int {
 	return n
 }
 
-func (l *ledger) len() uint64 {
+// Len is the number of pushes recorded: the next seq.
+func (l *Ledger) Len() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return uint64(len(l.recs))
@@ -187,8 +188,8 @@ type Accounting struct {
 	Unknown    int64 `json:"unknown"`
 }
 
-// add sums b into a.
-func (a *Accounting) add(b Accounting) {
+// Add sums b into a.
+func (a *Accounting) Add(b Accounting) {
 	a.Sent += b.Sent
 	a.Accepted += b.Accepted
 	a.Rejected += b.Rejected
@@ -213,15 +214,15 @@ func (a *Accounting) Exact() bool {
 	return a.Lost == 0 && a.DuplicatedAfterAck == 0 && a.BadContent == 0 && a.Misrouted == 0 && a.Unknown == 0
 }
 
-// account summarises the pushes in [lo, hi); the redelivery counts come
-// from the arrivals the worker classified (counted as they happen).
-func (l *ledger) account(lo, hi uint64) Accounting {
+// Account summarises the pushes in [lo, hi); the redelivery counts come
+// from the arrivals the user agents classified (Problems, AddProblems).
+func (l *Ledger) Account(lo, hi uint64) Accounting {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var a Accounting
 	for _, r := range l.recs[lo:min(hi, uint64(len(l.recs)))] {
 		switch {
-		case r.status == statusNotSent:
+		case r.status == StatusNotSent:
 			a.NotSent++
 			continue
 		case r.status == 201:
@@ -235,7 +236,7 @@ func (l *ledger) account(lo, hi uint64) Accounting {
 			default:
 				a.Delivered++
 			}
-		case r.status == statusNoAnswer:
+		case r.status == StatusNoAnswer:
 			a.NoAnswer++
 		case r.status > 0:
 			a.Rejected++
@@ -246,4 +247,29 @@ func (l *ledger) account(lo, hi uint64) Accounting {
 		}
 	}
 	return a
+}
+
+// Problems are the arrivals the user agents counted as wrong or repeated.
+type Problems struct {
+	DupAfterAck, RedelivUnacked, RedelivUnverified, BadContent, Misrouted, Unknown int64
+}
+
+// Sub subtracts q from p (the problems of a phase: after less before).
+func (p *Problems) Sub(q Problems) {
+	p.DupAfterAck -= q.DupAfterAck
+	p.RedelivUnacked -= q.RedelivUnacked
+	p.RedelivUnverified -= q.RedelivUnverified
+	p.BadContent -= q.BadContent
+	p.Misrouted -= q.Misrouted
+	p.Unknown -= q.Unknown
+}
+
+// AddProblems adds the user agents' counts to a.
+func (a *Accounting) AddProblems(p Problems) {
+	a.DuplicatedAfterAck += p.DupAfterAck
+	a.RedeliveredUnacked += p.RedelivUnacked
+	a.RedeliveredAckUnverified += p.RedelivUnverified
+	a.BadContent += p.BadContent
+	a.Misrouted += p.Misrouted
+	a.Unknown += p.Unknown
 }

@@ -1,4 +1,4 @@
-package loadtest
+package probe
 
 import (
 	"bufio"
@@ -30,7 +30,8 @@ type Machine struct {
 	LoadAvgEnd   string `json:"loadavg_end"`
 }
 
-func describeMachine() Machine {
+// DescribeMachine reads what the machine is, and its load average now.
+func DescribeMachine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
 	m.Host, _ = os.Hostname()
 	m.CPU = fieldOf("/proc/cpuinfo", "model name", ':')
@@ -49,11 +50,12 @@ func describeMachine() Machine {
 	if c, max := readTrim("/proc/sys/net/netfilter/nf_conntrack_count"), readTrim("/proc/sys/net/netfilter/nf_conntrack_max"); max != "" {
 		m.Conntrack = c + "/" + max
 	}
-	m.LoadAvgStart = loadAvg()
+	m.LoadAvgStart = LoadAvg()
 	return m
 }
 
-func loadAvg() string {
+// LoadAvg is the 1, 5 and 15 minute load averages.
+func LoadAvg() string {
 	f := strings.Fields(readTrim("/proc/loadavg"))
 	if len(f) < 3 {
 		return ""

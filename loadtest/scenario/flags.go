@@ -1,4 +1,4 @@
-package loadtest
+package scenario
 
 import (
 	"flag"
@@ -10,15 +10,15 @@ import (
 	"github.com/autopush-go/autopush/internal/settings"
 )
 
-// ParseFlags fills a scenario's DefaultConfig from command-line flags; only
+// ParseFlags fills a scenario's Default config from command-line flags; only
 // the fields whose `for` tag names the scenario (or "all") are flags, so
 // each scenario's -help lists what it reads. It returns flag.ErrHelp after
 // printing usage for -h.
 func ParseFlags(scenario string, args []string, usage io.Writer) (Config, error) {
-	cfg := DefaultConfig(scenario)
+	cfg := Default(scenario)
 	fs := flag.NewFlagSet("loadtest "+scenario, flag.ContinueOnError)
 	fs.SetOutput(usage)
-	settings.Flags(fs, &cfg, readBy(scenario))
+	settings.Flags(fs, &cfg, ReadBy(scenario))
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "usage: loadtest %s [flags]\n\n%s\n\nflags:\n", scenario, scenarioHelp[scenario])
 		fs.PrintDefaults()
@@ -32,9 +32,9 @@ func ParseFlags(scenario string, args []string, usage io.Writer) (Config, error)
 	return cfg, cfg.Validate()
 }
 
-// readBy selects the Config fields scenario reads: those whose `for` tag
-// names it or "all".
-func readBy(scenario string) func(reflect.StructTag) bool {
+// ReadBy selects the Config fields scenario reads (for settings.Flags and
+// settings.Describe): those whose `for` tag names it or "all".
+func ReadBy(scenario string) func(reflect.StructTag) bool {
 	return func(tag reflect.StructTag) bool {
 		for s := range strings.SplitSeq(tag.Get("for"), ",") {
 			if s == "all" || s == scenario {
