@@ -17,6 +17,7 @@ import (
 
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/storage/scylla"
@@ -32,6 +33,9 @@ type cluster struct {
 	storage  string // "scylla" or "embedded"
 	keyspace string
 	engines  []*proc.Proc
+	// gcTraces follow each engine's GODEBUG=gctrace=1 lines, for the live
+	// heap (hold only; nil otherwise).
+	gcTraces []*probe.GCTrace
 	endpoint *proc.Proc // autoendpoint; nil for hold, or when a devserver is both
 	// devserver: one process holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
@@ -111,7 +115,7 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 			"AUTOEND__VERSION_FILE=")
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started")
+			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -169,6 +173,7 @@ func (c *cluster) scyllaConfig() scylla.Config {
 func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 	n := c.cfg.EngineCount()
 	c.engines = make([]*proc.Proc, n)
+	c.gcTraces = make([]*probe.GCTrace, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -183,8 +188,16 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
 			env = append(env, passThrough("AUTOCONNECT__")...)
+			var watch func([]byte)
+			if c.cfg.Scenario == scenario.Hold {
+				// hold reports the live heap, which only the runtime's
+				// trace of each collection (a line on stderr) tells.
+				env = append(env, "GODEBUG="+strings.Trim(os.Getenv("GODEBUG")+",gctrace=1", ","))
+				c.gcTraces[i] = &probe.GCTrace{}
+				watch = c.gcTraces[i].Line
+			}
 			c.engines[i], errs[i] = startChild(ctx, fmt.Sprintf("autoconnect-%d", i), filepath.Join(c.binDir, "autoconnect"), nil, env,
-				filepath.Join(logDir, fmt.Sprintf("autoconnect-%d.log", i)), "autoconnect started")
+				filepath.Join(logDir, fmt.Sprintf("autoconnect-%d.log", i)), "autoconnect started", watch)
 		}()
 	}
 	wg.Wait()
@@ -211,11 +224,11 @@ func (c *cluster) startDevserver(ctx context.Context, key, port, logDir string) 
 	args := []string{"-data-dir", data, "-ws", "127.0.0.1:0", "-node", "127.0.0.1:0", "-http", port,
 		"-endpoint-url", c.endpointURL, "-log-level", "info"}
 	ch, err := startChild(ctx, "devserver", filepath.Join(c.binDir, "devserver"), args, nil,
-		filepath.Join(logDir, "devserver.log"), "dev server ready")
+		filepath.Join(logDir, "devserver.log"), "dev server ready", nil)
 	if err != nil {
 		return err
 	}
-	c.engines = []*proc.Proc{ch}
+	c.engines, c.gcTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
 	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
 	c.metricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
 	return nil
@@ -251,13 +264,15 @@ func (c *cluster) stop() {
 }
 
 // startChild runs bin with env (added to this process's environment),
-// its output in logPath, and waits until it logs the MozLog line whose
-// Fields.msg is startMsg. It dies with the load tester however that ends,
-// and is stopped by its PID only (internal/proc).
-func startChild(ctx context.Context, name, bin string, args, env []string, logPath, startMsg string) (*proc.Proc, error) {
+// its output in logPath (each line also to watch, when set), and waits
+// until it logs the MozLog line whose Fields.msg is startMsg. It dies with
+// the load tester however that ends, and is stopped by its PID only
+// (internal/proc).
+func startChild(ctx context.Context, name, bin string, args, env []string, logPath, startMsg string, watch func([]byte)) (*proc.Proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	p, err := proc.Start(ctx, cmd, proc.Config{Name: name, StartMsg: startMsg, StartTimeout: 2 * time.Minute, LogPath: logPath})
+	p, err := proc.Start(ctx, cmd, proc.Config{Name: name, StartMsg: startMsg, StartTimeout: 2 * time.Minute, LogPath: logPath,
+		Watch: watch})
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}

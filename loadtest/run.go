@@ -230,7 +230,7 @@ func (r *run) engineSamples() []probe.EngineSample {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], _ = probe.SampleEngine(e.PID(), r.cl.metricsURLs[i])
+			out[i], _ = probe.SampleEngine(e.PID(), r.cl.metricsURLs[i], r.cl.gcTraces[i])
 		}()
 	}
 	wg.Wait()
@@ -344,6 +344,10 @@ func (r *run) verdict() {
 		}
 		if b := r.cfg.Budget; b > 0 && r.cfg.UAs >= scenario.BudgetFrom && float64(h.RSSPerConn) > float64(b) {
 			p = append(p, fmt.Sprintf("engine RSS %.0f B per connection is over the %d B budget", float64(h.RSSPerConn), b))
+		}
+		if h.GoroutinesGrew(r.rep.Cluster.Engines) {
+			p = append(p, fmt.Sprintf("engine goroutines grew with connections: %d -> %d (at most %d more per engine)",
+				h.GoroutinesStart, h.GoroutinesEnd, scenario.GoroutineSlack))
 		}
 	}
 	if n := r.rep.Notify; n != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,6 +202,43 @@ func TestHoldSmall(t *testing.T) {
 	}
 	if h.GoroutinesEnd > h.GoroutinesStart+20*rep.Cluster.Engines {
 		t.Errorf("engine goroutines grew with connections: %d -> %d", h.GoroutinesStart, h.GoroutinesEnd)
+	}
+	// What engine/cmd/membench (retired into hold) checked: every point
+	// measured, goroutines flat at every point (not only the last), slopes
+	// fitted, the breakdown read.
+	for i, p := range h.Points {
+		e := p.Engine
+		if want := cfg.UAs * i / cfg.Steps; p.Connections != want || e.Connections != want {
+			t.Errorf("point %d: %d user agents, engines count %d; want %d", i, p.Connections, e.Connections, want)
+		}
+		if e.RSS <= 0 || e.Anon <= 0 || e.Anon > e.RSS || e.Goroutines <= 0 {
+			t.Errorf("point %d: rss %d anon %d goroutines %d", i, e.RSS, e.Anon, e.Goroutines)
+		}
+		if e.Goroutines-h.GoroutinesStart > scenario.GoroutineSlack*rep.Cluster.Engines {
+			t.Errorf("goroutines grew from %d to %d at %d connections", h.GoroutinesStart, e.Goroutines, p.Connections)
+		}
+		if e.HeapResident <= 0 || e.HeapObjects <= 0 || e.StackInuse <= 0 || e.GCs < 0 || e.OtherAnon() == -1 {
+			t.Errorf("point %d: breakdown %+v", i, e)
+		}
+	}
+	for name, s := range map[string]report.Slope{"rss": h.RSSPerConn, "anon": h.AnonPerConn, "heap resident": h.ResidentPerConn,
+		"other anon": h.OtherAnonPerConn, "heap objects": h.ObjectsPerConn} {
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			t.Errorf("%s slope not fitted: %v", name, s)
+		}
+	}
+	if last.Engine.GCs > 0 && last.Engine.HeapLive < 0 {
+		t.Errorf("%d collections, none traced (GODEBUG=gctrace=1)", last.Engine.GCs)
+	}
+	var sum bytes.Buffer
+	rep.PrintSummary(&sum)
+	if !strings.Contains(sum.String(), "engine memory breakdown") || !strings.Contains(sum.String(), "budget: rss ") {
+		t.Errorf("summary without the breakdown or the budget:\n%s", sum.String())
+	}
+	b, _ := os.ReadFile(rep.Files[0])
+	var back struct{ Hold map[string]any }
+	if err := json.Unmarshal(b, &back); err != nil || back.Hold["rss_bytes_per_conn"] == nil || back.Hold["heap_resident_bytes_per_conn"] == nil {
+		t.Errorf("JSON hold report %v: %v", back.Hold, err)
 	}
 	if rep.Connect.Handshake.Count != int64(cfg.UAs) {
 		t.Errorf("%d handshakes timed, want %d", rep.Connect.Handshake.Count, cfg.UAs)

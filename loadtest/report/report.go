@@ -93,22 +93,6 @@ type ConnectReport struct {
 	CPU       probe.CPU    `json:"cpu_percent"` // average over the ramp
 }
 
-// HoldReport is the engines' memory as connections grew.
-type HoldReport struct {
-	Points []MemPoint `json:"points"`
-	// Least-squares slopes over the points with connections, per
-	// connection: the engines' user-space cost of one idle connection.
-	RSSPerConn       Slope   `json:"rss_bytes_per_conn"`
-	AnonPerConn      Slope   `json:"anon_bytes_per_conn"`
-	HeapPerConn      Slope   `json:"heap_inuse_bytes_per_conn"`
-	GoroutinesStart  int     `json:"goroutines_start"`
-	GoroutinesEnd    int     `json:"goroutines_end"`
-	HeldSeconds      float64 `json:"held_seconds"`
-	ConnectedEnd     int     `json:"connected_end"`
-	DroppedDuringRun int64   `json:"dropped"`
-	WorkerRSSPerUA   Slope   `json:"worker_rss_bytes_per_ua"`
-}
-
 // Slope is a fitted slope; NaN (too few points) is null in JSON.
 type Slope float64
 
@@ -127,15 +111,6 @@ func (s *Slope) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return json.Unmarshal(b, (*float64)(s))
-}
-
-// MemPoint is the engines measured at one connection count (medians of
-// Samples samples).
-type MemPoint struct {
-	Connections int                  `json:"connections"` // user agents ready
-	Engine      probe.EngineSample   `json:"engine"`      // summed
-	PerEngine   []probe.EngineSample `json:"per_engine"`
-	WorkerRSS   int64                `json:"worker_rss_bytes"`
 }
 
 // NotifyReport is the latency ladder.
@@ -243,37 +218,6 @@ func (r *Report) PrintSummary(w io.Writer) {
 	if len(r.Files) > 0 {
 		fmt.Fprintf(w, "report: %s\n", strings.Join(r.Files, " "))
 	}
-}
-
-func (r *Report) printHold(w io.Writer) {
-	h := r.Hold
-	fmt.Fprintln(w, "over time:")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "s\tphase\tconnected\tconnects/s\tfailures\tengines rss MiB\tgoroutines\tcpu% machine/engines/endpoint/workers/storage\t")
-	prev := Sample{}
-	for _, s := range everyNth(r.Series, 12) {
-		rate := "-"
-		if dt := s.T - prev.T; prev.T > 0 && dt > 0 {
-			rate = Num(float64(s.Connects-prev.Connects) / dt)
-		}
-		fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t\n", s.T, s.Phase, Num(s.Connected), rate, Num(s.ConnectFail),
-			float64(s.Engine.RSS)/(1<<20), OptNum(s.Engine.Goroutines), s.CPU)
-		prev = s
-	}
-	tw.Flush()
-	fmt.Fprintln(w, "memory after each step (medians):")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "connections\tengine conns\trss MiB\tanon MiB\theap in use MiB\tgoroutines\tworkers rss MiB\t")
-	for _, p := range h.Points {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t%s\t%.1f\t\n", Num(p.Connections), OptNum(p.Engine.Connections),
-			float64(p.Engine.RSS)/(1<<20), float64(p.Engine.Anon)/(1<<20), optMiB(p.Engine.HeapInuse),
-			OptNum(p.Engine.Goroutines), float64(p.WorkerRSS)/(1<<20))
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "engines' user-space memory per connection (least-squares slope over the points): rss %s B, anon %s B, Go heap in use %s B\n",
-		f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), f0(float64(h.HeapPerConn)))
-	fmt.Fprintf(w, "goroutines (all engines) %d -> %d; held %s connections for %.0fs; %d dropped during the run; load generator %s B per user agent\n",
-		h.GoroutinesStart, h.GoroutinesEnd, Num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun, f0(float64(h.WorkerRSSPerUA)))
 }
 
 func (r *Report) printNotify(w io.Writer) {
@@ -417,54 +361,4 @@ func CountsOrNone(m map[string]int64) string {
 		return "none"
 	}
 	return Counts(m)
-}
-
-// Slopes fits memory against connections over the points with
-// connections (the first step also absorbs one-time set-up, such as
-// storage pools and tables growing; the zero point is kept when there is
-// only one step).
-func (h *HoldReport) Slopes() {
-	pts := h.Points
-	if len(pts) > 2 {
-		pts = pts[1:]
-	}
-	var xs, rss, anon, heap []float64
-	heapOK := true
-	for _, p := range pts {
-		xs = append(xs, float64(p.Connections))
-		rss = append(rss, float64(p.Engine.RSS))
-		anon = append(anon, float64(p.Engine.Anon))
-		heap = append(heap, float64(p.Engine.HeapInuse))
-		heapOK = heapOK && p.Engine.HeapInuse >= 0
-	}
-	h.RSSPerConn, h.AnonPerConn = Slope(slope(xs, rss)), Slope(slope(xs, anon))
-	h.HeapPerConn = Slope(math.NaN())
-	if heapOK {
-		h.HeapPerConn = Slope(slope(xs, heap))
-	}
-	var workers []float64
-	for _, p := range pts {
-		workers = append(workers, float64(p.WorkerRSS))
-	}
-	h.WorkerRSSPerUA = Slope(slope(xs, workers))
-	first, last := h.Points[0], h.Points[len(h.Points)-1]
-	h.GoroutinesStart, h.GoroutinesEnd = first.Engine.Goroutines, last.Engine.Goroutines
-}
-
-// slope is the least-squares slope of ys over xs; NaN when the xs are all
-// equal.
-func slope(xs, ys []float64) float64 {
-	n := float64(len(xs))
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
-	}
-	d := n*sxx - sx*sx
-	if d == 0 {
-		return math.NaN()
-	}
-	return (n*sxy - sx*sy) / d
 }

@@ -252,6 +252,11 @@ func Default(scenario string) Config {
 // BudgetFrom is the run size from which Budget is checked.
 const BudgetFrom = 10000
 
+// GoroutineSlack is how many goroutines a hold run's engines may each gain
+// between the first and the last measurement (DESIGN.md: no goroutine per
+// idle connection).
+const GoroutineSlack = 8
+
 // minPayload is the plaintext header every push carries.
 const minPayload = ledger.PayloadHeader
 

@@ -43,6 +43,15 @@ func TestFlags(t *testing.T) {
 	if cfg := Default(Hold); cfg.Validate() != nil && len(cfg.CQLHosts) == 0 {
 		t.Errorf("hold defaults: %v", cfg.Validate())
 	}
+	// hold refuses what engine/cmd/membench (retired into it) refused.
+	for _, args := range [][]string{{"-uas", "0"}, {"-samples", "0"}, {"-steps", "0"}, {"-hold", "-1s"}, {"-settle", "-1s"}, {"-budget", "-1"}, {"extra"}} {
+		if _, err := ParseFlags(Hold, append(args, "-cql-hosts", ""), io.Discard); err == nil {
+			t.Errorf("ParseFlags(hold, %q) accepted", args)
+		}
+	}
+	if cfg, err := ParseFlags(Hold, []string{"-cql-hosts", ""}, io.Discard); err != nil || cfg.UAs != 10000 || cfg.Budget != 1024 || cfg.Steps != 4 || cfg.Samples != 3 {
+		t.Errorf("hold defaults %+v %v", cfg, err)
+	}
 }
 
 func TestSizing(t *testing.T) {
