@@ -205,14 +205,12 @@ func FuzzParseServerFrame(f *testing.F) {
 	} {
 		addEverySplit(f, s)
 	}
-	for _, s := range [][]byte{
+	addHalves(f,
 		[]byte("\x81\x7e\x00\x80"),
 		[]byte("\x88\x02\x03\xe8"),
-		{0x81, 0x81, 1, 2, 3, 4, 'x'},
+		[]byte{0x81, 0x81, 1, 2, 3, 4, 'x'},
 		binary.BigEndian.AppendUint64([]byte{0x82, 127}, 1<<40),
-	} {
-		f.Add(s, uint16(len(s)/2))
-	}
+	)
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
 		in := bytes.Clone(data)
 		h, p, n, err := ParseServerFrame(in, fuzzMaxFrame)
@@ -252,15 +250,13 @@ func FuzzParseServerFrame(f *testing.F) {
 
 func FuzzParseUpgradeResponse(f *testing.F) {
 	addEverySplit(f, []byte(rfcResponse+"\x81\x02{}"))
-	for _, s := range []string{
+	addHalves(f,
 		"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 30\r\n\r\n",
 		"HTTP/1.1 101\r\n\r\n",
 		"HTTP/1.0 000 0000\r\n\r\n",
 		"HTTP/1.0 101 x\r\nSec-WebSocket-Accept: x\r\n\r\n",
 		"HTTP/1.1 101 x\r\nSec-WebSocket-Accept:s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\t\r\n\r\n",
-	} {
-		f.Add([]byte(s), uint16(len(s)/2))
-	}
+	)
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
 		in := bytes.Clone(data)
 		n, err := ParseUpgradeResponse(in, rfcKey)
