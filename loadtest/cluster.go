@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/internal/proc"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
@@ -92,7 +92,7 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, log); err != nil {
 		return nil, err
 	}
-	key := webpush.GenerateKey()
+	key := token.GenerateKey()
 	port, err := freePort()
 	if err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 )
@@ -123,7 +123,7 @@ func New(cfg Settings, env Env) (*Set, error) {
 			if err != nil {
 				return nil, fmt.Errorf("loadtest: subscription key: %w", err)
 			}
-			u.keys = &uaKeys{priv: priv, pub: priv.PublicKey().Bytes(), auth: make([]byte, webpush.ECEAuthSecretLen)}
+			u.keys = &uaKeys{priv: priv, pub: priv.PublicKey().Bytes(), auth: make([]byte, pushcrypto.AuthSecretLen)}
 			rand.Read(u.keys.auth)
 		}
 		u.l.uas = append(u.l.uas, u)

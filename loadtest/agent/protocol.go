@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 )
 
@@ -153,7 +153,7 @@ func (u *ua) notification(m *serverMsg) {
 	}
 	body, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(m.Data, "="))
 	if err == nil {
-		body, err = webpush.DecryptAES128GCM(body, u.keys.priv, u.keys.auth)
+		body, err = pushcrypto.DecryptAES128GCM(body, u.keys.priv, u.keys.auth)
 	}
 	if err != nil {
 		s.badContent.Add(1)

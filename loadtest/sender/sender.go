@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/loadtest/agent"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/ledger"
@@ -58,7 +58,7 @@ type Sender struct {
 	cfg      Settings
 	env      Env
 	client   *http.Client
-	signer   *webpush.VAPIDSigner
+	signer   *pushcrypto.VAPIDSigner
 	inFlight atomic.Int64
 	accepted atomic.Int64
 	wg       sync.WaitGroup
@@ -95,7 +95,7 @@ func (s Schedule) End() int64 { return s.Start + int64(float64(s.Count)*s.Period
 
 // New makes the sender and its HTTP client.
 func New(cfg Settings, env Env) (*Sender, error) {
-	signer, err := webpush.ParseVAPIDSigner(cfg.VAPIDPrivate, cfg.VAPIDSubject)
+	signer, err := pushcrypto.ParseVAPIDSigner(cfg.VAPIDPrivate, cfg.VAPIDSubject)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: sender: %w", err)
 	}
@@ -171,7 +171,7 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	s.env.Lag.Record(at, clock.Now())
 	id := ledger.PushID{Run: s.cfg.Run, Worker: uint32(s.cfg.Worker), UA: uint32(sub.UA), Seq: seq, At: at}
 	plain := ledger.AppendPayload(make([]byte, 0, s.cfg.PayloadSize), id, s.cfg.PayloadSize)
-	body, err := webpush.EncryptAES128GCM(plain, sub.P256dh, sub.Auth)
+	body, err := pushcrypto.EncryptAES128GCM(plain, sub.P256dh, sub.Auth)
 	if err != nil {
 		s.count("sender: encrypt: " + err.Error())
 		return
