@@ -55,6 +55,10 @@ func (s *Session) Closing() bool { return s.state >= stClosing }
 // this connection (the node's drain closes exactly these).
 func (s *Session) Registered() bool { return s.registered }
 
+// Idle reports that nothing is in flight: no notification unacked, no
+// storage read or delete running or owed.
+func (s *Session) Idle() bool { return s.flow == nil }
+
 // Open starts a session on a new connection: the upgrade and then the
 // hello must arrive within HelloTimeout.
 func (s *Session) Open(x *Ctx) {
