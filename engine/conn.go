@@ -117,8 +117,11 @@ func (lc *loopCtx) apply() bool {
 // onLoop runs fn as a transition of cn on its event loop, unless the
 // connection has closed by then. Safe for concurrent use: this is how
 // storage results and node API calls reach a session.
+// It counts as pending work until fn has run (Server.Pending).
 func (srv *Server) onLoop(cn *conn, fn func(x *session.Ctx)) error {
-	return cn.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+	srv.pending.Add(1)
+	err := cn.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		defer srv.pending.Add(-1)
 		if !cn.s.Closed() {
 			lc := srv.begin(cn)
 			fn(&lc.Ctx)
@@ -126,6 +129,10 @@ func (srv *Server) onLoop(cn *conn, fn func(x *session.Ctx)) error {
 		}
 		return nil
 	}))
+	if err != nil {
+		srv.pending.Add(-1)
+	}
+	return err
 }
 
 // Enroll implements session.Host: the node's registry now maps the

@@ -23,15 +23,22 @@ func (srv *Server) submit(cn *conn, job session.Job) bool {
 		// even for another connection of the user, waits for it.
 		srv.deletes.add(job.UAID)
 	}
+	srv.pending.Add(1)
 	ok := srv.workers.submit(func() {
+		// Pending until the result is handed to the loop, which counts
+		// it from then on: the count never drops to 0 in between.
+		defer srv.pending.Add(-1)
 		res := session.Result{Job: job}
 		srv.run(&res)
 		if job.Kind != session.JobCursor {
 			srv.onLoop(cn, func(x *session.Ctx) { cn.s.Done(x, &res) })
 		}
 	})
-	if !ok && job.Kind == session.JobDelete {
-		srv.deletes.done(job.UAID)
+	if !ok {
+		srv.pending.Add(-1)
+		if job.Kind == session.JobDelete {
+			srv.deletes.done(job.UAID)
+		}
 	}
 	return ok
 }
@@ -140,7 +147,9 @@ func (srv *Server) timed(call func() error) error {
 // workers cannot take it (overloaded, or the node stopping), this one job
 // gets its own goroutine.
 func (srv *Server) leave(l session.Leave) {
+	srv.pending.Add(1)
 	job := func() {
+		defer srv.pending.Add(-1)
 		ctx, cancel := srv.ctx()
 		defer cancel()
 		for i := range l.Keep {

@@ -37,6 +37,7 @@ const (
 	mStorageErrors     = "autoconnect_storage_errors_total"
 	mOverloaded        = "autoconnect_overloaded_total"
 	mErrors            = "autoconnect_errors_total" // {kind}: session.ErrorKinds
+	mPendingWork       = "autoconnect_pending_work"
 )
 
 // Histogram buckets (upper bounds, seconds). Prometheus histograms, not
@@ -87,6 +88,7 @@ func newMetrics(srv *Server) *engineMetrics {
 	s.NewGauge(mConnections, func() float64 { return float64(srv.connections.Load()) })
 	s.NewGauge(mClients, func() float64 { return float64(srv.registry.len()) })
 	s.NewGauge(mInFlight, func() float64 { return float64(srv.env.InFlight.Load()) })
+	s.NewGauge(mPendingWork, func() float64 { return float64(srv.pending.Load()) })
 	s.NewGauge(mDraining, func() float64 {
 		if srv.env.Draining.Load() {
 			return 1

@@ -40,6 +40,7 @@ type Server struct {
 	maxConns int
 
 	connections atomic.Int64
+	pending     atomic.Int64   // see Pending
 	leaving     sync.WaitGroup // leave jobs that could not be queued
 
 	eng      gnet.Engine
@@ -167,6 +168,14 @@ func (srv *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	srv.booted <- nil
 	return gnet.None
 }
+
+// Pending is how much work the node has handed off and not finished:
+// storage jobs queued or running, their results waiting for an event
+// loop, the work closed connections leave. 0 means the node has nothing
+// of its own to do until a client, the node API or a timer asks (tests
+// wait for it; autoconnect_pending_work serves it). Safe for concurrent
+// use.
+func (srv *Server) Pending() int64 { return srv.pending.Load() }
 
 // Addr is the websocket listen address (with the real port).
 func (srv *Server) Addr() string { return srv.addr }

@@ -17,7 +17,7 @@ import (
 // sent, to check what it does next against.
 type fuzzModel struct {
 	h        *harness
-	queue    []Job                          // jobs asked for and not yet answered
+	queue    []Job                         // jobs asked for and not yet answered
 	sent     map[string]storage.MessageKey // stored messages written, by version
 	deleted  map[storage.MessageKey]bool
 	closing  bool // a close was asked for or Close ran

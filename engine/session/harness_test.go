@@ -51,13 +51,13 @@ func newTestMetrics() (*Metrics, *metrics.Set) {
 
 // harness is one session and the node around it.
 type harness struct {
-	t       testing.TB
-	env     *Env
-	set     *metrics.Set
-	now     time.Time
-	s       Session
-	enrolls int  // Enroll calls
-	newer   bool // a newer connection holds the uaid: Enroll fails
+	t        testing.TB
+	env      *Env
+	set      *metrics.Set
+	now      time.Time
+	s        Session
+	enrolls  int  // Enroll calls
+	newer    bool // a newer connection holds the uaid: Enroll fails
 	enrolled bool
 
 	// The effects of the last transition.
