@@ -14,7 +14,8 @@ import (
 
 	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/internal/nodeapi"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
@@ -128,7 +129,7 @@ func glueServer(t *testing.T) (*Server, storage.Store) {
 	}
 	t.Cleanup(func() { store.Close() })
 	cfg := DefaultConfig()
-	cfg.CryptoKey = webpush.GenerateKey()
+	cfg.CryptoKey = token.GenerateKey()
 	srv, err := New(cfg, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestFailedDirectWriteIsNotHere(t *testing.T) {
 	fc.fail = true
 	codes := make(chan int, 1)
 	go func() {
-		codes <- apiNode{srv}.Deliver(uaid, &webpush.Notification{ChannelID: uuid.NewString(), Version: "direct", TTL: 60})
+		codes <- apiNode{srv}.Deliver(uaid, &protocol.Notification{ChannelID: uuid.NewString(), Version: "direct", TTL: 60})
 	}()
 	var code int
 	fc.loop.run(t, "the delivery", func() bool {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/internal/nodeapi"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -154,7 +154,7 @@ func (srv *Server) leave(l session.Leave) {
 		defer cancel()
 		for i := range l.Keep {
 			if err := srv.timed(func() error { return srv.store.SaveMessage(ctx, l.UAID, l.Keep[i]) }); err != nil {
-				srv.log.Error("storing unacked notification on close failed", "error", err, "uaid", webpush.FormatUAID(l.UAID))
+				srv.log.Error("storing unacked notification on close failed", "error", err, "uaid", protocol.FormatUAID(l.UAID))
 				continue
 			}
 			srv.metrics.storedOut.Inc()

@@ -11,7 +11,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/autopush-go/autopush/internal/nodeapi"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // The internal node API (internal/nodeapi has the contract), on its own
@@ -61,7 +61,7 @@ func (srv *Server) NodeAPIRoutes() []string {
 // transition on the connection's loop.
 type apiNode struct{ srv *Server }
 
-func (n apiNode) Deliver(uaid [16]byte, notif *webpush.Notification) int {
+func (n apiNode) Deliver(uaid [16]byte, notif *protocol.Notification) int {
 	m := n.srv.metrics
 	cn := n.srv.registry.get(uaid)
 	if cn == nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/nodeapi"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -29,7 +29,7 @@ type Server struct {
 	env      *session.Env // what every session shares
 	log      *slog.Logger
 	store    storage.Store
-	keys     *webpush.Keys
+	keys     *token.Keys
 	nodes    *nodeapi.Client // this node's calls to other nodes
 	registry *registry
 	deletes  *deletes
@@ -60,7 +60,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	keys, err := webpush.ParseKeys(cfg.CryptoKey)
+	keys, err := token.ParseKeys(cfg.CryptoKey)
 	if err != nil {
 		return nil, fmt.Errorf("engine: crypto-key: %w", err)
 	}

@@ -4,23 +4,24 @@ import (
 	"strings"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/vapid"
 )
 
 // register subscribes a channel and answers with its push endpoint. A bad
 // key gets status 400 and the socket stays open.
-func (s *Session) register(x *Ctx, m *webpush.ClientMessage) {
-	chid, ok := webpush.ParseChannelID(m.ChannelID)
-	if !ok || !webpush.ValidChannelID(m.ChannelID) {
+func (s *Session) register(x *Ctx, m *protocol.ClientMessage) {
+	chid, ok := protocol.ParseChannelID(m.ChannelID)
+	if !ok || !protocol.ValidChannelID(m.ChannelID) {
 		s.fail(x, "bad_channel", ws.StatusUnsupportedData, "invalid channelID")
 		return
 	}
 	var key []byte
 	if m.Key != "" {
-		raw, err := webpush.DecodeVAPIDKey(m.Key)
+		raw, err := vapid.DecodeKey(m.Key)
 		if err != nil {
 			x.Metrics.fail("bad_key")
-			s.sendJSON(x, func(b []byte) []byte { return webpush.AppendRegisterReply(b, m.ChannelID, 400, "") })
+			s.sendJSON(x, func(b []byte) []byte { return protocol.AppendRegisterReply(b, m.ChannelID, 400, "") })
 			return
 		}
 		key = raw
@@ -36,11 +37,11 @@ func (s *Session) registerDone(x *Ctx, r *Result) {
 		status, endpoint = 500, ""
 		x.Log.Warn("register failed", "error", r.Err)
 	}
-	s.sendJSON(x, func(b []byte) []byte { return webpush.AppendRegisterReply(b, r.Job.ChannelID, status, endpoint) })
+	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendRegisterReply(b, r.Job.ChannelID, status, endpoint) })
 }
 
-func (s *Session) unregister(x *Ctx, m *webpush.ClientMessage) {
-	chid, ok := webpush.ParseChannelID(m.ChannelID)
+func (s *Session) unregister(x *Ctx, m *protocol.ClientMessage) {
+	chid, ok := protocol.ParseChannelID(m.ChannelID)
 	if !ok {
 		s.fail(x, "bad_channel", ws.StatusUnsupportedData, "invalid channelID")
 		return
@@ -54,5 +55,5 @@ func (s *Session) unregisterDone(x *Ctx, r *Result) {
 	if r.Err != nil {
 		status = 500
 	}
-	s.sendJSON(x, func(b []byte) []byte { return webpush.AppendUnregisterReply(b, r.Job.ChannelID, status) })
+	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendUnregisterReply(b, r.Job.ChannelID, status) })
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // Consume handles every complete unit in buf (the upgrade request, then
@@ -138,17 +138,17 @@ func (s *Session) message(x *Ctx, msg ws.Message) {
 
 // text decodes and dispatches one protocol message.
 func (s *Session) text(x *Ctx, payload []byte) {
-	m := clientMessages.Get().(*webpush.ClientMessage)
+	m := clientMessages.Get().(*protocol.ClientMessage)
 	defer clientMessages.Put(m)
-	if err := webpush.DecodeClient(payload, m); err != nil {
+	if err := protocol.DecodeClient(payload, m); err != nil {
 		kind := "bad_json"
-		if errors.Is(err, webpush.ErrUnknownType) {
+		if errors.Is(err, protocol.ErrUnknownType) {
 			kind = "unknown_type"
 		}
 		s.fail(x, kind, ws.StatusUnsupportedData, err.Error())
 		return
 	}
-	if m.Type == webpush.MsgHello {
+	if m.Type == protocol.MsgHello {
 		s.hello(x, m)
 		return
 	}
@@ -157,17 +157,17 @@ func (s *Session) text(x *Ctx, payload []byte) {
 		return
 	}
 	switch m.Type {
-	case webpush.MsgRegister:
+	case protocol.MsgRegister:
 		s.register(x, m)
-	case webpush.MsgUnregister:
+	case protocol.MsgUnregister:
 		s.unregister(x, m)
-	case webpush.MsgAck:
+	case protocol.MsgAck:
 		s.ack(x, m)
-	case webpush.MsgNack:
+	case protocol.MsgNack:
 		x.Metrics.Nacked.Inc()
-	case webpush.MsgPing:
+	case protocol.MsgPing:
 		s.clientPing(x)
-	case webpush.MsgBroadcastSubscribe:
+	case protocol.MsgBroadcastSubscribe:
 		// No broadcasts are published yet: accepted, nothing to send.
 	}
 }
@@ -182,7 +182,7 @@ func (s *Session) clientPing(x *Ctx) {
 		return
 	}
 	s.lastClientPing, s.clientPinged = now, true
-	s.sendJSON(x, webpush.AppendPingReply)
+	s.sendJSON(x, protocol.AppendPingReply)
 }
 
 // Tick checks the deadline the session asked for (Ctx.Due): the hello

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/internal/nodeapi"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -60,7 +60,7 @@ func (x *Ctx) monoNanos(now time.Time) int64 { return int64(now.Sub(x.Epoch)) }
 // Deliver sends a notification the endpoint tier routed here. Returns the
 // node API status: 200 written (into Ctx.Out), 503 busy (the endpoint
 // stores it and asks for a check, which is now owed), 404 not here.
-func (s *Session) Deliver(x *Ctx, n *webpush.Notification) int {
+func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
 	switch {
 	case s.state == stHelloing:
 		// Answering 404 would make the endpoint clear the node_id this
@@ -77,7 +77,7 @@ func (s *Session) Deliver(x *Ctx, n *webpush.Notification) int {
 		f.recheck = true
 		return nodeapi.StatusBusy
 	}
-	s.sendJSON(x, func(b []byte) []byte { return webpush.AppendNotification(b, n) })
+	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, n) })
 	c := n.Clone()
 	m := nodeapi.ToMessage(&c)
 	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m, sentAt: x.monoNanos(x.Now())})
@@ -123,14 +123,14 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 	f.checking = false
 	if r.Err != nil {
 		// Nothing is lost: the messages stay stored for the next check.
-		x.Log.Warn("storage check failed", "error", r.Err, "uaid", webpush.FormatUAID(s.uaid))
+		x.Log.Warn("storage check failed", "error", r.Err, "uaid", protocol.FormatUAID(s.uaid))
 		s.idle()
 		return
 	}
 	f.more = r.More
 	now := x.Now()
 	sentAt := x.monoNanos(now) // the page's writes are back to back: one stamp
-	var hdrs [8]webpush.Header
+	var hdrs [8]protocol.Header
 	for _, list := range [][]storage.Message{r.Topics, r.Stamps} {
 		for i := range list {
 			m := &list[i]
@@ -139,7 +139,7 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 				continue
 			}
 			n := nodeapi.ToNotification(m, hdrs[:0])
-			s.sendJSON(x, func(b []byte) []byte { return webpush.AppendNotification(b, &n) })
+			s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, &n) })
 			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt})
 			if m.Topic == "" && m.SortKey > f.batchMax {
 				f.batchMax = m.SortKey
@@ -154,7 +154,7 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 
 // ack removes acked notifications; stored ones are deleted from storage.
 // An ack that matches nothing sent (a repeat, a guess) changes nothing.
-func (s *Session) ack(x *Ctx, m *webpush.ClientMessage) {
+func (s *Session) ack(x *Ctx, m *protocol.ClientMessage) {
 	f := s.flow
 	if f == nil {
 		return

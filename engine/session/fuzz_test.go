@@ -9,7 +9,7 @@ import (
 	gws "github.com/gobwas/ws"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -72,7 +72,7 @@ func (m *fuzzModel) apply(op, arg byte) {
 		m.consume(m.clientInput(arg))
 	case 2:
 		m.versions++
-		n := webpush.Notification{ChannelID: uuid.NewString(), Version: fmt.Sprint("direct-", m.versions), TTL: int64(arg % 3 * 30),
+		n := protocol.Notification{ChannelID: uuid.NewString(), Version: fmt.Sprint("direct-", m.versions), TTL: int64(arg % 3 * 30),
 			Data: "ZGF0YQ", SortKey: uint64(h.now.UnixNano())}
 		var code int
 		m.step(func(x *Ctx) { code = h.s.Deliver(x, &n) })
@@ -114,7 +114,7 @@ func (m *fuzzModel) clientInput(arg byte) []byte {
 	case 0:
 		return text(`{"messageType":"hello","use_webpush":true}`)
 	case 1:
-		return text(`{"messageType":"hello","uaid":"` + webpush.FormatUAID(testUAID) + `"}`)
+		return text(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `"}`)
 	case 2:
 		return text(`{"messageType":"register","channelID":"` + chid + `"}`)
 	case 3:

@@ -5,25 +5,25 @@ import (
 	"sync"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
 // clientMessages recycles decoded messages: DecodeClient reuses their
 // slices, so the inbound path allocates nothing, and no connection keeps
 // one while idle.
-var clientMessages = sync.Pool{New: func() any { return new(webpush.ClientMessage) }}
+var clientMessages = sync.Pool{New: func() any { return new(protocol.ClientMessage) }}
 
 // hello registers the connection: a known uaid is kept (a different one
 // makes Firefox drop every subscription), an unknown or invalid one is
 // replaced. The storage work is a JobHello; helloDone finishes it.
-func (s *Session) hello(x *Ctx, m *webpush.ClientMessage) {
+func (s *Session) hello(x *Ctx, m *protocol.ClientMessage) {
 	if s.state != stHello {
 		s.fail(x, "bad_json", ws.StatusPolicyViolation, "hello sent twice")
 		return
 	}
 	x.Metrics.Hellos.Inc()
-	uaid, known := webpush.ParseUAID(m.UAID)
+	uaid, known := protocol.ParseUAID(m.UAID)
 	known = known && m.HasUAID && uaid != [16]byte{}
 	now := x.Now()
 	s.state = stHelloing
@@ -74,7 +74,7 @@ func (s *Session) helloDone(x *Ctx, res *Result) {
 		return
 	}
 	s.cursor, s.state, s.registered = res.Cursor, stReady, true
-	s.sendJSON(x, func(b []byte) []byte { return webpush.AppendHelloReply(b, s.uaid, 200, nil, nil) })
+	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendHelloReply(b, s.uaid, 200, nil, nil) })
 	// The drain took its list of sessions already: one that finishes its
 	// hello afterwards closes itself (after registering, so its leave
 	// clears its node_id), or it would hold the drain until its deadline.

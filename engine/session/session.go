@@ -2,7 +2,7 @@ package session
 
 import (
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // Session states, in order.
@@ -98,7 +98,7 @@ func (s *Session) abort(x *Ctx) {
 func (s *Session) fail(x *Ctx, kind string, code ws.StatusCode, reason string) {
 	x.Metrics.fail(kind)
 	x.Log.Debug("closing connection", "kind", kind, "code", int(code), "reason", reason,
-		"uaid", webpush.FormatUAID(s.uaid))
+		"uaid", protocol.FormatUAID(s.uaid))
 	s.closeWith(x, code, reason)
 }
 

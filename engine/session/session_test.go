@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -88,7 +88,7 @@ func TestHelloNewAndKnown(t *testing.T) {
 
 	// A known uaid is enrolled from the hello on, before storage answers.
 	h = newHarness(t, nil).open()
-	h.send(`{"messageType":"hello","uaid":"` + webpush.FormatUAID(testUAID) + `","use_webpush":true}`)
+	h.send(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `","use_webpush":true}`)
 	if job := h.job(JobHello); !job.Known || job.UAID != testUAID || !h.enrolled {
 		t.Fatalf("known uaid: job %+v enrolled %v", job, h.enrolled)
 	}
@@ -206,7 +206,7 @@ func TestRegisterUnregister(t *testing.T) {
 
 // deliver routes a direct notification with version v to h's session.
 func deliver(h *harness, v string) int {
-	n := webpush.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: v, TTL: 60, SortKey: uint64(h.now.UnixNano())}
+	n := protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: v, TTL: 60, SortKey: uint64(h.now.UnixNano())}
 	var code int
 	h.step(func(x *Ctx) { code = h.s.Deliver(x, &n) })
 	return code
@@ -486,7 +486,7 @@ func TestCloseLeavesUnackedDirect(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxUnacked = 10 })
 	h.ready(testUAID)
 	deliver(h, "keep")
-	n := webpush.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: "ttl0", TTL: 0}
+	n := protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: "ttl0", TTL: 0}
 	h.step(func(x *Ctx) { h.s.Deliver(x, &n) })
 	h.now = h.now.Add(30 * time.Second)
 	deliver(h, "acked")

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // ClientConfig configures a Client; zero fields take the defaults stated.
@@ -138,7 +138,7 @@ func appendPath(dst []byte, node string, call Call, uaid [16]byte, suffix string
 	} else {
 		dst = append(dst, "/notif/"...)
 	}
-	dst = webpush.AppendUAID(dst, uaid)
+	dst = protocol.AppendUAID(dst, uaid)
 	if suffix != "" {
 		dst = append(append(dst, '/'), suffix...)
 	}

@@ -1,7 +1,7 @@
 package nodeapi
 
 import (
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -11,8 +11,8 @@ import (
 // notification that points into a buffer before keeping the result. A
 // notification without a sort key (a sender that set none, as the
 // reference's topic messages) gets one: storing needs it.
-func ToMessage(n *webpush.Notification) storage.Message {
-	chid, _ := webpush.ParseChannelID(n.ChannelID)
+func ToMessage(n *protocol.Notification) storage.Message {
+	chid, _ := protocol.ParseChannelID(n.ChannelID)
 	m := storage.Message{CHID: chid, Version: n.Version, Topic: n.Topic, SortKey: n.SortKey, TTL: n.TTL, Data: n.Data}
 	if m.SortKey == 0 {
 		m.SortKey = storage.NewSortKey()
@@ -28,10 +28,10 @@ func ToMessage(n *webpush.Notification) storage.Message {
 
 // ToNotification is the wire form of a stored message; its headers are
 // appended to hdrs (scratch the caller may reuse).
-func ToNotification(m *storage.Message, hdrs []webpush.Header) webpush.Notification {
+func ToNotification(m *storage.Message, hdrs []protocol.Header) protocol.Notification {
 	for k, v := range m.Headers {
-		hdrs = append(hdrs, webpush.Header{Name: k, Value: v})
+		hdrs = append(hdrs, protocol.Header{Name: k, Value: v})
 	}
-	return webpush.Notification{ChannelID: m.CHID.String(), Version: m.Version, TTL: m.TTL, Topic: m.Topic,
+	return protocol.Notification{ChannelID: m.CHID.String(), Version: m.Version, TTL: m.TTL, Topic: m.Topic,
 		Timestamp: m.Received().Unix(), SortKey: m.SortKey, Data: m.Data, Headers: hdrs}
 }

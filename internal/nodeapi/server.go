@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // Node is what the node API asks of a connection node. Its methods are
@@ -16,7 +16,7 @@ import (
 type Node interface {
 	// Deliver writes n to the client uaid: StatusDelivered, StatusBusy or
 	// StatusNotHere. n is the caller's only for the call.
-	Deliver(uaid [16]byte, n *webpush.Notification) int
+	Deliver(uaid [16]byte, n *protocol.Notification) int
 	// Check has the client uaid read storage: StatusChecking,
 	// StatusCheckLater or StatusNotHere.
 	Check(uaid [16]byte) int
@@ -84,7 +84,7 @@ func Authorized(r *http.Request, secret string) bool {
 }
 
 func uaidParam(w http.ResponseWriter, r *http.Request) ([16]byte, bool) {
-	uaid, ok := webpush.ParseUAID(r.PathValue("uaid"))
+	uaid, ok := protocol.ParseUAID(r.PathValue("uaid"))
 	if !ok {
 		http.Error(w, "invalid uaid", http.StatusBadRequest)
 	}
@@ -101,7 +101,7 @@ func (h *handler) push(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
-	var n webpush.Notification
+	var n protocol.Notification
 	if err := DecodeNotification(body, &n); err != nil {
 		http.Error(w, "invalid notification: "+err.Error(), http.StatusBadRequest)
 		return
