@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/open"
 )
@@ -107,8 +107,8 @@ func DefaultConfig() Config {
 		ReadTimeout:        10 * time.Second,
 		IdleTimeout:        75 * time.Second,
 		ShutdownTimeout:    10 * time.Second,
-		VAPIDSkew:          webpush.DefaultVAPIDSkew,
-		VAPIDCache:         webpush.DefaultVAPIDCacheSize,
+		VAPIDSkew:          vapid.DefaultSkew,
+		VAPIDCache:         vapid.DefaultCacheSize,
 		RequestLog:         true,
 		LogLevel:           "info",
 		VersionFile:        "version.json",

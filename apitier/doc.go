@@ -10,15 +10,17 @@
 //	OPTIONS (any path): the CORS preflight                             cors.go
 //
 // and JSON errors for unknown paths (404 errno 102) and methods (405).
-// Every error body is webpush.HTTPError's {code, errno, error, message,
+// Every error body is errno.HTTPError's {code, errno, error, message,
 // more_info} (errors.go), statuses and errnos from the one table in
-// internal/webpush. The header rules are in headers.go, the routing to
+// internal/errno. The header rules are in headers.go, the routing to
 // connection nodes (direct, stored, dropped; the reconnect races) in
 // router.go, metric names in metrics.go, settings and their defaults in
 // config.go.
 //
 // It must never import engine (its tests do, to run both tiers together);
-// what both tiers share lives in internal/webpush. It must never answer
+// what both tiers share lives in internal/ (protocol, token, vapid,
+// errno), and it must never import internal/pushcrypto, the sender's and
+// user agent's side (its tests may). It must never answer
 // 201 for a push it has neither handed to a client's node nor stored
 // (TTL 0 excepted: dropped when nobody is connected, as the reference).
 package apitier

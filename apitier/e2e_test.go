@@ -19,7 +19,7 @@ import (
 
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
@@ -286,8 +286,8 @@ func TestE2EVAPIDv2(t *testing.T) {
 	if !strings.HasPrefix(a.path, "/wpush/v2/") {
 		t.Fatalf("endpoint %s is not v2", a.path)
 	}
-	wantError(t, send(t, st.api, "POST", a.path, nil, "TTL", "60"), 401, webpush.ErrnoInvalidAuth)
-	wantError(t, send(t, st.api, "POST", a.path, nil, "TTL", "60", "Authorization", other.auth(t, testEndpointURL)), 401, webpush.ErrnoInvalidAuth)
+	wantError(t, send(t, st.api, "POST", a.path, nil, "TTL", "60"), 401, errno.InvalidAuth)
+	wantError(t, send(t, st.api, "POST", a.path, nil, "TTL", "60", "Authorization", other.auth(t, testEndpointURL)), 401, errno.InvalidAuth)
 	id := st.push(t, a, "60", "signed", "Authorization", key.auth(t, testEndpointURL))
 	a.wantNotification(t, id, "signed")
 	a.Ack(a.chid, id)

@@ -6,44 +6,44 @@ import (
 
 	"github.com/cloudwego/hertz/pkg/app"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
 )
 
 // The errors this tier answers with. Every body comes from
-// webpush.HTTPError.AppendJSON, so the statuses, errnos and the body
-// format are the one table in internal/webpush (errno.go). Messages are
+// errno.HTTPError.AppendJSON, so the statuses, errnos and the body
+// format are the one table in internal/errno. Messages are
 // the reference's (autopush-rs's error texts, autopush's for the ones it
 // alone defines). Package variables: answering an error allocates nothing.
 var (
-	errMissingTTL   = webpush.ErrnoMissingHeader.HTTPError("Missing TTL value")
-	errInvalidTTL   = webpush.ErrnoInvalidTTL.HTTPError("Invalid TTL header value")
-	errNegativeTTL  = webpush.ErrnoNegativeTTL.HTTPError("TTL must be greater than 0")
-	errTopicLength  = webpush.ErrnoInvalidTopic.HTTPError("Topic must be no greater than 32 characters")
-	errTopicChars   = webpush.ErrnoInvalidTopic.HTTPError("Topic must be URL and Filename safe Base64 alphabet")
-	errUrgency      = &webpush.HTTPError{Status: http.StatusBadRequest, Errno: webpush.ErrnoNone, Message: "Urgency must be very-low, low, normal or high"}
-	errTooLarge     = webpush.ErrnoPayloadTooLarge.HTTPError("")
-	errBody         = &webpush.HTTPError{Status: http.StatusBadRequest, Errno: webpush.ErrnoNone, Message: "Could not read the request body"}
-	errNoUser       = webpush.ErrnoExpiredEndpoint.HTTPError("UAID not found")
-	errNoChannel    = webpush.ErrnoInvalidSubscription.HTTPError("No such subscription")
-	errUserDeleted  = webpush.ErrnoEndpointUnavailable.HTTPError("User was deleted during routing")
-	errStorage      = webpush.ErrnoRetryBackoff.HTTPError("Database error while saving notification")
-	errStorageRead  = webpush.ErrnoRetryBackoff.HTTPError("Database error")
-	errInternal     = webpush.ErrnoUnknown.HTTPError("An unexpected server error occurred.")
-	errBadMessageID = webpush.ErrnoInvalidEndpoint.HTTPError("Invalid message ID")
-	errNotFound     = webpush.ErrnoInvalidEndpoint.HTTPError("Not Found")
-	errNoMethod     = &webpush.HTTPError{Status: http.StatusMethodNotAllowed, Errno: webpush.ErrnoNone, Message: "Method Not Allowed"}
+	errMissingTTL   = errno.MissingHeader.HTTPError("Missing TTL value")
+	errInvalidTTL   = errno.InvalidTTL.HTTPError("Invalid TTL header value")
+	errNegativeTTL  = errno.NegativeTTL.HTTPError("TTL must be greater than 0")
+	errTopicLength  = errno.InvalidTopic.HTTPError("Topic must be no greater than 32 characters")
+	errTopicChars   = errno.InvalidTopic.HTTPError("Topic must be URL and Filename safe Base64 alphabet")
+	errUrgency      = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Urgency must be very-low, low, normal or high"}
+	errTooLarge     = errno.PayloadTooLarge.HTTPError("")
+	errBody         = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Could not read the request body"}
+	errNoUser       = errno.ExpiredEndpoint.HTTPError("UAID not found")
+	errNoChannel    = errno.InvalidSubscription.HTTPError("No such subscription")
+	errUserDeleted  = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
+	errStorage      = errno.RetryBackoff.HTTPError("Database error while saving notification")
+	errStorageRead  = errno.RetryBackoff.HTTPError("Database error")
+	errInternal     = errno.Unknown.HTTPError("An unexpected server error occurred.")
+	errBadMessageID = errno.InvalidEndpoint.HTTPError("Invalid message ID")
+	errNotFound     = errno.InvalidEndpoint.HTTPError("Not Found")
+	errNoMethod     = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
 )
 
 // Crypto header errors: a body whose encryption headers are missing gets
 // errno 101 ("Missing necessary crypto keys"), one whose headers are
 // wrong for its Content-Encoding gets errno 110 ("Invalid crypto keys
 // specified"), with the reference's messages.
-func errMissingCrypto(msg string) *webpush.HTTPError {
-	return webpush.ErrnoMissingCryptoKeys.HTTPError(msg)
+func errMissingCrypto(msg string) *errno.HTTPError {
+	return errno.MissingCryptoKeys.HTTPError(msg)
 }
 
-func errInvalidCrypto(msg string) *webpush.HTTPError {
-	return webpush.ErrnoInvalidCryptoKeys.HTTPError(msg)
+func errInvalidCrypto(msg string) *errno.HTTPError {
+	return errno.InvalidCryptoKeys.HTTPError(msg)
 }
 
 // RetryAfter is the Retry-After of a 503 (storage unavailable), seconds.
@@ -54,7 +54,7 @@ var retryAfter = strconv.Itoa(RetryAfter)
 // writeError answers e as JSON. A 410 carries Cache-Control so that
 // caches and senders stop retrying for a day (reference), a 503
 // Retry-After, a 401 the VAPID challenge.
-func (s *Server) writeError(c *app.RequestContext, st *reqState, e *webpush.HTTPError) {
+func (s *Server) writeError(c *app.RequestContext, st *reqState, e *errno.HTTPError) {
 	c.SetStatusCode(e.Status)
 	h := &c.Response.Header
 	h.SetContentTypeBytes(jsonType)

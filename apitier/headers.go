@@ -3,9 +3,10 @@ package apitier
 import (
 	"strings"
 
-	"github.com/cloudwego/hertz/pkg/protocol"
+	hertzproto "github.com/cloudwego/hertz/pkg/protocol"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -49,7 +50,7 @@ type pushHeaders struct {
 }
 
 // parseTTL reads the TTL header.
-func parseTTL(v []byte) (int64, *webpush.HTTPError) {
+func parseTTL(v []byte) (int64, *errno.HTTPError) {
 	if len(v) == 0 {
 		return 0, errMissingTTL
 	}
@@ -83,7 +84,7 @@ func parseTTL(v []byte) (int64, *webpush.HTTPError) {
 }
 
 // parseTopic checks the Topic header and returns it without padding.
-func parseTopic(v []byte) (string, *webpush.HTTPError) {
+func parseTopic(v []byte) (string, *errno.HTTPError) {
 	if len(v) == 0 {
 		return "", nil
 	}
@@ -110,7 +111,7 @@ func isBase64URLChar(c byte) bool {
 var urgencies = [...]string{"very-low", "low", "normal", "high"}
 
 // parseUrgency checks the Urgency header; "" when absent.
-func parseUrgency(v []byte) (string, *webpush.HTTPError) {
+func parseUrgency(v []byte) (string, *errno.HTTPError) {
 	if len(v) == 0 {
 		return "", nil
 	}
@@ -124,9 +125,9 @@ func parseUrgency(v []byte) (string, *webpush.HTTPError) {
 
 // parseHeaders reads every push header of req; hasData says whether
 // the push has a body.
-func parseHeaders(req *protocol.RequestHeader, hasData bool) (pushHeaders, *webpush.HTTPError) {
+func parseHeaders(req *hertzproto.RequestHeader, hasData bool) (pushHeaders, *errno.HTTPError) {
 	var h pushHeaders
-	var e *webpush.HTTPError
+	var e *errno.HTTPError
 	if h.ttl, e = parseTTL(req.Peek("TTL")); e != nil {
 		return h, e
 	}
@@ -154,7 +155,7 @@ func parseHeaders(req *protocol.RequestHeader, hasData bool) (pushHeaders, *webp
 
 // checkEncryption applies the Content-Encoding rules to a push with a
 // body.
-func (h *pushHeaders) checkEncryption() *webpush.HTTPError {
+func (h *pushHeaders) checkEncryption() *errno.HTTPError {
 	switch h.encoding {
 	case "":
 		return errMissingCrypto("Missing Content-Encoding header")
@@ -187,25 +188,25 @@ func (h *pushHeaders) checkEncryption() *webpush.HTTPError {
 
 // headers returns the crypto headers the client needs, in the
 // reference's names; nil for a push without a body.
-func (h *pushHeaders) headers(dst []webpush.Header) []webpush.Header {
+func (h *pushHeaders) headers(dst []protocol.Header) []protocol.Header {
 	if h.encoding == "" {
 		return dst
 	}
-	dst = append(dst, webpush.Header{Name: "encoding", Value: h.encoding})
+	dst = append(dst, protocol.Header{Name: "encoding", Value: h.encoding})
 	if h.encryption != "" {
-		dst = append(dst, webpush.Header{Name: "encryption", Value: h.encryption})
+		dst = append(dst, protocol.Header{Name: "encryption", Value: h.encryption})
 	}
 	if h.cryptoKey != "" {
-		dst = append(dst, webpush.Header{Name: "crypto_key", Value: h.cryptoKey})
+		dst = append(dst, protocol.Header{Name: "crypto_key", Value: h.cryptoKey})
 	}
 	if h.encryptionKey != "" {
-		dst = append(dst, webpush.Header{Name: "encryption_key", Value: h.encryptionKey})
+		dst = append(dst, protocol.Header{Name: "encryption_key", Value: h.encryptionKey})
 	}
 	return dst
 }
 
 // assertBase64ItemExists requires header to hold key=<base64url>.
-func assertBase64ItemExists(name, header, key string) *webpush.HTTPError {
+func assertBase64ItemExists(name, header, key string) *errno.HTTPError {
 	if header == "" {
 		return errMissingCrypto("Missing " + name + " header")
 	}
@@ -222,7 +223,7 @@ func assertBase64ItemExists(name, header, key string) *webpush.HTTPError {
 }
 
 // assertNotExists refuses header when it holds key=.
-func assertNotExists(name, header, key string) *webpush.HTTPError {
+func assertNotExists(name, header, key string) *errno.HTTPError {
 	if header == "" {
 		return nil
 	}

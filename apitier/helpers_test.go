@@ -21,7 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
@@ -185,18 +185,18 @@ func send(t testing.TB, s *Server, method, path string, body []byte, kv ...strin
 
 // wantError checks an error answer: status, errno (0 for null) and the
 // body format.
-func wantError(t testing.TB, r response, code int, errno webpush.Errno) map[string]any {
+func wantError(t testing.TB, r response, code int, wantErrno errno.Code) map[string]any {
 	t.Helper()
 	if r.code != code {
 		t.Fatalf("status %d, want %d (body %s)", r.code, code, r.body)
 	}
 	m := r.json(t)
-	var want any = float64(errno)
-	if errno == webpush.ErrnoNone {
+	var want any = float64(wantErrno)
+	if wantErrno == errno.None {
 		want = nil
 	}
 	if m["code"] != float64(code) || m["errno"] != want || m["error"] != http.StatusText(code) ||
-		m["more_info"] != webpush.ErrnoMoreInfo || m["message"] == "" {
+		m["more_info"] != errno.MoreInfo || m["message"] == "" {
 		t.Fatalf("error body %s, want code %d errno %v", r.body, code, want)
 	}
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
 )
 
 // Metric names of the endpoint node, one place (the operations issue's
@@ -39,7 +39,7 @@ const (
 	// mVAPID{result}: pushes with an Authorization header: ok, failed.
 	mVAPID = "autoendpoint_vapid_total"
 	// mVAPIDFailures{rule}: VAPID refusals by the rule that failed: the
-	// webpush.VAPIDRule* names ("signature", "exp-past", "key-mismatch",
+	// vapid.Rule* names ("signature", "exp-past", "key-mismatch",
 	// "header" for a v2 endpoint pushed without VAPID, ...).
 	mVAPIDFailures = "autoendpoint_vapid_failures_total"
 	// mDeletes{result}: DELETE /m/{id}: deleted, invalid.
@@ -107,7 +107,7 @@ type apiMetrics struct {
 	seconds  map[string]*metrics.PrometheusHistogram
 	routeIdx map[string]int
 
-	errnos        map[webpush.Errno]*metrics.Counter
+	errnos        map[errno.Code]*metrics.Counter
 	outcomes      map[string]*metrics.Counter
 	encodings     map[string]*metrics.Counter
 	nodeCalls     map[[2]string]*metrics.Counter
@@ -129,7 +129,7 @@ func newMetrics() *apiMetrics {
 		set:           s,
 		seconds:       map[string]*metrics.PrometheusHistogram{},
 		routeIdx:      map[string]int{},
-		errnos:        map[webpush.Errno]*metrics.Counter{},
+		errnos:        map[errno.Code]*metrics.Counter{},
 		outcomes:      map[string]*metrics.Counter{},
 		encodings:     map[string]*metrics.Counter{},
 		nodeCalls:     map[[2]string]*metrics.Counter{},
@@ -148,8 +148,8 @@ func newMetrics() *apiMetrics {
 		m.requests = append(m.requests, map[int]*metrics.Counter{})
 		m.seconds[r] = s.NewPrometheusHistogramExt(mRequestSeconds+`{route="`+r+`"}`, latencyBuckets)
 	}
-	m.errnos[webpush.ErrnoNone] = s.NewCounter(mErrors + `{errno="none"}`)
-	for _, in := range webpush.Errnos() {
+	m.errnos[errno.None] = s.NewCounter(mErrors + `{errno="none"}`)
+	for _, in := range errno.Table() {
 		m.errnos[in.Errno] = s.NewCounter(mErrors + `{errno="` + strconv.Itoa(int(in.Errno)) + `"}`)
 	}
 	for _, o := range []string{outcomeDirect, outcomeStored, outcomeDropped} {
@@ -188,7 +188,7 @@ func (m *apiMetrics) request(route string, code int, d time.Duration) {
 	c.Inc()
 }
 
-func (m *apiMetrics) errno(e webpush.Errno) {
+func (m *apiMetrics) errno(e errno.Code) {
 	if c := m.errnos[e]; c != nil {
 		c.Inc()
 	}
@@ -213,7 +213,7 @@ func (m *apiMetrics) nodeCall(call, result string, d time.Duration) {
 	m.nodeSeconds[call].Update(d.Seconds())
 }
 
-// vapidFailure counts a refusal by rule (webpush.VAPIDRule*).
+// vapidFailure counts a refusal by rule (vapid.Rule*).
 func (m *apiMetrics) vapidFailure(rule string) {
 	m.vapidFailed.Inc()
 	if c, ok := m.vapidRules.Load(rule); ok {

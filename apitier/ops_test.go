@@ -13,17 +13,17 @@ import (
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/mozlog"
-	"github.com/autopush-go/autopush/internal/webpush"
 )
 
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	s := newServer(t, newStore(t), nil)
 	for _, path := range []string{"/", "/nope", "/wpush/", "/wpush/v1/", "/m/", "/wpush/v1/a/b"} {
-		wantError(t, perform(s, "POST", path, nil), 404, webpush.ErrnoInvalidEndpoint)
+		wantError(t, perform(s, "POST", path, nil), 404, errno.InvalidEndpoint)
 	}
 	for _, c := range [][2]string{{"GET", "/wpush/v1/abc"}, {"PUT", "/wpush/abc"}, {"GET", "/m/abc"}, {"POST", "/__heartbeat__"}} {
-		wantError(t, perform(s, c[0], c[1], nil), 405, webpush.ErrnoNone)
+		wantError(t, perform(s, c[0], c[1], nil), 405, errno.None)
 	}
 }
 
@@ -62,17 +62,17 @@ func TestStorageUnavailable(t *testing.T) {
 	id := wantCreated(t, s, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), "60")
 
 	fs.set("GetUser", true)
-	wantError(t, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), 503, webpush.ErrnoRetryBackoff)
+	wantError(t, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), 503, errno.RetryBackoff)
 	fs.set("GetUser", false)
 
 	fs.set("SaveMessage", true)
-	wantError(t, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), 503, webpush.ErrnoRetryBackoff)
+	wantError(t, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), 503, errno.RetryBackoff)
 	// TTL 0 never reaches storage.
 	wantCreated(t, s, perform(s, "POST", u.path, nil, hdr("TTL", "0")...), "0")
 	fs.set("SaveMessage", false)
 
 	fs.set("DeleteMessage", true)
-	wantError(t, perform(s, "DELETE", "/m/"+id, nil), 503, webpush.ErrnoRetryBackoff)
+	wantError(t, perform(s, "DELETE", "/m/"+id, nil), 503, errno.RetryBackoff)
 	fs.set("DeleteMessage", false)
 	if r := perform(s, "DELETE", "/m/"+id, nil); r.code != 204 {
 		t.Fatalf("DELETE: %d", r.code)
@@ -128,8 +128,8 @@ func TestOperationsRoutes(t *testing.T) {
 	// Some traffic, then the metrics.
 	u := subscribe(t, s, "", nil)
 	wantCreated(t, s, send(t, s, "POST", u.path, []byte("x"), "TTL", "60", "Content-Encoding", "aes128gcm"), "60")
-	wantError(t, send(t, s, "POST", u.path, nil), 400, webpush.ErrnoMissingHeader)
-	wantError(t, send(t, s, "POST", u.path, nil, "TTL", "60", "Authorization", "vapid t=x,k=y"), 401, webpush.ErrnoInvalidAuth)
+	wantError(t, send(t, s, "POST", u.path, nil), 400, errno.MissingHeader)
+	wantError(t, send(t, s, "POST", u.path, nil, "TTL", "60", "Authorization", "vapid t=x,k=y"), 401, errno.InvalidAuth)
 	r := send(t, s, "GET", "/metrics", nil)
 	for _, want := range []string{
 		`autoendpoint_requests_total{route="wpush_v1",code="201"} 1`,

@@ -11,7 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -38,10 +39,10 @@ import (
 // vanished between steps 1 and 4 gets 410 errno 105, as in the reference.
 //
 // ctx is the request's, sctx bounds its storage calls.
-func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *webpush.Notification, pb *pushBuf) (string, *webpush.HTTPError) {
+func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.Notification, pb *pushBuf) (string, *errno.HTTPError) {
 	uaid := u.UAID
 	if u.NodeID != "" {
-		pb.json = webpush.AppendNotificationJSON(pb.json[:0], n)
+		pb.json = protocol.AppendNotificationJSON(pb.json[:0], n)
 		code, err := s.nodes.call(ctx, callPush, u.NodeID, uaid, pb.json, s.metrics)
 		switch {
 		case err == nil && code == http.StatusOK:
@@ -90,7 +91,7 @@ func (s *Server) clearNode(ctx context.Context, u *storage.User, why error) {
 }
 
 // save stores n; storage unavailable is 503 errno 201 (retry later).
-func (s *Server) save(ctx context.Context, uaid uuid.UUID, n *webpush.Notification) *webpush.HTTPError {
+func (s *Server) save(ctx context.Context, uaid uuid.UUID, n *protocol.Notification) *errno.HTTPError {
 	m := storage.Message{CHID: uuid.UUID(mustChannel(n.ChannelID)), Version: n.Version, Topic: n.Topic,
 		SortKey: n.SortKey, TTL: n.TTL, Data: n.Data}
 	if len(n.Headers) > 0 {
@@ -114,7 +115,7 @@ func (s *Server) save(ctx context.Context, uaid uuid.UUID, n *webpush.Notificati
 }
 
 func mustChannel(s string) [16]byte {
-	id, _ := webpush.ParseChannelID(s)
+	id, _ := protocol.ParseChannelID(s)
 	return id
 }
 
@@ -152,7 +153,7 @@ func (nc *nodeClient) call(ctx context.Context, call, node string, uaid uuid.UUI
 	defer cancel()
 	var ub [64]byte
 	url := append(append(append(ub[:0], "/"...), call...), '/')
-	url = webpush.AppendUAID(url, uaid)
+	url = protocol.AppendUAID(url, uaid)
 	// The transport may still read a body after Do returns (a node that
 	// answers before reading it all), so it gets its own copy.
 	var rd io.Reader

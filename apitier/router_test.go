@@ -14,7 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -82,7 +83,7 @@ func (f *fakeNode) wantCalls(t *testing.T, uaid string, want ...string) []nodeCa
 	return calls
 }
 
-func hexUAID(s sub) string { return webpush.FormatUAID(s.uaid) }
+func hexUAID(s sub) string { return protocol.FormatUAID(s.uaid) }
 
 func nodeOf(t *testing.T, s *Server, u sub) string {
 	t.Helper()
@@ -100,10 +101,10 @@ func TestRouteDirect(t *testing.T) {
 	if calls[0].auth != "Bearer s3cret" {
 		t.Fatalf("node call Authorization %q", calls[0].auth)
 	}
-	var n webpush.Notification
-	et.Must(t, webpush.DecodeNotification(calls[0].body, &n), "decode node body")
+	var n protocol.Notification
+	et.Must(t, protocol.DecodeNotification(calls[0].body, &n), "decode node body")
 	if n.ChannelID != u.chid.String() || n.Version != id || n.TTL != 60 || n.Topic != "t1" || n.SortKey == 0 ||
-		n.Data != "aGVsbG8" || len(n.Headers) != 1 || n.Headers[0] != (webpush.Header{Name: "encoding", Value: "aes128gcm"}) ||
+		n.Data != "aGVsbG8" || len(n.Headers) != 1 || n.Headers[0] != (protocol.Header{Name: "encoding", Value: "aes128gcm"}) ||
 		time.Since(time.Unix(n.Timestamp, 0)) > time.Minute {
 		t.Fatalf("node got %+v", n)
 	}
@@ -242,7 +243,7 @@ func TestRouteUserDeleted(t *testing.T) {
 	node := newFakeNode(t, 404, 200)
 	u := subscribe(t, s, node.URL, nil)
 	node.hook = func(nodeCallRec) { s.store.DropUser(context.Background(), u.uaid) }
-	wantError(t, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), http.StatusGone, webpush.ErrnoEndpointUnavailable)
+	wantError(t, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), http.StatusGone, errno.EndpointUnavailable)
 }
 
 // TestRouteNodeRefuses: a node answering something else (401: a wrong

@@ -20,7 +20,9 @@ import (
 	"github.com/cloudwego/hertz/pkg/common/hlog"
 	"github.com/cloudwego/hertz/pkg/network/standard"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -30,8 +32,8 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	store    storage.Store
-	keys     *webpush.Keys
-	vapid    *webpush.VAPIDVerifier
+	keys     *token.Keys
+	vapid    *vapid.Verifier
 	nodes    *nodeClient
 	metrics  *apiMetrics
 	version  []byte
@@ -51,7 +53,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	keys, err := webpush.ParseKeys(cfg.CryptoKey)
+	keys, err := token.ParseKeys(cfg.CryptoKey)
 	if err != nil {
 		return nil, fmt.Errorf("apitier: crypto-key: %w", err)
 	}
@@ -78,8 +80,8 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 }
 
 // newVerifier configures VAPID verification from cfg.
-func newVerifier(cfg Config) *webpush.VAPIDVerifier {
-	v := &webpush.VAPIDVerifier{MaxSkew: cfg.VAPIDSkew, CacheSize: cfg.VAPIDCache, AnySub: cfg.VAPIDAnySub}
+func newVerifier(cfg Config) *vapid.Verifier {
+	v := &vapid.Verifier{MaxSkew: cfg.VAPIDSkew, CacheSize: cfg.VAPIDCache, AnySub: cfg.VAPIDAnySub}
 	if cfg.VAPIDSkew == 0 {
 		v.MaxSkew = -1 // the verifier's 0 means its default
 	}
@@ -218,7 +220,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // metrics. Pooled: handlers must not keep it.
 type reqState struct {
 	route    string
-	errno    webpush.Errno
+	errno    errno.Code
 	failed   bool
 	outcome  string
 	vapid    bool
@@ -262,11 +264,11 @@ func (s *Server) finish(ctx context.Context, c *app.RequestContext, st *reqState
 		attrs = append(attrs, slog.String("forwarded_for", string(xff)))
 	}
 	if st.failed {
-		errno := "null"
-		if st.errno != webpush.ErrnoNone {
-			errno = fmt.Sprint(int(st.errno))
+		errnoText := "null"
+		if st.errno != errno.None {
+			errnoText = fmt.Sprint(int(st.errno))
 		}
-		attrs = append(attrs, slog.String("errno", errno))
+		attrs = append(attrs, slog.String("errno", errnoText))
 	}
 	if st.outcome != "" {
 		attrs = append(attrs, slog.String("outcome", st.outcome), slog.Int("data_len", st.dataLen),

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/vapid"
 )
 
 // TestVAPID covers what this tier decides (the verifier's own rules are
-// tested in internal/webpush): when VAPID is checked, v2 key binding,
+// tested in internal/vapid): when VAPID is checked, v2 key binding,
 // the audience, the clock, and the answers.
 func TestVAPID(t *testing.T) {
 	s := newServer(t, newStore(t), nil)
@@ -29,7 +30,7 @@ func TestVAPID(t *testing.T) {
 	ok := func(r response) { t.Helper(); wantCreated(t, s, r, "60") }
 	refused := func(r response, rule string) {
 		t.Helper()
-		m := wantError(t, r, http.StatusUnauthorized, webpush.ErrnoInvalidAuth)
+		m := wantError(t, r, http.StatusUnauthorized, errno.InvalidAuth)
 		if !strings.Contains(m["message"].(string), "("+rule+")") {
 			t.Fatalf("message %q does not name rule %q", m["message"], rule)
 		}
@@ -44,16 +45,16 @@ func TestVAPID(t *testing.T) {
 	// v1: VAPID optional, but checked when sent.
 	ok(post(v1.path))
 	ok(post(v1.path, "Authorization", "vapid t="+token(key, valid)+",k="+key.b64))
-	refused(post(v1.path, "Authorization", "vapid t="+token(key, valid)+",k="+other.b64), webpush.VAPIDRuleSignature)
-	refused(post(v1.path, "Authorization", "Basic dXNlcjpwYXNz"), webpush.VAPIDRuleScheme)
+	refused(post(v1.path, "Authorization", "vapid t="+token(key, valid)+",k="+other.b64), vapid.RuleSignature)
+	refused(post(v1.path, "Authorization", "Basic dXNlcjpwYXNz"), vapid.RuleScheme)
 
 	// v2: VAPID required, with the subscription's key.
-	refused(post(v2.path), webpush.VAPIDRuleHeader)
+	refused(post(v2.path), vapid.RuleHeader)
 	ok(post(v2.path, "Authorization", "vapid t="+token(key, valid)+", k="+key.b64))
-	refused(post(v2.path, "Authorization", "vapid t="+token(other, valid)+", k="+other.b64), webpush.VAPIDRuleKeyMismatch)
+	refused(post(v2.path, "Authorization", "vapid t="+token(other, valid)+", k="+other.b64), vapid.RuleKeyMismatch)
 	// The drafts' form: WebPush <jwt> with the key in Crypto-Key.
 	ok(post(v2.path, "Authorization", "WebPush "+token(key, valid), "Crypto-Key", "p256ecdsa="+key.b64))
-	refused(post(v2.path, "Authorization", "WebPush "+token(other, valid), "Crypto-Key", "p256ecdsa="+other.b64), webpush.VAPIDRuleKeyMismatch)
+	refused(post(v2.path, "Authorization", "WebPush "+token(other, valid), "Crypto-Key", "p256ecdsa="+other.b64), vapid.RuleKeyMismatch)
 
 	// aud is this service's origin; exp within 24 hours, not past.
 	claims := func(k string, v any) map[string]any {
@@ -68,18 +69,18 @@ func TestVAPID(t *testing.T) {
 		}
 		return c
 	}
-	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("aud", "https://push.example.com"))+",k="+key.b64), webpush.VAPIDRuleAud)
+	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("aud", "https://push.example.com"))+",k="+key.b64), vapid.RuleAud)
 	ok(post(v2.path, "Authorization", "vapid t="+token(key, claims("aud", aud+"/"))+",k="+key.b64))
-	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("exp", nil))+",k="+key.b64), webpush.VAPIDRuleExpMissing)
-	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("exp", now.Add(-time.Hour).Unix()))+",k="+key.b64), webpush.VAPIDRuleExpPast)
-	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("exp", now.Add(25*time.Hour).Unix()))+",k="+key.b64), webpush.VAPIDRuleExpFar)
+	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("exp", nil))+",k="+key.b64), vapid.RuleExpMissing)
+	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("exp", now.Add(-time.Hour).Unix()))+",k="+key.b64), vapid.RuleExpPast)
+	refused(post(v2.path, "Authorization", "vapid t="+token(key, claims("exp", now.Add(25*time.Hour).Unix()))+",k="+key.b64), vapid.RuleExpFar)
 
 	// A token accepted now is refused once the clock passes its exp (the
 	// cache does not keep it alive).
 	tok := token(key, claims("exp", now.Add(10*time.Minute).Unix()))
 	ok(post(v2.path, "Authorization", "vapid t="+tok+",k="+key.b64))
 	now = now.Add(time.Hour)
-	refused(post(v2.path, "Authorization", "vapid t="+tok+",k="+key.b64), webpush.VAPIDRuleExpPast)
+	refused(post(v2.path, "Authorization", "vapid t="+tok+",k="+key.b64), vapid.RuleExpPast)
 
 	// Nothing refused was stored.
 	if n := len(stored(t, s, v2.uaid)); n != 4 {
@@ -96,6 +97,6 @@ func TestVAPIDBeforeStorage(t *testing.T) {
 	if err := s.store.DropUser(t.Context(), v2.uaid); err != nil {
 		t.Fatal(err)
 	}
-	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60")...), 401, webpush.ErrnoInvalidAuth)
-	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60", "Authorization", key.auth(t, testEndpointURL))...), 410, webpush.ErrnoExpiredEndpoint)
+	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60")...), 401, errno.InvalidAuth)
+	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60", "Authorization", key.auth(t, testEndpointURL))...), 410, errno.ExpiredEndpoint)
 }

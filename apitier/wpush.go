@@ -13,7 +13,10 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -50,7 +53,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	}
 	ep, err := s.keys.ParseToken(version, c.Param("token"))
 	if err != nil {
-		var te *webpush.TokenError
+		var te *token.EndpointError
 		if errors.As(err, &te) {
 			s.writeError(c, st, te.HTTPError())
 		} else {
@@ -87,15 +90,15 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	}
 
 	sortKey := storage.NewSortKey()
-	msgID, err := s.keys.MakeMessageID(webpush.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.topic, SortKey: sortKey})
+	msgID, err := s.keys.MakeMessageID(token.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.topic, SortKey: sortKey})
 	if err != nil {
 		// The topic was checked with the same rule: cannot happen.
 		s.log.Error("make message id", "error", err)
 		s.writeError(c, st, errInternal)
 		return
 	}
-	n := webpush.Notification{
-		ChannelID: string(webpush.AppendChannelID(pb.chid[:0], ep.CHID)),
+	n := protocol.Notification{
+		ChannelID: string(protocol.AppendChannelID(pb.chid[:0], ep.CHID)),
 		Version:   msgID,
 		TTL:       h.ttl,
 		Topic:     h.topic,
@@ -126,7 +129,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 
 // checkVAPID verifies the Authorization header when there is one, and
 // always on a v2 endpoint (whose key binding it enforces).
-func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *webpush.Endpoint) *webpush.HTTPError {
+func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *token.Endpoint) *errno.HTTPError {
 	auth := c.Request.Header.Peek("Authorization")
 	if len(auth) == 0 && ep.Version != 2 {
 		return nil
@@ -134,16 +137,16 @@ func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *webpush.End
 	st.vapid = true
 	res, err := s.vapid.Verify(string(auth), string(c.Request.Header.Peek("Crypto-Key")), s.audience)
 	if err == nil {
-		err = res.CheckEndpoint(ep)
+		err = ep.CheckVAPID(&res)
 	}
 	if err == nil {
 		s.metrics.vapidOK.Inc()
 		return nil
 	}
-	var ve *webpush.VAPIDError
+	var ve *vapid.Error
 	if !errors.As(err, &ve) {
 		s.metrics.vapidFailure("other")
-		return webpush.ErrnoInvalidAuth.HTTPError("")
+		return errno.InvalidAuth.HTTPError("")
 	}
 	s.metrics.vapidFailure(ve.Rule)
 	return ve.HTTPError()
@@ -151,7 +154,7 @@ func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *webpush.End
 
 // subscription reads the router record and checks the channel. ctx
 // bounds the storage calls.
-func (s *Server) subscription(ctx context.Context, uaid uuid.UUID, chid [16]byte) (storage.User, *webpush.HTTPError) {
+func (s *Server) subscription(ctx context.Context, uaid uuid.UUID, chid [16]byte) (storage.User, *errno.HTTPError) {
 	user, err := s.getUser(ctx, uaid)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
@@ -192,7 +195,7 @@ func (s *Server) getUser(ctx context.Context, uaid uuid.UUID) (storage.User, err
 
 // storageError maps a storage failure: unavailable is 503 errno 201
 // (retry later), anything else a 500.
-func (s *Server) storageError(what string, err error) *webpush.HTTPError {
+func (s *Server) storageError(what string, err error) *errno.HTTPError {
 	if errors.Is(err, storage.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("storage unavailable", "op", what, "error", err)
 		return errStorageRead
@@ -207,7 +210,7 @@ type pushBuf struct {
 	b64  []byte
 	json []byte // the node API body
 	chid [36]byte
-	hdrs [4]webpush.Header
+	hdrs [4]protocol.Header
 	loc  []byte
 	ttl  [20]byte
 }
@@ -216,7 +219,7 @@ var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
 
 // readBody returns the request body, refusing one over max-data-bytes
 // without reading more than one byte past the limit.
-func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *webpush.HTTPError) {
+func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *errno.HTTPError) {
 	limit := s.cfg.MaxDataBytes
 	if c.Request.Header.ContentLength() > limit {
 		c.SetConnectionClose()

@@ -14,7 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -34,7 +35,7 @@ func TestTokenErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := perform(s, "POST", c.path, nil, hdr("TTL", "60")...)
-			if m := wantError(t, r, 404, webpush.ErrnoInvalidEndpoint); m["message"] != c.msg {
+			if m := wantError(t, r, 404, errno.InvalidEndpoint); m["message"] != c.msg {
 				t.Fatalf("message %q, want %q", m["message"], c.msg)
 			}
 		})
@@ -46,7 +47,7 @@ func TestTokenErrors(t *testing.T) {
 
 // tokenWithOtherKey makes u's token under another CRYPTO_KEY.
 func tokenWithOtherKey(t *testing.T, u sub) string {
-	k, err := webpush.ParseKeys(webpush.GenerateKey())
+	k, err := token.ParseKeys(token.GenerateKey())
 	et.Must(t, err, "keys")
 	ep, err := k.MakeEndpoint(testEndpointURL, u.uaid, u.chid, nil)
 	et.Must(t, err, "endpoint")
@@ -62,13 +63,13 @@ func TestSubscriptionErrors(t *testing.T) {
 	ep, err := s.keys.MakeEndpoint(s.cfg.EndpointURL, u.uaid, uuid.New(), nil)
 	et.Must(t, err, "endpoint")
 	r := perform(s, "POST", ep[len(s.cfg.EndpointURL):], nil, hdr("TTL", "60")...)
-	wantError(t, r, http.StatusGone, webpush.ErrnoInvalidSubscription)
+	wantError(t, r, http.StatusGone, errno.InvalidSubscription)
 
 	// A bridged user: 410 errno 106 until bridges exist; the record stays.
 	b := subscribe(t, s, "", nil)
 	et.Must(t, s.store.Connect(ctx, storage.User{UAID: b.uaid, RouterType: "fcm", ConnectedAt: time.Now().UnixMilli() + 1}), "connect")
 	r = perform(s, "POST", b.path, nil, hdr("TTL", "60")...)
-	wantError(t, r, http.StatusGone, webpush.ErrnoInvalidSubscription)
+	wantError(t, r, http.StatusGone, errno.InvalidSubscription)
 	if _, err := s.store.GetUser(ctx, b.uaid); err != nil {
 		t.Fatalf("bridged user's record: %v", err)
 	}
@@ -76,7 +77,7 @@ func TestSubscriptionErrors(t *testing.T) {
 	// Unknown user: 410 errno 103.
 	et.Must(t, s.store.DropUser(ctx, u.uaid), "drop")
 	r = perform(s, "POST", u.path, nil, hdr("TTL", "60")...)
-	if m := wantError(t, r, http.StatusGone, webpush.ErrnoExpiredEndpoint); m["message"] != "UAID not found" {
+	if m := wantError(t, r, http.StatusGone, errno.ExpiredEndpoint); m["message"] != "UAID not found" {
 		t.Fatalf("message %v", m["message"])
 	}
 }
@@ -87,18 +88,18 @@ func TestTTL(t *testing.T) {
 	maxTTL := strconv.Itoa(storage.MaxTTL)
 	for _, c := range []struct {
 		ttl   string
-		errno webpush.Errno
+		errno errno.Code
 		echo  string
 	}{
-		{"", webpush.ErrnoMissingHeader, ""},
-		{"abc", webpush.ErrnoInvalidTTL, ""},
-		{"1.5", webpush.ErrnoInvalidTTL, ""},
-		{"1e3", webpush.ErrnoInvalidTTL, ""},
-		{"-", webpush.ErrnoInvalidTTL, ""},
-		{"--1", webpush.ErrnoInvalidTTL, ""},
-		{"0x10", webpush.ErrnoInvalidTTL, ""},
-		{"-1", webpush.ErrnoNegativeTTL, ""},
-		{"-99999999999999999999999", webpush.ErrnoNegativeTTL, ""},
+		{"", errno.MissingHeader, ""},
+		{"abc", errno.InvalidTTL, ""},
+		{"1.5", errno.InvalidTTL, ""},
+		{"1e3", errno.InvalidTTL, ""},
+		{"-", errno.InvalidTTL, ""},
+		{"--1", errno.InvalidTTL, ""},
+		{"0x10", errno.InvalidTTL, ""},
+		{"-1", errno.NegativeTTL, ""},
+		{"-99999999999999999999999", errno.NegativeTTL, ""},
 		{"0", 0, "0"},
 		{"-0", 0, "0"},
 		{"+60", 0, "60"},
@@ -136,14 +137,14 @@ func TestTopicAndUrgency(t *testing.T) {
 	u := subscribe(t, s, "", nil)
 	for _, c := range []struct {
 		name, value string
-		errno       webpush.Errno // 0: accepted; -1: 400 errno null
+		errno       errno.Code // 0: accepted; -1: 400 errno null
 	}{
 		{"Topic", "a-test-topic-which-is-just-right", 0},
-		{"Topic", "test-topic-which-is-too-long-1234", webpush.ErrnoInvalidTopic},
-		{"Topic", "no spaces", webpush.ErrnoInvalidTopic},
-		{"Topic", "no/slash", webpush.ErrnoInvalidTopic},
-		{"Topic", "===", webpush.ErrnoInvalidTopic},
-		{"Topic", "a=b", webpush.ErrnoInvalidTopic},
+		{"Topic", "test-topic-which-is-too-long-1234", errno.InvalidTopic},
+		{"Topic", "no spaces", errno.InvalidTopic},
+		{"Topic", "no/slash", errno.InvalidTopic},
+		{"Topic", "===", errno.InvalidTopic},
+		{"Topic", "a=b", errno.InvalidTopic},
 		{"Topic", "padded==", 0},
 		{"Urgency", "very-low", 0},
 		{"Urgency", "low", 0},
@@ -158,7 +159,7 @@ func TestTopicAndUrgency(t *testing.T) {
 			case 0:
 				wantCreated(t, s, r, "60")
 			case -1:
-				wantError(t, r, 400, webpush.ErrnoNone)
+				wantError(t, r, 400, errno.None)
 			default:
 				wantError(t, r, 400, c.errno)
 			}
@@ -180,20 +181,20 @@ func TestTopicAndUrgency(t *testing.T) {
 
 func TestEncodingRules(t *testing.T) {
 	s := newServer(t, newStore(t), nil)
-	const ok = webpush.Errno(0)
+	const ok = errno.Code(0)
 	cases := []struct {
 		name    string
 		headers []string
-		errno   webpush.Errno
+		errno   errno.Code
 		want    map[string]string // stored headers when accepted
 	}{
-		{"no Content-Encoding", nil, webpush.ErrnoMissingCryptoKeys, nil},
-		{"unknown encoding", []string{"Content-Encoding", "gzip"}, webpush.ErrnoInvalidCryptoKeys, nil},
-		{"legacy aesgcm128", []string{"Content-Encoding", "aesgcm128", "Encryption", "salt=abc", "Encryption-Key", "dh=abc"}, webpush.ErrnoInvalidCryptoKeys, nil},
+		{"no Content-Encoding", nil, errno.MissingCryptoKeys, nil},
+		{"unknown encoding", []string{"Content-Encoding", "gzip"}, errno.InvalidCryptoKeys, nil},
+		{"legacy aesgcm128", []string{"Content-Encoding", "aesgcm128", "Encryption", "salt=abc", "Encryption-Key", "dh=abc"}, errno.InvalidCryptoKeys, nil},
 		{"aes128gcm", aes128gcm, ok, map[string]string{"encoding": "aes128gcm"}},
-		{"aes128gcm with salt", kv(aes128gcm, "Encryption", "salt=abc"), webpush.ErrnoInvalidCryptoKeys, nil},
-		{"aes128gcm with dh", kv(aes128gcm, "Crypto-Key", "dh=abc"), webpush.ErrnoInvalidCryptoKeys, nil},
-		{"aes128gcm with a bad Crypto-Key", kv(aes128gcm, "Crypto-Key", "p256ecdsa"), webpush.ErrnoInvalidCryptoKeys, nil},
+		{"aes128gcm with salt", kv(aes128gcm, "Encryption", "salt=abc"), errno.InvalidCryptoKeys, nil},
+		{"aes128gcm with dh", kv(aes128gcm, "Crypto-Key", "dh=abc"), errno.InvalidCryptoKeys, nil},
+		{"aes128gcm with a bad Crypto-Key", kv(aes128gcm, "Crypto-Key", "p256ecdsa"), errno.InvalidCryptoKeys, nil},
 		{"aes128gcm with VAPID draft key", kv(aes128gcm, "Crypto-Key", `p256ecdsa="BF92zdI_AKcH5Q31_Rr-04bPqOHU=="`),
 			ok, map[string]string{"encoding": "aes128gcm", "crypto_key": "p256ecdsa=BF92zdI_AKcH5Q31_Rr-04bPqOHU"}},
 		{"aes128gcm keeps other params", kv(aes128gcm, "Encryption", "notsalt=foo", "Crypto-Key", "notdh=bar"),
@@ -203,16 +204,16 @@ func TestEncodingRules(t *testing.T) {
 		{"aesgcm quotes and padding stripped", []string{"Content-Encoding", "aesgcm", "Encryption", `salt="foo=="`,
 			"Crypto-Key", `keyid="p256dh";dh="deadbeef==",p256ecdsa="BF92=="`},
 			ok, map[string]string{"encoding": "aesgcm", "encryption": "salt=foo", "crypto_key": "keyid=p256dh;dh=deadbeef,p256ecdsa=BF92"}},
-		{"aesgcm without Encryption", []string{"Content-Encoding", "aesgcm", "Crypto-Key", "dh=bar"}, webpush.ErrnoMissingCryptoKeys, nil},
-		{"aesgcm without salt", []string{"Content-Encoding", "aesgcm", "Encryption", "rs=4096", "Crypto-Key", "dh=bar"}, webpush.ErrnoMissingCryptoKeys, nil},
-		{"aesgcm with a bad salt", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=a+b/c", "Crypto-Key", "dh=bar"}, webpush.ErrnoInvalidCryptoKeys, nil},
-		{"aesgcm with an empty salt", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=", "Crypto-Key", "dh=bar"}, webpush.ErrnoInvalidCryptoKeys, nil},
-		{"aesgcm with a bad Encryption", []string{"Content-Encoding", "aesgcm", "Encryption", "salt", "Crypto-Key", "dh=bar"}, webpush.ErrnoInvalidCryptoKeys, nil},
-		{"aesgcm without Crypto-Key", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo"}, webpush.ErrnoMissingCryptoKeys, nil},
-		{"aesgcm without dh", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "p256ecdsa=abc"}, webpush.ErrnoMissingCryptoKeys, nil},
-		{"aesgcm with a bad dh", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "dh=a.b"}, webpush.ErrnoInvalidCryptoKeys, nil},
-		{"aesgcm with Encryption-Key", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "dh=bar", "Encryption-Key", "dh=x"}, webpush.ErrnoInvalidCryptoKeys, nil},
-		{"oversized crypto headers", kv(aes128gcm, "Crypto-Key", "p256ecdsa="+strings.Repeat("A", 5000)), webpush.ErrnoInvalidCryptoKeys, nil},
+		{"aesgcm without Encryption", []string{"Content-Encoding", "aesgcm", "Crypto-Key", "dh=bar"}, errno.MissingCryptoKeys, nil},
+		{"aesgcm without salt", []string{"Content-Encoding", "aesgcm", "Encryption", "rs=4096", "Crypto-Key", "dh=bar"}, errno.MissingCryptoKeys, nil},
+		{"aesgcm with a bad salt", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=a+b/c", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
+		{"aesgcm with an empty salt", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
+		{"aesgcm with a bad Encryption", []string{"Content-Encoding", "aesgcm", "Encryption", "salt", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
+		{"aesgcm without Crypto-Key", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo"}, errno.MissingCryptoKeys, nil},
+		{"aesgcm without dh", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "p256ecdsa=abc"}, errno.MissingCryptoKeys, nil},
+		{"aesgcm with a bad dh", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "dh=a.b"}, errno.InvalidCryptoKeys, nil},
+		{"aesgcm with Encryption-Key", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "dh=bar", "Encryption-Key", "dh=x"}, errno.InvalidCryptoKeys, nil},
+		{"oversized crypto headers", kv(aes128gcm, "Crypto-Key", "p256ecdsa="+strings.Repeat("A", 5000)), errno.InvalidCryptoKeys, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -279,13 +280,13 @@ func TestPayloadSizeLimit(t *testing.T) {
 	if len(ms) != 1 || len(ms[0].Data) != base64.RawURLEncoding.EncodedLen(DefaultMaxDataBytes) {
 		t.Fatalf("stored %d messages", len(ms))
 	}
-	wantError(t, perform(s, "POST", u.path, bytes.Repeat([]byte{1}, DefaultMaxDataBytes+1), h...), 413, webpush.ErrnoPayloadTooLarge)
+	wantError(t, perform(s, "POST", u.path, bytes.Repeat([]byte{1}, DefaultMaxDataBytes+1), h...), 413, errno.PayloadTooLarge)
 
 	// Configurable, and enforced on a real listener whatever the framing.
 	small := startServer(t, s.store, func(c *Config) { c.MaxDataBytes = 100 })
 	wantCreated(t, small, send(t, small, "POST", u.path, make([]byte, 100), "TTL", "60", "Content-Encoding", "aes128gcm"), "60")
-	wantError(t, send(t, small, "POST", u.path, make([]byte, 101), "TTL", "60", "Content-Encoding", "aes128gcm"), 413, webpush.ErrnoPayloadTooLarge)
-	wantError(t, send(t, small, "POST", u.path, make([]byte, 1<<20), "TTL", "60", "Content-Encoding", "aes128gcm"), 413, webpush.ErrnoPayloadTooLarge)
+	wantError(t, send(t, small, "POST", u.path, make([]byte, 101), "TTL", "60", "Content-Encoding", "aes128gcm"), 413, errno.PayloadTooLarge)
+	wantError(t, send(t, small, "POST", u.path, make([]byte, 1<<20), "TTL", "60", "Content-Encoding", "aes128gcm"), 413, errno.PayloadTooLarge)
 	// Chunked (a body of unknown length is sent without Content-Length).
 	req, _ := http.NewRequest("POST", "http://"+small.Addr()+u.path, struct{ *bytes.Reader }{bytes.NewReader(make([]byte, 500))})
 	req.Header.Set("TTL", "60")
@@ -362,7 +363,7 @@ func TestDeleteMessage(t *testing.T) {
 	}
 	// Undecryptable ids: 404 errno 102, nothing deleted.
 	for _, bad := range []string{"garbage", id[:len(id)-4] + "AAAA", tokenWithOtherKey(t, u)} {
-		wantError(t, perform(s, "DELETE", "/m/"+bad, nil), 404, webpush.ErrnoInvalidEndpoint)
+		wantError(t, perform(s, "DELETE", "/m/"+bad, nil), 404, errno.InvalidEndpoint)
 	}
 	if ms := stored(t, s, u.uaid); len(ms) != 1 {
 		t.Fatalf("a refused DELETE deleted: %+v", ms)

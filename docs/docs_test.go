@@ -25,9 +25,11 @@ import (
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/stacktest"
-	"github.com/autopush-go/autopush/internal/webpush"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated sections of the docs")
@@ -152,12 +154,12 @@ func request(t *testing.T, method, url string, body []byte, hdr ...string) *http
 func TestOpenAPIMatchesAnswers(t *testing.T) {
 	st := stacktest.Start(t)
 	api := newValidator(t, "openapi.yaml", st.EndpointURL)
-	signer, err := webpush.NewVAPIDSigner("mailto:ops@example.com")
+	signer, err := pushcrypto.NewVAPIDSigner("mailto:ops@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub := st.Subscribe(t, signer.Public)
-	body, err := webpush.EncryptAES128GCM([]byte("hi"), sub.Private.PublicKey().Bytes(), sub.Auth)
+	body, err := pushcrypto.EncryptAES128GCM([]byte("hi"), sub.Private.PublicKey().Bytes(), sub.Auth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +202,10 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		node.check("node GET "+p, request(t, "GET", base+p, nil), 200)
 	}
 	n := et.Notification(sub.CHID, "docs-test-version-0123456789abcdef", "")
-	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, webpush.AppendNotificationJSON(nil, n)), 200)
+	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, protocol.AppendNotificationJSON(nil, n)), 200)
 	sub.Receive(t)
-	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), webpush.AppendNotificationJSON(nil, n)), 404)
-	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", webpush.AppendNotificationJSON(nil, n)), 400)
+	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), protocol.AppendNotificationJSON(nil, n)), 404)
+	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", protocol.AppendNotificationJSON(nil, n)), 400)
 	node.check("node notif", request(t, "PUT", base+"/notif/"+sub.UAID, nil), 200)
 	node.check("node evict, not older", request(t, "DELETE", base+"/notif/"+sub.UAID+"/1", nil), 404)
 }
@@ -270,30 +272,32 @@ func settingsTable(list []settings.Setting) string {
 	return b.String()
 }
 
-// errnoTable renders webpush.Errnos(), with whether this service sends
+// errnoTable renders errno.Table(), with whether this service sends
 // each: an errno is sent when the API tier's code names it, or when an
-// error type of internal/webpush it answers with does.
+// error type it answers with (internal/token, internal/vapid) does.
 func errnoTable(t *testing.T) string {
 	t.Helper()
 	names := errnoNames(t)
-	sent := map[webpush.Errno]bool{}
-	use := regexp.MustCompile(`webpush\.(Errno[A-Za-z]+)\b`)
+	sent := map[errno.Code]bool{}
+	use := regexp.MustCompile(`\berrno\.([A-Z][A-Za-z]*)\b`)
 	for _, f := range sources(t, "../apitier") {
 		for _, m := range use.FindAllStringSubmatch(f, -1) {
 			sent[names[m[1]]] = true
 		}
 	}
-	// The error types the API tier answers with (TokenError, VAPIDError)
-	// build their HTTPError from an errno in their own package.
-	own := regexp.MustCompile(`\b(Errno[A-Za-z]+)\.HTTPError\(`)
-	for _, f := range sources(t, "../internal/webpush") {
-		for _, m := range own.FindAllStringSubmatch(f, -1) {
-			sent[names[m[1]]] = true
+	// The error types the API tier answers with (token.EndpointError,
+	// vapid.Error) build their HTTPError from an errno in their package.
+	own := regexp.MustCompile(`\berrno\.([A-Za-z]+)\.HTTPError\(`)
+	for _, dir := range []string{"../internal/token", "../internal/vapid"} {
+		for _, f := range sources(t, dir) {
+			for _, m := range own.FindAllStringSubmatch(f, -1) {
+				sent[names[m[1]]] = true
+			}
 		}
 	}
 	var b strings.Builder
 	b.WriteString("| errno | HTTP status | meaning | usual message | sent by autopush-go |\n| ---: | ---: | --- | --- | --- |\n")
-	for _, in := range webpush.Errnos() {
+	for _, in := range errno.Table() {
 		yes := "no"
 		if sent[in.Errno] {
 			yes = "yes"
@@ -303,21 +307,21 @@ func errnoTable(t *testing.T) string {
 	return b.String()
 }
 
-// errnoNames maps the Errno constants' names to their values, read from
-// errno.go.
-func errnoNames(t *testing.T) map[string]webpush.Errno {
+// errnoNames maps the errno.Code constants' names to their values, read
+// from errno.go.
+func errnoNames(t *testing.T) map[string]errno.Code {
 	t.Helper()
-	b, err := os.ReadFile("../internal/webpush/errno.go")
+	b, err := os.ReadFile("../internal/errno/errno.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]webpush.Errno{}
-	for _, m := range regexp.MustCompile(`(?m)^\s*(Errno[A-Za-z]+)\s+Errno = (\d+)$`).FindAllStringSubmatch(string(b), -1) {
+	out := map[string]errno.Code{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*([A-Z][A-Za-z]*)\s+Code = (\d+)$`).FindAllStringSubmatch(string(b), -1) {
 		n, _ := strconv.Atoi(m[2])
-		out[m[1]] = webpush.Errno(n)
+		out[m[1]] = errno.Code(n)
 	}
-	if len(out) != len(webpush.Errnos())+1 { // + ErrnoNone
-		t.Fatalf("read %d errno constants from errno.go, the table has %d", len(out), len(webpush.Errnos()))
+	if len(out) != len(errno.Table())+1 { // + errno.None
+		t.Fatalf("read %d errno constants from errno.go, the table has %d", len(out), len(errno.Table()))
 	}
 	return out
 }

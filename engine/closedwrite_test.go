@@ -11,7 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
@@ -57,7 +58,7 @@ func closedWriteServer(t *testing.T) *Server {
 	}
 	t.Cleanup(func() { store.Close() })
 	cfg := DefaultConfig()
-	cfg.CryptoKey = webpush.GenerateKey()
+	cfg.CryptoKey = token.GenerateKey()
 	srv, err := New(cfg, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestNoWriteAfterSynchronousClose(t *testing.T) {
 	// A direct delivery whose write fails is not reported as delivered:
 	// the endpoint stores it (nothing else would, leave has run).
 	s, c = readySession(srv, 0)
-	n := webpush.Notification{ChannelID: chid.String(), Version: "direct", TTL: 60}
+	n := protocol.Notification{ChannelID: chid.String(), Version: "direct", TTL: 60}
 	if code := s.deliverDirect(&n); code != http.StatusNotFound {
 		t.Fatalf("direct delivery over a failed write answered %d, want 404", code)
 	}

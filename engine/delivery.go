@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -79,19 +80,19 @@ func (srv *Server) ctx() (context.Context, context.CancelFunc) {
 
 // register subscribes a channel and answers with its push endpoint. A bad
 // key gets status 400 and the socket stays open.
-func (s *session) register(m *webpush.ClientMessage) {
-	chid, ok := webpush.ParseChannelID(m.ChannelID)
-	if !ok || !webpush.ValidChannelID(m.ChannelID) {
+func (s *session) register(m *protocol.ClientMessage) {
+	chid, ok := protocol.ParseChannelID(m.ChannelID)
+	if !ok || !protocol.ValidChannelID(m.ChannelID) {
 		s.fail("bad_channel", ws.StatusUnsupportedData, "invalid channelID")
 		return
 	}
 	chidText := strings.Clone(m.ChannelID) // m aliases the loop buffer
 	var key []byte
 	if m.Key != "" {
-		raw, err := webpush.DecodeVAPIDKey(m.Key)
+		raw, err := vapid.DecodeKey(m.Key)
 		if err != nil {
 			s.srv.metrics.fail("bad_key")
-			s.sendJSON(func(b []byte) []byte { return webpush.AppendRegisterReply(b, chidText, 400, "") })
+			s.sendJSON(func(b []byte) []byte { return protocol.AppendRegisterReply(b, chidText, 400, "") })
 			return
 		}
 		key = raw
@@ -111,13 +112,13 @@ func (s *session) register(m *webpush.ClientMessage) {
 				status, endpoint = 500, ""
 				s.srv.log.Warn("register failed", "error", err)
 			}
-			s.sendJSON(func(b []byte) []byte { return webpush.AppendRegisterReply(b, chidText, status, endpoint) })
+			s.sendJSON(func(b []byte) []byte { return protocol.AppendRegisterReply(b, chidText, status, endpoint) })
 		})
 	})
 }
 
-func (s *session) unregister(m *webpush.ClientMessage) {
-	chid, ok := webpush.ParseChannelID(m.ChannelID)
+func (s *session) unregister(m *protocol.ClientMessage) {
+	chid, ok := protocol.ParseChannelID(m.ChannelID)
 	if !ok {
 		s.fail("bad_channel", ws.StatusUnsupportedData, "invalid channelID")
 		return
@@ -133,7 +134,7 @@ func (s *session) unregister(m *webpush.ClientMessage) {
 			if err != nil {
 				status = 500
 			}
-			s.sendJSON(func(b []byte) []byte { return webpush.AppendUnregisterReply(b, chidText, status) })
+			s.sendJSON(func(b []byte) []byte { return protocol.AppendUnregisterReply(b, chidText, status) })
 		})
 	})
 }
@@ -141,7 +142,7 @@ func (s *session) unregister(m *webpush.ClientMessage) {
 // deliverDirect sends a notification the endpoint tier routed here.
 // Returns the node API status: 200 written to the socket, 503 busy (the
 // endpoint stores it and asks for a check, which is now owed), 404 gone.
-func (s *session) deliverDirect(n *webpush.Notification) int {
+func (s *session) deliverDirect(n *protocol.Notification) int {
 	switch {
 	case s.state == stHelloing:
 		// Answering 404 would make the endpoint clear the node_id this
@@ -162,7 +163,7 @@ func (s *session) deliverDirect(n *webpush.Notification) int {
 		s.srv.metrics.directBusy.Inc()
 		return http.StatusServiceUnavailable
 	}
-	s.sendJSON(func(b []byte) []byte { return webpush.AppendNotification(b, n) })
+	s.sendJSON(func(b []byte) []byte { return protocol.AppendNotification(b, n) })
 	if s.closed() {
 		// The write failed and closed the connection (leave has run): the
 		// endpoint stores the message instead.
@@ -178,9 +179,9 @@ func (s *session) deliverDirect(n *webpush.Notification) int {
 }
 
 // toMessage copies a notification into the storage form, owning its bytes.
-func toMessage(n *webpush.Notification) storage.Message {
+func toMessage(n *protocol.Notification) storage.Message {
 	c := n.Clone()
-	chid, _ := webpush.ParseChannelID(c.ChannelID)
+	chid, _ := protocol.ParseChannelID(c.ChannelID)
 	m := storage.Message{CHID: chid, Version: c.Version, Topic: c.Topic, SortKey: c.SortKey, TTL: c.TTL, Data: c.Data}
 	if m.SortKey == 0 {
 		// A sender that set no sort key (the reference's topic messages):
@@ -207,11 +208,11 @@ func restamp(m storage.Message, now time.Time) storage.Message {
 }
 
 // toNotification is the wire form of a stored message.
-func toNotification(m *storage.Message, hdrs []webpush.Header) webpush.Notification {
+func toNotification(m *storage.Message, hdrs []protocol.Header) protocol.Notification {
 	for k, v := range m.Headers {
-		hdrs = append(hdrs, webpush.Header{Name: k, Value: v})
+		hdrs = append(hdrs, protocol.Header{Name: k, Value: v})
 	}
-	return webpush.Notification{ChannelID: m.CHID.String(), Version: m.Version, TTL: m.TTL, Topic: m.Topic,
+	return protocol.Notification{ChannelID: m.CHID.String(), Version: m.Version, TTL: m.TTL, Topic: m.Topic,
 		Timestamp: m.Received().Unix(), SortKey: m.SortKey, Data: m.Data, Headers: hdrs}
 }
 
@@ -272,14 +273,14 @@ func (s *session) checked(topics, stamps []storage.Message, more bool, err error
 	f.checking = false
 	if err != nil {
 		// Nothing is lost: the messages stay stored for the next check.
-		s.srv.log.Warn("storage check failed", "error", err, "uaid", webpush.FormatUAID(s.uaid))
+		s.srv.log.Warn("storage check failed", "error", err, "uaid", protocol.FormatUAID(s.uaid))
 		s.idle()
 		return
 	}
 	f.more = more
 	now := time.Now()
 	sentAt := monoNanos() // the page's writes are back to back: one stamp
-	var hdrs [8]webpush.Header
+	var hdrs [8]protocol.Header
 	for _, list := range [][]storage.Message{topics, stamps} {
 		for i := range list {
 			m := &list[i]
@@ -288,7 +289,7 @@ func (s *session) checked(topics, stamps []storage.Message, more bool, err error
 				continue
 			}
 			n := toNotification(m, hdrs[:0])
-			s.sendJSON(func(b []byte) []byte { return webpush.AppendNotification(b, &n) })
+			s.sendJSON(func(b []byte) []byte { return protocol.AppendNotification(b, &n) })
 			if s.closed() {
 				return // leave has run; the rest stays stored
 			}
@@ -304,7 +305,7 @@ func (s *session) checked(topics, stamps []storage.Message, more bool, err error
 }
 
 // ack removes acked notifications; stored ones are deleted from storage.
-func (s *session) ack(m *webpush.ClientMessage) {
+func (s *session) ack(m *protocol.ClientMessage) {
 	f := s.flow
 	if f == nil {
 		return
@@ -406,7 +407,7 @@ func (s *session) leave() {
 		defer cancel()
 		for i := range keep {
 			if err := srv.timed(func() error { return srv.store.SaveMessage(ctx, uaid, keep[i]) }); err != nil {
-				srv.log.Error("storing unacked notification on close failed", "error", err, "uaid", webpush.FormatUAID(uaid))
+				srv.log.Error("storing unacked notification on close failed", "error", err, "uaid", protocol.FormatUAID(uaid))
 				continue
 			}
 			srv.metrics.storedOut.Inc()

@@ -2,6 +2,7 @@
 // holding the user agents' websockets, the Mozilla push protocol, and the
 // internal node API the endpoint tier delivers through.
 //
-// It must never import apitier; what both tiers share lives in
-// internal/webpush.
+// It must never import apitier; what both tiers share lives in internal/
+// (protocol, token, vapid, errno). It must never import
+// internal/pushcrypto, the sender's and user agent's side (its tests may).
 package engine

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -250,25 +250,25 @@ func (s *session) timer() {
 // clientMessages recycles decoded messages: DecodeClient reuses their
 // slices, so the inbound path allocates nothing, and no connection keeps
 // one while idle.
-var clientMessages = sync.Pool{New: func() any { return new(webpush.ClientMessage) }}
+var clientMessages = sync.Pool{New: func() any { return new(protocol.ClientMessage) }}
 
 // text decodes and dispatches one protocol message.
 func (s *session) text(payload []byte) {
-	m := clientMessages.Get().(*webpush.ClientMessage)
+	m := clientMessages.Get().(*protocol.ClientMessage)
 	defer clientMessages.Put(m)
 	s.dispatch(payload, m)
 }
 
-func (s *session) dispatch(payload []byte, m *webpush.ClientMessage) {
-	if err := webpush.DecodeClient(payload, m); err != nil {
+func (s *session) dispatch(payload []byte, m *protocol.ClientMessage) {
+	if err := protocol.DecodeClient(payload, m); err != nil {
 		kind := "bad_json"
-		if errors.Is(err, webpush.ErrUnknownType) {
+		if errors.Is(err, protocol.ErrUnknownType) {
 			kind = "unknown_type"
 		}
 		s.fail(kind, ws.StatusUnsupportedData, err.Error())
 		return
 	}
-	if m.Type == webpush.MsgHello {
+	if m.Type == protocol.MsgHello {
 		s.hello(m)
 		return
 	}
@@ -277,17 +277,17 @@ func (s *session) dispatch(payload []byte, m *webpush.ClientMessage) {
 		return
 	}
 	switch m.Type {
-	case webpush.MsgRegister:
+	case protocol.MsgRegister:
 		s.register(m)
-	case webpush.MsgUnregister:
+	case protocol.MsgUnregister:
 		s.unregister(m)
-	case webpush.MsgAck:
+	case protocol.MsgAck:
 		s.ack(m)
-	case webpush.MsgNack:
+	case protocol.MsgNack:
 		s.srv.metrics.nacked.Inc()
-	case webpush.MsgPing:
+	case protocol.MsgPing:
 		s.clientPing()
-	case webpush.MsgBroadcastSubscribe:
+	case protocol.MsgBroadcastSubscribe:
 		// No broadcasts are published yet: accepted, nothing to send.
 	}
 }
@@ -302,5 +302,5 @@ func (s *session) clientPing() {
 		return
 	}
 	s.lastClientPing, s.clientPinged = now, true
-	s.sendJSON(webpush.AppendPingReply)
+	s.sendJSON(protocol.AppendPingReply)
 }

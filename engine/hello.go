@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
 // hello registers the connection: a known uaid is kept (a different one
 // makes Firefox drop every subscription), an unknown or invalid one is
 // replaced. Storage work runs on a worker; helloDone finishes on the loop.
-func (s *session) hello(m *webpush.ClientMessage) {
+func (s *session) hello(m *protocol.ClientMessage) {
 	if s.state != stHello {
 		s.fail("bad_json", ws.StatusPolicyViolation, "hello sent twice")
 		return
 	}
 	s.srv.metrics.hellos.Inc()
-	uaid, known := webpush.ParseUAID(m.UAID)
+	uaid, known := protocol.ParseUAID(m.UAID)
 	known = known && m.HasUAID && uaid != [16]byte{}
 	s.state = stHelloing
 	s.connectedAt = time.Now().UnixMilli()
@@ -124,7 +124,7 @@ func (s *session) helloDone(res helloResult) {
 		return
 	}
 	s.cursor, s.state, s.registered = res.cursor, stReady, true
-	s.sendJSON(func(b []byte) []byte { return webpush.AppendHelloReply(b, s.uaid, 200, nil, nil) })
+	s.sendJSON(func(b []byte) []byte { return protocol.AppendHelloReply(b, s.uaid, 200, nil, nil) })
 	if s.closed() {
 		return
 	}
@@ -204,7 +204,7 @@ func (srv *Server) nodeCall(ctx context.Context, method, url string) (int, error
 // evictRemote asks the node holding an older connection to drop it. Best
 // effort: a node that is gone has no connection to drop.
 func (srv *Server) evictRemote(ctx context.Context, node string, uaid [16]byte, connectedAt int64) {
-	url := fmt.Sprintf("%s/notif/%s/%s", node, webpush.FormatUAID(uaid), strconv.FormatInt(connectedAt, 10))
+	url := fmt.Sprintf("%s/notif/%s/%s", node, protocol.FormatUAID(uaid), strconv.FormatInt(connectedAt, 10))
 	if code, err := srv.nodeCall(ctx, http.MethodDelete, url); err != nil {
 		srv.log.Info("evict on other node failed", "node", node, "error", err)
 	} else if code == http.StatusOK {
@@ -224,5 +224,5 @@ func (srv *Server) notifyHolder(ctx context.Context, uaid [16]byte) {
 	if err != nil || u.NodeID == "" || u.NodeID == srv.nodeURL {
 		return
 	}
-	srv.nodeCall(ctx, http.MethodPut, u.NodeID+"/notif/"+webpush.FormatUAID(uaid))
+	srv.nodeCall(ctx, http.MethodPut, u.NodeID+"/notif/"+protocol.FormatUAID(uaid))
 }

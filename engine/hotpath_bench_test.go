@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // maskedFrame is a client frame as Firefox sends it: masked text.
@@ -30,7 +30,7 @@ func BenchmarkInboundAck(b *testing.B) {
 	frame := maskedFrame(`{"messageType":"ack","updates":[{"channelID":"3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f","version":"gAAAAABlU_EAAAECAwQFBgcICQoLDA0ODydWq5R33","code":100}]}`)
 	buf := make([]byte, len(frame))
 	var asm ws.Assembler
-	var m webpush.ClientMessage
+	var m protocol.ClientMessage
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frame)))
 	for b.Loop() {
@@ -43,7 +43,7 @@ func BenchmarkInboundAck(b *testing.B) {
 		if err != nil || !ok {
 			b.Fatal(err)
 		}
-		if err := webpush.DecodeClient(msg.Payload, &m); err != nil || m.Type != webpush.MsgAck || len(m.Updates) != 1 {
+		if err := protocol.DecodeClient(msg.Payload, &m); err != nil || m.Type != protocol.MsgAck || len(m.Updates) != 1 {
 			b.Fatal(err)
 		}
 	}
@@ -52,13 +52,13 @@ func BenchmarkInboundAck(b *testing.B) {
 // BenchmarkOutboundNotification encodes a notification into a text frame
 // in a pooled buffer, as deliverDirect does. It must not allocate.
 func BenchmarkOutboundNotification(b *testing.B) {
-	n := &webpush.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: "gAAAAABlU_EAAAECAwQFBgcICQoLDA0ODy",
-		Data: "aGVsbG8gd29ybGQgZnJvbSBhIGJlbmNobWFyaw", Headers: []webpush.Header{{Name: "encoding", Value: "aes128gcm"}}}
+	n := &protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: "gAAAAABlU_EAAAECAwQFBgcICQoLDA0ODy",
+		Data: "aGVsbG8gd29ybGQgZnJvbSBhIGJlbmNobWFyaw", Headers: []protocol.Header{{Name: "encoding", Value: "aes128gcm"}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		bp := outPool.Get().(*[]byte)
 		buf, mark := ws.BeginFrame((*bp)[:0])
-		buf = ws.EndFrame(webpush.AppendNotification(buf, n), mark, ws.OpText)
+		buf = ws.EndFrame(protocol.AppendNotification(buf, n), mark, ws.OpText)
 		*bp = buf[:0]
 		outPool.Put(bp)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // The internal node API, on its own listener (Config.RouterListen), never
@@ -103,7 +103,7 @@ func (srv *Server) authorized(r *http.Request) bool {
 
 // sessionFor resolves the {uaid} path value to the session holding it.
 func (srv *Server) sessionFor(w http.ResponseWriter, r *http.Request) *session {
-	uaid, ok := webpush.ParseUAID(r.PathValue("uaid"))
+	uaid, ok := protocol.ParseUAID(r.PathValue("uaid"))
 	if !ok {
 		http.Error(w, "invalid uaid", http.StatusBadRequest)
 		return nil
@@ -160,8 +160,8 @@ func (srv *Server) handlePush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
-	var n webpush.Notification
-	if err := webpush.DecodeNotification(body, &n); err != nil {
+	var n protocol.Notification
+	if err := protocol.DecodeNotification(body, &n); err != nil {
 		http.Error(w, "invalid notification: "+err.Error(), http.StatusBadRequest)
 		return
 	}

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
@@ -249,9 +249,9 @@ func (n *procNode) health(t *testing.T) map[string]any {
 
 // procPush delivers a notification through a node's internal API, as the
 // endpoint tier does, and returns the status.
-func procPush(t *testing.T, n *procNode, uaid string, notif *webpush.Notification) int {
+func procPush(t *testing.T, n *procNode, uaid string, notif *protocol.Notification) int {
 	t.Helper()
-	body := webpush.AppendNotificationJSON(nil, notif)
+	body := protocol.AppendNotificationJSON(nil, notif)
 	return et.NodeCall(t, http.MethodPut, n.NodeURL+"/push/"+uaid, string(body), "")
 }
 

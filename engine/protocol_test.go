@@ -8,7 +8,8 @@ import (
 
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 	"github.com/gobwas/ws"
@@ -37,7 +38,7 @@ func node(t *testing.T, mutate func(*engine.Config)) (*engine.Server, storage.St
 
 func parseUAID(t *testing.T, s string) [16]byte {
 	t.Helper()
-	u, ok := webpush.ParseUAID(s)
+	u, ok := protocol.ParseUAID(s)
 	if !ok || len(s) != 32 || strings.ToLower(s) != s {
 		t.Fatalf("uaid %q is not 32 lower-case hex", s)
 	}
@@ -82,7 +83,7 @@ func TestRegisterUnregister(t *testing.T) {
 	srv, store := node(t, nil)
 	c := et.Dial(t, srv.Addr())
 	uaid := parseUAID(t, c.Hello(""))
-	keys, _ := webpush.ParseKeys(et.TestKey)
+	keys, _ := token.ParseKeys(et.TestKey)
 
 	chid := uuid.NewString()
 	r := c.Register(chid, "")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/autopush-go/autopush/internal/dockerflow"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -27,7 +27,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	store    storage.Store
-	keys     *webpush.Keys
+	keys     *token.Keys
 	registry *registry
 	deletes  *deletes
 	wheel    *wheel
@@ -59,7 +59,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	keys, err := webpush.ParseKeys(cfg.CryptoKey)
+	keys, err := token.ParseKeys(cfg.CryptoKey)
 	if err != nil {
 		return nil, fmt.Errorf("engine: crypto-key: %w", err)
 	}

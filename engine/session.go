@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -130,6 +130,6 @@ func (s *session) abort() {
 func (s *session) fail(kind string, code ws.StatusCode, reason string) {
 	s.srv.metrics.fail(kind)
 	s.srv.log.Debug("closing connection", "kind", kind, "code", int(code), "reason", reason,
-		"uaid", webpush.FormatUAID(s.uaid))
+		"uaid", protocol.FormatUAID(s.uaid))
 	s.closeWith(code, reason)
 }

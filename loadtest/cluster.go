@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage/scylla"
 )
 
@@ -98,7 +98,7 @@ func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer
 	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, log); err != nil {
 		return nil, err
 	}
-	key := webpush.GenerateKey()
+	key := token.GenerateKey()
 	port, err := freePort()
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 // Run runs one scenario against processes it starts and stops itself, and
@@ -122,7 +122,7 @@ func (r *run) setupWorkers(ctx context.Context) error {
 		Loops: r.cfg.Loops, MaxPending: max(1, r.cfg.MaxPending/len(r.pool.ws)), ConnectTimeout: r.cfg.ConnectTimeout,
 		ConnectRetries: r.cfg.ConnectRetries, PingInterval: r.cfg.PingInterval, SampleEvery: r.cfg.SampleEvery}
 	if r.cfg.sends() {
-		signer, err := webpush.NewVAPIDSigner("mailto:loadtest@example.com")
+		signer, err := pushcrypto.NewVAPIDSigner("mailto:loadtest@example.com")
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 // sender is a worker's application server: it posts pushes to the
@@ -29,7 +29,7 @@ import (
 type sender struct {
 	w        *worker
 	client   *http.Client
-	signer   *webpush.VAPIDSigner
+	signer   *pushcrypto.VAPIDSigner
 	inFlight atomic.Int64
 	accepted atomic.Int64
 	wg       sync.WaitGroup
@@ -47,7 +47,7 @@ type vapidToken struct {
 
 func newSender(w *worker) (*sender, error) {
 	a := &w.setup
-	signer, err := webpush.ParseVAPIDSigner(a.VAPIDPrivate, a.VAPIDSubject)
+	signer, err := pushcrypto.ParseVAPIDSigner(a.VAPIDPrivate, a.VAPIDSubject)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: sender: %w", err)
 	}
@@ -155,7 +155,7 @@ func (s *sender) post(sub *subscription, seq uint64, at int64) {
 	w.lag.record(at, w.clock())
 	id := pushID{run: w.setup.Run, worker: uint32(w.setup.Index), ua: uint32(sub.ua), seq: seq, at: at}
 	plain := appendPayload(make([]byte, 0, w.setup.PayloadSize), id, w.setup.PayloadSize)
-	body, err := webpush.EncryptAES128GCM(plain, sub.keys.pub, sub.keys.auth)
+	body, err := pushcrypto.EncryptAES128GCM(plain, sub.keys.pub, sub.keys.auth)
 	if err != nil {
 		s.count("sender: encrypt: " + err.Error())
 		return

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 // uaState is where a user agent is in its connection's life.
@@ -450,7 +450,7 @@ func (u *ua) notification(m *serverMsg) {
 	}
 	body, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(m.Data, "="))
 	if err == nil {
-		body, err = webpush.DecryptAES128GCM(body, u.keys.priv, u.keys.auth)
+		body, err = pushcrypto.DecryptAES128GCM(body, u.keys.priv, u.keys.auth)
 	}
 	if err != nil {
 		w.badContent.Add(1)

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 // IsWorker reports whether this process was started as a worker (WorkerEnv
@@ -249,7 +249,7 @@ func (w *worker) start(a setupArgs) error {
 			if err != nil {
 				return fmt.Errorf("loadtest: subscription key: %w", err)
 			}
-			u.keys = &uaKeys{priv: priv, pub: priv.PublicKey().Bytes(), auth: make([]byte, webpush.ECEAuthSecretLen)}
+			u.keys = &uaKeys{priv: priv, pub: priv.PublicKey().Bytes(), auth: make([]byte, pushcrypto.AuthSecretLen)}
 			rand.Read(u.keys.auth)
 		}
 		u.l.uas = append(u.l.uas, u)

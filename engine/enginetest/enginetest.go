@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/gobwas/ws"
 )
@@ -278,9 +278,9 @@ func (c *Client) Ack(chid, version string) {
 
 // Push delivers n through a node's internal API (as the endpoint tier
 // does) and returns the status.
-func Push(t testing.TB, srv *engine.Server, uaid string, n *webpush.Notification, secret string) int {
+func Push(t testing.TB, srv *engine.Server, uaid string, n *protocol.Notification, secret string) int {
 	t.Helper()
-	body := webpush.AppendNotificationJSON(nil, n)
+	body := protocol.AppendNotificationJSON(nil, n)
 	return NodeCall(t, http.MethodPut, srv.NodeURL()+"/push/"+uaid, string(body), secret)
 }
 
@@ -304,11 +304,11 @@ func NodeCall(t testing.TB, method, url, body, secret string) int {
 }
 
 // Notification builds a direct notification for chid.
-func Notification(chid, version, data string) *webpush.Notification {
-	n := &webpush.Notification{ChannelID: chid, Version: version, TTL: 60, Timestamp: time.Now().Unix(),
+func Notification(chid, version, data string) *protocol.Notification {
+	n := &protocol.Notification{ChannelID: chid, Version: version, TTL: 60, Timestamp: time.Now().Unix(),
 		SortKey: storage.NewSortKey(), Data: data}
 	if data != "" {
-		n.Headers = []webpush.Header{{Name: "encoding", Value: "aes128gcm"}}
+		n.Headers = []protocol.Header{{Name: "encoding", Value: "aes128gcm"}}
 	}
 	return n
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/storage/embedded"
 	"github.com/google/uuid"
 )
@@ -144,15 +144,15 @@ func (sub *Subscriber) Receive(t testing.TB) string {
 	var plain []byte
 	switch enc, _ := hdrs["encoding"].(string); enc {
 	case "aes128gcm":
-		plain, err = webpush.DecryptAES128GCM(body, sub.Private, sub.Auth)
+		plain, err = pushcrypto.DecryptAES128GCM(body, sub.Private, sub.Auth)
 	case "aesgcm":
 		encryption, _ := hdrs["encryption"].(string)
 		cryptoKey, _ := hdrs["crypto_key"].(string)
-		salt, dh, rs, perr := webpush.ParseAESGCMHeaders(encryption, cryptoKey)
+		salt, dh, rs, perr := pushcrypto.ParseAESGCMHeaders(encryption, cryptoKey)
 		if perr != nil {
 			t.Fatalf("aesgcm headers %v: %v", hdrs, perr)
 		}
-		plain, err = webpush.DecryptAESGCM(body, salt, dh, sub.Private, sub.Auth, webpush.ECERecordSize(rs))
+		plain, err = pushcrypto.DecryptAESGCM(body, salt, dh, sub.Private, sub.Auth, pushcrypto.RecordSize(rs))
 	default:
 		t.Fatalf("notification encoding %q", enc)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 // PushResult is an endpoint node's answer to a push.
@@ -24,13 +24,13 @@ type PushResult struct {
 // Push sends data to endpoint as an application server does: encrypted
 // (aes128gcm) for sub when data is not empty, signed by signer unless it
 // is nil, with TTL 60 unless hdr (name, value pairs) sets it.
-func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string, signer *webpush.VAPIDSigner, hdr ...string) PushResult {
+func (s *Stack) Push(t testing.TB, endpoint string, sub *Subscriber, data string, signer *pushcrypto.VAPIDSigner, hdr ...string) PushResult {
 	t.Helper()
 	var body []byte
 	h := http.Header{"Ttl": {"60"}}
 	if data != "" {
 		var err error
-		body, err = webpush.EncryptAES128GCM([]byte(data), sub.Private.PublicKey().Bytes(), sub.Auth)
+		body, err = pushcrypto.EncryptAES128GCM([]byte(data), sub.Private.PublicKey().Bytes(), sub.Auth)
 		if err != nil {
 			t.Fatalf("encrypt: %v", err)
 		}
@@ -76,7 +76,7 @@ func do(t testing.TB, req *http.Request) PushResult {
 // and the operations routes.
 func (s *Stack) Exercise(t testing.TB) {
 	t.Helper()
-	signer, err := webpush.NewVAPIDSigner("mailto:ops@example.com")
+	signer, err := pushcrypto.NewVAPIDSigner("mailto:ops@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

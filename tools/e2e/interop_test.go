@@ -10,7 +10,7 @@ import (
 
 	webpushgo "github.com/SherClockHolmes/webpush-go"
 	et "github.com/autopush-go/autopush/engine/enginetest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 	"github.com/google/uuid"
 )
@@ -56,15 +56,15 @@ func (a *agent) receive(t *testing.T, c *et.Client, chid string) ([]byte, bool) 
 	var plain []byte
 	switch headers["encoding"] {
 	case "aes128gcm":
-		plain, err = webpush.DecryptAES128GCM(body, a.priv, a.auth)
+		plain, err = pushcrypto.DecryptAES128GCM(body, a.priv, a.auth)
 	case "aesgcm":
 		enc, _ := headers["encryption"].(string)
 		ck, _ := headers["crypto_key"].(string)
-		salt, dh, rs, perr := webpush.ParseAESGCMHeaders(enc, ck)
+		salt, dh, rs, perr := pushcrypto.ParseAESGCMHeaders(enc, ck)
 		if perr != nil {
 			t.Fatalf("aesgcm headers %v: %v", headers, perr)
 		}
-		plain, err = webpush.DecryptAESGCM(body, salt, dh, a.priv, a.auth, webpush.ECERecordSize(rs))
+		plain, err = pushcrypto.DecryptAESGCM(body, salt, dh, a.priv, a.auth, pushcrypto.RecordSize(rs))
 	default:
 		t.Fatalf("notification headers %v", headers)
 	}

@@ -11,7 +11,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/token"
 )
 
 func main() {
@@ -49,6 +49,6 @@ existing endpoints keep working after a migration. Keep it secret.
 		fs.Usage()
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	_, err := fmt.Fprintln(stdout, webpush.GenerateKey())
+	_, err := fmt.Fprintln(stdout, token.GenerateKey())
 	return err
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/token"
 )
 
 func TestPrintsAKeyThatParses(t *testing.T) {
@@ -19,7 +19,7 @@ func TestPrintsAKeyThatParses(t *testing.T) {
 		t.Fatalf("output %q, stderr %q", line, errOut.String())
 	}
 	key := strings.TrimSuffix(line, "\n")
-	keys, err := webpush.ParseKeys(key)
+	keys, err := token.ParseKeys(key)
 	if err != nil || keys.Len() != 1 {
 		t.Fatalf("%q: %v", key, err)
 	}

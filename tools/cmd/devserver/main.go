@@ -29,7 +29,7 @@ import (
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/mozlog"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
 
@@ -150,14 +150,14 @@ func (r *running) stop() error {
 func devKey(path string) (string, error) {
 	if b, err := os.ReadFile(path); err == nil {
 		key := strings.TrimSpace(string(b))
-		if _, err := webpush.ParseKeys(key); err != nil {
+		if _, err := token.ParseKeys(key); err != nil {
 			return "", fmt.Errorf("%s: %w", path, err)
 		}
 		return key, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	key := webpush.GenerateKey()
+	key := token.GenerateKey()
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		return "", err
 	}

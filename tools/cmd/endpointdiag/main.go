@@ -20,7 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/open"
 	"github.com/google/uuid"
@@ -78,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("one endpoint URL or token is required")
 	}
-	keys, err := webpush.ParseKeys(*key)
+	keys, err := token.ParseKeys(*key)
 	if err != nil {
 		return fmt.Errorf("crypto-key: %w", err)
 	}
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := Report{Version: fmt.Sprintf("v%d", ep.Version), UAID: webpush.FormatUAID(ep.UAID), CHID: uuid.UUID(ep.CHID).String()}
+	rep := Report{Version: fmt.Sprintf("v%d", ep.Version), UAID: protocol.FormatUAID(ep.UAID), CHID: uuid.UUID(ep.CHID).String()}
 	if len(ep.KeyHash) > 0 {
 		rep.KeyHash = hex.EncodeToString(ep.KeyHash)
 	}
@@ -121,7 +122,7 @@ func splitEndpoint(s string) (version, token string) {
 	return "", s
 }
 
-func inspect(ctx context.Context, store storage.Store, ep webpush.Endpoint, limit int, rep *Report) error {
+func inspect(ctx context.Context, store storage.Store, ep token.Endpoint, limit int, rep *Report) error {
 	u, err := store.GetUser(ctx, ep.UAID)
 	switch {
 	case err == nil:

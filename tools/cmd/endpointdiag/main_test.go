@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 	"github.com/google/uuid"
@@ -36,7 +37,7 @@ func TestDiagnosesEndpoint(t *testing.T) {
 	must(store.SaveMessage(ctx, uaid, storage.Message{CHID: chid, Version: "topic-1", Topic: "news", SortKey: storage.NewSortKey(), TTL: 60}))
 	must(store.Close())
 
-	keys, _ := webpush.ParseKeys(key)
+	keys, _ := token.ParseKeys(key)
 	endpoint, err := keys.MakeEndpoint("https://push.example.com", uaid, chid, nil)
 	must(err)
 
@@ -44,7 +45,7 @@ func TestDiagnosesEndpoint(t *testing.T) {
 	must(run(ctx, []string{"-crypto-key", key, "-data-dir", dir, "-json", endpoint}, &out, &out))
 	var rep Report
 	must(json.Unmarshal(out.Bytes(), &rep))
-	if rep.UAID != webpush.FormatUAID(uaid) || rep.CHID != chid.String() || rep.Version != "v1" || !rep.Registered ||
+	if rep.UAID != protocol.FormatUAID(uaid) || rep.CHID != chid.String() || rep.Version != "v1" || !rep.Registered ||
 		rep.User == nil || rep.User.NodeID != "http://10.0.0.5:8081" || len(rep.Pending) != 1 || rep.Pending[0].Version != "pending-1" ||
 		len(rep.Topic) != 1 || rep.Topic[0].Topic != "news" || rep.Channels != 1 {
 		t.Fatalf("report %+v", rep)

@@ -20,7 +20,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 func main() {
@@ -101,7 +101,7 @@ secret.
 		fs.Usage()
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	s, err := webpush.NewVAPIDSigner("")
+	s, err := pushcrypto.NewVAPIDSigner("")
 	if err != nil {
 		return err
 	}

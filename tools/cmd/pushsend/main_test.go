@@ -11,8 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/stacktest"
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/vapid"
 )
 
 func runT(t *testing.T, args ...string) (string, string, error) {
@@ -59,14 +60,14 @@ func keys(t *testing.T) (public, private string) {
 
 func TestKeysMakeAWorkingPair(t *testing.T) {
 	pub, priv := keys(t)
-	s, err := webpush.ParseVAPIDSigner(priv, "")
+	s, err := pushcrypto.ParseVAPIDSigner(priv, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Public != pub {
 		t.Fatalf("private key's public half %s, printed %s", s.Public, pub)
 	}
-	if _, err := webpush.DecodeVAPIDKey(pub); err != nil {
+	if _, err := vapid.DecodeKey(pub); err != nil {
 		t.Fatalf("public key: %v", err)
 	}
 }

@@ -16,7 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/internal/vapid"
 )
 
 // subscription is where a push goes, in the form PushSubscription.toJSON()
@@ -36,7 +37,7 @@ type message struct {
 	ttl      int64
 	topic    string
 	urgency  string
-	signer   *webpush.VAPIDSigner // nil: no Authorization header
+	signer   *pushcrypto.VAPIDSigner // nil: no Authorization header
 }
 
 // sendFlags are the flags send and smoke share.
@@ -79,7 +80,7 @@ func (f *sendFlags) message() (message, error) {
 		return m, usageErr("-encoding must be aes128gcm or aesgcm")
 	}
 	if f.vapidPrivate != "" {
-		s, err := webpush.ParseVAPIDSigner(f.vapidPrivate, f.subject)
+		s, err := pushcrypto.ParseVAPIDSigner(f.vapidPrivate, f.subject)
 		if err != nil {
 			return m, usageErr("-vapid-private: %v", err)
 		}
@@ -186,19 +187,19 @@ func newRequest(ctx context.Context, sub subscription, m message, now time.Time)
 	var body []byte
 	if len(m.data) > 0 {
 		ua, err := decodeB64(sub.Keys.P256DH)
-		if err != nil || len(ua) != webpush.VAPIDKeyLen {
+		if err != nil || len(ua) != vapid.KeyLen {
 			return nil, usageErr("the subscription's p256dh key is not base64 of a 65-byte P-256 point")
 		}
 		secret, err := decodeB64(sub.Keys.Auth)
-		if err != nil || len(secret) != webpush.ECEAuthSecretLen {
+		if err != nil || len(secret) != pushcrypto.AuthSecretLen {
 			return nil, usageErr("the subscription's auth secret is not base64 of 16 bytes")
 		}
 		switch m.encoding {
 		case "aes128gcm":
-			body, err = webpush.EncryptAES128GCM(m.data, ua, secret)
+			body, err = pushcrypto.EncryptAES128GCM(m.data, ua, secret)
 		case "aesgcm":
 			var salt, dh []byte
-			body, salt, dh, err = webpush.EncryptAESGCM(m.data, ua, secret)
+			body, salt, dh, err = pushcrypto.EncryptAESGCM(m.data, ua, secret)
 			hdr.Set("Encryption", "salt="+base64.RawURLEncoding.EncodeToString(salt))
 			hdr.Set("Crypto-Key", "dh="+base64.RawURLEncoding.EncodeToString(dh))
 		}

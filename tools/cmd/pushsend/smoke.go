@@ -16,7 +16,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/webpush"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 func runSmoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -59,7 +59,7 @@ Flags:
 		return err
 	}
 	if m.signer == nil && !*v1 {
-		if m.signer, err = webpush.NewVAPIDSigner(f.subject); err != nil {
+		if m.signer, err = pushcrypto.NewVAPIDSigner(f.subject); err != nil {
 			return err
 		}
 	}
@@ -111,7 +111,7 @@ func smoke(ctx context.Context, wsURL string, v1 bool, m message, out io.Writer)
 	var sub subscription
 	sub.Endpoint = endpoint
 	sub.Keys.P256DH = base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes())
-	secret := make([]byte, webpush.ECEAuthSecretLen)
+	secret := make([]byte, pushcrypto.AuthSecretLen)
 	rand.Read(secret)
 	sub.Keys.Auth = base64.RawURLEncoding.EncodeToString(secret)
 
@@ -164,15 +164,15 @@ func decryptNotification(n map[string]any, priv *ecdh.PrivateKey, secret []byte)
 	hdrs, _ := n["headers"].(map[string]any)
 	switch enc, _ := hdrs["encoding"].(string); enc {
 	case "aes128gcm":
-		return webpush.DecryptAES128GCM(body, priv, secret)
+		return pushcrypto.DecryptAES128GCM(body, priv, secret)
 	case "aesgcm":
 		encryption, _ := hdrs["encryption"].(string)
 		cryptoKey, _ := hdrs["crypto_key"].(string)
-		salt, dh, rs, err := webpush.ParseAESGCMHeaders(encryption, cryptoKey)
+		salt, dh, rs, err := pushcrypto.ParseAESGCMHeaders(encryption, cryptoKey)
 		if err != nil {
 			return nil, err
 		}
-		return webpush.DecryptAESGCM(body, salt, dh, priv, secret, webpush.ECERecordSize(rs))
+		return pushcrypto.DecryptAESGCM(body, salt, dh, priv, secret, pushcrypto.RecordSize(rs))
 	default:
 		return nil, fmt.Errorf("unknown encoding %q", enc)
 	}

@@ -1,9 +1,9 @@
-package webpush
+package protocol
 
 // The websocket protocol between a user agent (Firefox) and a connection
 // node: the messages the client sends (decoded by DecodeClient into a
 // ClientMessage), the replies and pushes the server sends (Append* in
-// protocol_encode.go), and the Notification the API tier hands the engine
+// encode.go), and the Notification the API tier hands the engine
 // over the internal node API (AppendNotificationJSON / DecodeNotification).
 //
 // Wire facts this follows (autopush 1.33 manual, autopush-rs, Firefox):
@@ -32,7 +32,7 @@ const (
 	MsgBroadcastSubscribe                    // "broadcast_subscribe": add broadcast (megaphone) ids
 )
 
-var protoTypeNames = [...]string{
+var typeNames = [...]string{
 	MsgUnknown:            "",
 	MsgHello:              "hello",
 	MsgRegister:           "register",
@@ -45,8 +45,8 @@ var protoTypeNames = [...]string{
 
 // String returns the wire name ("hello", ...); "" for MsgUnknown.
 func (t MessageType) String() string {
-	if int(t) < len(protoTypeNames) {
-		return protoTypeNames[t]
+	if int(t) < len(typeNames) {
+		return typeNames[t]
 	}
 	return "MessageType(" + strconv.Itoa(int(t)) + ")"
 }
@@ -159,7 +159,7 @@ func (m *ClientMessage) Own() {
 	if n == 0 {
 		return
 	}
-	a := protoArena(make([]byte, 0, n))
+	a := arena(make([]byte, 0, n))
 	m.UAID = a.copy(m.UAID)
 	m.ChannelID = a.copy(m.ChannelID)
 	m.Key = a.copy(m.Key)
@@ -174,11 +174,11 @@ func (m *ClientMessage) Own() {
 	}
 }
 
-// protoArena hands out strings backed by one preallocated byte slice. It
+// arena hands out strings backed by one preallocated byte slice. It
 // never grows: callers size it exactly, so earlier strings stay valid.
-type protoArena []byte
+type arena []byte
 
-func (a *protoArena) copy(s string) string {
+func (a *arena) copy(s string) string {
 	if s == "" {
 		return ""
 	}
@@ -199,7 +199,7 @@ type Header struct {
 //
 // The API tier sends it to the engine as the body of PUT /push/{uaid}
 // (AppendNotificationJSON / DecodeNotification, schema in
-// protocol_encode.go); the engine forwards it to the client as a
+// encode.go); the engine forwards it to the client as a
 // "notification" message (AppendNotification), which carries only
 // channelID, version, data and headers.
 //
@@ -224,7 +224,7 @@ func (n *Notification) Clone() Notification {
 	for _, h := range n.Headers {
 		size += len(h.Name) + len(h.Value)
 	}
-	a := protoArena(make([]byte, 0, size))
+	a := arena(make([]byte, 0, size))
 	c.ChannelID = a.copy(n.ChannelID)
 	c.Version = a.copy(n.Version)
 	c.Topic = a.copy(n.Topic)
@@ -241,6 +241,8 @@ func (n *Notification) Clone() Notification {
 // Decode error categories; every error DecodeClient and DecodeNotification
 // return is a *DecodeError wrapping one of them (test with errors.Is).
 // The engine closes the connection on any of them, as autopush-rs does.
+// The texts reach clients (the websocket close reason, the node API's 400
+// body): they are wire behaviour, "webpush: " prefix included.
 var (
 	ErrSyntax       = errors.New("webpush: malformed JSON")
 	ErrUnknownType  = errors.New("webpush: missing or unknown messageType")
@@ -260,103 +262,3 @@ func (e *DecodeError) Error() string {
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
-
-// ValidChannelID reports whether s is a channel ID in the only form the
-// register message accepts: a dashed UUID (8-4-4-4-12) in lower-case hex.
-// Upper case is rejected on purpose: autopush-rs refuses a register whose
-// channelID is not exactly its lower-case dashed form, Firefox always sends
-// that form, and the ID is echoed back and stored verbatim, so one spelling
-// per channel keeps acks and unregisters matching.
-func ValidChannelID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// ParseChannelID parses a UUID as ack and unregister accept it (like
-// autopush-rs, which parses these with a lenient UUID parser): dashed or
-// 32 hex digits, either case. Compare the bytes, not the strings.
-func ParseChannelID(s string) ([16]byte, bool) { return protoParseUUID(s) }
-
-// ParseUAID parses a UAID as hello carries it: 32 hex digits (the form the
-// server hands out), or a dashed UUID; either case. A false result means
-// the client gets a new UAID, as in autopush-rs.
-func ParseUAID(s string) ([16]byte, bool) { return protoParseUUID(s) }
-
-// FormatUAID returns the 32 lower-case hex digits form, the one sent in the
-// hello reply. AppendUAID is the allocation-free variant.
-func FormatUAID(u [16]byte) string { return string(AppendUAID(nil, u)) }
-
-// AppendUAID appends u as 32 lower-case hex digits.
-func AppendUAID(dst []byte, u [16]byte) []byte {
-	for _, b := range u {
-		dst = append(dst, protoHex[b>>4], protoHex[b&15])
-	}
-	return dst
-}
-
-// AppendChannelID appends u as a lower-case dashed UUID.
-func AppendChannelID(dst []byte, u [16]byte) []byte {
-	for i, b := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			dst = append(dst, '-')
-		}
-		dst = append(dst, protoHex[b>>4], protoHex[b&15])
-	}
-	return dst
-}
-
-const protoHex = "0123456789abcdef"
-
-func protoParseUUID(s string) (u [16]byte, ok bool) {
-	switch len(s) {
-	case 32:
-	case 36:
-		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-			return u, false
-		}
-	default:
-		return u, false
-	}
-	dashed := len(s) == 36
-	j := 0
-	for i := 0; i < 16; i++ {
-		if dashed && (i == 4 || i == 6 || i == 8 || i == 10) {
-			j++ // the dash, checked above
-		}
-		hi, ok1 := protoUnhex(s[j])
-		lo, ok2 := protoUnhex(s[j+1])
-		if !ok1 || !ok2 {
-			return [16]byte{}, false
-		}
-		u[i] = hi<<4 | lo
-		j += 2
-	}
-	return u, true
-}
-
-func protoUnhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}

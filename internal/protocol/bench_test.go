@@ -1,4 +1,4 @@
-package webpush
+package protocol
 
 import (
 	"encoding/json"

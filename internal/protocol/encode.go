@@ -1,4 +1,4 @@
-package webpush
+package protocol
 
 // Server messages, appended to a caller's buffer so that a connection node
 // can write a frame without allocating. Key order follows autopush-rs
@@ -23,7 +23,7 @@ func AppendHelloReply(dst []byte, uaid [16]byte, status int, changed, errs []Bro
 	dst = append(dst, `","status":`...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	dst = append(dst, `,"use_webpush":true,"broadcasts":`...)
-	dst = protoAppendBroadcasts(dst, changed, errs)
+	dst = appendBroadcasts(dst, changed, errs)
 	return append(dst, '}')
 }
 
@@ -34,12 +34,12 @@ func AppendHelloReply(dst []byte, uaid [16]byte, status int, changed, errs []Bro
 // pushEndpoint is left out when endpoint is "" (error replies).
 func AppendRegisterReply(dst []byte, channelID string, status int, endpoint string) []byte {
 	dst = append(dst, `{"messageType":"register","channelID":`...)
-	dst = protoAppendString(dst, channelID)
+	dst = appendString(dst, channelID)
 	dst = append(dst, `,"status":`...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	if endpoint != "" {
 		dst = append(dst, `,"pushEndpoint":`...)
-		dst = protoAppendString(dst, endpoint)
+		dst = appendString(dst, endpoint)
 	}
 	return append(dst, '}')
 }
@@ -49,7 +49,7 @@ func AppendRegisterReply(dst []byte, channelID string, status int, endpoint stri
 //	{"messageType":"unregister","channelID":"...","status":200}
 func AppendUnregisterReply(dst []byte, channelID string, status int) []byte {
 	dst = append(dst, `{"messageType":"unregister","channelID":`...)
-	dst = protoAppendString(dst, channelID)
+	dst = appendString(dst, channelID)
 	dst = append(dst, `,"status":`...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	return append(dst, '}')
@@ -68,10 +68,10 @@ func AppendPingReply(dst []byte) []byte { return append(dst, '{', '}') }
 // are not sent: autopush-rs does not send them and Firefox ignores them.
 func AppendNotification(dst []byte, n *Notification) []byte {
 	dst = append(dst, `{"messageType":"notification","channelID":`...)
-	dst = protoAppendString(dst, n.ChannelID)
+	dst = appendString(dst, n.ChannelID)
 	dst = append(dst, `,"version":`...)
-	dst = protoAppendString(dst, n.Version)
-	dst = protoAppendPayload(dst, n)
+	dst = appendString(dst, n.Version)
+	dst = appendPayload(dst, n)
 	return append(dst, '}')
 }
 
@@ -84,7 +84,7 @@ func AppendNotification(dst []byte, n *Notification) []byte {
 // "errors", which is left out when errs is empty. Ids must be unique.
 func AppendBroadcast(dst []byte, changed, errs []Broadcast) []byte {
 	dst = append(dst, `{"messageType":"broadcast","broadcasts":`...)
-	dst = protoAppendBroadcasts(dst, changed, errs)
+	dst = appendBroadcasts(dst, changed, errs)
 	return append(dst, '}')
 }
 
@@ -107,14 +107,14 @@ func AppendBroadcast(dst []byte, changed, errs []Broadcast) []byte {
 // autopush-rs's reliability_id).
 func AppendNotificationJSON(dst []byte, n *Notification) []byte {
 	dst = append(dst, `{"channelID":`...)
-	dst = protoAppendString(dst, n.ChannelID)
+	dst = appendString(dst, n.ChannelID)
 	dst = append(dst, `,"version":`...)
-	dst = protoAppendString(dst, n.Version)
+	dst = appendString(dst, n.Version)
 	dst = append(dst, `,"ttl":`...)
 	dst = strconv.AppendInt(dst, n.TTL, 10)
 	if n.Topic != "" {
 		dst = append(dst, `,"topic":`...)
-		dst = protoAppendString(dst, n.Topic)
+		dst = appendString(dst, n.Topic)
 	}
 	dst = append(dst, `,"timestamp":`...)
 	dst = strconv.AppendInt(dst, n.Timestamp, 10)
@@ -122,17 +122,17 @@ func AppendNotificationJSON(dst []byte, n *Notification) []byte {
 		dst = append(dst, `,"sortkey_timestamp":`...)
 		dst = strconv.AppendUint(dst, n.SortKey, 10)
 	}
-	dst = protoAppendPayload(dst, n)
+	dst = appendPayload(dst, n)
 	return append(dst, '}')
 }
 
-// protoAppendPayload appends ,"data":...,"headers":{...} when n has data.
-func protoAppendPayload(dst []byte, n *Notification) []byte {
+// appendPayload appends ,"data":...,"headers":{...} when n has data.
+func appendPayload(dst []byte, n *Notification) []byte {
 	if n.Data == "" {
 		return dst
 	}
 	dst = append(dst, `,"data":`...)
-	dst = protoAppendString(dst, n.Data)
+	dst = appendString(dst, n.Data)
 	if len(n.Headers) == 0 {
 		return dst
 	}
@@ -141,47 +141,47 @@ func protoAppendPayload(dst []byte, n *Notification) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = protoAppendString(dst, h.Name)
+		dst = appendString(dst, h.Name)
 		dst = append(dst, ':')
-		dst = protoAppendString(dst, h.Value)
+		dst = appendString(dst, h.Value)
 	}
 	return append(dst, '}')
 }
 
-func protoAppendBroadcasts(dst []byte, changed, errs []Broadcast) []byte {
+func appendBroadcasts(dst []byte, changed, errs []Broadcast) []byte {
 	dst = append(dst, '{')
-	dst = protoAppendPairs(dst, changed)
+	dst = appendPairs(dst, changed)
 	if len(errs) > 0 {
 		if len(changed) > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"errors":{`...)
-		dst = protoAppendPairs(dst, errs)
+		dst = appendPairs(dst, errs)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
 }
 
-func protoAppendPairs(dst []byte, bs []Broadcast) []byte {
+func appendPairs(dst []byte, bs []Broadcast) []byte {
 	for i, b := range bs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = protoAppendString(dst, b.ID)
+		dst = appendString(dst, b.ID)
 		dst = append(dst, ':')
-		dst = protoAppendString(dst, b.Version)
+		dst = appendString(dst, b.Version)
 	}
 	return dst
 }
 
-// protoAppendString appends s as a JSON string. Quotes, backslashes and
+// appendString appends s as a JSON string. Quotes, backslashes and
 // control characters are escaped; every byte of invalid UTF-8 becomes
 // \ufffd (as encoding/json does), so the output is always valid JSON and
 // valid UTF-8. U+2028 and U+2029 are escaped too, for JavaScript consumers.
-func protoAppendString(dst []byte, s string) []byte {
+func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := protoSkipPlain(s, 0); i < len(s); i = protoSkipPlain(s, i) {
+	for i := skipPlain(s, 0); i < len(s); i = skipPlain(s, i) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -199,7 +199,7 @@ func protoAppendString(dst []byte, s string) []byte {
 			case '\t':
 				dst = append(dst, '\\', 't')
 			default:
-				dst = append(dst, '\\', 'u', '0', '0', protoHex[c>>4], protoHex[c&15])
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
 			}
 			i++
 			start = i
@@ -212,7 +212,7 @@ func protoAppendString(dst []byte, s string) []byte {
 			dst = append(dst, `\ufffd`...)
 		case r == '\u2028' || r == '\u2029':
 			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', protoHex[r&15])
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&15])
 		default:
 			i += size
 			continue

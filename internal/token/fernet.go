@@ -1,4 +1,4 @@
-package webpush
+package token
 
 import (
 	"crypto/aes"
@@ -24,19 +24,19 @@ import (
 // the whole token in url-safe base64 with padding. The key is 32 bytes: the
 // first 16 sign, the last 16 encrypt.
 const (
-	fernetVersionByte = 0x80
-	fernetHeaderLen   = 1 + 8 + aes.BlockSize // version, timestamp, IV
-	fernetMACLen      = sha256.Size
-	fernetOverhead    = fernetHeaderLen + fernetMACLen
-	// fernetMaxClockSkew: a token stamped further than this in the future is
+	versionByte = 0x80
+	headerLen   = 1 + 8 + aes.BlockSize // version, timestamp, IV
+	macLen      = sha256.Size
+	overhead    = headerLen + macLen
+	// maxClockSkew: a token stamped further than this in the future is
 	// refused even without a TTL, as the reference's fernet crate does.
-	fernetMaxClockSkew = 60 * time.Second
+	maxClockSkew = 60 * time.Second
 )
 
-// ErrFernetToken is returned for every token that does not decrypt: bad
+// ErrFernet is returned for every token that does not decrypt: bad
 // encoding, unknown version, wrong key, tampered, expired or from the future.
 // The causes are deliberately not told apart, as the spec asks.
-var ErrFernetToken = errors.New("webpush: invalid fernet token")
+var ErrFernet = errors.New("token: invalid fernet token")
 
 // Fernet is one Fernet key: safe for concurrent use.
 type Fernet struct {
@@ -53,12 +53,12 @@ func NewFernet(key string) (*Fernet, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(key, "="))
 	if err != nil || len(raw) != 32 {
 		// The key is a secret: never echo it.
-		return nil, errors.New("webpush: a Fernet key is 32 bytes in url-safe base64")
+		return nil, errors.New("token: a Fernet key is 32 bytes in url-safe base64")
 	}
-	return fernetNewRaw(raw), nil
+	return newFernetRaw(raw), nil
 }
 
-func fernetNewRaw(raw []byte) *Fernet {
+func newFernetRaw(raw []byte) *Fernet {
 	f := &Fernet{}
 	copy(f.signingKey[:], raw[:16])
 	block, err := aes.NewCipher(raw[16:32])
@@ -95,16 +95,16 @@ func (f *Fernet) Encrypt(plaintext []byte, now time.Time, iv io.Reader) (string,
 // out). A ttl > 0 also refuses tokens stamped more than ttl before now.
 // Tokens stamped more than a minute after now are always refused.
 func (f *Fernet) Decrypt(token string, now time.Time, ttl time.Duration) ([]byte, error) {
-	raw, ok := fernetDecode(nil, token)
+	raw, ok := decodeB64(nil, token)
 	if !ok {
-		return nil, ErrFernetToken
+		return nil, ErrFernet
 	}
-	if !fernetWellFormed(raw, now, ttl) {
-		return nil, ErrFernetToken
+	if !wellFormed(raw, now, ttl) {
+		return nil, ErrFernet
 	}
 	var sum [sha256.Size]byte
 	if !f.verify(raw, &sum) {
-		return nil, ErrFernetToken
+		return nil, ErrFernet
 	}
 	return f.open(nil, raw)
 }
@@ -112,13 +112,13 @@ func (f *Fernet) Decrypt(token string, now time.Time, ttl time.Duration) ([]byte
 // seal appends the raw (not yet base64) token for plaintext to dst.
 func (f *Fernet) seal(dst, plaintext []byte, now time.Time, iv io.Reader) ([]byte, error) {
 	pad := aes.BlockSize - len(plaintext)%aes.BlockSize
-	total := fernetOverhead + len(plaintext) + pad
+	total := overhead + len(plaintext) + pad
 	start := len(dst)
-	dst = fernetGrow(dst, total)
+	dst = grow(dst, total)
 	out := dst[start:]
-	out[0] = fernetVersionByte
+	out[0] = versionByte
 	binary.BigEndian.PutUint64(out[1:9], uint64(now.Unix()))
-	ivb := out[9:fernetHeaderLen]
+	ivb := out[9:headerLen]
 	var err error
 	if iv == nil {
 		_, err = rand.Read(ivb)
@@ -126,9 +126,9 @@ func (f *Fernet) seal(dst, plaintext []byte, now time.Time, iv io.Reader) ([]byt
 		_, err = io.ReadFull(iv, ivb)
 	}
 	if err != nil {
-		return dst[:start], fmt.Errorf("webpush: fernet IV: %w", err)
+		return dst[:start], fmt.Errorf("token: fernet IV: %w", err)
 	}
-	ct := out[fernetHeaderLen : total-fernetMACLen]
+	ct := out[headerLen : total-macLen]
 	copy(ct, plaintext)
 	for i := len(plaintext); i < len(ct); i++ {
 		ct[i] = byte(pad)
@@ -137,31 +137,31 @@ func (f *Fernet) seal(dst, plaintext []byte, now time.Time, iv io.Reader) ([]byt
 	prev := ivb
 	for i := 0; i < len(ct); i += aes.BlockSize {
 		b := ct[i : i+aes.BlockSize]
-		fernetXOR(b, prev)
+		xorInto(b, prev)
 		f.block.Encrypt(b, b)
 		prev = b
 	}
 	mac := f.macs.Get().(hash.Hash)
 	mac.Reset()
-	mac.Write(out[:total-fernetMACLen])
-	mac.Sum(out[total-fernetMACLen : total-fernetMACLen])
+	mac.Write(out[:total-macLen])
+	mac.Sum(out[total-macLen : total-macLen])
 	f.macs.Put(mac)
 	return dst, nil
 }
 
-// fernetWellFormed checks what does not need the key: size, version byte
+// wellFormed checks what does not need the key: size, version byte
 // and timestamp.
-func fernetWellFormed(raw []byte, now time.Time, ttl time.Duration) bool {
+func wellFormed(raw []byte, now time.Time, ttl time.Duration) bool {
 	// At least one ciphertext block, and whole blocks.
-	if len(raw) < fernetOverhead+aes.BlockSize || (len(raw)-fernetOverhead)%aes.BlockSize != 0 {
+	if len(raw) < overhead+aes.BlockSize || (len(raw)-overhead)%aes.BlockSize != 0 {
 		return false
 	}
-	if raw[0] != fernetVersionByte {
+	if raw[0] != versionByte {
 		return false
 	}
 	ts := int64(binary.BigEndian.Uint64(raw[1:9]))
 	nowSec := now.Unix()
-	if ts < 0 || ts > nowSec+int64(fernetMaxClockSkew/time.Second) {
+	if ts < 0 || ts > nowSec+int64(maxClockSkew/time.Second) {
 		return false
 	}
 	if ttl > 0 && nowSec-ts > int64(ttl/time.Second) {
@@ -172,7 +172,7 @@ func fernetWellFormed(raw []byte, now time.Time, ttl time.Duration) bool {
 
 // verify checks the HMAC in constant time; sum is working space.
 func (f *Fernet) verify(raw []byte, sum *[sha256.Size]byte) bool {
-	body := len(raw) - fernetMACLen
+	body := len(raw) - macLen
 	mac := f.macs.Get().(hash.Hash)
 	mac.Reset()
 	mac.Write(raw[:body])
@@ -183,38 +183,38 @@ func (f *Fernet) verify(raw []byte, sum *[sha256.Size]byte) bool {
 
 // open decrypts a verified raw token, appending the plaintext to dst.
 func (f *Fernet) open(dst, raw []byte) ([]byte, error) {
-	iv := raw[9:fernetHeaderLen]
-	ct := raw[fernetHeaderLen : len(raw)-fernetMACLen]
+	iv := raw[9:headerLen]
+	ct := raw[headerLen : len(raw)-macLen]
 	start := len(dst)
-	dst = fernetGrow(dst, len(ct))
+	dst = grow(dst, len(ct))
 	pt := dst[start:]
 	prev := iv
 	for i := 0; i < len(ct); i += aes.BlockSize {
 		f.block.Decrypt(pt[i:i+aes.BlockSize], ct[i:i+aes.BlockSize])
-		fernetXOR(pt[i:i+aes.BlockSize], prev)
+		xorInto(pt[i:i+aes.BlockSize], prev)
 		prev = ct[i : i+aes.BlockSize]
 	}
 	// PKCS7. The MAC was checked first, so this is no padding oracle.
 	pad := int(pt[len(pt)-1])
 	if pad == 0 || pad > aes.BlockSize {
-		return dst[:start], ErrFernetToken
+		return dst[:start], ErrFernet
 	}
 	for _, b := range pt[len(pt)-pad:] {
 		if int(b) != pad {
-			return dst[:start], ErrFernetToken
+			return dst[:start], ErrFernet
 		}
 	}
 	return dst[:len(dst)-pad], nil
 }
 
-func fernetXOR(dst, src []byte) {
+func xorInto(dst, src []byte) {
 	for i := range dst {
 		dst[i] ^= src[i]
 	}
 }
 
-// fernetGrow extends dst by n bytes (contents unspecified).
-func fernetGrow(dst []byte, n int) []byte {
+// grow extends dst by n bytes (contents unspecified).
+func grow(dst []byte, n int) []byte {
 	if cap(dst)-len(dst) < n {
 		nd := make([]byte, len(dst), len(dst)+n)
 		copy(nd, dst)
@@ -223,10 +223,10 @@ func fernetGrow(dst []byte, n int) []byte {
 	return dst[:len(dst)+n]
 }
 
-// fernetB64 maps url-safe base64 characters to their values; 0xFF marks
+// b64Values maps url-safe base64 characters to their values; 0xFF marks
 // everything else (the standard alphabet's '+' and '/' included: the spec's
 // invalid vectors require refusing them).
-var fernetB64 = func() (t [256]byte) {
+var b64Values = func() (t [256]byte) {
 	for i := range t {
 		t[i] = 0xFF
 	}
@@ -237,12 +237,12 @@ var fernetB64 = func() (t [256]byte) {
 	return t
 }()
 
-// fernetDecode appends the url-safe base64 decoding of s to dst. Padding is
+// decodeB64 appends the url-safe base64 decoding of s to dst. Padding is
 // optional (endpoint tokens travel without it); nothing may follow it, and
 // the unused low bits of the last character must be zero, so a byte string
 // has one accepted encoding up to padding. It reads s as a string so callers
 // need not copy URL path segments into byte slices.
-func fernetDecode(dst []byte, s string) ([]byte, bool) {
+func decodeB64(dst []byte, s string) ([]byte, bool) {
 	n := len(s)
 	pads := 0
 	for pads < 2 && n > 0 && s[n-1] == '=' {
@@ -256,12 +256,12 @@ func fernetDecode(dst []byte, s string) ([]byte, bool) {
 		return dst, false
 	}
 	start := len(dst)
-	dst = fernetGrow(dst, n*3/4)
+	dst = grow(dst, n*3/4)
 	out := dst[start:]
 	o := 0
 	i := 0
 	for ; i+4 <= n; i += 4 {
-		a, b, c, d := fernetB64[s[i]], fernetB64[s[i+1]], fernetB64[s[i+2]], fernetB64[s[i+3]]
+		a, b, c, d := b64Values[s[i]], b64Values[s[i+1]], b64Values[s[i+2]], b64Values[s[i+3]]
 		if (a|b|c|d)&0xC0 != 0 {
 			return dst[:start], false
 		}
@@ -271,13 +271,13 @@ func fernetDecode(dst []byte, s string) ([]byte, bool) {
 	}
 	switch n - i {
 	case 2:
-		a, b := fernetB64[s[i]], fernetB64[s[i+1]]
+		a, b := b64Values[s[i]], b64Values[s[i+1]]
 		if (a|b)&0xC0 != 0 || b&0x0F != 0 {
 			return dst[:start], false
 		}
 		out[o] = a<<2 | b>>4
 	case 3:
-		a, b, c := fernetB64[s[i]], fernetB64[s[i+1]], fernetB64[s[i+2]]
+		a, b, c := b64Values[s[i]], b64Values[s[i+1]], b64Values[s[i+2]]
 		if (a|b|c)&0xC0 != 0 || c&0x03 != 0 {
 			return dst[:start], false
 		}
@@ -310,7 +310,7 @@ func ParseKeys(cryptoKey string) (*Keys, error) {
 		part = strings.Trim(strings.TrimSpace(part), `"'`)
 		f, err := NewFernet(part)
 		if err != nil {
-			return nil, fmt.Errorf("webpush: CRYPTO_KEY key %d of %d: %w", i+1, strings.Count(s, ",")+1, err)
+			return nil, fmt.Errorf("token: CRYPTO_KEY key %d of %d: %w", i+1, strings.Count(s, ",")+1, err)
 		}
 		ks.fernets = append(ks.fernets, f)
 	}
@@ -335,9 +335,9 @@ func (k *Keys) Encrypt(plaintext []byte) (string, error) {
 // Decrypt opens a token made with any of the keys (padding optional). A ttl
 // > 0 also refuses tokens older than ttl.
 func (k *Keys) Decrypt(token string, ttl time.Duration) ([]byte, error) {
-	raw, ok := fernetDecode(nil, token)
+	raw, ok := decodeB64(nil, token)
 	if !ok {
-		return nil, ErrFernetToken
+		return nil, ErrFernet
 	}
 	var sum [sha256.Size]byte
 	return k.openRaw(nil, raw, ttl, &sum)
@@ -347,31 +347,31 @@ func (k *Keys) Decrypt(token string, ttl time.Duration) ([]byte, error) {
 // independent checks run once, then each key's MAC is tried in turn. sum is
 // working space.
 func (k *Keys) openRaw(dst, raw []byte, ttl time.Duration, sum *[sha256.Size]byte) ([]byte, error) {
-	if !fernetWellFormed(raw, k.clock(), ttl) {
-		return dst, ErrFernetToken
+	if !wellFormed(raw, k.clock(), ttl) {
+		return dst, ErrFernet
 	}
 	for _, f := range k.fernets {
 		if f.verify(raw, sum) {
 			return f.open(dst, raw)
 		}
 	}
-	return dst, ErrFernetToken
+	return dst, ErrFernet
 }
 
-// fernetScratch is working space for one token operation. The buffers
+// scratch is working space for one token operation. The buffers
 // reach the cipher.Block and hash.Hash interfaces, so arrays on the stack
 // would escape to the heap on every call; pooled ones do not.
-type fernetScratch struct {
-	raw   [fernetScratchLen]byte
-	plain [fernetScratchLen]byte
+type scratch struct {
+	raw   [scratchLen]byte
+	plain [scratchLen]byte
 	sum   [sha256.Size]byte
 }
 
-// fernetScratchLen fits every endpoint token and message id, decoded or
+// scratchLen fits every endpoint token and message id, decoded or
 // encoded; longer input is refused before it is decoded.
-const fernetScratchLen = 256
+const scratchLen = 256
 
-var fernetScratchPool = sync.Pool{New: func() any { return new(fernetScratch) }}
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // sealRaw seals plaintext with the first key, appending the raw token.
 func (k *Keys) sealRaw(dst, plaintext []byte) ([]byte, error) {

@@ -1,9 +1,11 @@
-package webpush
+package pushcrypto
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/autopush-go/autopush/internal/vapid"
 )
 
 // The signer's tokens must pass our verifier (which follows RFC 8292 and
@@ -18,7 +20,7 @@ func TestVAPIDSignerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &VAPIDVerifier{}
+	v := &vapid.Verifier{}
 	res, err := v.Verify(s.Authorization(tok), "", "https://push.example.com/wpush")
 	if err != nil {
 		t.Fatalf("verify vapid form: %v", err)
@@ -44,7 +46,7 @@ func TestVAPIDSignerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res2, err := (&VAPIDVerifier{}).Verify(again.Authorization(tok2), "", "https://push.example.com")
+	res2, err := (&vapid.Verifier{}).Verify(again.Authorization(tok2), "", "https://push.example.com")
 	if err != nil || res2.Claims.Sub != "" {
 		t.Fatalf("reloaded signer: %v, sub %q", err, res2.Claims.Sub)
 	}

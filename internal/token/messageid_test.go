@@ -1,4 +1,4 @@
-package webpush
+package token
 
 import (
 	"crypto/rand"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/autopush-go/autopush/internal/errno"
 )
 
 // Reference-format message ids, made like the endpoint vectors (Python
@@ -13,22 +15,22 @@ import (
 // (MessageId::encrypt): "01:{uaid hex}:{chid hex}:{topic}" and
 // "02:{uaid hex}:{chid hex}:{ms timestamp}", padded as it leaves them.
 const (
-	messageIDTestRef01 = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0OD4PM3AZJeSdIeQWXdMEAHN1IlLevyEfpcGzipddUUF5iDO3mfE9InKv_JZ71PdHXXxsrWODTvwrMoHlFi9I0s_6H0hSsgqh4FEn09RdIU1SMQwWYjyMu7yQfwuzjp-Or37fHBuJJHYfKHmNqpUokO78="
-	messageIDTestRef02 = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0OD8S10eaWREwc6Z1Cts0CdQ5HZy0DWJt9SrsJOcHcIJ_pA8Q3pgYYLPrgCd33W15uAXcNcfAwoxm3YmIk92SRpEOjlBhdv3gV9FVqtkSbYIkgiz1F-6H3H2b2pYZaSZ6R4oeRBiCfEePZTMetsoh41h5ZjjdZ_obeaevRyOMpur9m"
+	testRef01 = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0OD4PM3AZJeSdIeQWXdMEAHN1IlLevyEfpcGzipddUUF5iDO3mfE9InKv_JZ71PdHXXxsrWODTvwrMoHlFi9I0s_6H0hSsgqh4FEn09RdIU1SMQwWYjyMu7yQfwuzjp-Or37fHBuJJHYfKHmNqpUokO78="
+	testRef02 = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0OD8S10eaWREwc6Z1Cts0CdQ5HZy0DWJt9SrsJOcHcIJ_pA8Q3pgYYLPrgCd33W15uAXcNcfAwoxm3YmIk92SRpEOjlBhdv3gV9FVqtkSbYIkgiz1F-6H3H2b2pYZaSZ6R4oeRBiCfEePZTMetsoh41h5ZjjdZ_obeaevRyOMpur9m"
 )
 
 func TestParseMessageIDReference(t *testing.T) {
-	k := endpointTestKeys(t, endpointTestKey, false)
-	uaid, chid := endpointTestIDs()
-	id, err := k.ParseMessageID(messageIDTestRef01)
+	k := testKeys(t, testKey, false)
+	uaid, chid := testIDs()
+	id, err := k.ParseMessageID(testRef01)
 	if err != nil || id != (MessageID{UAID: uaid, CHID: chid, Topic: "new_mail"}) {
 		t.Fatalf("01: %+v %v", id, err)
 	}
 	// Unpadded, as a client might send it back.
-	if id2, err := k.ParseMessageID(strings.TrimRight(messageIDTestRef01, "=")); err != nil || id2 != id {
+	if id2, err := k.ParseMessageID(strings.TrimRight(testRef01, "=")); err != nil || id2 != id {
 		t.Fatalf("01 unpadded: %+v %v", id2, err)
 	}
-	id, err = k.ParseMessageID(messageIDTestRef02)
+	id, err = k.ParseMessageID(testRef02)
 	if err != nil || id != (MessageID{UAID: uaid, CHID: chid, SortKey: 1700000000123 * 1_000_000}) {
 		t.Fatalf("02: %+v %v", id, err)
 	}
@@ -36,31 +38,31 @@ func TestParseMessageIDReference(t *testing.T) {
 
 // The reference parser's other cases, over plaintexts sealed here.
 func TestParseMessageIDReferenceForms(t *testing.T) {
-	k := endpointTestKeys(t, endpointTestKey, false)
+	k := testKeys(t, testKey, false)
 	const uhex, c = "deadbeef0000400080000123456789ab", "0123456789ab4cde8f0123456789abcd"
-	uaid, chid := endpointTestIDs()
+	uaid, chid := testIDs()
 	for plain, want := range map[string]*MessageID{
-		"01:" + uhex + ":" + c + ":t":                                             {UAID: uaid, CHID: chid, Topic: "t"},
-		"01:" + uhex + ":" + c + ":a-b_C9==":                                      {UAID: uaid, CHID: chid, Topic: "a-b_C9=="},
-		"01:" + endpointTestUAID + ":" + endpointTestCHID + ":t":                  {UAID: uaid, CHID: chid, Topic: "t"}, // hyphenated: Uuid::parse_str takes it
-		"01:" + strings.ToUpper(uhex) + ":" + c + ":t":                            {UAID: uaid, CHID: chid, Topic: "t"},
-		"02:" + uhex + ":" + c + ":1":                                             {UAID: uaid, CHID: chid, SortKey: 1_000_000},
-		"01:" + uhex + ":" + c + ":":                                              nil, // empty topic
-		"01:" + uhex + ":" + c + ":" + strings.Repeat("x", 33):                    nil,
-		"01:" + uhex + ":" + c + ":a=b":                                           nil,
-		"01:" + uhex + ":" + c + ":t:u":                                           nil,
-		"02:" + uhex + ":" + c + ":0":                                             nil,
-		"02:" + uhex + ":" + c + ":-1":                                            nil,
-		"02:" + uhex + ":" + c + ":18446744073710":                                nil, // ×10⁶ overflows
-		"02:" + uhex + ":" + c + ":x":                                             nil,
-		"03:" + uhex + ":" + c + ":1":                                             nil,
-		"01:" + uhex[1:] + ":" + c + ":t":                                         nil,
-		"01:" + uhex + ":" + c[:31] + "g:t":                                       nil,
-		"":                                                                        nil,
-		string([]byte{messageIDBinary}):                                           nil,
-		string(append([]byte{messageIDBinary}, make([]byte, 40)...)):              nil, // no topic, SortKey 0
-		string(append([]byte{messageIDBinary}, make([]byte, 41+33)...)):           nil,
-		string(append(append([]byte{messageIDBinary}, make([]byte, 40)...), ':')): nil,
+		"01:" + uhex + ":" + c + ":t":                                      {UAID: uaid, CHID: chid, Topic: "t"},
+		"01:" + uhex + ":" + c + ":a-b_C9==":                               {UAID: uaid, CHID: chid, Topic: "a-b_C9=="},
+		"01:" + testUAID + ":" + testCHID + ":t":                           {UAID: uaid, CHID: chid, Topic: "t"}, // hyphenated: Uuid::parse_str takes it
+		"01:" + strings.ToUpper(uhex) + ":" + c + ":t":                     {UAID: uaid, CHID: chid, Topic: "t"},
+		"02:" + uhex + ":" + c + ":1":                                      {UAID: uaid, CHID: chid, SortKey: 1_000_000},
+		"01:" + uhex + ":" + c + ":":                                       nil, // empty topic
+		"01:" + uhex + ":" + c + ":" + strings.Repeat("x", 33):             nil,
+		"01:" + uhex + ":" + c + ":a=b":                                    nil,
+		"01:" + uhex + ":" + c + ":t:u":                                    nil,
+		"02:" + uhex + ":" + c + ":0":                                      nil,
+		"02:" + uhex + ":" + c + ":-1":                                     nil,
+		"02:" + uhex + ":" + c + ":18446744073710":                         nil, // ×10⁶ overflows
+		"02:" + uhex + ":" + c + ":x":                                      nil,
+		"03:" + uhex + ":" + c + ":1":                                      nil,
+		"01:" + uhex[1:] + ":" + c + ":t":                                  nil,
+		"01:" + uhex + ":" + c[:31] + "g:t":                                nil,
+		"":                                                                 nil,
+		string([]byte{idBinary}):                                           nil,
+		string(append([]byte{idBinary}, make([]byte, 40)...)):              nil, // no topic, SortKey 0
+		string(append([]byte{idBinary}, make([]byte, 41+33)...)):           nil,
+		string(append(append([]byte{idBinary}, make([]byte, 40)...), ':')): nil,
 	} {
 		tok, err := k.Encrypt([]byte(plain))
 		if err != nil {
@@ -117,33 +119,33 @@ func TestMessageIDRoundTrip(t *testing.T) {
 }
 
 func TestParseMessageIDErrors(t *testing.T) {
-	k := endpointTestKeys(t, endpointTestKey, false)
-	other := endpointTestKeys(t, GenerateKey(), false)
-	uaid, chid := endpointTestIDs()
+	k := testKeys(t, testKey, false)
+	other := testKeys(t, GenerateKey(), false)
+	uaid, chid := testIDs()
 	foreign, _ := other.MakeMessageID(MessageID{UAID: uaid, CHID: chid, SortKey: 1})
 	for s, want := range map[string]*MessageIDError{
-		"":                       ErrMessageIDDecrypt,
-		"!!!!":                   ErrMessageIDEncoding,
-		strings.Repeat("A", 300): ErrMessageIDEncoding,
-		foreign:                  ErrMessageIDDecrypt,
-		messageIDTestRef01[:100]: ErrMessageIDDecrypt,
-		messageIDTestRef02[:50] + "A" + messageIDTestRef02[51:]: ErrMessageIDDecrypt,
-		endpointTestV1: ErrMessageIDFormat, // an endpoint token is no message id
+		"":                                    ErrMessageIDDecrypt,
+		"!!!!":                                ErrMessageIDEncoding,
+		strings.Repeat("A", 300):              ErrMessageIDEncoding,
+		foreign:                               ErrMessageIDDecrypt,
+		testRef01[:100]:                       ErrMessageIDDecrypt,
+		testRef02[:50] + "A" + testRef02[51:]: ErrMessageIDDecrypt,
+		testV1:                                ErrMessageIDFormat, // an endpoint token is no message id
 	} {
 		if id, err := k.ParseMessageID(s); err != want {
 			t.Errorf("%.40q: %+v %v; want %v", s, id, err, want)
 		}
 	}
-	if h := ErrMessageIDDecrypt.HTTPError(); h.Status != 400 || h.Errno != ErrnoNone || h.Message != "Invalid message ID" {
+	if h := ErrMessageIDDecrypt.HTTPError(); h.Status != 400 || h.Errno != errno.None || h.Message != "Invalid message ID" {
 		t.Errorf("%+v", h)
 	}
 }
 
 // Key rotation applies to message ids as to endpoints.
 func TestMessageIDRotation(t *testing.T) {
-	oldK, _ := ParseKeys(endpointTestOldKey)
-	rotated, _ := ParseKeys(endpointTestKey + "," + endpointTestOldKey)
-	uaid, chid := endpointTestIDs()
+	oldK, _ := ParseKeys(testOldKey)
+	rotated, _ := ParseKeys(testKey + "," + testOldKey)
+	uaid, chid := testIDs()
 	id := MessageID{UAID: uaid, CHID: chid, Topic: "x", SortKey: 5}
 	s, _ := oldK.MakeMessageID(id)
 	if got, err := rotated.ParseMessageID(s); err != nil || got != id {
@@ -152,12 +154,12 @@ func TestMessageIDRotation(t *testing.T) {
 }
 
 func FuzzParseMessageID(f *testing.F) {
-	f.Add(messageIDTestRef01)
-	f.Add(messageIDTestRef02)
-	f.Add(strings.TrimRight(messageIDTestRef01, "="))
+	f.Add(testRef01)
+	f.Add(testRef02)
+	f.Add(strings.TrimRight(testRef01, "="))
 	f.Add("")
-	k := endpointTestKeys(f, endpointTestKey, false)
-	uaid, chid := endpointTestIDs()
+	k := testKeys(f, testKey, false)
+	uaid, chid := testIDs()
 	for _, id := range []MessageID{{UAID: uaid, CHID: chid, SortKey: 42}, {UAID: uaid, CHID: chid, Topic: "abc", SortKey: 9}} {
 		s, _ := k.MakeMessageID(id)
 		f.Add(s)
@@ -185,17 +187,17 @@ func FuzzParseMessageID(f *testing.F) {
 func FuzzMessageIDPlaintext(f *testing.F) {
 	f.Add([]byte("01:deadbeef0000400080000123456789ab:0123456789ab4cde8f0123456789abcd:t"))
 	f.Add([]byte("02:deadbeef0000400080000123456789ab:0123456789ab4cde8f0123456789abcd:1700000000123"))
-	f.Add(append([]byte{messageIDBinary}, make([]byte, 44)...))
-	k := endpointTestKeys(f, endpointTestKey, false)
+	f.Add(append([]byte{idBinary}, make([]byte, 44)...))
+	k := testKeys(f, testKey, false)
 	f.Fuzz(func(t *testing.T, plain []byte) {
 		tok, err := k.Encrypt(plain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := k.ParseMessageID(base64.RawURLEncoding.EncodeToString(messageIDMustDecodeB64(t, tok)))
+		id, err := k.ParseMessageID(base64.RawURLEncoding.EncodeToString(mustDecodeB64(t, tok)))
 		if err != nil {
 			// Too long to be an id is refused before decryption.
-			if err != ErrMessageIDFormat && !(err == ErrMessageIDEncoding && len(plain) > messageIDMaxPlain) {
+			if err != ErrMessageIDFormat && !(err == ErrMessageIDEncoding && len(plain) > maxRefPlainLen) {
 				t.Fatalf("%d bytes: %v", len(plain), err)
 			}
 			return
@@ -210,7 +212,7 @@ func FuzzMessageIDPlaintext(f *testing.F) {
 	})
 }
 
-func messageIDMustDecodeB64(t *testing.T, s string) []byte {
+func mustDecodeB64(t *testing.T, s string) []byte {
 	b, err := base64.URLEncoding.DecodeString(s)
 	if err != nil {
 		t.Fatal(err)
@@ -219,8 +221,8 @@ func messageIDMustDecodeB64(t *testing.T, s string) []byte {
 }
 
 func BenchmarkParseMessageID(b *testing.B) {
-	k := endpointTestKeys(b, endpointTestKey, false)
-	uaid, chid := endpointTestIDs()
+	k := testKeys(b, testKey, false)
+	uaid, chid := testIDs()
 	s, _ := k.MakeMessageID(MessageID{UAID: uaid, CHID: chid, Topic: "new_mail", SortKey: 1700000000123456789})
 	b.ReportAllocs()
 	for b.Loop() {

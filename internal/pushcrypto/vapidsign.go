@@ -1,4 +1,4 @@
-package webpush
+package pushcrypto
 
 import (
 	"crypto/ecdsa"
@@ -28,29 +28,29 @@ type VAPIDSigner struct {
 func NewVAPIDSigner(subject string) (*VAPIDSigner, error) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("webpush: VAPID key: %w", err)
+		return nil, fmt.Errorf("pushcrypto: VAPID key: %w", err)
 	}
-	return vapidSignerFrom(k, subject)
+	return signerFrom(k, subject)
 }
 
 // ParseVAPIDSigner loads a signer from the private scalar, base64url (the
 // form web-push's generateVAPIDKeys prints as privateKey).
 func ParseVAPIDSigner(private, subject string) (*VAPIDSigner, error) {
-	d, err := base64.RawURLEncoding.DecodeString(vapidTrimPad(private))
+	d, err := base64.RawURLEncoding.DecodeString(trimPad(private))
 	if err != nil || len(d) != 32 {
-		return nil, errors.New("webpush: VAPID private key must be 32 bytes of base64url")
+		return nil, errors.New("pushcrypto: VAPID private key must be 32 bytes of base64url")
 	}
 	k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
 	if err != nil {
-		return nil, fmt.Errorf("webpush: VAPID private key: %w", err)
+		return nil, fmt.Errorf("pushcrypto: VAPID private key: %w", err)
 	}
-	return vapidSignerFrom(k, subject)
+	return signerFrom(k, subject)
 }
 
-func vapidSignerFrom(k *ecdsa.PrivateKey, subject string) (*VAPIDSigner, error) {
+func signerFrom(k *ecdsa.PrivateKey, subject string) (*VAPIDSigner, error) {
 	ek, err := k.ECDH()
 	if err != nil {
-		return nil, fmt.Errorf("webpush: VAPID key: %w", err)
+		return nil, fmt.Errorf("pushcrypto: VAPID key: %w", err)
 	}
 	return &VAPIDSigner{
 		key:     k,
@@ -86,7 +86,7 @@ func (s *VAPIDSigner) Token(audience string, exp time.Time) (string, error) {
 	sum := sha256.Sum256([]byte(signing))
 	r, sv, err := ecdsa.Sign(rand.Reader, s.key, sum[:])
 	if err != nil {
-		return "", fmt.Errorf("webpush: VAPID sign: %w", err)
+		return "", fmt.Errorf("pushcrypto: VAPID sign: %w", err)
 	}
 	// JWS ES256 wants r||s, 32 bytes each, not ASN.1.
 	sig := make([]byte, 64)
@@ -100,7 +100,7 @@ func (s *VAPIDSigner) Authorization(token string) string {
 	return "vapid t=" + token + ", k=" + s.Public
 }
 
-func vapidTrimPad(s string) string {
+func trimPad(s string) string {
 	for len(s) > 0 && s[len(s)-1] == '=' {
 		s = s[:len(s)-1]
 	}

@@ -1,4 +1,4 @@
-package webpush
+package protocol
 
 import (
 	"bytes"
@@ -10,72 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
-
-// Messages as a real Firefox sends them (observed with Firefox 153).
-const (
-	ffHelloFirst   = `{"messageType":"hello","broadcasts":{},"use_webpush":true}`
-	ffHelloAgain   = `{"messageType":"hello","broadcasts":{"remote-settings/monitor_changes":"\"1234\""},"use_webpush":true,"uaid":"4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b","channelIDs":["5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b1"]}`
-	ffRegister     = `{"messageType":"register","channelID":"5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b1","key":"BNr_X8Qz4xyl7Nq3BU2hKDZ4ElM5jr1GnCaR6xPN0pqBj8jvG6ogJ8E4nHCtR-vHxQvC_PjyAA5VjKRZBeiBUUY="}`
-	ffRegisterNoKy = `{"messageType":"register","channelID":"5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b1"}`
-	ffUnregister   = `{"messageType":"unregister","channelID":"5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b1","code":200}`
-	ffAck          = `{"messageType":"ack","updates":[{"channelID":"5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b1","version":"gAAAAABmX2Z0aWxlX3ZlcnNpb24","code":100}]}`
-	ffNack         = `{"messageType":"nack","version":"gAAAAABmX2Z0aWxlX3ZlcnNpb24","code":301}`
-	ffPingEmpty    = `{}`
-	ffPing         = `{"messageType":"ping"}`
-	ffBroadcastSub = `{"messageType":"broadcast_subscribe","broadcasts":{"remote-settings/monitor_changes":"\"1234\""}}`
-)
-
-const testChid = "5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b1"
-
-// protoExampleMessages are every example above, for tests, fuzz seeds and
-// benchmarks.
-var protoExampleMessages = []string{
-	ffHelloFirst, ffHelloAgain, ffRegister, ffRegisterNoKy, ffUnregister,
-	ffAck, ffNack, ffPingEmpty, ffPing, ffBroadcastSub,
-}
-
-// decoded is the comparable view of a ClientMessage.
-type decoded struct {
-	Type          MessageType
-	UAID          string
-	HasUAID       bool
-	UseWebPush    bool
-	Broadcasts    []Broadcast
-	HasBroadcasts bool
-	ChannelID     string
-	Key           string
-	Code          int64
-	HasCode       bool
-	Version       string
-	Updates       []AckUpdate
-}
-
-// view returns m's fields, empty slices as nil (whether an empty slice is
-// nil depends on the capacity m had before, which is not part of the result).
-func view(m *ClientMessage) decoded {
-	return decoded{
-		Type: m.Type, UAID: m.UAID, HasUAID: m.HasUAID, UseWebPush: m.UseWebPush,
-		Broadcasts: nilIfEmpty(m.Broadcasts), HasBroadcasts: m.HasBroadcasts,
-		ChannelID: m.ChannelID, Key: m.Key, Code: m.Code, HasCode: m.HasCode,
-		Version: m.Version, Updates: nilIfEmpty(m.Updates),
-	}
-}
-
-func nilIfEmpty[T any](s []T) []T {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
-}
-
-func decodeString(t testing.TB, in string) (*ClientMessage, error) {
-	t.Helper()
-	m := new(ClientMessage)
-	err := DecodeClient([]byte(in), m)
-	return m, err
-}
 
 func TestDecodeClientValid(t *testing.T) {
 	const ver = "gAAAAABmX2Z0aWxlX3ZlcnNpb24"
@@ -320,17 +255,17 @@ func TestDecodeClientReuse(t *testing.T) {
 	// A huge ack does not pin its array to a long-lived message.
 	var huge strings.Builder
 	huge.WriteString(`{"messageType":"ack","updates":[`)
-	for i := 0; i < 3*protoKeepCap; i++ {
+	for i := 0; i < 3*keepCap; i++ {
 		if i > 0 {
 			huge.WriteByte(',')
 		}
 		huge.WriteString(`{"channelID":"c","version":"v"}`)
 	}
 	huge.WriteString(`]}`)
-	if err := DecodeClient([]byte(huge.String()), &m); err != nil || len(m.Updates) != 3*protoKeepCap {
+	if err := DecodeClient([]byte(huge.String()), &m); err != nil || len(m.Updates) != 3*keepCap {
 		t.Fatalf("huge ack: %v, %d updates", err, len(m.Updates))
 	}
-	if err := DecodeClient([]byte(ffPing), &m); err != nil || cap(m.Updates) > protoKeepCap {
+	if err := DecodeClient([]byte(ffPing), &m); err != nil || cap(m.Updates) > keepCap {
 		t.Errorf("after a huge ack: %v, kept capacity %d", err, cap(m.Updates))
 	}
 }
@@ -365,7 +300,7 @@ func TestClientMessageOwn(t *testing.T) {
 // TestZeroAllocDecode: a reused ClientMessage (warmed up by AllocsPerRun's
 // first run) decodes every message without allocating.
 func TestZeroAllocDecode(t *testing.T) {
-	msgs := append([]string{}, protoExampleMessages...)
+	msgs := append([]string{}, exampleMessages...)
 	msgs = append(msgs, `{"messageType":"ack","updates":[{"channelID":"a","version":"1"},{"channelID":"b","version":"2"},{"channelID":"c","version":"3"},{"channelID":"d","version":"4"}]}`)
 	var m ClientMessage
 	for _, in := range msgs {
@@ -420,167 +355,6 @@ func TestAllocsFreshMessage(t *testing.T) {
 			t.Errorf("DecodeClient(%s) into a fresh ClientMessage: %v allocs, want %v", tt.in, allocs, tt.want)
 		}
 	}
-}
-
-func TestZeroAllocEncode(t *testing.T) {
-	n := testNotification()
-	dst := make([]byte, 0, 4096)
-	changed := []Broadcast{{"remote-settings/monitor_changes", `"1234"`}}
-	errs := []Broadcast{{"x", BroadcastNotFound}}
-	uaid := [16]byte{1, 2, 3}
-	allocs := testing.AllocsPerRun(100, func() {
-		d := AppendNotification(dst[:0], n)
-		d = AppendNotificationJSON(d, n)
-		d = AppendHelloReply(d, uaid, 200, changed, errs)
-		d = AppendRegisterReply(d, testChid, 200, "https://push.example.com/wpush/v2/abc")
-		d = AppendUnregisterReply(d, testChid, 200)
-		d = AppendBroadcast(d, changed, errs)
-		d = AppendPingReply(d)
-		_ = AppendUAID(d, uaid)
-	})
-	if allocs != 0 {
-		t.Errorf("encoders: %v allocs, want 0", allocs)
-	}
-}
-
-func testNotification() *Notification {
-	return &Notification{
-		ChannelID: testChid,
-		Version:   "gAAAAABmX2Z0aWxlX3ZlcnNpb24tbG9uZ2VyLXRoYW4tdGhpcw",
-		TTL:       86400,
-		Topic:     "mail",
-		Timestamp: 1718000000,
-		SortKey:   1718000000123,
-		Data:      "I1BsxtFZ7ciIGzOsmDAu_BO3GvLgRb4vI1Lww8ClDAUe0fwc7rO1DHe9gshfIuNdGt0GXp4YKqdZ0M3EzTXZ6tHdU7-lXQ",
-		Headers:   []Header{{"encoding", "aes128gcm"}},
-	}
-}
-
-func TestServerMessagesExact(t *testing.T) {
-	uaid, _ := ParseUAID("4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b")
-	n := testNotification()
-	noData := &Notification{ChannelID: testChid, Version: "v1", TTL: 60, Timestamp: 5}
-	aesgcm := &Notification{ChannelID: testChid, Version: "v2", Data: "ZGF0YQ", Headers: []Header{
-		{"encoding", "aesgcm"}, {"encryption", "salt=abc"}, {"crypto_key", "dh=def"}}}
-	tests := []struct {
-		got, want string
-	}{
-		{string(AppendHelloReply(nil, uaid, 200, nil, nil)),
-			`{"messageType":"hello","uaid":"4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b","status":200,"use_webpush":true,"broadcasts":{}}`},
-		{string(AppendHelloReply(nil, uaid, 200, []Broadcast{{"a", "v1"}, {"b", `"2"`}}, []Broadcast{{"c", BroadcastNotFound}})),
-			`{"messageType":"hello","uaid":"4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b","status":200,"use_webpush":true,"broadcasts":{"a":"v1","b":"\"2\"","errors":{"c":"Broadcast not found"}}}`},
-		{string(AppendHelloReply(nil, uaid, 503, nil, []Broadcast{{"c", BroadcastNotFound}})),
-			`{"messageType":"hello","uaid":"4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b","status":503,"use_webpush":true,"broadcasts":{"errors":{"c":"Broadcast not found"}}}`},
-		{string(AppendRegisterReply(nil, testChid, 200, "https://push.example.com/wpush/v2/gAAA")),
-			`{"messageType":"register","channelID":"` + testChid + `","status":200,"pushEndpoint":"https://push.example.com/wpush/v2/gAAA"}`},
-		{string(AppendRegisterReply(nil, testChid, 400, "")),
-			`{"messageType":"register","channelID":"` + testChid + `","status":400}`},
-		{string(AppendUnregisterReply(nil, testChid, 200)),
-			`{"messageType":"unregister","channelID":"` + testChid + `","status":200}`},
-		{string(AppendPingReply(nil)), `{}`},
-		{string(AppendNotification(nil, n)),
-			`{"messageType":"notification","channelID":"` + testChid + `","version":"` + n.Version + `","data":"` + n.Data + `","headers":{"encoding":"aes128gcm"}}`},
-		{string(AppendNotification(nil, noData)),
-			`{"messageType":"notification","channelID":"` + testChid + `","version":"v1"}`},
-		{string(AppendNotification(nil, aesgcm)),
-			`{"messageType":"notification","channelID":"` + testChid + `","version":"v2","data":"ZGF0YQ","headers":{"encoding":"aesgcm","encryption":"salt=abc","crypto_key":"dh=def"}}`},
-		{string(AppendBroadcast(nil, []Broadcast{{"remote-settings/monitor_changes", `"1235"`}}, nil)),
-			`{"messageType":"broadcast","broadcasts":{"remote-settings/monitor_changes":"\"1235\""}}`},
-		{string(AppendBroadcast(nil, nil, []Broadcast{{"x", BroadcastNotFound}})),
-			`{"messageType":"broadcast","broadcasts":{"errors":{"x":"Broadcast not found"}}}`},
-		{string(AppendNotificationJSON(nil, n)),
-			`{"channelID":"` + testChid + `","version":"` + n.Version + `","ttl":86400,"topic":"mail","timestamp":1718000000,"sortkey_timestamp":1718000000123,"data":"` + n.Data + `","headers":{"encoding":"aes128gcm"}}`},
-		{string(AppendNotificationJSON(nil, noData)),
-			`{"channelID":"` + testChid + `","version":"v1","ttl":60,"timestamp":5}`},
-	}
-	for _, tt := range tests {
-		if tt.got != tt.want {
-			t.Errorf("\n got %s\nwant %s", tt.got, tt.want)
-		}
-		if !json.Valid([]byte(tt.got)) {
-			t.Errorf("invalid JSON: %s", tt.got)
-		}
-	}
-}
-
-// TestEncodersAgainstEncodingJSON encodes random strings and checks that
-// encoding/json reads back the same values.
-func TestEncodersAgainstEncodingJSON(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 2000; i++ {
-		chid, ver, endpoint, data := randString(rng), randString(rng), randString(rng), randString(rng)
-		bc := []Broadcast{{randString(rng), randString(rng)}}
-		status := rng.IntN(600)
-		checkEncoded(t, AppendRegisterReply(nil, chid, status, endpoint), map[string]any{
-			"messageType": "register", "channelID": fixUTF8(chid), "status": float64(status), "pushEndpoint": fixUTF8(endpoint)},
-			endpoint == "")
-		checkEncoded(t, AppendUnregisterReply(nil, chid, status), map[string]any{
-			"messageType": "unregister", "channelID": fixUTF8(chid), "status": float64(status)}, false)
-		n := &Notification{ChannelID: chid, Version: ver, Data: data, Headers: []Header{{"encoding", randString(rng)}}}
-		want := map[string]any{"messageType": "notification", "channelID": fixUTF8(chid), "version": fixUTF8(ver)}
-		if data != "" {
-			want["data"] = fixUTF8(data)
-			want["headers"] = map[string]any{"encoding": fixUTF8(n.Headers[0].Value)}
-		}
-		checkEncoded(t, AppendNotification(nil, n), want, false)
-		bwant := map[string]any{}
-		bwant[fixUTF8(bc[0].ID)] = fixUTF8(bc[0].Version)
-		if fixUTF8(bc[0].ID) != "errors" {
-			bwant["errors"] = map[string]any{"e": "Broadcast not found"}
-			checkEncoded(t, AppendBroadcast(nil, bc, []Broadcast{{"e", BroadcastNotFound}}),
-				map[string]any{"messageType": "broadcast", "broadcasts": bwant}, false)
-		}
-	}
-}
-
-func checkEncoded(t *testing.T, out []byte, want map[string]any, dropEndpoint bool) {
-	t.Helper()
-	if dropEndpoint {
-		delete(want, "pushEndpoint")
-	}
-	if !json.Valid(out) || !utf8.Valid(out) {
-		t.Fatalf("invalid JSON or UTF-8: %q", out)
-	}
-	var got map[string]any
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("encoded %q\n got %#v\nwant %#v", out, got, want)
-	}
-}
-
-// fixUTF8 is what encoding/json decodes an invalid string to: each invalid
-// byte replaced by U+FFFD.
-func fixUTF8(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteRune(utf8.RuneError)
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// randString returns strings that exercise escaping: ASCII, quotes,
-// backslashes, control characters, multi-byte runes, U+2028, invalid bytes.
-func randString(rng *rand.Rand) string {
-	pieces := []string{"a", "Z", "0", "-", "_", "=", "\"", "\\", "/", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "€", "😀",
-		"\u2028", "\u2029", "\ufffd", "\xff", "\xc3", "\xed\xa0\x80", "<", ">", "&", " "}
-	var b strings.Builder
-	for n := rng.IntN(12); n > 0; n-- {
-		b.WriteString(pieces[rng.IntN(len(pieces))])
-	}
-	return b.String()
-}
-
-// validString is randString without invalid UTF-8 (what a client can send).
-func validString(rng *rand.Rand) string {
-	return strings.ToValidUTF8(randString(rng), "?")
 }
 
 // TestDecodeClientAgainstEncodingJSON decodes messages written by
@@ -730,188 +504,5 @@ func sortBroadcasts(bs []Broadcast) {
 		for j := i; j > 0 && bs[j].ID < bs[j-1].ID; j-- {
 			bs[j], bs[j-1] = bs[j-1], bs[j]
 		}
-	}
-}
-
-func TestNotificationJSONRoundTrip(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	var got Notification
-	for i := 0; i < 3000; i++ {
-		n := Notification{
-			ChannelID: validString(rng), Version: validString(rng), Topic: validString(rng),
-			TTL: rng.Int64N(1 << 40), Timestamp: rng.Int64(), SortKey: rng.Uint64(), Data: validString(rng),
-		}
-		if rng.IntN(4) == 0 {
-			n.SortKey = 0
-		}
-		if n.Data != "" {
-			for k := rng.IntN(4); k > 0; k-- {
-				n.Headers = append(n.Headers, Header{fmt.Sprintf("h%d%s", k, validString(rng)), validString(rng)})
-			}
-		}
-		out := AppendNotificationJSON(nil, &n)
-		if !json.Valid(out) {
-			t.Fatalf("invalid JSON %s", out)
-		}
-		// encoding/json agrees with the schema.
-		var ej struct {
-			ChannelID string            `json:"channelID"`
-			Version   string            `json:"version"`
-			TTL       int64             `json:"ttl"`
-			Topic     *string           `json:"topic"`
-			Timestamp int64             `json:"timestamp"`
-			SortKey   uint64            `json:"sortkey_timestamp"`
-			Data      string            `json:"data"`
-			Headers   map[string]string `json:"headers"`
-		}
-		if err := json.Unmarshal(out, &ej); err != nil {
-			t.Fatal(err)
-		}
-		if ej.ChannelID != n.ChannelID || ej.Version != n.Version || ej.TTL != n.TTL || ej.Timestamp != n.Timestamp ||
-			ej.SortKey != n.SortKey || ej.Data != n.Data || (ej.Topic == nil) != (n.Topic == "") || len(ej.Headers) != len(n.Headers) {
-			t.Fatalf("encoding/json read %+v from %s", ej, out)
-		}
-		if err := DecodeNotification(out, &got); err != nil {
-			t.Fatalf("DecodeNotification(%s): %v", out, err)
-		}
-		if len(n.Headers) == 0 {
-			got.Headers = nil
-		}
-		if !reflect.DeepEqual(got, n) {
-			t.Fatalf("round trip of %s\n got %+v\nwant %+v", out, got, n)
-		}
-	}
-}
-
-func TestDecodeNotification(t *testing.T) {
-	// What autopush-rs's autoendpoint sends: topic null, unknown keys.
-	in := `{"channelID":"` + testChid + `","version":"gAAA","ttl":60,"topic":null,"timestamp":1718000000,` +
-		`"reliability_id":null,"data":"ZGF0YQ","headers":{"encoding":"aes128gcm","encoding":"aesgcm","x":"y"}}`
-	var n Notification
-	if err := DecodeNotification([]byte(in), &n); err != nil {
-		t.Fatal(err)
-	}
-	want := Notification{ChannelID: testChid, Version: "gAAA", TTL: 60, Timestamp: 1718000000, Data: "ZGF0YQ",
-		Headers: []Header{{"encoding", "aesgcm"}, {"x", "y"}}}
-	if !reflect.DeepEqual(n, want) {
-		t.Fatalf("got %+v\nwant %+v", n, want)
-	}
-	c := n.Clone()
-	if err := DecodeNotification([]byte(`{"channelID":"c","version":"v","sortkey_timestamp":18446744073709551615,"data":null,"headers":null}`), &n); err != nil {
-		t.Fatal(err)
-	}
-	if n.ChannelID != "c" || n.SortKey != 1<<64-1 || len(n.Headers) != 0 || n.Data != "" {
-		t.Fatalf("reuse: %+v", n)
-	}
-	if !reflect.DeepEqual(c, want) {
-		t.Fatalf("clone changed: %+v", c)
-	}
-
-	bad := []struct {
-		in   string
-		want error
-	}{
-		{``, ErrSyntax},
-		{`[]`, ErrSyntax},
-		{`{"channelID":"c"}`, ErrInvalidField},
-		{`{"version":"v"}`, ErrInvalidField},
-		{`{"channelID":null,"version":"v"}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","ttl":-1}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","ttl":1.5}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","ttl":"60"}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","timestamp":{}}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","sortkey_timestamp":-1}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","sortkey_timestamp":18446744073709551616}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","topic":5}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","headers":[]}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","headers":{"a":1}}`, ErrInvalidField},
-		{`{"channelID":"c","version":"v","headers":{` + strings.Repeat(`"a":"b",`, 3) + `"z":"y"}} x`, ErrSyntax},
-		{`{"channelID":"c","version":"v","x":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`, ErrLimit},
-		{"{\"channelID\":\"\xff\",\"version\":\"v\"}", ErrSyntax},
-	}
-	var hdrs strings.Builder
-	hdrs.WriteString(`{"channelID":"c","version":"v","headers":{`)
-	for i := 0; i <= protoMaxHeaders; i++ {
-		if i > 0 {
-			hdrs.WriteByte(',')
-		}
-		fmt.Fprintf(&hdrs, `"h%d":"v"`, i)
-	}
-	hdrs.WriteString(`}}`)
-	bad = append(bad, struct {
-		in   string
-		want error
-	}{hdrs.String(), ErrLimit})
-	for _, tt := range bad {
-		var n Notification
-		err := DecodeNotification([]byte(tt.in), &n)
-		var de *DecodeError
-		if !errors.Is(err, tt.want) || !errors.As(err, &de) {
-			t.Errorf("DecodeNotification(%.80s) = %v, want %v", tt.in, err, tt.want)
-		}
-	}
-}
-
-func TestValidChannelID(t *testing.T) {
-	for _, s := range []string{testChid, "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"} {
-		if !ValidChannelID(s) {
-			t.Errorf("ValidChannelID(%q) = false", s)
-		}
-	}
-	for _, s := range []string{"", "5A7C26A2-44B8-4B8C-8C4A-7E1C1D29A0B1", "5a7c26a244b84b8c8c4a7e1c1d29a0b1",
-		"5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b", "5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b1a", "5a7c26a2_44b8-4b8c-8c4a-7e1c1d29a0b1",
-		"{5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0b}", "5a7c26a2-44b8-4b8c-8c4a-7e1c1d29a0bg", "5a7c26a-244b8-4b8c-8c4a-7e1c1d29a0b1"} {
-		if ValidChannelID(s) {
-			t.Errorf("ValidChannelID(%q) = true", s)
-		}
-	}
-}
-
-func TestParseUAID(t *testing.T) {
-	want := [16]byte{0x4f, 0x2d, 0x1e, 0x0c, 0x9b, 0x8a, 0x47, 0xd6, 0xa5, 0xb4, 0xc3, 0xd2, 0xe1, 0xf0, 0x0a, 0x1b}
-	for _, s := range []string{"4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b", "4F2D1E0C9B8A47D6A5B4C3D2E1F00A1B", "4f2d1e0c-9b8a-47d6-a5b4-c3d2e1f00a1b"} {
-		got, ok := ParseUAID(s)
-		if !ok || got != want {
-			t.Errorf("ParseUAID(%q) = %x, %v", s, got, ok)
-		}
-	}
-	for _, s := range []string{"", "invalid", "4f2d1e0c9b8a47d6a5b4c3d2e1f00a1", "4f2d1e0c9b8a47d6a5b4c3d2e1f00a1g",
-		"4f2d1e0c-9b8a-47d6-a5b4c3d2e1f00a1b", "4f2d1e0c-9b8a-47d6-a5b4-c3d2e1f00a1bb", "4f2d1e0c--b8a-47d6-a5b4-c3d2e1f00a1b",
-		"4f2d1e0c-9-8a-47d6-a5b4-c3d2e1f00a1b", "4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b    "} {
-		if _, ok := ParseUAID(s); ok {
-			t.Errorf("ParseUAID(%q) ok", s)
-		}
-	}
-	if got := FormatUAID(want); got != "4f2d1e0c9b8a47d6a5b4c3d2e1f00a1b" {
-		t.Errorf("FormatUAID = %q", got)
-	}
-	chid, ok := ParseChannelID(testChid)
-	if !ok || string(AppendChannelID(nil, chid)) != testChid {
-		t.Errorf("ParseChannelID/AppendChannelID round trip: %x %v", chid, ok)
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	for i := 0; i < 1000; i++ {
-		var u [16]byte
-		for j := range u {
-			u[j] = byte(rng.Uint32())
-		}
-		if got, ok := ParseUAID(FormatUAID(u)); !ok || got != u {
-			t.Fatalf("UAID round trip %x", u)
-		}
-		s := string(AppendChannelID(nil, u))
-		if got, ok := ParseChannelID(s); !ok || got != u || !ValidChannelID(s) {
-			t.Fatalf("channel ID round trip %x", u)
-		}
-	}
-}
-
-func TestMessageTypeString(t *testing.T) {
-	for typ := MsgHello; typ <= MsgBroadcastSubscribe; typ++ {
-		if protoLookupType(typ.String()) != typ {
-			t.Errorf("%d: %q does not map back", typ, typ.String())
-		}
-	}
-	if MsgUnknown.String() != "" || MessageType(99).String() != "MessageType(99)" {
-		t.Error("String of unknown types")
 	}
 }

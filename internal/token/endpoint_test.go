@@ -1,17 +1,18 @@
-package webpush
+package token
 
 import (
 	"bytes"
 	"crypto/ecdh"
 	"crypto/rand"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/google/uuid"
 )
 
@@ -23,75 +24,75 @@ import (
 // 1700000000, bytes(range(16)))). No token minted by autopush-rs itself
 // with a published key was found: its tests generate keys at run time.
 const (
-	endpointTestKey    = "hkclU1V37Dnp-0DMF9HLe_40Nnr8kDTYVbo2yxuylzk=" // the docs' example CRYPTO_KEY
-	endpointTestOldKey = fernetSpecSecret
-	endpointTestUAID   = "deadbeef-0000-4000-8000-0123456789ab"
-	endpointTestCHID   = "01234567-89ab-4cde-8f01-23456789abcd"
+	testKey    = "hkclU1V37Dnp-0DMF9HLe_40Nnr8kDTYVbo2yxuylzk=" // the docs' example CRYPTO_KEY
+	testOldKey = specSecret
+	testUAID   = "deadbeef-0000-4000-8000-0123456789ab"
+	testCHID   = "01234567-89ab-4cde-8f01-23456789abcd"
 	// The VAPID public key of autopush-rs's own VAPID tests.
-	endpointTestVAPID     = "BM3bVjW_wuZC54alIbqjTbaBNtthriVtdZlchOyOSdbVYeYQu2i5inJdft7jUWIAy4O9xHBbY196Gf-1odb8hds"
-	endpointTestVAPIDHash = "2bf07386516db938d44226beabceb379255656522d8cd2e9ee77d7aac82ca034"
-	endpointTestV1        = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0ODydWq5R33-kqAavCs1pvHUSDVq2A5Bu7SiOJkfIZ2PEP7-RfU2GpUrr9W5NbuavW6nI5613NKzsfdjuuSBgBc7EGcoZaD1NVdUHQJj3pnMa7"
-	endpointTestV2        = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0ODydWq5R33-kqAavCs1pvHUSDVq2A5Bu7SiOJkfIZ2PEPNzRUasjnbBZa2-mcJGeCV988-nRBEmUGkxJCSByGXgpylYVLsUc2ej9HwB9Ab7hGyojCqhoNVkGhaG4aWZ7vSC7D1Lptr3bq7-dRUehZOPo"
-	endpointTestV1OldKey  = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0OD-P-ozpM-_BA-7nx-dxd3bz2tQmUqPDeuHWwQpemqRx6UlkLubtp9kGJRQExg6h01ISJZWiB2ZYnf708hceQmgMgmfFH_egfVjCMRWHDQqH4"
-	endpointTestMintTime  = 1700000000
+	testVAPIDKey  = "BM3bVjW_wuZC54alIbqjTbaBNtthriVtdZlchOyOSdbVYeYQu2i5inJdft7jUWIAy4O9xHBbY196Gf-1odb8hds"
+	testVAPIDHash = "2bf07386516db938d44226beabceb379255656522d8cd2e9ee77d7aac82ca034"
+	testV1        = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0ODydWq5R33-kqAavCs1pvHUSDVq2A5Bu7SiOJkfIZ2PEP7-RfU2GpUrr9W5NbuavW6nI5613NKzsfdjuuSBgBc7EGcoZaD1NVdUHQJj3pnMa7"
+	testV2        = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0ODydWq5R33-kqAavCs1pvHUSDVq2A5Bu7SiOJkfIZ2PEPNzRUasjnbBZa2-mcJGeCV988-nRBEmUGkxJCSByGXgpylYVLsUc2ej9HwB9Ab7hGyojCqhoNVkGhaG4aWZ7vSC7D1Lptr3bq7-dRUehZOPo"
+	testV1OldKey  = "gAAAAABlU_EAAAECAwQFBgcICQoLDA0OD-P-ozpM-_BA-7nx-dxd3bz2tQmUqPDeuHWwQpemqRx6UlkLubtp9kGJRQExg6h01ISJZWiB2ZYnf708hceQmgMgmfFH_egfVjCMRWHDQqH4"
+	testMintTime  = 1700000000
 )
 
-// endpointTestKeys returns keys with the clock just after the vectors were
+// testKeys returns keys with the clock just after the vectors were
 // minted and, when fixedIV, the vectors' IV.
-func endpointTestKeys(t testing.TB, cryptoKey string, fixedIV bool) *Keys {
+func testKeys(t testing.TB, cryptoKey string, fixedIV bool) *Keys {
 	t.Helper()
 	k, err := ParseKeys(cryptoKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.now = func() time.Time { return time.Unix(endpointTestMintTime, 0) }
+	k.now = func() time.Time { return time.Unix(testMintTime, 0) }
 	if fixedIV {
-		k.iv = endpointZeroToF{}
+		k.iv = zeroToF{}
 	}
 	return k
 }
 
-// endpointZeroToF yields the IV 00 01 .. 0f, forever.
-type endpointZeroToF struct{}
+// zeroToF yields the IV 00 01 .. 0f, forever.
+type zeroToF struct{}
 
-func (endpointZeroToF) Read(p []byte) (int, error) {
+func (zeroToF) Read(p []byte) (int, error) {
 	for i := range p {
 		p[i] = byte(i % 16)
 	}
 	return len(p), nil
 }
 
-func endpointTestIDs() (uaid, chid [16]byte) {
-	return uuid.MustParse(endpointTestUAID), uuid.MustParse(endpointTestCHID)
+func testIDs() (uaid, chid [16]byte) {
+	return uuid.MustParse(testUAID), uuid.MustParse(testCHID)
 }
 
 func TestParseTokenInterop(t *testing.T) {
-	k := endpointTestKeys(t, endpointTestKey, false)
-	uaid, chid := endpointTestIDs()
+	k := testKeys(t, testKey, false)
+	uaid, chid := testIDs()
 
-	e, err := k.ParseToken("v1", endpointTestV1)
+	e, err := k.ParseToken("v1", testV1)
 	if err != nil || e.Version != 1 || e.UAID != uaid || e.CHID != chid || e.KeyHash != nil {
 		t.Fatalf("v1: %+v, %v", e, err)
 	}
-	e, err = k.ParseToken("", endpointTestV1) // /wpush/{token}
+	e, err = k.ParseToken("", testV1) // /wpush/{token}
 	if err != nil || e.Version != 1 {
 		t.Fatalf("versionless: %+v, %v", e, err)
 	}
-	e, err = k.ParseToken("v2", endpointTestV2)
-	if err != nil || e.Version != 2 || e.UAID != uaid || e.CHID != chid || hex.EncodeToString(e.KeyHash) != endpointTestVAPIDHash {
+	e, err = k.ParseToken("v2", testV2)
+	if err != nil || e.Version != 2 || e.UAID != uaid || e.CHID != chid || hex.EncodeToString(e.KeyHash) != testVAPIDHash {
 		t.Fatalf("v2: %+v, %v", e, err)
 	}
-	raw, err := DecodeVAPIDKey(endpointTestVAPID)
+	raw, err := vapid.DecodeKey(testVAPIDKey)
 	if err != nil || !e.MatchesVAPIDKey(raw) {
 		t.Fatalf("v2 key: %v", err)
 	}
-	other := endpointTestNewVAPIDKey(t)
+	other := newVAPIDKey(t)
 	if e.MatchesVAPIDKey(other) {
 		t.Fatal("another key matches")
 	}
 	// Padded tokens (a client that kept the padding) decode as the
 	// reference's re-padding does.
-	if _, err := k.ParseToken("v2", endpointTestV2+"="); err != nil {
+	if _, err := k.ParseToken("v2", testV2+"="); err != nil {
 		t.Fatal("padded v2:", err)
 	}
 }
@@ -99,15 +100,15 @@ func TestParseTokenInterop(t *testing.T) {
 // MakeEndpoint, with the vectors' clock and IV, reproduces them exactly:
 // same plaintext layout, same encryption, same encoding.
 func TestMakeEndpointInterop(t *testing.T) {
-	k := endpointTestKeys(t, endpointTestKey, true)
-	uaid, chid := endpointTestIDs()
+	k := testKeys(t, testKey, true)
+	uaid, chid := testIDs()
 	got, err := k.MakeEndpoint("https://updates.push.example.com", uaid, chid, nil)
-	if want := "https://updates.push.example.com/wpush/v1/" + endpointTestV1; err != nil || got != want {
+	if want := "https://updates.push.example.com/wpush/v1/" + testV1; err != nil || got != want {
 		t.Fatalf("v1\n got %s\nwant %s (%v)", got, want, err)
 	}
-	raw, _ := DecodeVAPIDKey(endpointTestVAPID)
+	raw, _ := vapid.DecodeKey(testVAPIDKey)
 	got, err = k.MakeEndpoint("https://updates.push.example.com", uaid, chid, raw)
-	if want := "https://updates.push.example.com/wpush/v2/" + endpointTestV2; err != nil || got != want {
+	if want := "https://updates.push.example.com/wpush/v2/" + testV2; err != nil || got != want {
 		t.Fatalf("v2\n got %s\nwant %s (%v)", got, want, err)
 	}
 }
@@ -117,13 +118,13 @@ func TestMakeEndpointInterop(t *testing.T) {
 // live capability URLs, so they are not copied here): 140 characters for v1
 // and 183 for v2, unpadded, raw version byte 0x80.
 func TestEndpointTokenShape(t *testing.T) {
-	k := endpointTestKeys(t, GenerateKey(), false)
-	uaid, chid := endpointTestIDs()
+	k := testKeys(t, GenerateKey(), false)
+	uaid, chid := testIDs()
 	for _, c := range []struct {
 		key  []byte
 		path string
 		n    int
-	}{{nil, "/wpush/v1/", 140}, {endpointTestNewVAPIDKey(t), "/wpush/v2/", 183}} {
+	}{{nil, "/wpush/v1/", 140}, {newVAPIDKey(t), "/wpush/v2/", 183}} {
 		u, err := k.MakeEndpoint("https://push.example.com/", uaid, chid, c.key)
 		if err != nil {
 			t.Fatal(err)
@@ -145,26 +146,26 @@ func TestEndpointRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ver, tok := endpointSplit(t, u)
+		ver, tok := splitEndpoint(t, u)
 		e, err := k.ParseToken(ver, tok)
 		if err != nil || e.UAID != uaid || e.CHID != chid || e.Version != 1 {
 			t.Fatalf("v1 %s: %+v %v", u, e, err)
 		}
-		key := endpointTestNewVAPIDKey(t)
+		key := newVAPIDKey(t)
 		u, err = k.MakeEndpoint("http://localhost:8082", uaid, chid, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ver, tok = endpointSplit(t, u)
+		ver, tok = splitEndpoint(t, u)
 		e, err = k.ParseToken(ver, tok)
-		h := HashVAPIDKey(key)
+		h := vapid.HashKey(key)
 		if err != nil || e.UAID != uaid || e.CHID != chid || e.Version != 2 || !bytes.Equal(e.KeyHash, h[:]) || !e.MatchesVAPIDKey(key) {
 			t.Fatalf("v2 %s: %+v %v", u, e, err)
 		}
 	}
 }
 
-func endpointSplit(t *testing.T, u string) (version, token string) {
+func splitEndpoint(t *testing.T, u string) (version, token string) {
 	t.Helper()
 	i := strings.Index(u, "/wpush/")
 	if i < 0 {
@@ -174,7 +175,7 @@ func endpointSplit(t *testing.T, u string) (version, token string) {
 	return version, token
 }
 
-func endpointTestNewVAPIDKey(t testing.TB) []byte {
+func newVAPIDKey(t testing.TB) []byte {
 	t.Helper()
 	priv, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
@@ -184,7 +185,7 @@ func endpointTestNewVAPIDKey(t testing.TB) []byte {
 }
 
 func TestParseTokenErrors(t *testing.T) {
-	k := endpointTestKeys(t, endpointTestKey, false)
+	k := testKeys(t, testKey, false)
 	flip := func(s string, i int) string {
 		b := []byte(s)
 		if b[i] == 'A' {
@@ -196,21 +197,21 @@ func TestParseTokenErrors(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, version, token string
-		want                 *TokenError
+		want                 *EndpointError
 	}{
-		{"api version", "v3", endpointTestV1, ErrTokenAPIVersion},
-		{"v1 token under v2", "v2", endpointTestV1, ErrTokenMismatch},
-		{"v2 token under v1", "v1", endpointTestV2, ErrTokenMismatch},
-		{"v2 token, no version", "", endpointTestV2, ErrTokenMismatch},
-		{"standard alphabet", "v1", strings.ReplaceAll(strings.ReplaceAll(endpointTestV1, "_", "/"), "-", "+"), ErrTokenEncoding},
-		{"bad character", "v1", endpointTestV1[:70] + "!" + endpointTestV1[71:], ErrTokenEncoding},
-		{"empty", "v1", "", ErrTokenLength},
-		{"truncated", "v1", endpointTestV1[:136], ErrTokenLength},
-		{"too long", "v1", endpointTestV1 + endpointTestV1, ErrTokenLength},
-		{"tampered ciphertext", "v1", flip(endpointTestV1, 60), ErrTokenDecrypt},
-		{"tampered mac", "v1", flip(endpointTestV1, 130), ErrTokenDecrypt},
-		{"tampered timestamp", "v1", flip(endpointTestV1, 8), ErrTokenDecrypt},
-		{"unknown key", "v1", endpointTestV1OldKey, ErrTokenDecrypt},
+		{"api version", "v3", testV1, ErrAPIVersion},
+		{"v1 token under v2", "v2", testV1, ErrEndpointMismatch},
+		{"v2 token under v1", "v1", testV2, ErrEndpointMismatch},
+		{"v2 token, no version", "", testV2, ErrEndpointMismatch},
+		{"standard alphabet", "v1", strings.ReplaceAll(strings.ReplaceAll(testV1, "_", "/"), "-", "+"), ErrEndpointEncoding},
+		{"bad character", "v1", testV1[:70] + "!" + testV1[71:], ErrEndpointEncoding},
+		{"empty", "v1", "", ErrEndpointLength},
+		{"truncated", "v1", testV1[:136], ErrEndpointLength},
+		{"too long", "v1", testV1 + testV1, ErrEndpointLength},
+		{"tampered ciphertext", "v1", flip(testV1, 60), ErrEndpointDecrypt},
+		{"tampered mac", "v1", flip(testV1, 130), ErrEndpointDecrypt},
+		{"tampered timestamp", "v1", flip(testV1, 8), ErrEndpointDecrypt},
+		{"unknown key", "v1", testV1OldKey, ErrEndpointDecrypt},
 	} {
 		e, err := k.ParseToken(c.version, c.token)
 		if err != c.want {
@@ -218,15 +219,15 @@ func TestParseTokenErrors(t *testing.T) {
 		}
 	}
 	// Every kind answers as the reference does: 404 errno 102.
-	for _, err := range []*TokenError{ErrTokenAPIVersion, ErrTokenEncoding, ErrTokenLength, ErrTokenDecrypt, ErrTokenMismatch} {
-		if h := err.HTTPError(); h.Status != 404 || h.Errno != ErrnoInvalidEndpoint {
+	for _, err := range []*EndpointError{ErrAPIVersion, ErrEndpointEncoding, ErrEndpointLength, ErrEndpointDecrypt, ErrEndpointMismatch} {
+		if h := err.HTTPError(); h.Status != 404 || h.Errno != errno.InvalidEndpoint {
 			t.Errorf("%v: %+v", err, h)
 		}
 		if !errors.Is(err, err) {
 			t.Error("errors.Is")
 		}
 	}
-	if ErrTokenAPIVersion.HTTPError().Message != "Invalid API version" || ErrTokenDecrypt.HTTPError().Message != "Invalid token" {
+	if ErrAPIVersion.HTTPError().Message != "Invalid API version" || ErrEndpointDecrypt.HTTPError().Message != "Invalid token" {
 		t.Error("messages")
 	}
 }
@@ -234,13 +235,13 @@ func TestParseTokenErrors(t *testing.T) {
 // A token from the future (a node whose clock runs ahead) is refused, as
 // the reference's fernet crate refuses it.
 func TestParseTokenClockSkew(t *testing.T) {
-	k := endpointTestKeys(t, endpointTestKey, false)
-	k.now = func() time.Time { return time.Unix(endpointTestMintTime-61, 0) }
-	if _, err := k.ParseToken("v1", endpointTestV1); err != ErrTokenDecrypt {
+	k := testKeys(t, testKey, false)
+	k.now = func() time.Time { return time.Unix(testMintTime-61, 0) }
+	if _, err := k.ParseToken("v1", testV1); err != ErrEndpointDecrypt {
 		t.Fatal(err)
 	}
-	k.now = func() time.Time { return time.Unix(endpointTestMintTime+10*365*86400, 0) }
-	if _, err := k.ParseToken("v1", endpointTestV1); err != nil {
+	k.now = func() time.Time { return time.Unix(testMintTime+10*365*86400, 0) }
+	if _, err := k.ParseToken("v1", testV1); err != nil {
 		t.Fatal("endpoints do not expire:", err)
 	}
 }
@@ -248,27 +249,27 @@ func TestParseTokenClockSkew(t *testing.T) {
 // Key rotation: a token made with the old key still parses once the old
 // key is second; a key not in CRYPTO_KEY fails.
 func TestParseTokenRotation(t *testing.T) {
-	uaid, chid := endpointTestIDs()
-	rotated := endpointTestKeys(t, endpointTestKey+","+endpointTestOldKey, false)
-	e, err := rotated.ParseToken("v1", endpointTestV1OldKey)
+	uaid, chid := testIDs()
+	rotated := testKeys(t, testKey+","+testOldKey, false)
+	e, err := rotated.ParseToken("v1", testV1OldKey)
 	if err != nil || e.UAID != uaid || e.CHID != chid {
 		t.Fatalf("old key second: %+v %v", e, err)
 	}
-	if _, err := rotated.ParseToken("v1", endpointTestV1); err != nil {
+	if _, err := rotated.ParseToken("v1", testV1); err != nil {
 		t.Fatal("new key first:", err)
 	}
 	// New endpoints use the first key only.
 	u, _ := rotated.MakeEndpoint("http://x", uaid, chid, nil)
-	_, tok := endpointSplit(t, u)
-	oldOnly := endpointTestKeys(t, endpointTestOldKey, false)
-	if _, err := oldOnly.ParseToken("v1", tok); err != ErrTokenDecrypt {
+	_, tok := splitEndpoint(t, u)
+	oldOnly := testKeys(t, testOldKey, false)
+	if _, err := oldOnly.ParseToken("v1", tok); err != ErrEndpointDecrypt {
 		t.Fatal("made with the second key:", err)
 	}
 }
 
 func TestMakeEndpointBaseURL(t *testing.T) {
 	k, _ := ParseKeys(GenerateKey())
-	uaid, chid := endpointTestIDs()
+	uaid, chid := testIDs()
 	// Url::join("wpush/") semantics, host normalised as the reference's url crate does.
 	for base, want := range map[string]string{
 		"http://localhost:8082":            "http://localhost:8082/wpush/v1/",
@@ -293,8 +294,8 @@ func TestMakeEndpointBaseURL(t *testing.T) {
 
 func TestMakeEndpointBadVAPIDKey(t *testing.T) {
 	k, _ := ParseKeys(GenerateKey())
-	uaid, chid := endpointTestIDs()
-	good := endpointTestNewVAPIDKey(t)
+	uaid, chid := testIDs()
+	good := newVAPIDKey(t)
 	offCurve := append([]byte(nil), good...)
 	offCurve[64] ^= 1
 	for name, key := range map[string][]byte{
@@ -309,60 +310,58 @@ func TestMakeEndpointBadVAPIDKey(t *testing.T) {
 	}
 }
 
-func TestDecodeVAPIDKey(t *testing.T) {
-	want, _ := base64.RawURLEncoding.DecodeString(endpointTestVAPID)
-	std := strings.NewReplacer("-", "+", "_", "/").Replace(endpointTestVAPID)
-	for _, s := range []string{
-		endpointTestVAPID,
-		endpointTestVAPID + "=",  // Firefox pads its applicationServerKey
-		endpointTestVAPID + "==", // over-padded: autopush-rs's own test sends this
-		std, std + "=",           // standard alphabet: some senders
-	} {
-		got, err := DecodeVAPIDKey(s)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%q: %v", s, err)
-		}
-	}
-	if h := HashVAPIDKey(want); hex.EncodeToString(h[:]) != endpointTestVAPIDHash {
-		t.Error("hash")
-	}
-	good := endpointTestNewVAPIDKey(t)
-	offCurve := append([]byte(nil), good...)
-	offCurve[64] ^= 1
-	pub, _ := ecdh.P256().NewPublicKey(good)
-	spki, err := x509.MarshalPKIXPublicKey(pub)
+// The key binding of v2 endpoints, checked against a verified VAPID
+// authorization.
+func TestVAPIDCheckEndpoint(t *testing.T) {
+	const aud = "https://push.example.net"
+	now := time.Unix(1_700_000_000, 0)
+	s, err := pushcrypto.NewVAPIDSigner("mailto:ops@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]string{
-		"empty":            "",
-		"short":            endpointTestVAPID[:86],
-		"long":             endpointTestVAPID + "AAAA",
-		"mixed alphabet":   "+" + endpointTestVAPID[1:],
-		"garbage":          strings.Repeat("!", 87),
-		"off curve":        base64.RawURLEncoding.EncodeToString(offCurve),
-		"not uncompressed": base64.RawURLEncoding.EncodeToString(append([]byte{6}, good[1:]...)),
-		"DER SPKI":         base64.RawURLEncoding.EncodeToString(spki),
-		"space":            " " + endpointTestVAPID[1:],
-	} {
-		if got, err := DecodeVAPIDKey(s); err == nil {
-			t.Errorf("%s: accepted %x", name, got)
-		}
+	other, err := pushcrypto.NewVAPIDSigner("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.Token(aud, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &vapid.Verifier{Now: func() time.Time { return now }}
+	res, err := v.Verify(s.Authorization(tok), "", aud)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := vapid.HashKey(s.PublicKey())
+	ho := vapid.HashKey(other.PublicKey())
+	if err := (&Endpoint{Version: 1}).CheckVAPID(&res); err != nil {
+		t.Errorf("v1: %v", err)
+	}
+	if err := (&Endpoint{Version: 2, KeyHash: h[:]}).CheckVAPID(&res); err != nil {
+		t.Errorf("v2, its key: %v", err)
+	}
+	err = (&Endpoint{Version: 2, KeyHash: ho[:]}).CheckVAPID(&res)
+	var ve *vapid.Error
+	if !errors.As(err, &ve) || ve.Rule != vapid.RuleKeyMismatch {
+		t.Fatalf("v2, other key: %v", err)
+	}
+	if he := ve.HTTPError(); he.Status != 401 || he.Errno != 109 {
+		t.Errorf("%+v", he)
 	}
 }
 
 func FuzzParseToken(f *testing.F) {
-	f.Add("v1", endpointTestV1)
-	f.Add("v2", endpointTestV2)
-	f.Add("", endpointTestV1OldKey)
-	f.Add("v2", endpointTestV2+"=")
+	f.Add("v1", testV1)
+	f.Add("v2", testV2)
+	f.Add("", testV1OldKey)
+	f.Add("v2", testV2+"=")
 	f.Add("v1", "gAAAAA")
 	f.Add("v3", "")
-	k := endpointTestKeys(f, endpointTestKey+","+endpointTestOldKey, false)
+	k := testKeys(f, testKey+","+testOldKey, false)
 	f.Fuzz(func(t *testing.T, version, token string) {
 		e, err := k.ParseToken(version, token)
 		if err != nil {
-			if _, ok := err.(*TokenError); !ok {
+			if _, ok := err.(*EndpointError); !ok {
 				t.Fatalf("error type %T", err)
 			}
 			return
@@ -385,7 +384,7 @@ func FuzzParseToken(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ver, tok := endpointSplit(t, u)
+		ver, tok := splitEndpoint(t, u)
 		e2, err := k.ParseToken(ver, tok)
 		if err != nil || e2.UAID != e.UAID || e2.CHID != e.CHID || e2.Version != 1 {
 			t.Fatalf("v1 round trip: %+v %v", e2, err)
@@ -393,32 +392,10 @@ func FuzzParseToken(f *testing.F) {
 	})
 }
 
-func FuzzDecodeVAPIDKey(f *testing.F) {
-	f.Add(endpointTestVAPID)
-	f.Add(endpointTestVAPID + "=")
-	f.Add(strings.NewReplacer("-", "+", "_", "/").Replace(endpointTestVAPID))
-	f.Add("")
-	f.Fuzz(func(t *testing.T, s string) {
-		raw, err := DecodeVAPIDKey(s)
-		if err != nil {
-			return
-		}
-		if len(raw) != VAPIDKeyLen || raw[0] != 4 {
-			t.Fatalf("accepted %x", raw)
-		}
-		for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.StdEncoding} {
-			again, err := DecodeVAPIDKey(enc.EncodeToString(raw))
-			if err != nil || !bytes.Equal(again, raw) {
-				t.Fatalf("re-encoded: %v", err)
-			}
-		}
-	})
-}
-
 func BenchmarkParseToken(b *testing.B) {
-	for _, c := range []struct{ version, token string }{{"v1", endpointTestV1}, {"v2", endpointTestV2}} {
+	for _, c := range []struct{ version, token string }{{"v1", testV1}, {"v2", testV2}} {
 		b.Run(c.version, func(b *testing.B) {
-			k := endpointTestKeys(b, endpointTestKey, false)
+			k := testKeys(b, testKey, false)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := k.ParseToken(c.version, c.token); err != nil {
@@ -429,10 +406,10 @@ func BenchmarkParseToken(b *testing.B) {
 	}
 	// The old key second: every token made with it costs one more MAC.
 	b.Run("v1-second-key", func(b *testing.B) {
-		k := endpointTestKeys(b, endpointTestKey+","+endpointTestOldKey, false)
+		k := testKeys(b, testKey+","+testOldKey, false)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := k.ParseToken("v1", endpointTestV1OldKey); err != nil {
+			if _, err := k.ParseToken("v1", testV1OldKey); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -440,14 +417,14 @@ func BenchmarkParseToken(b *testing.B) {
 }
 
 func BenchmarkMakeEndpoint(b *testing.B) {
-	uaid, chid := endpointTestIDs()
-	key, _ := DecodeVAPIDKey(endpointTestVAPID)
+	uaid, chid := testIDs()
+	key, _ := vapid.DecodeKey(testVAPIDKey)
 	for _, c := range []struct {
 		name string
 		key  []byte
 	}{{"v1", nil}, {"v2", key}} {
 		b.Run(c.name, func(b *testing.B) {
-			k, _ := ParseKeys(endpointTestKey)
+			k, _ := ParseKeys(testKey)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := k.MakeEndpoint("https://push.example.com/", uaid, chid, c.key); err != nil {

@@ -1,4 +1,4 @@
-package webpush
+package errno
 
 import (
 	"encoding/json"
@@ -8,14 +8,14 @@ import (
 )
 
 func TestErrnoTable(t *testing.T) {
-	table := Errnos()
-	seen := map[Errno]bool{}
+	table := Table()
+	seen := map[Code]bool{}
 	for i, in := range table {
 		if seen[in.Errno] {
 			t.Errorf("errno %d twice", in.Errno)
 		}
 		seen[in.Errno] = true
-		if in.Errno <= ErrnoNone {
+		if in.Errno <= None {
 			t.Errorf("entry %d: errno %d", i, in.Errno)
 		}
 		if http.StatusText(in.Status) == "" || in.Status < 400 {
@@ -36,7 +36,7 @@ func TestErrnoTable(t *testing.T) {
 	}
 	// Every errno the seeds' "Error Codes" list and autopush-rs define, with
 	// the status they give it; and none they do not define.
-	want := map[Errno]int{
+	want := map[Code]int{
 		101: 400, 102: 404, 103: 410, 104: 413, 105: 410, 106: 410, 108: 400,
 		109: 401, 110: 400, 111: 400, 112: 400, 113: 400, 114: 400,
 		201: 503, 202: 503, 900: 502, 901: 502, 902: 502, 903: 502, 999: 500,
@@ -49,30 +49,30 @@ func TestErrnoTable(t *testing.T) {
 			t.Errorf("errno %d: %+v %v, want status %d", e, in, ok, status)
 		}
 	}
-	for _, e := range []Errno{ErrnoNone, 107, 115, 203} {
+	for _, e := range []Code{None, 107, 115, 203} {
 		if _, ok := e.Info(); ok {
 			t.Errorf("errno %d is not the reference's", e)
 		}
 	}
 	// The copy is a copy.
 	table[0].Status = 0
-	if in, _ := ErrnoMissingCryptoKeys.Info(); in.Status != 400 {
-		t.Error("Errnos returned the table itself")
+	if in, _ := MissingCryptoKeys.Info(); in.Status != 400 {
+		t.Error("Table returned the table itself")
 	}
 }
 
 func TestHTTPErrorJSON(t *testing.T) {
-	e := ErrnoInvalidEndpoint.HTTPError("")
+	e := InvalidEndpoint.HTTPError("")
 	got := string(e.AppendJSON(nil))
 	const want = `{"code":404,"errno":102,"error":"Not Found","message":"Invalid token","more_info":"http://autopush.readthedocs.io/en/latest/http.html#error-codes"}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 	null := string((&HTTPError{Status: 400, Message: "Invalid message ID"}).AppendJSON([]byte("x")))
-	if null != `x{"code":400,"errno":null,"error":"Bad Request","message":"Invalid message ID","more_info":"`+ErrnoMoreInfo+`"}` {
+	if null != `x{"code":400,"errno":null,"error":"Bad Request","message":"Invalid message ID","more_info":"`+MoreInfo+`"}` {
 		t.Fatal(null)
 	}
-	for _, in := range Errnos() {
+	for _, in := range Table() {
 		for _, msg := range []string{"", "quote \" backslash \\ nl \n tab \t ctl \x01 <b>&amp; é \u2028 bad \xff\xfe end"} {
 			body := in.Errno.HTTPError(msg).AppendJSON(nil)
 			var m map[string]any
@@ -80,7 +80,7 @@ func TestHTTPErrorJSON(t *testing.T) {
 				t.Fatalf("errno %d: %v: %s", in.Errno, err, body)
 			}
 			if len(m) != 5 || m["code"] != float64(in.Status) || m["errno"] != float64(in.Errno) ||
-				m["error"] != http.StatusText(in.Status) || m["more_info"] != ErrnoMoreInfo {
+				m["error"] != http.StatusText(in.Status) || m["more_info"] != MoreInfo {
 				t.Errorf("errno %d: %s", in.Errno, body)
 			}
 			wantMsg := msg
@@ -95,7 +95,7 @@ func TestHTTPErrorJSON(t *testing.T) {
 			// Same bytes as encoding/json would write for valid UTF-8.
 			if msg == "" {
 				ref, _ := json.Marshal(in.Message)
-				if sub := string(errnoAppendJSONString(nil, in.Message)); sub != string(ref) {
+				if sub := string(appendJSONString(nil, in.Message)); sub != string(ref) {
 					t.Errorf("%s != %s", sub, ref)
 				}
 			}
@@ -104,14 +104,14 @@ func TestHTTPErrorJSON(t *testing.T) {
 }
 
 func TestHTTPErrorUnknownErrno(t *testing.T) {
-	e := Errno(12345).HTTPError("x")
-	if e.Status != 500 || Errno(12345).Status() != 500 || e.Error() == "" {
+	e := Code(12345).HTTPError("x")
+	if e.Status != 500 || Code(12345).Status() != 500 || e.Error() == "" {
 		t.Errorf("%+v", e)
 	}
 }
 
 func BenchmarkHTTPErrorAppendJSON(b *testing.B) {
-	e := ErrnoInvalidEndpoint.HTTPError("")
+	e := InvalidEndpoint.HTTPError("")
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package webpush
+package pushcrypto
 
 import (
 	"crypto/aes"
@@ -12,6 +12,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/autopush-go/autopush/internal/vapid"
 )
 
 // Web Push message encryption, both ends: what an application server does
@@ -25,93 +27,93 @@ import (
 //	           travel in the Encryption and Crypto-Key headers.
 
 const (
-	// ECESaltLen is the salt length of both encodings.
-	ECESaltLen = 16
-	// ECEAuthSecretLen is the length of a subscription's auth secret.
-	ECEAuthSecretLen = 16
-	// ECEDefaultRecordSize is the record size both encodings default to.
-	ECEDefaultRecordSize = 4096
-	// ECEAES128GCMHeaderLen is the aes128gcm header a Web Push body starts
+	// SaltLen is the salt length of both encodings.
+	SaltLen = 16
+	// AuthSecretLen is the length of a subscription's auth secret.
+	AuthSecretLen = 16
+	// DefaultRecordSize is the record size both encodings default to.
+	DefaultRecordSize = 4096
+	// AES128GCMHeaderLen is the aes128gcm header a Web Push body starts
 	// with: salt (16) ‖ rs (4) ‖ idlen (1) ‖ sender public key (65).
-	ECEAES128GCMHeaderLen = ECESaltLen + 4 + 1 + VAPIDKeyLen
+	AES128GCMHeaderLen = SaltLen + 4 + 1 + vapid.KeyLen
 
-	eceTagLen = 16
+	tagLen = 16
 	// RFC 8188 §2: a record holds at least one octet (the delimiter) and
 	// the tag.
-	eceMinRS128 = eceTagLen + 2
+	minRS128 = tagLen + 2
 	// aesgcm records start with a 2-byte padding length.
-	eceMinRSGCM = 3
+	minRSGCM = 3
 )
 
 // The errors of both encodings, returned unwrapped: compare with ==.
 var (
-	ErrECEPublicKey  = errors.New("webpush: ece: public key is not an uncompressed P-256 point")
-	ErrECEPrivateKey = errors.New("webpush: ece: private key is not a P-256 key")
-	ErrECEAuthSecret = errors.New("webpush: ece: auth secret is not 16 bytes")
-	ErrECESalt       = errors.New("webpush: ece: salt is not 16 bytes")
-	ErrECERecordSize = errors.New("webpush: ece: record size out of range")
-	ErrECEPadding    = errors.New("webpush: ece: bad padding")
-	ErrECETooLarge   = errors.New("webpush: ece: padding does not fit the last record")
-	ErrECEHeader     = errors.New("webpush: ece: bad aes128gcm header")
-	ErrECETruncated  = errors.New("webpush: ece: truncated message")
-	ErrECEDecrypt    = errors.New("webpush: ece: a record does not decrypt (wrong key or auth secret, or tampered)")
-	ErrECEParams     = errors.New("webpush: ece: bad Encryption or Crypto-Key header")
+	ErrPublicKey  = errors.New("pushcrypto: public key is not an uncompressed P-256 point")
+	ErrPrivateKey = errors.New("pushcrypto: private key is not a P-256 key")
+	ErrAuthSecret = errors.New("pushcrypto: auth secret is not 16 bytes")
+	ErrSalt       = errors.New("pushcrypto: salt is not 16 bytes")
+	ErrRecordSize = errors.New("pushcrypto: record size out of range")
+	ErrPadding    = errors.New("pushcrypto: bad padding")
+	ErrTooLarge   = errors.New("pushcrypto: padding does not fit the last record")
+	ErrHeader     = errors.New("pushcrypto: bad aes128gcm header")
+	ErrTruncated  = errors.New("pushcrypto: truncated message")
+	ErrDecrypt    = errors.New("pushcrypto: a record does not decrypt (wrong key or auth secret, or tampered)")
+	ErrParams     = errors.New("pushcrypto: bad Encryption or Crypto-Key header")
 )
 
-// ECEOption adjusts an encryption (or, for ECERecordSize, an aesgcm
+// Option adjusts an encryption (or, for RecordSize, an aesgcm
 // decryption).
-type ECEOption func(*eceConfig)
+type Option func(*config)
 
-type eceConfig struct {
+type config struct {
 	salt   []byte
 	sender *ecdh.PrivateKey
 	rs     int
 	pad    int
 }
 
-// ECESalt fixes the salt (16 bytes) instead of a random one: for test
+// Salt fixes the salt (16 bytes) instead of a random one: for test
 // vectors only, a salt must never be reused with the same keys.
-func ECESalt(salt []byte) ECEOption { return func(c *eceConfig) { c.salt = salt } }
+func Salt(salt []byte) Option { return func(c *config) { c.salt = salt } }
 
-// ECESenderKey fixes the sender's (application server's) ECDH key instead
+// SenderKey fixes the sender's (application server's) ECDH key instead
 // of a fresh one: for test vectors only.
-func ECESenderKey(k *ecdh.PrivateKey) ECEOption { return func(c *eceConfig) { c.sender = k } }
+func SenderKey(k *ecdh.PrivateKey) Option { return func(c *config) { c.sender = k } }
 
-// ECERecordSize sets rs: for aes128gcm the size of an encrypted record
+// RecordSize sets rs: for aes128gcm the size of an encrypted record
 // (>= 18, tag included), for aesgcm of a plaintext record (>= 3, tag not
 // included), as each encoding defines it. Default 4096.
-func ECERecordSize(rs int) ECEOption { return func(c *eceConfig) { c.rs = rs } }
+func RecordSize(rs int) Option { return func(c *config) { c.rs = rs } }
 
-// ECEPadding adds n zero octets of padding to the last record.
-func ECEPadding(n int) ECEOption { return func(c *eceConfig) { c.pad = n } }
+// Padding adds n zero octets of padding to the last record.
+func Padding(n int) Option { return func(c *config) { c.pad = n } }
 
-func eceSetup(opts []ECEOption, uaPublic, authSecret []byte) (eceConfig, *ecdh.PublicKey, error) {
-	c := eceConfig{rs: ECEDefaultRecordSize}
+func setup(opts []Option, uaPublic, authSecret []byte) (config, *ecdh.PublicKey, error) {
+	c := config{rs: DefaultRecordSize}
 	for _, o := range opts {
 		o(&c)
 	}
 	ua, err := ecdh.P256().NewPublicKey(uaPublic)
-	if err != nil || len(uaPublic) != VAPIDKeyLen {
-		return c, nil, ErrECEPublicKey
+	if err != nil || len(uaPublic) != vapid.KeyLen {
+		return c, nil, ErrPublicKey
 	}
-	if len(authSecret) != ECEAuthSecretLen {
-		return c, nil, ErrECEAuthSecret
+	if len(authSecret) != AuthSecretLen {
+		return c, nil, ErrAuthSecret
 	}
 	if c.pad < 0 {
-		return c, nil, ErrECEPadding
+		return c, nil, ErrPadding
 	}
 	if c.salt == nil {
-		c.salt = make([]byte, ECESaltLen)
+		c.salt = make([]byte, SaltLen)
 		rand.Read(c.salt)
-	} else if len(c.salt) != ECESaltLen {
-		return c, nil, ErrECESalt
+	} else if len(c.salt) != SaltLen {
+		return c, nil, ErrSalt
 	}
 	if c.sender == nil {
 		if c.sender, err = ecdh.P256().GenerateKey(rand.Reader); err != nil {
 			return c, nil, err
 		}
 	} else if c.sender.Curve() != ecdh.P256() {
-		return c, nil, ErrECEPrivateKey
+		return c, nil, ErrPrivateKey
 	}
 	return c, ua, nil
 }
@@ -122,37 +124,37 @@ func eceSetup(opts []ECEOption, uaPublic, authSecret []byte) (eceConfig, *ecdh.P
 // public key as keyid) and the records. A message that fits one record
 // (plaintext <= rs-17-padding, so up to 4079 octets by default) is one
 // record, as RFC 8291 requires; a longer one takes several.
-func EncryptAES128GCM(plaintext, uaPublic, authSecret []byte, opts ...ECEOption) ([]byte, error) {
-	c, ua, err := eceSetup(opts, uaPublic, authSecret)
+func EncryptAES128GCM(plaintext, uaPublic, authSecret []byte, opts ...Option) ([]byte, error) {
+	c, ua, err := setup(opts, uaPublic, authSecret)
 	if err != nil {
 		return nil, err
 	}
-	if c.rs < eceMinRS128 || int64(c.rs) > 1<<32-1 {
-		return nil, ErrECERecordSize
+	if c.rs < minRS128 || int64(c.rs) > 1<<32-1 {
+		return nil, ErrRecordSize
 	}
 	// Records carry rs-17 plaintext octets, and a delimiter; padding goes
 	// in the last one.
-	per := c.rs - eceMinRS128 + 1
+	per := c.rs - minRS128 + 1
 	n := max((len(plaintext)+per-1)/per, 1)
 	lastLen := len(plaintext) - (n-1)*per
 	if lastLen+1+c.pad > per+1 {
-		return nil, ErrECETooLarge
+		return nil, ErrTooLarge
 	}
 	secret, err := c.sender.ECDH(ua)
 	if err != nil {
-		return nil, ErrECEPublicKey
+		return nil, ErrPublicKey
 	}
 	asPublic := c.sender.PublicKey().Bytes()
-	aead, nonce, err := eceKeys128(eceWebPushIKM(secret, authSecret, uaPublic, asPublic), c.salt)
+	aead, nonce, err := keys128(webPushIKM(secret, authSecret, uaPublic, asPublic), c.salt)
 	if err != nil {
 		return nil, err
 	}
 
-	size := ECEAES128GCMHeaderLen + len(plaintext) + n*(1+eceTagLen) + c.pad
+	size := AES128GCMHeaderLen + len(plaintext) + n*(1+tagLen) + c.pad
 	body := make([]byte, 0, size)
 	body = append(body, c.salt...)
 	body = binary.BigEndian.AppendUint32(body, uint32(c.rs))
-	body = append(body, VAPIDKeyLen)
+	body = append(body, vapid.KeyLen)
 	body = append(body, asPublic...)
 	var nb [12]byte
 	for seq := 0; seq < n; seq++ {
@@ -166,7 +168,7 @@ func EncryptAES128GCM(plaintext, uaPublic, authSecret []byte, opts ...ECEOption)
 			body = append(body, 1)
 		}
 		// Sealed in place: body has the room for the tag.
-		body = aead.Seal(body[:start], eceNonce(&nb, nonce, uint64(seq)), body[start:], nil)
+		body = aead.Seal(body[:start], recordNonce(&nb, nonce, uint64(seq)), body[start:], nil)
 	}
 	return body, nil
 }
@@ -178,40 +180,40 @@ func EncryptAES128GCM(plaintext, uaPublic, authSecret []byte, opts ...ECEOption)
 // with delimiter 1, the last with delimiter 2, padding all zeros.
 func DecryptAES128GCM(body []byte, uaPrivate *ecdh.PrivateKey, authSecret []byte) ([]byte, error) {
 	if uaPrivate == nil || uaPrivate.Curve() != ecdh.P256() {
-		return nil, ErrECEPrivateKey
+		return nil, ErrPrivateKey
 	}
-	if len(authSecret) != ECEAuthSecretLen {
-		return nil, ErrECEAuthSecret
+	if len(authSecret) != AuthSecretLen {
+		return nil, ErrAuthSecret
 	}
-	if len(body) < ECEAES128GCMHeaderLen || body[20] != VAPIDKeyLen {
-		return nil, ErrECEHeader
+	if len(body) < AES128GCMHeaderLen || body[20] != vapid.KeyLen {
+		return nil, ErrHeader
 	}
-	salt := body[:ECESaltLen]
+	salt := body[:SaltLen]
 	rs := binary.BigEndian.Uint32(body[16:20])
-	asPublic := body[21:ECEAES128GCMHeaderLen]
+	asPublic := body[21:AES128GCMHeaderLen]
 	as, err := ecdh.P256().NewPublicKey(asPublic)
 	if err != nil {
-		return nil, ErrECEHeader
+		return nil, ErrHeader
 	}
-	if rs < eceMinRS128 {
-		return nil, ErrECERecordSize
+	if rs < minRS128 {
+		return nil, ErrRecordSize
 	}
 	secret, err := uaPrivate.ECDH(as)
 	if err != nil {
-		return nil, ErrECEHeader
+		return nil, ErrHeader
 	}
 	uaPublic := uaPrivate.PublicKey().Bytes()
-	aead, nonce, err := eceKeys128(eceWebPushIKM(secret, authSecret, uaPublic, asPublic), salt)
+	aead, nonce, err := keys128(webPushIKM(secret, authSecret, uaPublic, asPublic), salt)
 	if err != nil {
 		return nil, err
 	}
-	return eceOpen128(aead, nonce, body[ECEAES128GCMHeaderLen:], rs)
+	return open128(aead, nonce, body[AES128GCMHeaderLen:], rs)
 }
 
-// eceWebPushIKM is RFC 8291 §3.3: the input keying material for RFC 8188,
+// webPushIKM is RFC 8291 §3.3: the input keying material for RFC 8188,
 // from the ECDH secret bound to the auth secret and both public keys.
-func eceWebPushIKM(secret, authSecret, uaPublic, asPublic []byte) []byte {
-	info := make([]byte, 0, 14+2*VAPIDKeyLen)
+func webPushIKM(secret, authSecret, uaPublic, asPublic []byte) []byte {
+	info := make([]byte, 0, 14+2*vapid.KeyLen)
 	info = append(info, "WebPush: info\x00"...)
 	info = append(info, uaPublic...)
 	info = append(info, asPublic...)
@@ -219,18 +221,18 @@ func eceWebPushIKM(secret, authSecret, uaPublic, asPublic []byte) []byte {
 	return ikm
 }
 
-// eceKeys128 is RFC 8188 §2.2-2.3: the content-encryption key and base
+// keys128 is RFC 8188 §2.2-2.3: the content-encryption key and base
 // nonce from the IKM and salt.
-func eceKeys128(ikm, salt []byte) (cipher.AEAD, [12]byte, error) {
-	cek, nonce, err := eceDerive128(ikm, salt)
+func keys128(ikm, salt []byte) (cipher.AEAD, [12]byte, error) {
+	cek, nonce, err := derive128(ikm, salt)
 	if err != nil {
 		return nil, nonce, err
 	}
-	aead, err := eceAEAD(cek)
+	aead, err := newAEAD(cek)
 	return aead, nonce, err
 }
 
-func eceDerive128(ikm, salt []byte) (cek []byte, nonce [12]byte, err error) {
+func derive128(ikm, salt []byte) (cek []byte, nonce [12]byte, err error) {
 	prk, err := hkdf.Extract(sha256.New, ikm, salt)
 	if err != nil {
 		return nil, nonce, err
@@ -241,7 +243,7 @@ func eceDerive128(ikm, salt []byte) (cek []byte, nonce [12]byte, err error) {
 	return cek, nonce, nil
 }
 
-func eceAEAD(cek []byte) (cipher.AEAD, error) {
+func newAEAD(cek []byte) (cipher.AEAD, error) {
 	block, err := aes.NewCipher(cek)
 	if err != nil {
 		return nil, err
@@ -249,9 +251,9 @@ func eceAEAD(cek []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// eceNonce is the nonce of record seq: the base nonce XOR seq as a 96-bit
+// recordNonce is the nonce of record seq: the base nonce XOR seq as a 96-bit
 // big-endian number (RFC 8188 §2.3; the same in aesgcm).
-func eceNonce(dst *[12]byte, base [12]byte, seq uint64) []byte {
+func recordNonce(dst *[12]byte, base [12]byte, seq uint64) []byte {
 	*dst = base
 	var s [8]byte
 	binary.BigEndian.PutUint64(s[:], seq)
@@ -261,10 +263,10 @@ func eceNonce(dst *[12]byte, base [12]byte, seq uint64) []byte {
 	return dst[:]
 }
 
-// eceOpen128 decrypts and unpads aes128gcm records (RFC 8188 §2).
-func eceOpen128(aead cipher.AEAD, nonce [12]byte, ct []byte, rs uint32) ([]byte, error) {
+// open128 decrypts and unpads aes128gcm records (RFC 8188 §2).
+func open128(aead cipher.AEAD, nonce [12]byte, ct []byte, rs uint32) ([]byte, error) {
 	if len(ct) == 0 {
-		return nil, ErrECETruncated
+		return nil, ErrTruncated
 	}
 	out := make([]byte, 0, len(ct))
 	var nb [12]byte
@@ -276,14 +278,14 @@ func eceOpen128(aead cipher.AEAD, nonce [12]byte, ct []byte, rs uint32) ([]byte,
 		rec := ct[:n]
 		ct = ct[n:]
 		last := len(ct) == 0
-		if n <= eceTagLen {
+		if n <= tagLen {
 			// A record with no room for its delimiter: cut short.
-			return nil, ErrECETruncated
+			return nil, ErrTruncated
 		}
 		start := len(out)
 		var err error
-		if out, err = aead.Open(out, eceNonce(&nb, nonce, seq), rec, nil); err != nil {
-			return nil, ErrECEDecrypt
+		if out, err = aead.Open(out, recordNonce(&nb, nonce, seq), rec, nil); err != nil {
+			return nil, ErrDecrypt
 		}
 		i := len(out) - 1
 		for i >= start && out[i] == 0 {
@@ -291,14 +293,14 @@ func eceOpen128(aead cipher.AEAD, nonce [12]byte, ct []byte, rs uint32) ([]byte,
 		}
 		switch {
 		case i < start:
-			return nil, ErrECEPadding // no delimiter
+			return nil, ErrPadding // no delimiter
 		case out[i] == 2 && last, out[i] == 1 && !last:
 		case out[i] == 1:
 			// RFC 8188 §2: a last record with delimiter 1 means the
 			// stream was cut at a record boundary.
-			return nil, ErrECETruncated
+			return nil, ErrTruncated
 		default:
-			return nil, ErrECEPadding
+			return nil, ErrPadding
 		}
 		out = out[:i]
 	}
@@ -311,27 +313,27 @@ func eceOpen128(aead cipher.AEAD, nonce [12]byte, ct []byte, rs uint32) ([]byte,
 // Each record is a 2-byte padding length, the padding and up to rs-2
 // octets; a message ending on a record boundary gets an empty last record,
 // as the draft requires against truncation.
-func EncryptAESGCM(plaintext, uaPublic, authSecret []byte, opts ...ECEOption) (body, salt, dh []byte, err error) {
-	c, ua, err := eceSetup(opts, uaPublic, authSecret)
+func EncryptAESGCM(plaintext, uaPublic, authSecret []byte, opts ...Option) (body, salt, dh []byte, err error) {
+	c, ua, err := setup(opts, uaPublic, authSecret)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if c.rs < eceMinRSGCM {
-		return nil, nil, nil, ErrECERecordSize
+	if c.rs < minRSGCM {
+		return nil, nil, nil, ErrRecordSize
 	}
 	per := c.rs - 2
 	n := max((len(plaintext)+per-1)/per, 1)
 	lastLen := len(plaintext) - (n-1)*per
 	if lastLen+c.pad > per || c.pad > 0xffff {
-		return nil, nil, nil, ErrECETooLarge
+		return nil, nil, nil, ErrTooLarge
 	}
 	trailer := lastLen+c.pad == per
 	secret, err := c.sender.ECDH(ua)
 	if err != nil {
-		return nil, nil, nil, ErrECEPublicKey
+		return nil, nil, nil, ErrPublicKey
 	}
 	dh = c.sender.PublicKey().Bytes()
-	aead, nonce, err := eceKeysGCM(secret, authSecret, c.salt, uaPublic, dh)
+	aead, nonce, err := keysGCM(secret, authSecret, c.salt, uaPublic, dh)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -339,7 +341,7 @@ func EncryptAESGCM(plaintext, uaPublic, authSecret []byte, opts ...ECEOption) (b
 	if trailer {
 		records++
 	}
-	body = make([]byte, 0, len(plaintext)+c.pad+records*(2+eceTagLen))
+	body = make([]byte, 0, len(plaintext)+c.pad+records*(2+tagLen))
 	var nb [12]byte
 	for seq := 0; seq < records; seq++ {
 		var chunk []byte
@@ -354,49 +356,49 @@ func EncryptAESGCM(plaintext, uaPublic, authSecret []byte, opts ...ECEOption) (b
 		body = binary.BigEndian.AppendUint16(body, uint16(pad))
 		body = append(body, make([]byte, pad)...)
 		body = append(body, chunk...)
-		body = aead.Seal(body[:start], eceNonce(&nb, nonce, uint64(seq)), body[start:], nil)
+		body = aead.Seal(body[:start], recordNonce(&nb, nonce, uint64(seq)), body[start:], nil)
 	}
 	return body, c.salt, dh, nil
 }
 
 // DecryptAESGCM decrypts a legacy aesgcm message: salt from the Encryption
 // header, dh (the sender's public key) from Crypto-Key (see
-// ParseAESGCMHeaders), rs 4096 unless ECERecordSize says otherwise (the
+// ParseAESGCMHeaders), rs 4096 unless RecordSize says otherwise (the
 // Encryption header's rs). Strict, like ecec: padding must be zeros, and a
 // final full-size record means truncation.
-func DecryptAESGCM(body, salt, dh []byte, uaPrivate *ecdh.PrivateKey, authSecret []byte, opts ...ECEOption) ([]byte, error) {
-	c := eceConfig{rs: ECEDefaultRecordSize}
+func DecryptAESGCM(body, salt, dh []byte, uaPrivate *ecdh.PrivateKey, authSecret []byte, opts ...Option) ([]byte, error) {
+	c := config{rs: DefaultRecordSize}
 	for _, o := range opts {
 		o(&c)
 	}
 	if uaPrivate == nil || uaPrivate.Curve() != ecdh.P256() {
-		return nil, ErrECEPrivateKey
+		return nil, ErrPrivateKey
 	}
-	if len(authSecret) != ECEAuthSecretLen {
-		return nil, ErrECEAuthSecret
+	if len(authSecret) != AuthSecretLen {
+		return nil, ErrAuthSecret
 	}
-	if len(salt) != ECESaltLen {
-		return nil, ErrECESalt
+	if len(salt) != SaltLen {
+		return nil, ErrSalt
 	}
-	if c.rs < eceMinRSGCM {
-		return nil, ErrECERecordSize
+	if c.rs < minRSGCM {
+		return nil, ErrRecordSize
 	}
 	as, err := ecdh.P256().NewPublicKey(dh)
-	if err != nil || len(dh) != VAPIDKeyLen {
-		return nil, ErrECEPublicKey
+	if err != nil || len(dh) != vapid.KeyLen {
+		return nil, ErrPublicKey
 	}
 	secret, err := uaPrivate.ECDH(as)
 	if err != nil {
-		return nil, ErrECEPublicKey
+		return nil, ErrPublicKey
 	}
-	aead, nonce, err := eceKeysGCM(secret, authSecret, salt, uaPrivate.PublicKey().Bytes(), dh)
+	aead, nonce, err := keysGCM(secret, authSecret, salt, uaPrivate.PublicKey().Bytes(), dh)
 	if err != nil {
 		return nil, err
 	}
 	if len(body) == 0 {
-		return nil, ErrECETruncated
+		return nil, ErrTruncated
 	}
-	full := c.rs + eceTagLen
+	full := c.rs + tagLen
 	out := make([]byte, 0, len(body))
 	var nb [12]byte
 	for seq := uint64(0); len(body) > 0; seq++ {
@@ -406,25 +408,25 @@ func DecryptAESGCM(body, salt, dh []byte, uaPrivate *ecdh.PrivateKey, authSecret
 		if len(body) == 0 && n == full {
 			// The last record must be short: else the message may have
 			// been cut at a record boundary.
-			return nil, ErrECETruncated
+			return nil, ErrTruncated
 		}
-		if n <= eceTagLen {
-			return nil, ErrECETruncated // a bare tag
+		if n <= tagLen {
+			return nil, ErrTruncated // a bare tag
 		}
 		start := len(out)
-		if out, err = aead.Open(out, eceNonce(&nb, nonce, seq), rec, nil); err != nil {
-			return nil, ErrECEDecrypt
+		if out, err = aead.Open(out, recordNonce(&nb, nonce, seq), rec, nil); err != nil {
+			return nil, ErrDecrypt
 		}
 		if len(out)-start < 2 {
-			return nil, ErrECEPadding // no room for the padding length
+			return nil, ErrPadding // no room for the padding length
 		}
 		pad := int(binary.BigEndian.Uint16(out[start:]))
 		if 2+pad > len(out)-start {
-			return nil, ErrECEPadding
+			return nil, ErrPadding
 		}
 		for _, b := range out[start+2 : start+2+pad] {
 			if b != 0 {
-				return nil, ErrECEPadding
+				return nil, ErrPadding
 			}
 		}
 		out = append(out[:start], out[start+2+pad:]...)
@@ -432,15 +434,15 @@ func DecryptAESGCM(body, salt, dh []byte, uaPrivate *ecdh.PrivateKey, authSecret
 	return out, nil
 }
 
-// eceKeysGCM is the aesgcm key schedule: the auth secret is mixed in
+// keysGCM is the aesgcm key schedule: the auth secret is mixed in
 // first, then the salt, with a context naming both public keys.
-func eceKeysGCM(secret, authSecret, salt, uaPublic, asPublic []byte) (cipher.AEAD, [12]byte, error) {
+func keysGCM(secret, authSecret, salt, uaPublic, asPublic []byte) (cipher.AEAD, [12]byte, error) {
 	var nonce [12]byte
 	ikm, err := hkdf.Key(sha256.New, secret, authSecret, "Content-Encoding: auth\x00", 32)
 	if err != nil {
 		return nil, nonce, err
 	}
-	ctx := make([]byte, 0, 6+2*(2+VAPIDKeyLen))
+	ctx := make([]byte, 0, 6+2*(2+vapid.KeyLen))
 	ctx = append(ctx, "P-256\x00"...)
 	ctx = binary.BigEndian.AppendUint16(ctx, uint16(len(uaPublic)))
 	ctx = append(ctx, uaPublic...)
@@ -453,7 +455,7 @@ func eceKeysGCM(secret, authSecret, salt, uaPublic, asPublic []byte) (cipher.AEA
 	cek, _ := hkdf.Expand(sha256.New, prk, "Content-Encoding: aesgcm\x00"+string(ctx), 16)
 	n, _ := hkdf.Expand(sha256.New, prk, "Content-Encoding: nonce\x00"+string(ctx), 12)
 	copy(nonce[:], n)
-	aead, err := eceAEAD(cek)
+	aead, err := newAEAD(cek)
 	return aead, nonce, err
 }
 
@@ -462,45 +464,45 @@ func eceKeysGCM(secret, authSecret, salt, uaPublic, asPublic []byte) (cipher.AEA
 // be separated by ';' or ',', values quoted, base64 url-safe or standard,
 // padded or not. The first salt, rs and dh win.
 func ParseAESGCMHeaders(encryption, cryptoKey string) (salt, dh []byte, rs int, err error) {
-	rs = ECEDefaultRecordSize
+	rs = DefaultRecordSize
 	var haveSalt, haveRS bool
 	for s := encryption; s != ""; {
 		var name, value string
-		name, value, s = vapidNextParam(s)
+		name, value, s = vapid.NextParam(s)
 		switch {
 		case !haveSalt && strings.EqualFold(name, "salt"):
-			if salt, haveSalt = eceB64(value); !haveSalt || len(salt) != ECESaltLen {
-				return nil, nil, 0, ErrECEParams
+			if salt, haveSalt = decodeParam(value); !haveSalt || len(salt) != SaltLen {
+				return nil, nil, 0, ErrParams
 			}
 		case !haveRS && strings.EqualFold(name, "rs"):
 			haveRS = true
-			if rs, err = strconv.Atoi(value); err != nil || rs < eceMinRSGCM {
-				return nil, nil, 0, ErrECEParams
+			if rs, err = strconv.Atoi(value); err != nil || rs < minRSGCM {
+				return nil, nil, 0, ErrParams
 			}
 		}
 	}
 	for s := cryptoKey; s != "" && dh == nil; {
 		var name, value string
-		name, value, s = vapidNextParam(s)
+		name, value, s = vapid.NextParam(s)
 		if strings.EqualFold(name, "dh") {
 			var ok bool
-			if dh, ok = eceB64(value); !ok || len(dh) != VAPIDKeyLen {
-				return nil, nil, 0, ErrECEParams
+			if dh, ok = decodeParam(value); !ok || len(dh) != vapid.KeyLen {
+				return nil, nil, 0, ErrParams
 			}
 			if _, err := ecdh.P256().NewPublicKey(dh); err != nil {
-				return nil, nil, 0, ErrECEParams
+				return nil, nil, 0, ErrParams
 			}
 		}
 	}
 	if salt == nil || dh == nil {
-		return nil, nil, 0, ErrECEParams
+		return nil, nil, 0, ErrParams
 	}
 	return salt, dh, rs, nil
 }
 
-// eceB64 decodes a header parameter as senders write them: either
+// decodeParam decodes a header parameter as senders write them: either
 // alphabet, padding optional.
-func eceB64(s string) ([]byte, bool) {
+func decodeParam(s string) ([]byte, bool) {
 	s = strings.TrimRight(s, "=")
 	enc := base64.RawURLEncoding
 	if strings.ContainsAny(s, "+/") {

@@ -1,4 +1,4 @@
-package webpush
+package protocol
 
 import (
 	"encoding/json"
@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// protoFuzzSeeds returns the example messages, some malformed ones, and
+// fuzzSeeds returns the example messages, some malformed ones, and
 // every prefix of each (a truncated frame must fail cleanly, never panic).
-func protoFuzzSeeds(whole []string) [][]byte {
+func fuzzSeeds(whole []string) [][]byte {
 	var seeds [][]byte
 	for _, s := range whole {
 		for i := 0; i <= len(s); i++ {
@@ -20,7 +20,7 @@ func protoFuzzSeeds(whole []string) [][]byte {
 	return seeds
 }
 
-var protoFuzzClientInputs = append(append([]string{}, protoExampleMessages...),
+var fuzzClientInputs = append(append([]string{}, exampleMessages...),
 	`{"messageType":"nack","version":"a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00z","code":-0}`,
 	`{"messageType":"ack","updates":[{"channelID":"a","version":"1"},{"channelID":"b","version":"2","code":null},{"channelID":"c","version":"3"},{"channelID":"d","version":"4"},{"channelID":"e","version":"5","x":[{}]}]}`,
 	`{"x":{"a":[1,-2.5e+3,true,false,null,"s",{}],"b":[]},"messageType":"ping","y":0.0}`,
@@ -34,7 +34,7 @@ var protoFuzzClientInputs = append(append([]string{}, protoExampleMessages...),
 // returns only *DecodeError, and whatever it accepts encoding/json accepts
 // too and reads the same values from.
 func FuzzDecodeClient(f *testing.F) {
-	for _, s := range protoFuzzSeeds(protoFuzzClientInputs) {
+	for _, s := range fuzzSeeds(fuzzClientInputs) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -50,7 +50,7 @@ func FuzzDecodeClient(f *testing.F) {
 		copy(padded, in)
 		copy(padded[len(in):cap(padded)], `"}]:,"1 `)
 		var m2 ClientMessage
-		for _, prev := range []string{ffHelloAgain, protoFuzzClientInputs[len(protoExampleMessages)+1]} {
+		for _, prev := range []string{ffHelloAgain, fuzzClientInputs[len(exampleMessages)+1]} {
 			if err := DecodeClient([]byte(prev), &m2); err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ func FuzzDecodeNotification(f *testing.F) {
 		`{"channelID":"c","version":"v","ttl":60,"topic":null,"timestamp":1,"reliability_id":null,"data":"ZA","headers":{"encoding":"aesgcm","encryption":"salt=x","crypto_key":"dh=y"}}`,
 		`{"channelID":"c\u00e9","version":"v","sortkey_timestamp":18446744073709551615,"headers":{"a":"1","a":"2"}}`,
 	}
-	for _, s := range protoFuzzSeeds(inputs) {
+	for _, s := range fuzzSeeds(inputs) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -313,8 +313,8 @@ func FuzzAppendRoundTrip(f *testing.F) {
 
 		// A client message built by the encoder's string escaping decodes
 		// back to the same strings.
-		msg := []byte(`{"messageType":"register","channelID":` + string(protoAppendString(nil, chid)) +
-			`,"key":` + string(protoAppendString(nil, ver)) + `}`)
+		msg := []byte(`{"messageType":"register","channelID":` + string(appendString(nil, chid)) +
+			`,"key":` + string(appendString(nil, ver)) + `}`)
 		if len(msg) > MaxClientMessageSize {
 			return
 		}

@@ -1,4 +1,4 @@
-package webpush
+package token
 
 import (
 	"bytes"
@@ -11,9 +11,9 @@ import (
 
 // The Fernet spec's vectors (github.com/fernet/spec: generate.json,
 // verify.json, invalid.json), reproduced verbatim.
-const fernetSpecSecret = "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4="
+const specSecret = "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4="
 
-func fernetSpecTime(t *testing.T, s string) time.Time {
+func specTime(t *testing.T, s string) time.Time {
 	t.Helper()
 	tm, err := time.Parse(time.RFC3339, s)
 	if err != nil {
@@ -23,12 +23,12 @@ func fernetSpecTime(t *testing.T, s string) time.Time {
 }
 
 func TestFernetSpecGenerate(t *testing.T) {
-	f, err := NewFernet(fernetSpecSecret)
+	f, err := NewFernet(specSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	iv := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
-	got, err := f.Encrypt([]byte("hello"), fernetSpecTime(t, "1985-10-26T01:20:00-07:00"), bytes.NewReader(iv))
+	got, err := f.Encrypt([]byte("hello"), specTime(t, "1985-10-26T01:20:00-07:00"), bytes.NewReader(iv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,21 +39,21 @@ func TestFernetSpecGenerate(t *testing.T) {
 }
 
 func TestFernetSpecVerify(t *testing.T) {
-	f, _ := NewFernet(fernetSpecSecret)
+	f, _ := NewFernet(specSecret)
 	const token = "gAAAAAAdwJ6wAAECAwQFBgcICQoLDA0ODy021cpGVWKZ_eEwCGM4BLLF_5CV9dOPmrhuVUPgJobwOz7JcbmrR64jVmpU4IwqDA=="
-	pt, err := f.Decrypt(token, fernetSpecTime(t, "1985-10-26T01:20:01-07:00"), 60*time.Second)
+	pt, err := f.Decrypt(token, specTime(t, "1985-10-26T01:20:01-07:00"), 60*time.Second)
 	if err != nil || string(pt) != "hello" {
 		t.Fatalf("got %q, %v", pt, err)
 	}
 	// Without padding too: endpoint tokens travel without it.
-	pt, err = f.Decrypt(strings.TrimRight(token, "="), fernetSpecTime(t, "1985-10-26T01:20:01-07:00"), 60*time.Second)
+	pt, err = f.Decrypt(strings.TrimRight(token, "="), specTime(t, "1985-10-26T01:20:01-07:00"), 60*time.Second)
 	if err != nil || string(pt) != "hello" {
 		t.Fatalf("unpadded: got %q, %v", pt, err)
 	}
 }
 
 func TestFernetSpecInvalid(t *testing.T) {
-	f, _ := NewFernet(fernetSpecSecret)
+	f, _ := NewFernet(specSecret)
 	for _, v := range []struct{ desc, token, now string }{
 		{"incorrect mac", "gAAAAAAdwJ6xAAECAwQFBgcICQoLDA0OD3HkMATM5lFqGaerZ-fWPAl1-szkFVzXTuGb4hR8AKtwcaX1YdykQUFBQUFBQUFBQQ==", "1985-10-26T01:20:01-07:00"},
 		{"too short", "gAAAAAAdwJ6xAAECAwQFBgcICQoLDA0OD3HkMATM5lFqGaerZ-fWPA==", "1985-10-26T01:20:01-07:00"},
@@ -67,8 +67,8 @@ func TestFernetSpecInvalid(t *testing.T) {
 		{"invalid characters in b64", "*gAAAAAAdwJ6wAAECAwQFBgcI!CQoLDA0ODy021?cpGVWKZ_eEwC@GM4BLLF_5CV9dOPmrhuVUPgJobwOz7JcbmrR64jVmpU4IwqDA==", "1985-10-26T01:20:01-07:00"},
 		{"invalid non-urlsafe characters in b64", "gAAAAAAdwJ6wAAEC/AwQFBgcICQoLDA0ODy+021cpGVWKZ_eEwCGM4BLLF_5CV9dOPmrhuVUPgJobwOz7JcbmrR64jVmpU4IwqDA==", "1985-10-26T01:20:01-07:00"},
 	} {
-		if pt, err := f.Decrypt(v.token, fernetSpecTime(t, v.now), 60*time.Second); !errors.Is(err, ErrFernetToken) {
-			t.Errorf("%s: got %q, %v; want ErrFernetToken", v.desc, pt, err)
+		if pt, err := f.Decrypt(v.token, specTime(t, v.now), 60*time.Second); !errors.Is(err, ErrFernet) {
+			t.Errorf("%s: got %q, %v; want ErrFernet", v.desc, pt, err)
 		}
 	}
 }
@@ -76,7 +76,7 @@ func TestFernetSpecInvalid(t *testing.T) {
 // The "expired TTL" vector's token is valid before its TTL runs out, so the
 // refusal above is the TTL's doing.
 func TestFernetTTLBoundary(t *testing.T) {
-	f, _ := NewFernet(fernetSpecSecret)
+	f, _ := NewFernet(specSecret)
 	tok, _ := f.Encrypt([]byte("x"), time.Unix(1000, 0), nil)
 	if _, err := f.Decrypt(tok, time.Unix(1060, 0), 60*time.Second); err != nil {
 		t.Fatal("at ttl:", err)
@@ -113,7 +113,7 @@ func TestFernetRoundTripSizes(t *testing.T) {
 }
 
 func TestNewFernetKeyForms(t *testing.T) {
-	for _, k := range []string{fernetSpecSecret, strings.TrimRight(fernetSpecSecret, "=")} {
+	for _, k := range []string{specSecret, strings.TrimRight(specSecret, "=")} {
 		if _, err := NewFernet(k); err != nil {
 			t.Errorf("%q: %v", k, err)
 		}
@@ -203,14 +203,14 @@ func TestFernetDecodePadding(t *testing.T) {
 	raw := []byte{1, 2, 3, 4, 5}
 	padded := base64.URLEncoding.EncodeToString(raw) // "AQIDBAU="
 	for _, s := range []string{padded, strings.TrimRight(padded, "=")} {
-		got, ok := fernetDecode(nil, s)
+		got, ok := decodeB64(nil, s)
 		if !ok || !bytes.Equal(got, raw) {
 			t.Errorf("%q: %x %v", s, got, ok)
 		}
 	}
 	// One byte short of a quad: "AQ" may take no padding, "=" or "==", not "===".
 	for s, want := range map[string]bool{"AQ": true, "AQ=": true, "AQ==": true, "AQ===": false, "AR": false, "A": false, "AQID=": false, "AQI": true, "AQI=": true, "AQI==": false, "====": false, "": true} {
-		if _, ok := fernetDecode(nil, s); ok != want {
+		if _, ok := decodeB64(nil, s); ok != want {
 			t.Errorf("%q: ok %v, want %v", s, ok, want)
 		}
 	}

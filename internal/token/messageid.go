@@ -1,4 +1,4 @@
-package webpush
+package token
 
 import (
 	"encoding/base64"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/google/uuid"
 )
 
@@ -35,13 +36,13 @@ import (
 // endpoint tokens; padded and unpadded ids are both read. autopush-rs
 // refuses ids in our format, so message ids do not survive a rollback.
 const (
-	messageIDBinary    = 0x81
-	messageIDFixedLen  = 1 + 16 + 16 + 8
-	messageIDMaxTopic  = 32
-	messageIDMaxPlain  = 3 + 32 + 1 + 32 + 1 + messageIDMaxTopic // longest reference "01" id
-	messageIDMaxRaw    = fernetOverhead + messageIDMaxPlain + 16 - messageIDMaxPlain%16
-	messageIDMaxLength = (messageIDMaxRaw + 2) / 3 * 4
-	messageIDMsPerSort = 1_000_000 // reference timestamps are ms; SortKey is ns
+	idBinary       = 0x81
+	idFixedLen     = 1 + 16 + 16 + 8
+	maxTopicLen    = 32
+	maxRefPlainLen = 3 + 32 + 1 + 32 + 1 + maxTopicLen // longest reference "01" id
+	maxIDRawLen    = overhead + maxRefPlainLen + 16 - maxRefPlainLen%16
+	maxIDLen       = (maxIDRawLen + 2) / 3 * 4
+	sortPerMs      = 1_000_000 // reference timestamps are ms; SortKey is ns
 )
 
 // MessageID is what a message id carries.
@@ -58,11 +59,11 @@ type MessageID struct {
 // every kind with 400 "Invalid message ID" and no errno.
 type MessageIDError struct{ reason string }
 
-func (e *MessageIDError) Error() string { return "webpush: invalid message id: " + e.reason }
+func (e *MessageIDError) Error() string { return "token: invalid message id: " + e.reason }
 
-// HTTPError is the response the reference gives for the error.
-func (e *MessageIDError) HTTPError() *HTTPError {
-	return &HTTPError{Status: 400, Errno: ErrnoNone, Message: "Invalid message ID"}
+// errno.HTTPError is the response the reference gives for the error.
+func (e *MessageIDError) HTTPError() *errno.HTTPError {
+	return &errno.HTTPError{Status: 400, Errno: errno.None, Message: "Invalid message ID"}
 }
 
 // The message id errors; ErrMessageIDInput is returned by MakeMessageID.
@@ -75,17 +76,17 @@ var (
 
 // MakeMessageID encrypts id in our format (see above).
 func (k *Keys) MakeMessageID(id MessageID) (string, error) {
-	if id.Topic == "" && id.SortKey == 0 || id.Topic != "" && !messageIDValidTopic(id.Topic) {
+	if id.Topic == "" && id.SortKey == 0 || id.Topic != "" && !validTopic(id.Topic) {
 		return "", ErrMessageIDInput
 	}
-	var plain [messageIDFixedLen + messageIDMaxTopic]byte
-	plain[0] = messageIDBinary
+	var plain [idFixedLen + maxTopicLen]byte
+	plain[0] = idBinary
 	copy(plain[1:17], id.UAID[:])
 	copy(plain[17:33], id.CHID[:])
 	binary.BigEndian.PutUint64(plain[33:41], id.SortKey)
-	n := messageIDFixedLen + copy(plain[messageIDFixedLen:], id.Topic)
-	sc := fernetScratchPool.Get().(*fernetScratch)
-	defer fernetScratchPool.Put(sc)
+	n := idFixedLen + copy(plain[idFixedLen:], id.Topic)
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
 	raw, err := k.sealRaw(sc.raw[:0], plain[:n])
 	if err != nil {
 		return "", err
@@ -96,12 +97,12 @@ func (k *Keys) MakeMessageID(id MessageID) (string, error) {
 // ParseMessageID decrypts a message id made here or by the reference.
 // Errors are *MessageIDError.
 func (k *Keys) ParseMessageID(s string) (MessageID, error) {
-	if len(s) > messageIDMaxLength {
+	if len(s) > maxIDLen {
 		return MessageID{}, ErrMessageIDEncoding
 	}
-	sc := fernetScratchPool.Get().(*fernetScratch)
-	defer fernetScratchPool.Put(sc)
-	raw, ok := fernetDecode(sc.raw[:0], s)
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	raw, ok := decodeB64(sc.raw[:0], s)
 	if !ok {
 		return MessageID{}, ErrMessageIDEncoding
 	}
@@ -109,32 +110,32 @@ func (k *Keys) ParseMessageID(s string) (MessageID, error) {
 	if err != nil {
 		return MessageID{}, ErrMessageIDDecrypt
 	}
-	if len(plain) > 0 && plain[0] == messageIDBinary {
-		return messageIDParseBinary(plain)
+	if len(plain) > 0 && plain[0] == idBinary {
+		return parseBinaryID(plain)
 	}
-	return messageIDParseReference(string(plain))
+	return parseReferenceID(string(plain))
 }
 
-func messageIDParseBinary(p []byte) (MessageID, error) {
-	if len(p) < messageIDFixedLen || len(p) > messageIDFixedLen+messageIDMaxTopic {
+func parseBinaryID(p []byte) (MessageID, error) {
+	if len(p) < idFixedLen || len(p) > idFixedLen+maxTopicLen {
 		return MessageID{}, ErrMessageIDFormat
 	}
 	var id MessageID
 	copy(id.UAID[:], p[1:17])
 	copy(id.CHID[:], p[17:33])
 	id.SortKey = binary.BigEndian.Uint64(p[33:41])
-	id.Topic = string(p[messageIDFixedLen:])
-	if id.Topic == "" && id.SortKey == 0 || id.Topic != "" && !messageIDValidTopic(id.Topic) {
+	id.Topic = string(p[idFixedLen:])
+	if id.Topic == "" && id.SortKey == 0 || id.Topic != "" && !validTopic(id.Topic) {
 		return MessageID{}, ErrMessageIDFormat
 	}
 	return id, nil
 }
 
-// messageIDParseReference reads the reference's "01:..." and "02:..."
+// parseReferenceID reads the reference's "01:..." and "02:..."
 // plaintexts. Its parser splits on ':' into exactly four fields and takes
 // any UUID form; the fields it minted are checked as strictly as it
 // checked them on the way in (a topic as the Topic header rules).
-func messageIDParseReference(s string) (MessageID, error) {
+func parseReferenceID(s string) (MessageID, error) {
 	f := strings.Split(s, ":")
 	if len(f) != 4 {
 		return MessageID{}, ErrMessageIDFormat
@@ -151,26 +152,26 @@ func messageIDParseReference(s string) (MessageID, error) {
 	id.UAID, id.CHID = u, c
 	switch f[0] {
 	case "01":
-		if !messageIDValidTopic(f[3]) {
+		if !validTopic(f[3]) {
 			return MessageID{}, ErrMessageIDFormat
 		}
 		id.Topic = f[3]
 	case "02":
 		ms, err := strconv.ParseUint(f[3], 10, 64)
-		if err != nil || ms == 0 || ms > ^uint64(0)/messageIDMsPerSort {
+		if err != nil || ms == 0 || ms > ^uint64(0)/sortPerMs {
 			return MessageID{}, ErrMessageIDFormat
 		}
-		id.SortKey = ms * messageIDMsPerSort
+		id.SortKey = ms * sortPerMs
 	default:
 		return MessageID{}, ErrMessageIDFormat
 	}
 	return id, nil
 }
 
-// messageIDValidTopic is the reference's Topic header rule: 1-32
+// validTopic is the reference's Topic header rule: 1-32
 // characters matching ^[0-9A-Za-z\-_]+=*$.
-func messageIDValidTopic(t string) bool {
-	if len(t) == 0 || len(t) > messageIDMaxTopic {
+func validTopic(t string) bool {
+	if len(t) == 0 || len(t) > maxTopicLen {
 		return false
 	}
 	i := 0
