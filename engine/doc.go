@@ -8,5 +8,6 @@
 //
 // It must never import apitier, block an event loop, or keep a goroutine,
 // timer or buffer per idle connection; what both tiers share lives in
-// internal/ (protocol, token, nodeapi, ...).
+// internal/ (protocol, token, nodeapi, ...). It must never import
+// internal/pushcrypto, the sender's and user agent's side (its tests may).
 package engine
