@@ -31,6 +31,15 @@ const (
 	StatusDropped = http.StatusOK
 )
 
+// Answers lists every status each route answers: the statuses above, and
+// 400 (a malformed uaid, connected_at or body) and 401 (no or a wrong
+// node secret). docs/nodeapi.yaml documents exactly these.
+var Answers = map[string][]int{
+	RoutePush:  {StatusDelivered, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere, StatusBusy},
+	RouteNotif: {StatusChecking, StatusCheckLater, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere},
+	RouteDrop:  {StatusDropped, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere},
+}
+
 // Call names a route for metrics and logs.
 type Call uint8
 
