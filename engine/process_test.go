@@ -314,7 +314,7 @@ func TestEvictionAcrossProcesses(t *testing.T) {
 	et.Eventually(t, 10*time.Second, "A to drop the evicted client", func() bool {
 		return a.health(t)["clients"] == 0.0
 	})
-	time.Sleep(500 * time.Millisecond) // A's leave job (ClearNode) runs on a worker
+	et.Settle(t, a.NodeURL) // A's leave job (ClearNode) runs on a worker
 	rec, err = store.GetUser(context.Background(), u)
 	if err != nil || rec.NodeID != b.NodeURL {
 		t.Fatalf("router record after eviction: %+v %v (want node %s)", rec, err, b.NodeURL)
@@ -441,7 +441,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 			}
 			got = append(got, v)
 		}
-		c.Quiet(500 * time.Millisecond) // nothing beyond the N
+		et.NothingMore(t, b.NodeURL, c) // nothing beyond the N
 		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(ag.versions))) {
 			t.Fatalf("client %d: redelivered %v, want %v", i, got, ag.versions)
 		}
@@ -465,7 +465,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 		if got := c.Hello(ag.uaid); got != ag.uaid {
 			t.Fatalf("client %d: uaid replaced %s -> %s", i, ag.uaid, got)
 		}
-		c.Quiet(time.Second) // acked: never delivered again
+		et.NothingMore(t, b.NodeURL, c) // acked: never delivered again
 		c.Close()
 	}
 }
