@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-unit e2e bench fuzz lint node-deps capacity
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps capacity
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -22,6 +22,9 @@ node-deps: ## install the npm web-push package the interop tests send with
 
 test: ## everything CI runs: lint, race tests on both storage backends against a real Cassandra, then make e2e
 	bash tools/test.sh
+
+test-stress: ## make test with a CPU hog on every core, and the engine, API tier and stack packages 3 times in all
+	bash tools/test.sh stress
 
 test-unit: ## tests that need no CQL server (the Scylla backend's tests skip, saying why)
 	$(GO) test -race -count=1 ./...

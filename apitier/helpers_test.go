@@ -82,7 +82,7 @@ func newServer(t testing.TB, store storage.Store, mutate func(*Config)) *Server 
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(s.nodes.close)
+	t.Cleanup(s.nodes.CloseIdle)
 	return s
 }
 

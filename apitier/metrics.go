@@ -1,6 +1,7 @@
 package apitier
 
 import (
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/nodeapi"
 )
 
 // Metric names of the endpoint node, one place (the operations issue's
@@ -73,11 +75,8 @@ const (
 	outcomeDropped = "dropped"
 )
 
-// Node calls and their results (mNodeCalls).
+// Node call results (mNodeCalls{call,result}; call is nodeapi.Call).
 const (
-	callPush  = "push"
-	callNotif = "notif"
-
 	resultOK          = "ok"          // 200 (push: delivered; notif: checking)
 	resultAccepted    = "accepted"    // 202 (notif: will check once acks drain)
 	resultNotHere     = "not_here"    // 404
@@ -158,7 +157,7 @@ func newMetrics() *apiMetrics {
 	for _, e := range []string{"aes128gcm", "aesgcm", "none"} {
 		m.encodings[e] = s.NewCounter(mEncodings + `{encoding="` + e + `"}`)
 	}
-	for _, call := range []string{callPush, callNotif} {
+	for _, call := range []string{nodeapi.CallPush.String(), nodeapi.CallNotif.String()} {
 		m.nodeSeconds[call] = s.NewPrometheusHistogramExt(mNodeSeconds+`{call="`+call+`"}`, latencyBuckets)
 		for _, r := range nodeResults {
 			m.nodeCalls[[2]string{call, r}] = s.NewCounter(mNodeCalls + `{call="` + call + `",result="` + r + `"}`)
@@ -208,9 +207,24 @@ func (m *apiMetrics) encoding(e string) {
 	}
 }
 
-func (m *apiMetrics) nodeCall(call, result string, d time.Duration) {
-	m.nodeCalls[[2]string{call, result}].Inc()
-	m.nodeSeconds[call].Update(d.Seconds())
+// nodeCall observes one call to a connection node (nodeapi.ClientConfig.Observe).
+func (m *apiMetrics) nodeCall(call nodeapi.Call, status int, err error, d time.Duration) {
+	result := resultRefused
+	switch {
+	case err != nil:
+		result = resultUnreachable
+	case status == http.StatusOK:
+		result = resultOK
+	case status == http.StatusAccepted:
+		result = resultAccepted
+	case status == http.StatusNotFound:
+		result = resultNotHere
+	case status == http.StatusServiceUnavailable:
+		result = resultBusy
+	}
+	name := call.String()
+	m.nodeCalls[[2]string{name, result}].Inc()
+	m.nodeSeconds[name].Update(d.Seconds())
 }
 
 // vapidFailure counts a refusal by rule (vapid.Rule*).

@@ -1,17 +1,14 @@
 package apitier
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -43,13 +40,13 @@ func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.N
 	uaid := u.UAID
 	if u.NodeID != "" {
 		pb.json = protocol.AppendNotificationJSON(pb.json[:0], n)
-		code, err := s.nodes.call(ctx, callPush, u.NodeID, uaid, pb.json, s.metrics)
+		code, err := s.nodes.Push(ctx, u.NodeID, uaid, pb.json)
 		switch {
-		case err == nil && code == http.StatusOK:
+		case err == nil && code == nodeapi.StatusDelivered:
 			return outcomeDirect, nil
-		case err != nil || code == http.StatusNotFound:
+		case err != nil || code == nodeapi.StatusNotHere:
 			s.clearNode(sctx, u, err)
-		case code != http.StatusServiceUnavailable:
+		case code != nodeapi.StatusBusy:
 			s.log.Warn("node refused a push", "node", u.NodeID, "status", code)
 		}
 	}
@@ -69,7 +66,7 @@ func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.N
 	case u2.NodeID == "":
 		return outcomeStored, nil
 	}
-	if _, err := s.nodes.call(ctx, callNotif, u2.NodeID, uaid, nil, s.metrics); err != nil {
+	if _, err := s.nodes.Notif(ctx, u2.NodeID, uaid); err != nil {
 		s.clearNode(sctx, &u2, err)
 	}
 	return outcomeStored, nil
@@ -92,14 +89,7 @@ func (s *Server) clearNode(ctx context.Context, u *storage.User, why error) {
 
 // save stores n; storage unavailable is 503 errno 201 (retry later).
 func (s *Server) save(ctx context.Context, uaid uuid.UUID, n *protocol.Notification) *errno.HTTPError {
-	m := storage.Message{CHID: uuid.UUID(mustChannel(n.ChannelID)), Version: n.Version, Topic: n.Topic,
-		SortKey: n.SortKey, TTL: n.TTL, Data: n.Data}
-	if len(n.Headers) > 0 {
-		m.Headers = make(map[string]string, len(n.Headers))
-		for _, h := range n.Headers {
-			m.Headers[h.Name] = h.Value
-		}
-	}
+	m := nodeapi.ToMessage(n)
 	start := time.Now()
 	err := s.store.SaveMessage(ctx, uaid, m)
 	s.metrics.storage(start, err)
@@ -113,87 +103,3 @@ func (s *Server) save(ctx context.Context, uaid uuid.UUID, n *protocol.Notificat
 	s.log.Error("save message", "error", err)
 	return errInternal
 }
-
-func mustChannel(s string) [16]byte {
-	id, _ := protocol.ParseChannelID(s)
-	return id
-}
-
-// nodeClient calls the connection nodes' internal API over pooled
-// keep-alive connections. Safe for concurrent use.
-type nodeClient struct {
-	http    *http.Client
-	auth    string // "Bearer <node-secret>", or ""
-	timeout time.Duration
-}
-
-func newNodeClient(cfg Config) *nodeClient {
-	dialer := &net.Dialer{Timeout: cfg.NodeConnectTimeout, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		Proxy:                 nil, // internal addresses: never through a proxy
-		DialContext:           dialer.DialContext,
-		MaxIdleConns:          0, // no overall limit; per node below
-		MaxIdleConnsPerHost:   cfg.NodeIdleConns,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: cfg.NodeTimeout,
-		DisableCompression:    true,
-	}
-	nc := &nodeClient{http: &http.Client{Transport: tr}, timeout: cfg.NodeTimeout}
-	if cfg.NodeSecret != "" {
-		nc.auth = "Bearer " + cfg.NodeSecret
-	}
-	return nc
-}
-
-// call makes one PUT {node}/{push|notif}/{uaid} and returns the status;
-// err is set when the node could not be reached or did not answer in
-// time.
-func (nc *nodeClient) call(ctx context.Context, call, node string, uaid uuid.UUID, body []byte, m *apiMetrics) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, nc.timeout)
-	defer cancel()
-	var ub [64]byte
-	url := append(append(append(ub[:0], "/"...), call...), '/')
-	url = protocol.AppendUAID(url, uaid)
-	// The transport may still read a body after Do returns (a node that
-	// answers before reading it all), so it gets its own copy.
-	var rd io.Reader
-	if len(body) > 0 {
-		rd = bytes.NewReader(append([]byte(nil), body...))
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, node+string(url), rd)
-	if err != nil {
-		m.nodeCall(call, resultUnreachable, 0)
-		return 0, err
-	}
-	if nc.auth != "" {
-		req.Header["Authorization"] = []string{nc.auth}
-	}
-	if len(body) > 0 {
-		req.Header["Content-Type"] = jsonTypeHeader
-	}
-	start := time.Now()
-	resp, err := nc.http.Do(req)
-	if err != nil {
-		m.nodeCall(call, resultUnreachable, time.Since(start))
-		return 0, err
-	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	resp.Body.Close()
-	result := resultRefused
-	switch resp.StatusCode {
-	case http.StatusOK:
-		result = resultOK
-	case http.StatusAccepted:
-		result = resultAccepted
-	case http.StatusNotFound:
-		result = resultNotHere
-	case http.StatusServiceUnavailable:
-		result = resultBusy
-	}
-	m.nodeCall(call, result, time.Since(start))
-	return resp.StatusCode, nil
-}
-
-var jsonTypeHeader = []string{"application/json"}
-
-func (nc *nodeClient) close() { nc.http.CloseIdleConnections() }

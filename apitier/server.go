@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/nodeapi"
 
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/cloudwego/hertz/pkg/app/server"
@@ -34,7 +35,7 @@ type Server struct {
 	store    storage.Store
 	keys     *token.Keys
 	vapid    *vapid.Verifier
-	nodes    *nodeClient
+	nodes    *nodeapi.Client
 	metrics  *apiMetrics
 	version  []byte
 	audience string // VAPID "aud": the endpoint URL's origin
@@ -66,11 +67,15 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	}
 	hertzLogOnce.Do(quietHertz)
 	hertzLog.Store(log)
+	metrics := newMetrics()
 	s := &Server{
 		cfg: cfg, log: log, store: store, keys: keys,
-		vapid:    newVerifier(cfg),
-		nodes:    newNodeClient(cfg),
-		metrics:  newMetrics(),
+		vapid: newVerifier(cfg),
+		nodes: nodeapi.NewClient(nodeapi.ClientConfig{
+			Secret: cfg.NodeSecret, Timeout: cfg.NodeTimeout, ConnectTimeout: cfg.NodeConnectTimeout,
+			IdleConnsPerNode: cfg.NodeIdleConns, Observe: metrics.nodeCall,
+		}),
+		metrics:  metrics,
 		version:  dockerflow.Version(cfg.VersionFile),
 		audience: aud,
 		location: strings.TrimRight(cfg.EndpointURL, "/") + "/m/",
@@ -209,7 +214,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = errors.Join(err, ctx.Err())
 	}
-	s.nodes.close()
+	s.nodes.CloseIdle()
 	if err == nil {
 		s.log.Info("autoendpoint stopped")
 	}

@@ -95,7 +95,7 @@ func TestFlowControl(t *testing.T) {
 	if code := et.NodeCall(t, http.MethodPut, srv.NodeURL()+"/notif/"+uaid, "", ""); code != http.StatusAccepted {
 		t.Fatalf("notif while busy: %d, want 202", code)
 	}
-	c.Quiet(200 * time.Millisecond)
+	et.NothingMore(t, srv.NodeURL(), c) // the check waits for the ack
 	c.Ack(chid, "first")
 	r := c.Read()
 	if r["version"] != "second" || r["data"] != "c3RvcmVk" {
@@ -147,7 +147,7 @@ func TestStoredDrainOnReconnect(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("stored messages %v, want %v in order", got, want)
 	}
-	c2.Quiet(300 * time.Millisecond)
+	et.NothingMore(t, srv.NodeURL(), c2)
 	et.Eventually(t, 5*time.Second, "cursor advanced past the drained messages", func() bool {
 		rec, err := store.GetUser(ctx, u)
 		return err == nil && rec.Cursor > 0
@@ -157,7 +157,7 @@ func TestStoredDrainOnReconnect(t *testing.T) {
 	// No redelivery after ack.
 	c3 := et.Dial(t, srv.Addr())
 	c3.Hello(uaid)
-	c3.Quiet(500 * time.Millisecond)
+	et.NothingMore(t, srv.NodeURL(), c3)
 }
 
 // TestSlowWriteBehindAckedMessageIsDelivered: a message stamped before
@@ -202,12 +202,12 @@ func TestSlowWriteBehindAckedMessageIsDelivered(t *testing.T) {
 			if !tc.want {
 				// The failure the lag prevents, shown so this test cannot
 				// pass for the wrong reason.
-				c3.Quiet(500 * time.Millisecond)
+				et.NothingMore(t, srv.NodeURL(), c3)
 				return
 			}
 			wantNotification(t, c3, chid, slow.Version, "c3RvcmVk")
 			c3.Ack(chid, slow.Version)
-			c3.Quiet(200 * time.Millisecond)
+			et.NothingMore(t, srv.NodeURL(), c3)
 		})
 	}
 }
@@ -241,7 +241,7 @@ func TestStoredDrainKeepsFlowControl(t *testing.T) {
 		for len(batch) < 2 {
 			batch = append(batch, c2.Read()["version"].(string))
 		}
-		c2.Quiet(200 * time.Millisecond) // nothing beyond MaxUnacked
+		et.NothingMore(t, srv.NodeURL(), c2) // nothing beyond MaxUnacked
 		for _, v := range batch {
 			if !want[v] {
 				t.Fatalf("%s delivered twice or never stored", v)
@@ -255,7 +255,7 @@ func TestStoredDrainKeepsFlowControl(t *testing.T) {
 			c2.Ack(chid, r["version"].(string))
 		}
 	}
-	c2.Quiet(300 * time.Millisecond)
+	et.NothingMore(t, srv.NodeURL(), c2)
 }
 
 // TestUnackedDirectStoredOnClose: a client that leaves without acking does
@@ -288,9 +288,9 @@ func TestKeepaliveAndHelloTimeout(t *testing.T) {
 	if code := silent.ExpectClose(); code != 1008 {
 		t.Fatalf("hello timeout close %d, want 1008", code)
 	}
-	// A client that answers pings stays (Quiet reads, answering them)...
+	// A client that answers pings stays...
 	alive, _, _ := connected(t, srv)
-	alive.Quiet(3 * time.Second)
+	alive.AnswerPingsUntil(2, 10*time.Second)
 	alive.SendRaw(`{}`)
 	if r := alive.Read(); len(r) != 0 {
 		t.Fatalf("ping reply %v", r)
@@ -317,7 +317,8 @@ func TestLocalEviction(t *testing.T) {
 	}
 	// The newer connection still owns the record after the old one's
 	// cleanup ran.
-	time.Sleep(200 * time.Millisecond)
+	et.Eventually(t, 10*time.Second, "the evicted connection closed", func() bool { return sample(t, srv, "autoconnect_connections") == 1 })
+	et.Settle(t, srv.NodeURL())
 	rec, err := store.GetUser(context.Background(), parseUAID(t, uaid))
 	if err != nil || rec.NodeID != srv.NodeURL() {
 		t.Fatalf("record after eviction: %+v %v", rec, err)
@@ -383,17 +384,27 @@ func TestMaxConnectionsRefusesUpgrade(t *testing.T) {
 	first.Read()
 }
 
-// slowDeletes delays acked-message deletes, widening the window in which a
-// reconnect could read a message its client already acked.
-type slowDeletes struct{ storage.Store }
+// heldDeletes holds acked-message deletes until the test releases them,
+// opening the window in which a reconnect could read a message its client
+// already acked.
+type heldDeletes struct {
+	storage.Store
+	started chan struct{}
+	release chan struct{}
+}
 
-func (s slowDeletes) DeleteMessage(ctx context.Context, uaid uuid.UUID, k storage.MessageKey) error {
-	time.Sleep(500 * time.Millisecond)
+func (s heldDeletes) DeleteMessage(ctx context.Context, uaid uuid.UUID, k storage.MessageKey) error {
+	s.started <- struct{}{}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return s.Store.DeleteMessage(ctx, uaid, k)
 }
 
 func TestAckThenImmediateReconnectIsNotRedelivered(t *testing.T) {
-	store := slowDeletes{newStore(t)}
+	store := heldDeletes{newStore(t), make(chan struct{}, 1), make(chan struct{})}
 	srv := et.Start(t, store, et.Config())
 	c, uaid, chid := connected(t, srv)
 	c.Close()
@@ -405,10 +416,12 @@ func TestAckThenImmediateReconnectIsNotRedelivered(t *testing.T) {
 		t.Fatalf("got %v", r)
 	}
 	c1.Ack(chid, "once")
-	c1.Close() // and reconnect at once, while the delete is still running
+	<-store.started
+	c1.Close() // and reconnect while the delete is still running
 	c2 := et.Dial(t, srv.Addr())
 	c2.Hello(uaid)
-	c2.Quiet(time.Second)
+	close(store.release)
+	et.NothingMore(t, srv.NodeURL(), c2)
 }
 
 // TestUnackedDirectBehindCursorStillDelivered: a direct message whose sort
@@ -426,7 +439,10 @@ func TestUnackedDirectBehindCursorStillDelivered(t *testing.T) {
 	}
 	wantNotification(t, c, chid, "behind", "ZGF0YQ")
 	c.Close() // without acking
-	time.Sleep(300 * time.Millisecond)
+	et.Eventually(t, 10*time.Second, "the unacked message stored on close", func() bool {
+		rec, err := store.GetUser(context.Background(), u)
+		return err == nil && rec.NodeID == ""
+	})
 	c2 := et.Dial(t, srv.Addr())
 	c2.Hello(uaid)
 	wantNotification(t, c2, chid, "behind", "ZGF0YQ")

@@ -21,9 +21,9 @@ import (
 // acked: the endpoint got 200 from this node for them and did not store
 // them (at most MaxUnacked per client).
 func (srv *Server) Drain(ctx context.Context) error {
-	srv.draining.Store(true)
-	var list []*session
-	srv.registry.each(func(s *session) { list = append(list, s) })
+	srv.env.Draining.Store(true)
+	var list []*conn
+	srv.registry.each(func(cn *conn) { list = append(list, cn) })
 	rand.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
 	srv.log.Info("draining", "clients", len(list), "window", srv.cfg.DrainWindow.String())
 	var step time.Duration
@@ -31,7 +31,7 @@ func (srv *Server) Drain(ctx context.Context) error {
 		step = srv.cfg.DrainWindow / time.Duration(len(list))
 	}
 	next := time.Now()
-	for _, s := range list {
+	for _, cn := range list {
 		// Jitter within each client's share of the window.
 		at := next.Add(time.Duration(rand.Int64N(int64(step) + 1)))
 		next = next.Add(step)
@@ -42,7 +42,7 @@ func (srv *Server) Drain(ctx context.Context) error {
 			case <-time.After(wait):
 			}
 		}
-		s.onLoop(func() { s.closeWith(1001, "server shutting down") })
+		srv.onLoop(cn, cn.s.Shutdown)
 	}
 	for srv.registry.len() > 0 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/autopush-go/autopush/engine/session"
 )
 
 // Metric names of the connection node, one place (the operations issue's
@@ -34,6 +36,8 @@ const (
 	mDraining          = "autoconnect_draining"
 	mStorageErrors     = "autoconnect_storage_errors_total"
 	mOverloaded        = "autoconnect_overloaded_total"
+	mErrors            = "autoconnect_errors_total" // {kind}: session.ErrorKinds
+	mPendingWork       = "autoconnect_pending_work"
 )
 
 // Histogram buckets (upper bounds, seconds). Prometheus histograms, not
@@ -46,68 +50,50 @@ var (
 	ackBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 )
 
-// errorKinds are the labels of autoconnect_errors_total: why a connection
-// was closed or a message refused.
-var errorKinds = []string{"bad_frame", "bad_json", "unknown_type", "no_hello", "hello_timeout",
-	"pong_timeout", "ping_abuse", "bad_channel", "bad_key", "too_large", "storage", "binary_frame", "slow_reader"}
-
+// engineMetrics are the node's metrics; session holds those the session
+// core moves itself, the rest are moved here in the node's glue.
 type engineMetrics struct {
-	set                                                 *metrics.Set
-	upgrades, upgradesRefused, upgradesBad              *metrics.Counter
-	hellos, helloNewUAID, registers, unregisters        *metrics.Counter
-	sent, sentStored, acked, nacked, expired, storedOut *metrics.Counter
-	directBusy, directMiss, directOK, evictions, pings  *metrics.Counter
-	apiUnauthorized, storageErrors, overloaded          *metrics.Counter
-	storageSeconds, deliveryAck                         *metrics.PrometheusHistogram
-	errors                                              map[string]*metrics.Counter
+	set                                         *metrics.Set
+	session                                     *session.Metrics
+	sent, sentStored, storedOut                 *metrics.Counter
+	directBusy, directMiss, directOK, evictions *metrics.Counter
+	apiUnauthorized, storageErrors              *metrics.Counter
+	storageSeconds                              *metrics.PrometheusHistogram
 }
 
 func newMetrics(srv *Server) *engineMetrics {
 	s := metrics.NewSet()
 	m := &engineMetrics{
-		set:             s,
-		upgrades:        s.NewCounter(mUpgrades),
-		upgradesRefused: s.NewCounter(mUpgradesRefused),
-		upgradesBad:     s.NewCounter(mUpgradesBad),
-		hellos:          s.NewCounter(mHellos),
-		helloNewUAID:    s.NewCounter(mHelloNewUAID),
-		registers:       s.NewCounter(mRegisters),
-		unregisters:     s.NewCounter(mUnregisters),
+		set: s,
+		session: session.NewMetrics(s, session.MetricNames{
+			Upgrades: mUpgrades, UpgradesRefused: mUpgradesRefused, UpgradesBad: mUpgradesBad,
+			Hellos: mHellos, HelloNewUAID: mHelloNewUAID, Registers: mRegisters, Unregisters: mUnregisters,
+			Acked: mNotifAcked, Nacked: mNotifNacked, Expired: mNotifExpired, Pings: mPingsSent,
+			Evictions: mEvictions, Overloaded: mOverloaded, DeliveryAck: mDeliveryAck, Errors: mErrors,
+			DeliveryAckBuckets: ackBuckets,
+		}),
 		sent:            s.NewCounter(mNotifSent),
 		sentStored:      s.NewCounter(mNotifSentStored),
-		acked:           s.NewCounter(mNotifAcked),
-		nacked:          s.NewCounter(mNotifNacked),
-		expired:         s.NewCounter(mNotifExpired),
 		storedOut:       s.NewCounter(mNotifStoredOnExit),
 		directBusy:      s.NewCounter(mDirectBusy),
 		directMiss:      s.NewCounter(mDirectMiss),
 		directOK:        s.NewCounter(mDirectOK),
-		evictions:       s.NewCounter(mEvictions),
-		pings:           s.NewCounter(mPingsSent),
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
 		storageErrors:   s.NewCounter(mStorageErrors),
-		overloaded:      s.NewCounter(mOverloaded),
 		storageSeconds:  s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
-		deliveryAck:     s.NewPrometheusHistogramExt(mDeliveryAck, ackBuckets),
-		errors:          map[string]*metrics.Counter{},
 	}
-	for _, k := range errorKinds {
-		m.errors[k] = s.NewCounter(`autoconnect_errors_total{kind="` + k + `"}`)
-	}
+	// One counter, moved by both: the session evicts local connections,
+	// the glue counts remote evictions.
+	m.evictions = m.session.Evictions
 	s.NewGauge(mConnections, func() float64 { return float64(srv.connections.Load()) })
 	s.NewGauge(mClients, func() float64 { return float64(srv.registry.len()) })
-	s.NewGauge(mInFlight, func() float64 { return float64(srv.inFlight.Load()) })
+	s.NewGauge(mInFlight, func() float64 { return float64(srv.env.InFlight.Load()) })
+	s.NewGauge(mPendingWork, func() float64 { return float64(srv.pending.Load()) })
 	s.NewGauge(mDraining, func() float64 {
-		if srv.draining.Load() {
+		if srv.env.Draining.Load() {
 			return 1
 		}
 		return 0
 	})
 	return m
-}
-
-func (m *engineMetrics) fail(kind string) {
-	if c := m.errors[kind]; c != nil {
-		c.Inc()
-	}
 }

@@ -2,68 +2,46 @@ package engine
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/panjf2000/gnet/v2"
 
+	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/protocol"
 )
 
-// The internal node API, on its own listener (Config.RouterListen), never
-// the public one:
-//
-//	PUT    /push/{uaid}                 deliver now: 200 written to the
-//	                                    client's socket, 404 not connected
-//	                                    here, 503 busy (store and notify)
-//	PUT    /notif/{uaid}                check storage: 200 checking, 202
-//	                                    busy (will check when acks drain),
-//	                                    404 not here
-//	DELETE /notif/{uaid}/{connected_at} drop a connection at least as old
-//	                                    as connected_at: 200 closed, 404
-//
-// Callers authenticate with "Authorization: Bearer <NodeSecret>"; with no
-// secret configured only loopback callers are served. A shared secret,
-// not an allow-list, because endpoint nodes scale and move while the
-// secret stays in the deployment's configuration.
-//
-// The dockerflow routes (/__heartbeat__, /__lbheartbeat__, /__version__),
-// /health and /metrics are served here too, without authentication.
+// The internal node API (internal/nodeapi has the contract), on its own
+// listener (Config.RouterListen), never the public one. The dockerflow
+// routes (/__heartbeat__, /__lbheartbeat__, /__version__), /health and
+// /metrics are served there too, without authentication.
 
 // loopWait bounds how long an API call waits for the connection's event
 // loop to answer.
 const loopWait = 2 * time.Second
 
-// nodeRoutes is the node API's route table: ServeMux patterns and their
-// handlers.
-func (srv *Server) nodeRoutes() []nodeRoute {
-	return []nodeRoute{
-		{"PUT /push/{uaid}", srv.authed(srv.handlePush)},
-		{"PUT /notif/{uaid}", srv.authed(srv.handleNotif)},
-		{"DELETE /notif/{uaid}/{connected_at}", srv.authed(srv.handleDrop)},
-		{"GET /__heartbeat__", srv.handleHeartbeat},
-		{"GET /__lbheartbeat__", srv.handleLBHeartbeat},
-		{"GET /__version__", srv.handleVersion},
-		{"GET /health", srv.handleHealth},
-		{"GET /metrics", srv.handleMetrics},
-	}
-}
-
-type nodeRoute struct {
-	pattern string
-	handler http.HandlerFunc
+// nodeRoutes is the node API's route table.
+func (srv *Server) nodeRoutes() []nodeapi.Route {
+	return append(nodeapi.Routes(apiNode{srv}, nodeapi.ServerConfig{
+		Secret:       srv.cfg.NodeSecret,
+		MaxBody:      int64(srv.cfg.MaxMessageSize) * 2,
+		Unauthorized: srv.metrics.apiUnauthorized.Inc,
+	}),
+		nodeapi.Route{Pattern: "GET /__heartbeat__", Handler: srv.handleHeartbeat},
+		nodeapi.Route{Pattern: "GET /__lbheartbeat__", Handler: srv.handleLBHeartbeat},
+		nodeapi.Route{Pattern: "GET /__version__", Handler: srv.handleVersion},
+		nodeapi.Route{Pattern: "GET /health", Handler: srv.handleHealth},
+		nodeapi.Route{Pattern: "GET /metrics", Handler: srv.handleMetrics},
+	)
 }
 
 func (srv *Server) nodeAPI() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range srv.nodeRoutes() {
-		mux.HandleFunc(r.pattern, r.handler)
+		mux.HandleFunc(r.Pattern, r.Handler)
 	}
 	return mux
 }
@@ -74,53 +52,73 @@ func (srv *Server) nodeAPI() http.Handler {
 func (srv *Server) NodeAPIRoutes() []string {
 	var out []string
 	for _, r := range srv.nodeRoutes() {
-		out = append(out, r.pattern)
+		out = append(out, r.Pattern)
 	}
 	return out
 }
 
-func (srv *Server) authed(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !srv.authorized(r) {
-			srv.metrics.apiUnauthorized.Inc()
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
+// apiNode is the node as the node API sees it: each call runs as a
+// transition on the connection's loop.
+type apiNode struct{ srv *Server }
+
+func (n apiNode) Deliver(uaid [16]byte, notif *protocol.Notification) int {
+	m := n.srv.metrics
+	cn := n.srv.registry.get(uaid)
+	if cn == nil {
+		m.directMiss.Inc()
+		return nodeapi.StatusNotHere
+	}
+	return n.srv.onLoopWait(cn, func(lc *loopCtx) int {
+		code := cn.s.Deliver(&lc.Ctx, notif)
+		if !lc.apply() && cn.s.Closed() && code == nodeapi.StatusDelivered {
+			// The write failed and closed the connection: the endpoint
+			// stores the message instead (the session's Close did not).
+			code = nodeapi.StatusNotHere
 		}
-		h(w, r)
-	}
+		switch code {
+		case nodeapi.StatusDelivered:
+			m.directOK.Inc()
+		case nodeapi.StatusBusy:
+			m.directBusy.Inc()
+		default:
+			m.directMiss.Inc()
+		}
+		return code
+	})
 }
 
-func (srv *Server) authorized(r *http.Request) bool {
-	if srv.cfg.NodeSecret == "" {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		ip := net.ParseIP(host)
-		return err == nil && ip != nil && ip.IsLoopback()
+func (n apiNode) Check(uaid [16]byte) int {
+	cn := n.srv.registry.get(uaid)
+	if cn == nil {
+		return nodeapi.StatusNotHere
 	}
-	want := "Bearer " + srv.cfg.NodeSecret
-	got := r.Header.Get("Authorization")
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+	return n.srv.onLoopWait(cn, func(lc *loopCtx) int {
+		code := cn.s.Check(&lc.Ctx)
+		lc.apply()
+		return code
+	})
 }
 
-// sessionFor resolves the {uaid} path value to the session holding it.
-func (srv *Server) sessionFor(w http.ResponseWriter, r *http.Request) *session {
-	uaid, ok := protocol.ParseUAID(r.PathValue("uaid"))
-	if !ok {
-		http.Error(w, "invalid uaid", http.StatusBadRequest)
-		return nil
+func (n apiNode) Drop(uaid [16]byte, connectedAt int64) int {
+	cn := n.srv.registry.get(uaid)
+	if cn == nil {
+		return nodeapi.StatusNotHere
 	}
-	s := srv.registry.get(uaid)
-	if s == nil {
-		http.Error(w, "not connected here", http.StatusNotFound)
-	}
-	return s
+	return n.srv.onLoopWait(cn, func(lc *loopCtx) int {
+		code := cn.s.Evict(&lc.Ctx, connectedAt)
+		lc.apply()
+		return code
+	})
 }
 
-// onLoopWait runs fn on s's event loop and returns its status, or 404 when
-// the connection went away first. If the loop does not answer within
-// loopWait the caller gets 503 (the endpoint stores the message), and fn,
-// should it run later, does not run at all: a delivery must never happen
-// after its sender was told "busy", or the client would get it twice.
-func onLoopWait(s *session, fn func() int) int {
+// onLoopWait runs fn as a transition on cn's event loop and returns its
+// status, or 404 when the connection closed before fn could run. fn applies the
+// transition's effects itself (it needs to know whether its write went
+// out). If the loop does not answer within loopWait the caller gets 503
+// (the endpoint stores the message), and fn, should it run later, does
+// not run at all: a delivery must never happen after its sender was told
+// "busy", or the client would get it twice.
+func (srv *Server) onLoopWait(cn *conn, fn func(lc *loopCtx) int) int {
 	const (
 		pending = iota
 		claimed // fn is running or ran: its answer is the answer
@@ -128,13 +126,22 @@ func onLoopWait(s *session, fn func() int) int {
 	)
 	var state atomic.Int32
 	res := make(chan int, 1)
-	err := s.onLoop(func() {
-		if state.CompareAndSwap(pending, claimed) {
-			res <- fn()
+	err := cn.c.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		if !state.CompareAndSwap(pending, claimed) {
+			return nil
 		}
-	})
+		if cn.s.Closed() {
+			res <- nodeapi.StatusNotHere
+			return nil
+		}
+		lc := srv.begin(cn)
+		code := fn(lc)
+		lc.release()
+		res <- code
+		return nil
+	}))
 	if err != nil {
-		return http.StatusNotFound
+		return nodeapi.StatusNotHere
 	}
 	t := time.NewTimer(loopWait)
 	defer t.Stop()
@@ -143,51 +150,10 @@ func onLoopWait(s *session, fn func() int) int {
 		return code
 	case <-t.C:
 		if state.CompareAndSwap(pending, gaveUp) {
-			return http.StatusServiceUnavailable
+			return nodeapi.StatusBusy
 		}
 		return <-res // fn claimed the work just in time: wait for it
 	}
-}
-
-func (srv *Server) handlePush(w http.ResponseWriter, r *http.Request) {
-	s := srv.sessionFor(w, r)
-	if s == nil {
-		srv.metrics.directMiss.Inc()
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(srv.cfg.MaxMessageSize)*2))
-	if err != nil {
-		http.Error(w, "read body", http.StatusBadRequest)
-		return
-	}
-	var n protocol.Notification
-	if err := protocol.DecodeNotification(body, &n); err != nil {
-		http.Error(w, "invalid notification: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	code := onLoopWait(s, func() int { return s.deliverDirect(&n) })
-	w.WriteHeader(code)
-}
-
-func (srv *Server) handleNotif(w http.ResponseWriter, r *http.Request) {
-	s := srv.sessionFor(w, r)
-	if s == nil {
-		return
-	}
-	w.WriteHeader(onLoopWait(s, s.requestCheck))
-}
-
-func (srv *Server) handleDrop(w http.ResponseWriter, r *http.Request) {
-	connectedAt, err := strconv.ParseInt(r.PathValue("connected_at"), 10, 64)
-	if err != nil {
-		http.Error(w, "invalid connected_at", http.StatusBadRequest)
-		return
-	}
-	s := srv.sessionFor(w, r)
-	if s == nil {
-		return
-	}
-	w.WriteHeader(onLoopWait(s, func() int { return s.evict(connectedAt) }))
 }
 
 func (srv *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -197,11 +163,11 @@ func (srv *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if err := srv.store.Health(ctx); err != nil {
 		status, code = "error", http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, map[string]any{"status": status, "storage": status, "draining": srv.draining.Load()})
+	writeJSON(w, code, map[string]any{"status": status, "storage": status, "draining": srv.env.Draining.Load()})
 }
 
 func (srv *Server) handleLBHeartbeat(w http.ResponseWriter, _ *http.Request) {
-	if srv.draining.Load() {
+	if srv.env.Draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 		return
 	}
@@ -218,7 +184,7 @@ func (srv *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		"status":      "ok",
 		"connections": srv.connections.Load(),
 		"clients":     srv.registry.len(),
-		"draining":    srv.draining.Load(),
+		"draining":    srv.env.Draining.Load(),
 		"max":         srv.maxConns,
 	})
 }

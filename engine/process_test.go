@@ -29,11 +29,11 @@ import (
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
-	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 	"github.com/gobwas/ws"
 	"github.com/google/uuid"
 )
@@ -104,7 +104,7 @@ func procKeyspace(t *testing.T) (scylla.Config, storage.Store) {
 
 // procNode is one running autoconnect process.
 type procNode struct {
-	*e2etest.Proc
+	*proc.Proc
 	name string
 
 	// From the process's "autoconnect started" line.
@@ -162,7 +162,7 @@ func startProc(t *testing.T, name string, settings map[string]string) *procNode 
 	t.Helper()
 	cmd := exec.Command(autoconnectBinary(t))
 	cmd.Env = procEnv(settings)
-	p, err := e2etest.StartProc(cmd, "autoconnect started", procStartTimeout)
+	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: "autoconnect started", StartTimeout: procStartTimeout})
 	if err != nil {
 		t.Fatalf("node %s: %v", name, err)
 	}
@@ -314,7 +314,7 @@ func TestEvictionAcrossProcesses(t *testing.T) {
 	et.Eventually(t, 10*time.Second, "A to drop the evicted client", func() bool {
 		return a.health(t)["clients"] == 0.0
 	})
-	time.Sleep(500 * time.Millisecond) // A's leave job (ClearNode) runs on a worker
+	et.Settle(t, a.NodeURL) // A's leave job (ClearNode) runs on a worker
 	rec, err = store.GetUser(context.Background(), u)
 	if err != nil || rec.NodeID != b.NodeURL {
 		t.Fatalf("router record after eviction: %+v %v (want node %s)", rec, err, b.NodeURL)
@@ -441,7 +441,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 			}
 			got = append(got, v)
 		}
-		c.Quiet(500 * time.Millisecond) // nothing beyond the N
+		et.NothingMore(t, b.NodeURL, c) // nothing beyond the N
 		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(ag.versions))) {
 			t.Fatalf("client %d: redelivered %v, want %v", i, got, ag.versions)
 		}
@@ -465,7 +465,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 		if got := c.Hello(ag.uaid); got != ag.uaid {
 			t.Fatalf("client %d: uaid replaced %s -> %s", i, ag.uaid, got)
 		}
-		c.Quiet(time.Second) // acked: never delivered again
+		et.NothingMore(t, b.NodeURL, c) // acked: never delivered again
 		c.Close()
 	}
 }

@@ -12,8 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/internal/dockerflow"
-
+	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/panjf2000/gnet/v2"
@@ -25,9 +26,11 @@ type Server struct {
 	gnet.BuiltinEventEngine
 
 	cfg      Config
+	env      *session.Env // what every session shares
 	log      *slog.Logger
 	store    storage.Store
 	keys     *token.Keys
+	nodes    *nodeapi.Client // this node's calls to other nodes
 	registry *registry
 	deletes  *deletes
 	wheel    *wheel
@@ -37,8 +40,7 @@ type Server struct {
 	maxConns int
 
 	connections atomic.Int64
-	inFlight    atomic.Int64
-	draining    atomic.Bool
+	pending     atomic.Int64   // see Pending
 	leaving     sync.WaitGroup // leave jobs that could not be queued
 
 	eng      gnet.Engine
@@ -49,8 +51,7 @@ type Server struct {
 	addr     string
 	nodeURL  string
 	started  time.Time
-	epochMS  int64      // New's time: sessions keep times relative to it
-	dueSlice []*session // reused by OnTick
+	dueSlice []*conn // reused by OnTick
 }
 
 // New prepares a node; Start runs it. The store is the caller's: Close
@@ -74,9 +75,21 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		booted:   make(chan error, 1),
 		stopped:  make(chan error, 1),
 		version:  dockerflow.Version(cfg.VersionFile),
-		epochMS:  time.Now().UnixMilli(),
+		nodes:    nodeapi.NewClient(nodeapi.ClientConfig{Secret: cfg.NodeSecret, Timeout: 3 * time.Second}),
 	}
 	srv.metrics = newMetrics(srv)
+	srv.env = &session.Env{
+		Config: session.Config{
+			HelloTimeout: cfg.HelloTimeout, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
+			MinClientPing: cfg.MinClientPing, MaxUnacked: cfg.MaxUnacked, MaxMessageSize: cfg.MaxMessageSize,
+			MessagePage: cfg.MessagePage, CursorLag: cfg.CursorLag,
+		},
+		Metrics: srv.metrics.session,
+		Log:     log,
+		Now:     time.Now,
+		Epoch:   time.Now(),
+		Full:    func() bool { return int(srv.connections.Load()) > srv.maxConns },
+	}
 	return srv, nil
 }
 
@@ -156,9 +169,13 @@ func (srv *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// clock is milliseconds since the node was made, wrapping at 2^32 (49
-// days): sessions compare only differences of it.
-func (srv *Server) clock() uint32 { return uint32(time.Now().UnixMilli() - srv.epochMS) }
+// Pending is how much work the node has handed off and not finished:
+// storage jobs queued or running, their results waiting for an event
+// loop, the work closed connections leave. 0 means the node has nothing
+// of its own to do until a client, the node API or a timer asks (tests
+// wait for it; autoconnect_pending_work serves it). Safe for concurrent
+// use.
+func (srv *Server) Pending() int64 { return srv.pending.Load() }
 
 // Addr is the websocket listen address (with the real port).
 func (srv *Server) Addr() string { return srv.addr }
@@ -181,6 +198,7 @@ func (srv *Server) Close() error {
 	err = errors.Join(err, srv.api.Shutdown(ctx))
 	srv.workers.stop()
 	srv.leaving.Wait()
+	srv.nodes.CloseIdle()
 	return err
 }
 

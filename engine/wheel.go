@@ -17,37 +17,37 @@ import (
 type wheel struct {
 	mu    sync.Mutex
 	res   time.Duration
-	slots [][]*session
+	slots [][]*conn
 	pos   int   // slot of the current tick
 	now   int64 // ms of the current tick
 }
 
 func newWheel(res time.Duration, slots int, start time.Time) *wheel {
-	return &wheel{res: res, slots: make([][]*session, slots), now: start.UnixMilli()}
+	return &wheel{res: res, slots: make([][]*conn, slots), now: start.UnixMilli()}
 }
 
-// schedule makes s due at dueMS (ms since the epoch). A session already
+// schedule makes cn due at dueMS (ms since the epoch). A session already
 // in the wheel keeps its slot; only its deadline changes.
-func (w *wheel) schedule(s *session, dueMS int64) {
+func (w *wheel) schedule(cn *conn, dueMS int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s.due = dueMS
-	if !s.queued {
-		s.queued = true
-		w.file(s)
+	cn.due = dueMS
+	if !cn.queued {
+		cn.queued = true
+		w.file(cn)
 	}
 }
 
-// unschedule drops s at its slot's next turn.
-func (w *wheel) unschedule(s *session) {
+// unschedule drops cn at its slot's next turn.
+func (w *wheel) unschedule(cn *conn) {
 	w.mu.Lock()
-	s.due = -1
+	cn.due = -1
 	w.mu.Unlock()
 }
 
-// file puts s in the slot of its deadline, at most one turn ahead; w.mu held.
-func (w *wheel) file(s *session) {
-	ahead := int((s.due - w.now) / w.res.Milliseconds())
+// file puts cn in the slot of its deadline, at most one turn ahead; w.mu held.
+func (w *wheel) file(cn *conn) {
+	ahead := int((cn.due - w.now) / w.res.Milliseconds())
 	if ahead < 1 {
 		ahead = 1
 	}
@@ -55,12 +55,12 @@ func (w *wheel) file(s *session) {
 		ahead = len(w.slots) - 1
 	}
 	i := (w.pos + ahead) % len(w.slots)
-	w.slots[i] = append(w.slots[i], s)
+	w.slots[i] = append(w.slots[i], cn)
 }
 
 // advance moves to now and returns the sessions now due. Sessions whose
 // deadline moved later are re-filed; unscheduled ones are dropped.
-func (w *wheel) advance(now time.Time, due []*session) []*session {
+func (w *wheel) advance(now time.Time, due []*conn) []*conn {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	target := now.UnixMilli()
@@ -69,15 +69,15 @@ func (w *wheel) advance(now time.Time, due []*session) []*session {
 		w.pos = (w.pos + 1) % len(w.slots)
 		slot := w.slots[w.pos]
 		w.slots[w.pos] = slot[:0:0]
-		for _, s := range slot {
-			s.queued = false
+		for _, cn := range slot {
+			cn.queued = false
 			switch {
-			case s.due < 0:
-			case s.due > w.now:
-				s.queued = true
-				w.file(s)
+			case cn.due < 0:
+			case cn.due > w.now:
+				cn.queued = true
+				w.file(cn)
 			default:
-				due = append(due, s)
+				due = append(due, cn)
 			}
 		}
 	}

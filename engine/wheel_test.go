@@ -8,7 +8,7 @@ import (
 func TestWheelFiresDueAndRefilesMoved(t *testing.T) {
 	start := time.UnixMilli(1_000_000)
 	w := newWheel(100*time.Millisecond, 8, start)
-	a, b, c, far := &session{}, &session{}, &session{}, &session{}
+	a, b, c, far := &conn{}, &conn{}, &conn{}, &conn{}
 	w.schedule(a, start.UnixMilli()+250)
 	w.schedule(b, start.UnixMilli()+250)
 	w.schedule(c, start.UnixMilli()+250)

@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
 )
 
 // ErrFailed is returned by Capacity when a scenario ran and measured a
@@ -21,70 +24,71 @@ import (
 var ErrFailed = errors.New("loadtest: capacity: a scenario failed")
 
 // Profile is the standard capacity profile: what `make capacity` runs on
-// the project's machine. Defaults in DefaultProfile.
+// the project's machine. Defaults in DefaultProfile; each field's `conf` tag
+// is its flag (internal/settings).
 type Profile struct {
 	// Scenarios to run, in order. Default hold, notify, stored, churn.
-	Scenarios []string
+	Scenarios []string `conf:"scenarios" help:"scenarios to run, in order"`
 	// HoldUAs idle user agents, opened at HoldRate per second in
 	// HoldSteps steps. Defaults 200,000, 1,500/s, 5.
-	HoldUAs   int
-	HoldRate  float64
-	HoldSteps int
+	HoldUAs   int     `conf:"hold-uas" help:"hold: idle user agents"`
+	HoldRate  float64 `conf:"hold-rate" help:"hold: connections started per second"`
+	HoldSteps int     `conf:"hold-steps" help:"hold: ramp steps"`
 	// NotifyUAs connected user agents and the offered rates. Defaults
 	// 10,000 and 100 .. 4,000/s.
-	NotifyUAs   int
-	NotifyRates []float64
+	NotifyUAs   int       `conf:"notify-uas" help:"notify: connected user agents"`
+	NotifyRates []float64 `conf:"notify-rates" help:"notify: offered rates per second"`
 	// StoredUAs receive Messages pushes at StoredRate while offline.
 	// Defaults 2,000, 100,000 and 800/s (what one Cassandra node sharing
 	// two cores with everything else stores).
-	StoredUAs  int
-	Messages   int
-	StoredRate float64
+	StoredUAs  int     `conf:"stored-uas" help:"stored: user agents"`
+	Messages   int     `conf:"messages" help:"stored: pushes"`
+	StoredRate float64 `conf:"stored-rate" help:"stored: pushes per second"`
 	// ChurnUAs come and go while ChurnRate pushes per second flow for
 	// ChurnTime. Defaults 5,000, 600/s, 170s (102,000 pushes).
-	ChurnUAs  int
-	ChurnRate float64
-	ChurnTime time.Duration
+	ChurnUAs  int           `conf:"churn-uas" help:"churn: user agents"`
+	ChurnRate float64       `conf:"churn-rate" help:"churn: pushes per second"`
+	ChurnTime time.Duration `conf:"churn-time" help:"churn: how long pushes flow"`
 	// Doc is the markdown written. Default "docs/capacity.md".
-	Doc string
+	Doc string `conf:"doc" help:"markdown summary to write"`
 	// Out holds each scenario's reports and logs. Default
 	// "loadtest/out/capacity".
-	Out string
+	Out string `conf:"out" help:"directory for each scenario's reports"`
 	// BinDir, CQLHosts: as Config's.
-	BinDir   string
-	CQLHosts []string
+	BinDir   string   `conf:"bin-dir" help:"directory with the service binaries (empty: go build them)"`
+	CQLHosts []string `conf:"cql-hosts" help:"shared CQL storage host:port,... (default $CQL_HOSTS)"`
 	// StorageNote describes the CQL server in the document (the make
 	// target says what it started). Default "".
-	StorageNote string
+	StorageNote string `conf:"storage-note" help:"what the CQL server is, for the document"`
 }
 
 // DefaultProfile returns the defaults documented on Profile.
 func DefaultProfile() Profile {
 	return Profile{
-		Scenarios: slices.Clone(Scenarios),
+		Scenarios: slices.Clone(scenario.Names),
 		HoldUAs:   200000, HoldRate: 1500, HoldSteps: 5,
 		NotifyUAs: 10000, NotifyRates: []float64{100, 250, 500, 750, 1000, 2000, 4000},
 		StoredUAs: 2000, Messages: 100000, StoredRate: 800,
 		ChurnUAs: 5000, ChurnRate: 600, ChurnTime: 170 * time.Second,
 		Doc: "docs/capacity.md", Out: "loadtest/out/capacity",
-		CQLHosts: DefaultConfig(Hold).CQLHosts,
+		CQLHosts: scenario.Default(scenario.Hold).CQLHosts,
 	}
 }
 
 // configs are the profile's runs.
-func (p Profile) configs() []Config {
-	var out []Config
+func (p Profile) configs() []scenario.Config {
+	var out []scenario.Config
 	for _, s := range p.Scenarios {
-		c := DefaultConfig(s)
+		c := scenario.Default(s)
 		c.BinDir, c.CQLHosts, c.Out = p.BinDir, p.CQLHosts, filepath.Join(p.Out, s)
 		switch s {
-		case Hold:
+		case scenario.Hold:
 			c.UAs, c.ConnectRate, c.Steps, c.Settle, c.Hold = p.HoldUAs, p.HoldRate, p.HoldSteps, 15*time.Second, time.Minute
-		case Notify:
+		case scenario.Notify:
 			c.UAs, c.Rates, c.StageTime, c.Warmup = p.NotifyUAs, p.NotifyRates, 20*time.Second, 5*time.Second
-		case Stored:
+		case scenario.Stored:
 			c.UAs, c.Messages, c.PushRate, c.Engines = p.StoredUAs, p.Messages, p.StoredRate, 2
-		case Churn:
+		case scenario.Churn:
 			c.UAs, c.PushRate, c.Duration, c.SessionMean, c.OfflineMean = p.ChurnUAs, p.ChurnRate, p.ChurnTime, 20*time.Second, 5*time.Second
 			c.Engines = 2
 		}
@@ -96,23 +100,20 @@ func (p Profile) configs() []Config {
 
 // commandLine is the loadtest command that makes the same run: the flags
 // that differ from the scenario's defaults (output and paths left out).
-func commandLine(c Config) string {
-	def := DefaultConfig(c.Scenario)
+func commandLine(c scenario.Config) string {
+	def := settings.Describe(ptr(scenario.Default(c.Scenario)), "")
 	parts := []string{"go run ./loadtest/cmd/loadtest", c.Scenario}
-	v, dv := reflect.ValueOf(c), reflect.ValueOf(def)
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		name, ok := f.Tag.Lookup("flag")
-		if !ok || !forScenario(f.Tag.Get("for"), c.Scenario) || slices.Contains([]string{"out", "bin-dir", "cql-hosts", "progress"}, name) {
+	reads := scenario.ReadBy(c.Scenario)
+	for i, s := range settings.Describe(&c, "") {
+		if !reads(s.Tag) || s.Default == def[i].Default || slices.Contains([]string{"out", "bin-dir", "cql-hosts", "progress"}, s.Name) {
 			continue
 		}
-		if reflect.DeepEqual(v.Field(i).Interface(), dv.Field(i).Interface()) {
-			continue
-		}
-		parts = append(parts, "-"+name+" "+fieldValue{v.Field(i)}.String())
+		parts = append(parts, "-"+s.Name+" "+s.Default)
 	}
 	return strings.Join(parts, " ")
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // Capacity runs the standard profile (flags adjust it), writes each
 // scenario's reports under -out and the summary document -doc.
@@ -120,24 +121,7 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	p := DefaultProfile()
 	fs := flag.NewFlagSet("loadtest capacity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scen := fieldValue{reflect.ValueOf(&p.Scenarios).Elem()}
-	fs.Var(scen, "scenarios", "scenarios to run, in order")
-	fs.IntVar(&p.HoldUAs, "hold-uas", p.HoldUAs, "hold: idle user agents")
-	fs.Float64Var(&p.HoldRate, "hold-rate", p.HoldRate, "hold: connections started per second")
-	fs.IntVar(&p.HoldSteps, "hold-steps", p.HoldSteps, "hold: ramp steps")
-	fs.IntVar(&p.NotifyUAs, "notify-uas", p.NotifyUAs, "notify: connected user agents")
-	fs.Var(fieldValue{reflect.ValueOf(&p.NotifyRates).Elem()}, "notify-rates", "notify: offered rates per second")
-	fs.IntVar(&p.StoredUAs, "stored-uas", p.StoredUAs, "stored: user agents")
-	fs.IntVar(&p.Messages, "messages", p.Messages, "stored: pushes")
-	fs.Float64Var(&p.StoredRate, "stored-rate", p.StoredRate, "stored: pushes per second")
-	fs.IntVar(&p.ChurnUAs, "churn-uas", p.ChurnUAs, "churn: user agents")
-	fs.Float64Var(&p.ChurnRate, "churn-rate", p.ChurnRate, "churn: pushes per second")
-	fs.DurationVar(&p.ChurnTime, "churn-time", p.ChurnTime, "churn: how long pushes flow")
-	fs.StringVar(&p.Doc, "doc", p.Doc, "markdown summary to write")
-	fs.StringVar(&p.Out, "out", p.Out, "directory for each scenario's reports")
-	fs.StringVar(&p.BinDir, "bin-dir", p.BinDir, "directory with the service binaries (empty: go build them)")
-	fs.Var(fieldValue{reflect.ValueOf(&p.CQLHosts).Elem()}, "cql-hosts", "shared CQL storage host:port,... (default $CQL_HOSTS)")
-	fs.StringVar(&p.StorageNote, "storage-note", p.StorageNote, "what the CQL server is, for the document")
+	settings.Flags(fs, &p, nil)
 	reuse := fs.Bool("reuse", true, "complete the document with the last reports (under -out) of the scenarios not run now")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: loadtest capacity [flags]\n\nRuns the standard profile (hold, notify, stored, churn) and writes %s.\n"+
@@ -159,9 +143,9 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("loadtest: capacity: %s: %w", c.Scenario, err)
 		}
 	}
-	var reps []*Report
+	var reps []*report.Report
 	var errs []error
-	ran := map[string]*Report{}
+	ran := map[string]*report.Report{}
 	for _, c := range cfgs {
 		fmt.Fprintf(stderr, "\n== capacity: %s\n", c.Command)
 		rep, err := Run(ctx, c, stdout, stderr)
@@ -175,7 +159,7 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			ran[c.Scenario] = rep
 		}
 	}
-	for _, s := range Scenarios {
+	for _, s := range scenario.Names {
 		switch rep, err := ran[s], error(nil); {
 		case rep != nil:
 			reps = append(reps, rep)
@@ -187,7 +171,7 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
-	doc, err := capacityDoc(p, reps, errs)
+	doc, err := report.CapacityDoc(p.Out, p.StorageNote, reps, errs)
 	if err != nil {
 		return err
 	}
@@ -207,12 +191,12 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // readReport loads a report a previous run wrote.
-func readReport(path string) (*Report, error) {
+func readReport(path string) (*report.Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var r Report
+	var r report.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("loadtest: %s: %w", path, err)
 	}

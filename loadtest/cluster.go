@@ -15,21 +15,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/storage/scylla"
 )
 
 // cluster is the system under test: the engine processes and the endpoint
 // this run started, sharing one storage.
 type cluster struct {
-	cfg      *Config
+	cfg      *scenario.Config
 	log      io.Writer
 	dir      string // the run's scratch directory (binaries, embedded data)
 	binDir   string
 	storage  string // "scylla" or "embedded"
 	keyspace string
-	engines  []*child
-	endpoint *child // autoendpoint; nil for hold, or when a devserver is both
+	engines  []*proc.Proc
+	// gcTraces follow each engine's GODEBUG=gctrace=1 lines, for the live
+	// heap (hold only; nil otherwise).
+	gcTraces []*probe.GCTrace
+	endpoint *proc.Proc // autoendpoint; nil for hold, or when a devserver is both
 	// devserver: one process holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
 	devserver   bool
@@ -38,21 +45,8 @@ type cluster struct {
 	endpointURL string
 }
 
-// ClusterInfo describes the system under test in the report.
-type ClusterInfo struct {
-	Storage     string   `json:"storage"`
-	Engines     int      `json:"engines"`
-	EngineKind  string   `json:"engine_kind"` // autoconnect, or devserver (engine and endpoint in one process)
-	EnginePIDs  []int    `json:"engine_pids"`
-	EngineAddrs []string `json:"engine_addrs"`
-	Endpoint    string   `json:"endpoint_url,omitempty"`
-	Keyspace    string   `json:"keyspace,omitempty"`
-	CQLHosts    []string `json:"cql_hosts,omitempty"`
-	Workers     int      `json:"workers"`
-}
-
-func (c *cluster) info() ClusterInfo {
-	ci := ClusterInfo{Storage: c.storage, Engines: len(c.engines), EngineKind: "autoconnect", EngineAddrs: c.wsAddrs,
+func (c *cluster) info() report.ClusterInfo {
+	ci := report.ClusterInfo{Storage: c.storage, Engines: len(c.engines), EngineKind: "autoconnect", EngineAddrs: c.wsAddrs,
 		Keyspace: c.keyspace}
 	if c.endpoint != nil || c.devserver {
 		ci.Endpoint = c.endpointURL
@@ -64,14 +58,14 @@ func (c *cluster) info() ClusterInfo {
 		ci.CQLHosts = c.cfg.CQLHosts
 	}
 	for _, e := range c.engines {
-		ci.EnginePIDs = append(ci.EnginePIDs, e.pid())
+		ci.EnginePIDs = append(ci.EnginePIDs, e.PID())
 	}
 	return ci
 }
 
 // startCluster builds (or finds) the binaries, makes the storage, and
 // starts the engines and, when the scenario sends pushes, the endpoint.
-func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer) (c *cluster, err error) {
+func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (c *cluster, err error) {
 	c = &cluster{cfg: cfg, log: log, storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
 		c.storage = "scylla"
@@ -85,12 +79,12 @@ func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer
 			c = nil
 		}
 	}()
-	c.devserver = c.storage == "embedded" && cfg.sends()
+	c.devserver = c.storage == "embedded" && cfg.Sends()
 	var bins []string
 	switch {
 	case c.devserver:
 		bins = []string{"devserver"}
-	case cfg.sends():
+	case cfg.Sends():
 		bins = []string{"autoconnect", "autoendpoint"}
 	default:
 		bins = []string{"autoconnect"}
@@ -115,13 +109,13 @@ func startCluster(ctx context.Context, cfg *Config, logDir string, log io.Writer
 	if err := c.startEngines(ctx, key, logDir); err != nil {
 		return nil, err
 	}
-	if cfg.sends() {
+	if cfg.Sends() {
 		env := append(c.storageEnv("AUTOEND"),
 			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
 			"AUTOEND__VERSION_FILE=")
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started")
+			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -177,8 +171,9 @@ func (c *cluster) scyllaConfig() scylla.Config {
 
 // startEngines starts the autoconnect processes, a few at a time.
 func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
-	n := c.cfg.engines()
-	c.engines = make([]*child, n)
+	n := c.cfg.EngineCount()
+	c.engines = make([]*proc.Proc, n)
+	c.gcTraces = make([]*probe.GCTrace, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -193,8 +188,16 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
 			env = append(env, passThrough("AUTOCONNECT__")...)
+			var watch func([]byte)
+			if c.cfg.Scenario == scenario.Hold {
+				// hold reports the live heap, which only the runtime's
+				// trace of each collection (a line on stderr) tells.
+				env = append(env, "GODEBUG="+strings.Trim(os.Getenv("GODEBUG")+",gctrace=1", ","))
+				c.gcTraces[i] = &probe.GCTrace{}
+				watch = c.gcTraces[i].Line
+			}
 			c.engines[i], errs[i] = startChild(ctx, fmt.Sprintf("autoconnect-%d", i), filepath.Join(c.binDir, "autoconnect"), nil, env,
-				filepath.Join(logDir, fmt.Sprintf("autoconnect-%d.log", i)), "autoconnect started")
+				filepath.Join(logDir, fmt.Sprintf("autoconnect-%d.log", i)), "autoconnect started", watch)
 		}()
 	}
 	wg.Wait()
@@ -202,8 +205,8 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 		return err
 	}
 	for _, e := range c.engines {
-		c.wsAddrs = append(c.wsAddrs, e.field("listen"))
-		c.metricsURLs = append(c.metricsURLs, "http://"+e.field("node_api")+"/metrics")
+		c.wsAddrs = append(c.wsAddrs, e.Field("listen"))
+		c.metricsURLs = append(c.metricsURLs, "http://"+e.Field("node_api")+"/metrics")
 	}
 	return nil
 }
@@ -221,13 +224,13 @@ func (c *cluster) startDevserver(ctx context.Context, key, port, logDir string) 
 	args := []string{"-data-dir", data, "-ws", "127.0.0.1:0", "-node", "127.0.0.1:0", "-http", port,
 		"-endpoint-url", c.endpointURL, "-log-level", "info"}
 	ch, err := startChild(ctx, "devserver", filepath.Join(c.binDir, "devserver"), args, nil,
-		filepath.Join(logDir, "devserver.log"), "dev server ready")
+		filepath.Join(logDir, "devserver.log"), "dev server ready", nil)
 	if err != nil {
 		return err
 	}
-	c.engines = []*child{ch}
-	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.field("websocket"), "ws://"), "/")}
-	c.metricsURLs = []string{"http://" + ch.field("node_api") + "/metrics"}
+	c.engines, c.gcTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
+	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
+	c.metricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
 	return nil
 }
 
@@ -242,8 +245,8 @@ func (c *cluster) stop() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.stop(30 * time.Second); err != nil {
-				fmt.Fprintln(c.log, err)
+			if err := p.Stop(30 * time.Second); err != nil {
+				fmt.Fprintln(c.log, "loadtest:", err)
 			}
 		}()
 	}
@@ -258,6 +261,22 @@ func (c *cluster) stop() {
 	if c.dir != "" {
 		os.RemoveAll(c.dir)
 	}
+}
+
+// startChild runs bin with env (added to this process's environment),
+// its output in logPath (each line also to watch, when set), and waits
+// until it logs the MozLog line whose Fields.msg is startMsg. It dies with
+// the load tester however that ends, and is stopped by its PID only
+// (internal/proc).
+func startChild(ctx context.Context, name, bin string, args, env []string, logPath, startMsg string, watch func([]byte)) (*proc.Proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	p, err := proc.Start(ctx, cmd, proc.Config{Name: name, StartMsg: startMsg, StartTimeout: 2 * time.Minute, LogPath: logPath,
+		Watch: watch})
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	return p, nil
 }
 
 // binaries returns a directory holding bins: binDir when given, else a

@@ -3,6 +3,13 @@ package loadtest
 import (
 	"context"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/loadtest/sender"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // delivery runs stored and churn: pushes while the user agents are away
@@ -15,22 +22,22 @@ func (r *run) delivery(ctx context.Context) error {
 		return errRun("connect", err)
 	}
 	r.rep.Connect = c
-	r.logf("connected %s user agents in %.1fs", num(c.Connected), c.Seconds)
-	d := &DeliveryReport{UAs: cfg.UAs, Offered: cfg.PushRate}
+	r.logf("connected %s user agents in %.1fs", report.Num(c.Connected), c.Seconds)
+	d := &report.DeliveryReport{UAs: cfg.UAs, Offered: cfg.PushRate}
 	r.rep.Delivery = d
 
-	var evs []event
+	var evs []worker.Event
 	var sendStart float64
-	if cfg.Scenario == Stored {
+	if cfg.Scenario == scenario.Stored {
 		if err := r.disconnectAll(ctx, "offline"); err != nil {
 			return errRun("disconnect", err)
 		}
-		r.setPhase("store", int64(cfg.Messages), func(s Sample) int64 { return s.Sent })
+		r.setPhase("store", int64(cfg.Messages), func(s report.Sample) int64 { return s.Sent })
 		sendStart = r.now()
-		evs, err = r.pool.all(ctx, func(wp *workerProc) command {
+		evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
 			share := cfg.Messages*(wp.first+wp.uas)/cfg.UAs - cfg.Messages*wp.first/cfg.UAs
-			return command{Op: opSend, Send: &sendArgs{Rate: cfg.PushRate * float64(wp.uas) / float64(cfg.UAs),
-				Count: share, Pick: pickRoundRobin, Keep: true}}
+			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate * float64(wp.uas) / float64(cfg.UAs),
+				Count: share, Pick: sender.PickRoundRobin, Keep: true}}
 		})
 	} else {
 		if _, err := r.pool.all(ctx, churnCmd(true, cfg)); err != nil {
@@ -38,12 +45,12 @@ func (r *run) delivery(ctx context.Context) error {
 		}
 		before := r.pool.counters()
 		count := int64(cfg.PushRate * cfg.Duration.Seconds())
-		r.setPhase("churn", count, func(s Sample) int64 { return s.Sent })
+		r.setPhase("churn", count, func(s report.Sample) int64 { return s.Sent })
 		sendStart = r.now()
 		start := time.Now()
-		evs, err = r.pool.all(ctx, func(wp *workerProc) command {
-			return command{Op: opSend, Send: &sendArgs{Rate: cfg.PushRate / float64(len(r.pool.ws)), Duration: cfg.Duration,
-				Pick: pickRandom, Keep: true}}
+		evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
+			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate / float64(len(r.pool.ws)), Duration: cfg.Duration,
+				Pick: sender.PickRandom, Keep: true}}
 		})
 		after := r.pool.counters()
 		d.ChurnConnects, d.ChurnCloses = after.Connects-before.Connects, after.Closes-before.Closes
@@ -61,30 +68,30 @@ func (r *run) delivery(ctx context.Context) error {
 	}
 	d.Scheduled, d.SendSeconds, d.Achieved, d.Errors = st.Scheduled, st.Seconds, st.Achieved, st.Errors
 	d.SendCPU = r.avgCPU(sendStart, r.now())
-	r.logf("sent %s pushes in %.1fs: %s accepted, errors %s", num(st.Scheduled), st.Seconds, num(st.Account.Accepted), countsOrNone(st.Errors))
+	r.logf("sent %s pushes in %.1fs: %s accepted, errors %s", report.Num(st.Scheduled), st.Seconds, report.Num(st.Account.Accepted), report.CountsOrNone(st.Errors))
 
 	reconnect, drainStart := time.Now(), r.now()
 	recv0 := r.pool.counters()
 	if _, err := r.connectAll(ctx, "reconnect"); err != nil {
 		return errRun("reconnect", err)
 	}
-	r.setPhase("drain", st.Account.Accepted, func(s Sample) int64 { return s.Acked })
-	devs, err := r.pool.all(ctx, func(*workerProc) command {
-		return command{Op: opDrain, Drain: &drainArgs{Timeout: cfg.DrainTimeout, Quiet: cfg.Quiet}}
+	r.setPhase("drain", st.Account.Accepted, func(s report.Sample) int64 { return s.Acked })
+	devs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
+		return worker.Command{Op: worker.OpDrain, Drain: &worker.Drain{Timeout: cfg.DrainTimeout, Quiet: cfg.Quiet}}
 	})
 	if err != nil {
 		return errRun("drain", err)
 	}
-	lat := newHist()
+	lat := hist.New()
 	var last int64
 	for _, ev := range devs {
 		d.Stalled += ev.Drain.Unacked
 		last = max(last, ev.Drain.LastRecv)
-		if err := mergeEncoded(lat, ev.Drain.Hist); err != nil {
+		if err := hist.Merge(lat, ev.Drain.Hist); err != nil {
 			return err
 		}
 	}
-	d.Latency = summarize(lat)
+	d.Latency = hist.Summarize(lat)
 	recv1 := r.pool.counters()
 	if last > reconnect.UnixNano() {
 		d.DrainSeconds = float64(last-reconnect.UnixNano()) / 1e9
@@ -106,18 +113,18 @@ func (r *run) delivery(ctx context.Context) error {
 			return errRun("disconnect", err)
 		}
 	}
-	aevs, err := r.pool.all(ctx, func(*workerProc) command { return command{Op: opAccount} })
+	aevs, err := r.pool.all(ctx, func(*workerProc) worker.Command { return worker.Command{Op: worker.OpAccount} })
 	if err != nil {
 		return errRun("account", err)
 	}
 	for _, ev := range aevs {
-		d.Account.add(*ev.Account)
+		d.Account.Add(*ev.Account)
 	}
 	return nil
 }
 
-func churnCmd(on bool, cfg *Config) func(*workerProc) command {
-	return func(*workerProc) command {
-		return command{Op: opChurn, Churn: &churnArgs{On: on, SessionMean: cfg.SessionMean, OfflineMean: cfg.OfflineMean}}
+func churnCmd(on bool, cfg *scenario.Config) func(*workerProc) worker.Command {
+	return func(*workerProc) worker.Command {
+		return worker.Command{Op: worker.OpChurn, Churn: &agent.Churn{On: on, SessionMean: cfg.SessionMean, OfflineMean: cfg.OfflineMean}}
 	}
 }

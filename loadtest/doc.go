@@ -5,17 +5,19 @@
 // rate, every message accounted for, and the connection nodes' memory
 // sampled from outside while connections grow.
 //
-// Four scenarios (Run, cmd/loadtest):
+// This package is the coordinator: Run runs one scenario (scenario.Config;
+// hold, notify, stored or churn) against processes it starts and stops
+// itself, and Capacity runs the standard profile behind `make capacity`.
+// The rest has its own packages:
 //
-//   - hold: N idle user agents (hello, K channels, then idle with pings),
-//     ramped at a connect rate in steps; the engines' RSS at each step
-//     gives user-space bytes per connection;
-//   - notify: M connected user agents, pushes at a ladder of offered
-//     rates; end-to-end latency (POST start to receipt) in HDR histograms;
-//   - stored: user agents offline, pushes stored, user agents reconnect
-//     and drain; exactly-once accounting;
-//   - churn: user agents connect and disconnect while pushes flow; the
-//     same accounting.
+//	scenario  what a run is: the scenarios, Config, flags, validation
+//	worker    the worker process and the JSON-lines protocol that drives it
+//	agent     the virtual user agents on their epoll loops
+//	sender    the application server (open-loop POSTs)
+//	ledger    every push's fate, and the payload that names it
+//	hist      latency histograms and the worker clock they are read on
+//	probe     /proc and /metrics readings of the processes under test
+//	report    the JSON and HTML reports, the summary, docs/capacity.md
 //
 // Shape (one process cannot hold more than about 20,000 sockets here):
 //
@@ -24,10 +26,9 @@
 //	   │  samples /proc/<pid> and /metrics            │ an open-loop sender per worker
 //	   └─ progress, JSON + HTML report                 └ ledger: every push's fate
 //
-// The user agents are state machines driven by a few epoll loops per
-// worker (loop.go), never a goroutine each; sockets are bound to
-// 127.0.0.2-127.0.0.251 before connecting so ephemeral ports never run
-// out. Latency is measured from a push's intended send time (the open-loop
+// Child processes (engines, endpoint, workers) run through internal/proc:
+// they die with the coordinator however it ends, and are stopped by PID.
+// Latency is measured from a push's intended send time (the open-loop
 // schedule), so a slow server cannot hide its queueing by slowing the
 // sender (no coordinated omission).
 //

@@ -2,8 +2,15 @@ package loadtest
 
 import (
 	"context"
-	"math"
+	"slices"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // hold opens the user agents in Steps equal steps, measures the engines
@@ -12,11 +19,11 @@ import (
 // engine's fixed cost does not count.
 func (r *run) hold(ctx context.Context) error {
 	cfg := &r.cfg
-	h := &HoldReport{}
+	h := &report.HoldReport{}
 	r.rep.Hold = h
-	conn := &ConnectReport{Target: cfg.UAs, Offered: cfg.ConnectRate}
+	conn := &report.ConnectReport{Target: cfg.UAs, Offered: cfg.ConnectRate}
 	r.rep.Connect = conn
-	hs := newHist()
+	hs := hist.New()
 
 	r.setPhase("baseline", 0, nil)
 	rampStart := r.now()
@@ -31,12 +38,12 @@ func (r *run) hold(ctx context.Context) error {
 	r.logf("%s", pointLine(p))
 	for step := 1; step <= cfg.Steps; step++ {
 		target := cfg.UAs * step / cfg.Steps
-		r.setPhase("connect", int64(target), func(s Sample) int64 { return int64(s.Connected) })
+		r.setPhase("connect", int64(target), func(s report.Sample) int64 { return int64(s.Connected) })
 		start := time.Now()
-		evs, err := r.pool.all(ctx, func(wp *workerProc) command {
-			return command{Op: opConnect, Connect: &connectArgs{
+		evs, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
+			return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{
 				Rate: cfg.ConnectRate / float64(len(r.pool.ws)),
-				Upto: max(1, ceilDiv(wp.uas*step, cfg.Steps)),
+				Upto: max(1, scenario.CeilDiv(wp.uas*step, cfg.Steps)),
 			}}
 		})
 		if err != nil {
@@ -48,7 +55,7 @@ func (r *run) hold(ctx context.Context) error {
 			conn.Connected += ev.Connect.Connected
 			conn.Attempts += ev.Connect.Attempts
 			conn.Failures += ev.Connect.Failures
-			if err := mergeEncoded(hs, ev.Connect.Handshake); err != nil {
+			if err := hist.Merge(hs, ev.Connect.Handshake); err != nil {
 				return err
 			}
 		}
@@ -63,7 +70,7 @@ func (r *run) hold(ctx context.Context) error {
 		h.Points = append(h.Points, p)
 		r.logf("%s", pointLine(p))
 	}
-	conn.Handshake = summarize(hs)
+	conn.Handshake = hist.Summarize(hs)
 	conn.CPU = r.avgCPU(rampStart, r.now())
 	if conn.Seconds > 0 {
 		conn.Achieved = float64(conn.Attempts-conn.Failures) / conn.Seconds
@@ -77,21 +84,21 @@ func (r *run) hold(ctx context.Context) error {
 	h.HeldSeconds = time.Since(held).Seconds()
 	end := r.pool.counters()
 	h.ConnectedEnd, h.DroppedDuringRun = end.Connected, end.Dropped
-	h.slopes()
+	h.Slopes()
 	return nil
 }
 
 // measure takes Samples samples of every engine one second apart and keeps
 // each engine's median RSS (the Go runtime cannot be made to collect from
 // outside, so one sample can catch a heap about to shrink).
-func (r *run) measure(ctx context.Context) (MemPoint, error) {
+func (r *run) measure(ctx context.Context) (report.MemPoint, error) {
 	n := max(r.cfg.Samples, 1)
-	per := make([][]EngineSample, len(r.cl.engines))
+	per := make([][]probe.EngineSample, len(r.cl.engines))
 	var workers []int64
 	for i := range n {
 		if i > 0 {
 			if err := sleep(ctx, time.Second); err != nil {
-				return MemPoint{}, err
+				return report.MemPoint{}, err
 			}
 		}
 		for e, s := range r.engineSamples() {
@@ -101,17 +108,17 @@ func (r *run) measure(ctx context.Context) (MemPoint, error) {
 		workers = append(workers, ws.RSS)
 	}
 	ws := r.pool.counters()
-	p := MemPoint{Connections: ws.Connected, WorkerRSS: median(workers)}
+	p := report.MemPoint{Connections: ws.Connected, WorkerRSS: median(workers)}
 	for _, samples := range per {
 		p.PerEngine = append(p.PerEngine, medianSample(samples))
 	}
-	p.Engine = sumEngines(p.PerEngine)
+	p.Engine = probe.SumEngines(p.PerEngine)
 	return p, nil
 }
 
 // medianSample is the sample of median RSS (its other figures come with
 // it, so they belong together).
-func medianSample(ss []EngineSample) EngineSample {
+func medianSample(ss []probe.EngineSample) probe.EngineSample {
 	rss := make([]int64, len(ss))
 	for i, s := range ss {
 		rss[i] = s.RSS
@@ -125,39 +132,16 @@ func medianSample(ss []EngineSample) EngineSample {
 	return ss[len(ss)-1]
 }
 
-func pointLine(p MemPoint) string {
-	return "memory at " + num(p.Connections) + " connections: engines rss " + num(p.Engine.RSS>>10) + " KiB, anon " +
-		num(p.Engine.Anon>>10) + " KiB, goroutines " + optNum(p.Engine.Goroutines)
+func pointLine(p report.MemPoint) string {
+	return "memory at " + report.Num(p.Connections) + " connections: engines rss " + report.Num(p.Engine.RSS>>10) + " KiB, anon " +
+		report.Num(p.Engine.Anon>>10) + " KiB, goroutines " + report.OptNum(p.Engine.Goroutines)
 }
 
-// slopes fits memory against connections over the points with
-// connections (the first step also absorbs one-time set-up, such as
-// storage pools and tables growing; the zero point is kept when there is
-// only one step).
-func (h *HoldReport) slopes() {
-	pts := h.Points
-	if len(pts) > 2 {
-		pts = pts[1:]
+func median(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
 	}
-	var xs, rss, anon, heap []float64
-	heapOK := true
-	for _, p := range pts {
-		xs = append(xs, float64(p.Connections))
-		rss = append(rss, float64(p.Engine.RSS))
-		anon = append(anon, float64(p.Engine.Anon))
-		heap = append(heap, float64(p.Engine.HeapInuse))
-		heapOK = heapOK && p.Engine.HeapInuse >= 0
-	}
-	h.RSSPerConn, h.AnonPerConn = Slope(slope(xs, rss)), Slope(slope(xs, anon))
-	h.HeapPerConn = Slope(math.NaN())
-	if heapOK {
-		h.HeapPerConn = Slope(slope(xs, heap))
-	}
-	var workers []float64
-	for _, p := range pts {
-		workers = append(workers, float64(p.WorkerRSS))
-	}
-	h.WorkerRSSPerUA = Slope(slope(xs, workers))
-	first, last := h.Points[0], h.Points[len(h.Points)-1]
-	h.GoroutinesStart, h.GoroutinesEnd = first.Engine.Goroutines, last.Engine.Goroutines
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/sender"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // notify connects every user agent, then offers each rate of the ladder
@@ -16,17 +21,17 @@ func (r *run) notify(ctx context.Context) error {
 		return errRun("connect", err)
 	}
 	r.rep.Connect = c
-	r.logf("connected %s user agents in %.1fs", num(c.Connected), c.Seconds)
-	n := &NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
+	r.logf("connected %s user agents in %.1fs", report.Num(c.Connected), c.Seconds)
+	n := &report.NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
 	r.rep.Notify = n
 	workers := float64(len(r.pool.ws))
 	for i, rate := range cfg.Rates {
 		count := int64(rate * cfg.StageTime.Seconds())
 		sent0 := r.lastSample().Sent
 		t0 := r.now()
-		r.setPhase(fmt.Sprintf("%s/s", num(rate)), count, func(s Sample) int64 { return s.Sent - sent0 })
-		evs, err := r.pool.all(ctx, func(*workerProc) command {
-			return command{Op: opSend, Send: &sendArgs{Rate: rate / workers, Duration: cfg.StageTime, Pick: pickRoundRobin,
+		r.setPhase(fmt.Sprintf("%s/s", report.Num(rate)), count, func(s report.Sample) int64 { return s.Sent - sent0 })
+		evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
+			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: cfg.StageTime, Pick: sender.PickRoundRobin,
 				Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
 		})
 		if err != nil {
@@ -39,8 +44,8 @@ func (r *run) notify(ctx context.Context) error {
 		st.CPU = r.avgCPU(t0, r.now())
 		n.Stages = append(n.Stages, st)
 		r.logf("%s/s offered: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
-			num(rate), num(st.Achieved), num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999, st.Latency.Max,
-			st.Account.Lost, countsOrNone(st.Errors))
+			report.Num(rate), report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999, st.Latency.Max,
+			st.Account.Lost, report.CountsOrNone(st.Errors))
 		if cfg.P99Limit > 0 && st.Latency.P99 > ms(cfg.P99Limit) {
 			if n.CrossedAt == 0 {
 				n.CrossedAt = rate
@@ -57,25 +62,25 @@ func (r *run) notify(ctx context.Context) error {
 }
 
 // mergeStage adds up the workers' results of one rate.
-func mergeStage(rate float64, evs []event) (Stage, error) {
-	st := Stage{Offered: rate, Errors: map[string]int64{}}
-	lat, resp := newHist(), newHist()
+func mergeStage(rate float64, evs []worker.Event) (report.Stage, error) {
+	st := report.Stage{Offered: rate, Errors: map[string]int64{}}
+	lat, resp := hist.New(), hist.New()
 	for _, ev := range evs {
 		s := ev.Send
 		st.Scheduled += s.Scheduled
 		st.Seconds = max(st.Seconds, s.Seconds)
-		st.Account.add(s.Account)
+		st.Account.Add(s.Account)
 		for k, v := range s.Errors {
 			st.Errors[k] += v
 		}
-		if err := mergeEncoded(lat, s.Hist); err != nil {
+		if err := hist.Merge(lat, s.Hist); err != nil {
 			return st, err
 		}
-		if err := mergeEncoded(resp, s.Resp); err != nil {
+		if err := hist.Merge(resp, s.Resp); err != nil {
 			return st, err
 		}
 	}
-	st.Latency, st.Response = summarize(lat), summarize(resp)
+	st.Latency, st.Response = hist.Summarize(lat), hist.Summarize(resp)
 	if st.Seconds > 0 {
 		st.Achieved = float64(st.Account.Accepted) / st.Seconds
 		st.Delivered = float64(st.Account.Delivered) / st.Seconds

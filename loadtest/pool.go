@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,16 +9,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // pool is the coordinator's side of the worker processes: this binary
-// re-executed with WorkerEnv set, driven over stdin/stdout.
+// re-executed with worker.Env set, driven over stdin/stdout.
 type pool struct {
 	ws     []*workerProc
 	nextID int
@@ -30,15 +31,14 @@ type workerProc struct {
 	idx     int
 	first   int
 	uas     int
-	cmd     *exec.Cmd
+	p       *proc.Proc
 	stdin   io.WriteCloser
 	enc     *json.Encoder
-	replies chan event
-	exited  chan struct{}
+	replies chan worker.Event
 	logPath string
 
 	mu    sync.Mutex
-	stats workerStats
+	stats worker.Stats
 	hists intervalHists
 	fatal string
 }
@@ -50,7 +50,7 @@ type intervalHists struct {
 }
 
 func newIntervalHists() intervalHists {
-	return intervalHists{newHist(), newHist(), newHist(), newHist()}
+	return intervalHists{hist.New(), hist.New(), hist.New(), hist.New()}
 }
 
 func (h *intervalHists) merge(o intervalHists) {
@@ -69,9 +69,9 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 	p := &pool{}
 	for i := range n {
 		first, last := uas*i/n, uas*(i+1)/n
-		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan event, 4), exited: make(chan struct{}),
+		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan worker.Event, 4),
 			hists: newIntervalHists(), logPath: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
-		if err := wp.start(exe); err != nil {
+		if err := wp.start(ctx, exe); err != nil {
 			p.stop()
 			return nil, err
 		}
@@ -80,61 +80,45 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 	return p, nil
 }
 
-func (wp *workerProc) start(exe string) error {
-	logf, err := os.Create(wp.logPath)
+// start runs the worker: commands on its stdin, events on its stdout,
+// its log (stderr) in logPath. It dies with the coordinator however that
+// ends (internal/proc).
+func (wp *workerProc) start(ctx context.Context, exe string) error {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), worker.Env+"=1")
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return fmt.Errorf("loadtest: worker log: %w", err)
-	}
-	wp.cmd = exec.Command(exe)
-	wp.cmd.Env = append(os.Environ(), WorkerEnv+"=1")
-	wp.cmd.Stderr = logf
-	wp.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if wp.stdin, err = wp.cmd.StdinPipe(); err != nil {
-		logf.Close()
 		return err
 	}
-	stdout, err := wp.cmd.StdoutPipe()
+	wp.stdin, wp.enc = stdin, json.NewEncoder(stdin)
+	wp.p, err = proc.Start(ctx, cmd, proc.Config{Name: fmt.Sprintf("worker %d", wp.idx), LogPath: wp.logPath, Stdout: wp.event})
 	if err != nil {
-		logf.Close()
-		return err
+		return fmt.Errorf("loadtest: %w", err)
 	}
-	if err := wp.cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("loadtest: start worker: %w", err)
-	}
-	wp.enc = json.NewEncoder(wp.stdin)
-	go func() {
-		wp.read(stdout)
-		wp.cmd.Wait()
-		logf.Close()
-		close(wp.exited)
-	}()
 	return nil
 }
 
-// read follows the worker's events until its stdout closes.
-func (wp *workerProc) read(r io.Reader) {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	for {
-		var ev event
-		if err := dec.Decode(&ev); err != nil {
-			return
-		}
-		switch ev.Type {
-		case "stats":
-			wp.absorb(ev.Stats)
-		case "fatal":
-			wp.mu.Lock()
-			wp.fatal = ev.Err
-			wp.mu.Unlock()
-			wp.replies <- ev
-		default:
-			wp.replies <- ev
-		}
+// event handles one line of the worker's stdout; after the last one, the
+// process's Exited is closed.
+func (wp *workerProc) event(line []byte) {
+	var ev worker.Event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return
+	}
+	switch ev.Type {
+	case "stats":
+		wp.absorb(ev.Stats)
+	case "fatal":
+		wp.mu.Lock()
+		wp.fatal = ev.Err
+		wp.mu.Unlock()
+		wp.replies <- ev
+	default:
+		wp.replies <- ev
 	}
 }
 
-func (wp *workerProc) absorb(s *workerStats) {
+func (wp *workerProc) absorb(s *worker.Stats) {
 	if s == nil {
 		return
 	}
@@ -144,8 +128,8 @@ func (wp *workerProc) absorb(s *workerStats) {
 		dst **hdrhistogram.Histogram
 		b   []byte
 	}{{&h.lat, s.Lat}, {&h.resp, s.Resp}, {&h.lag, s.Lag}, {&h.handshake, s.Handshake}} {
-		*x.dst = newHist()
-		errs = append(errs, mergeEncoded(*x.dst, x.b))
+		*x.dst = hist.New()
+		errs = append(errs, hist.Merge(*x.dst, x.b))
 	}
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
@@ -158,7 +142,7 @@ func (wp *workerProc) absorb(s *workerStats) {
 
 // send issues c to every worker (mk makes each one's) and waits for all
 // the replies.
-func (p *pool) all(ctx context.Context, mk func(wp *workerProc) command) ([]event, error) {
+func (p *pool) all(ctx context.Context, mk func(wp *workerProc) worker.Command) ([]worker.Event, error) {
 	p.nextID++
 	id := p.nextID
 	for _, wp := range p.ws {
@@ -168,7 +152,7 @@ func (p *pool) all(ctx context.Context, mk func(wp *workerProc) command) ([]even
 			return nil, fmt.Errorf("loadtest: worker %d: send %s: %w", wp.idx, c.Op, err)
 		}
 	}
-	out := make([]event, len(p.ws))
+	out := make([]worker.Event, len(p.ws))
 	for i, wp := range p.ws {
 		ev, err := wp.wait(ctx, id)
 		if err != nil {
@@ -179,7 +163,7 @@ func (p *pool) all(ctx context.Context, mk func(wp *workerProc) command) ([]even
 	return out, nil
 }
 
-func (wp *workerProc) wait(ctx context.Context, id int) (event, error) {
+func (wp *workerProc) wait(ctx context.Context, id int) (worker.Event, error) {
 	for {
 		select {
 		case ev := <-wp.replies:
@@ -190,17 +174,17 @@ func (wp *workerProc) wait(ctx context.Context, id int) (event, error) {
 				continue
 			}
 			return ev, nil
-		case <-wp.exited:
-			return event{}, fmt.Errorf("loadtest: worker %d exited (%v); its log %s ends:\n%s", wp.idx, wp.cmd.ProcessState, wp.logPath, logTail(wp.logPath))
+		case <-wp.p.Exited():
+			return worker.Event{}, fmt.Errorf("loadtest: worker %d exited (%v); its log %s ends:\n%s", wp.idx, wp.p.Wait(), wp.logPath, wp.p.Tail())
 		case <-ctx.Done():
-			return event{}, ctx.Err()
+			return worker.Event{}, ctx.Err()
 		}
 	}
 }
 
 // take sums the workers' latest counters and takes their interval
 // histograms: the monitor's, once per sample.
-func (p *pool) take() (workerStats, intervalHists) {
+func (p *pool) take() (worker.Stats, intervalHists) {
 	h := newIntervalHists()
 	for _, wp := range p.ws {
 		wp.mu.Lock()
@@ -212,8 +196,8 @@ func (p *pool) take() (workerStats, intervalHists) {
 }
 
 // counters sums the workers' latest counters.
-func (p *pool) counters() workerStats {
-	var t workerStats
+func (p *pool) counters() worker.Stats {
+	var t worker.Stats
 	t.Reasons = map[string]int64{}
 	for _, wp := range p.ws {
 		wp.mu.Lock()
@@ -248,28 +232,15 @@ func (p *pool) counters() workerStats {
 // after 15 seconds.
 func (p *pool) stop() {
 	for _, wp := range p.ws {
-		if wp.enc != nil {
-			wp.enc.Encode(command{Op: opStop})
-			wp.stdin.Close()
-		}
+		wp.enc.Encode(worker.Command{Op: worker.OpStop})
+		wp.stdin.Close()
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for _, wp := range p.ws {
 		select {
-		case <-wp.exited:
+		case <-wp.p.Exited():
 		case <-time.After(time.Until(deadline)):
-			wp.cmd.Process.Kill()
-			<-wp.exited
+			wp.p.Kill()
 		}
 	}
-}
-
-// logTail is the end of a log file, for error messages.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }

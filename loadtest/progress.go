@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/report"
 )
 
 // progress shows the run while it goes: on a terminal a bar redrawn in
@@ -22,7 +24,7 @@ type progress struct {
 	started time.Time
 	shown   bool // a bar is on the current line
 	lastOut time.Time
-	prev    Sample
+	prev    report.Sample
 }
 
 const barWidth = 24
@@ -49,7 +51,7 @@ func (p *progress) phase(name string) {
 }
 
 // update draws the latest sample; done of total (total 0: no bar).
-func (p *progress) update(s Sample, done, total int64) {
+func (p *progress) update(s report.Sample, done, total int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mode == "off" {
@@ -69,31 +71,31 @@ func (p *progress) update(s Sample, done, total int64) {
 	}
 }
 
-func (p *progress) render(s Sample, done, total int64) string {
+func (p *progress) render(s report.Sample, done, total int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s] ", p.name)
 	if total > 0 {
 		frac := min(max(float64(done)/float64(total), 0), 1)
 		full := int(frac * barWidth)
 		b.WriteString(strings.Repeat("█", full) + strings.Repeat("░", barWidth-full))
-		fmt.Fprintf(&b, " %3.0f%% %s/%s", frac*100, num(done), num(total))
+		fmt.Fprintf(&b, " %3.0f%% %s/%s", frac*100, report.Num(done), report.Num(total))
 	}
 	dt := s.T - p.prev.T
 	rate := func(now, before int64) string {
 		if dt <= 0 || p.prev.T == 0 {
 			return "-"
 		}
-		return num(float64(now-before) / dt)
+		return report.Num(float64(now-before) / dt)
 	}
-	fmt.Fprintf(&b, " | ua %s", num(s.Connected))
+	fmt.Fprintf(&b, " | ua %s", report.Num(s.Connected))
 	if s.Connects > 0 {
 		fmt.Fprintf(&b, " +%s/s", rate(s.Connects, p.prev.Connects))
 	}
 	if s.ConnectFail > 0 || s.Dropped > 0 {
-		fmt.Fprintf(&b, " fail %s drop %s", num(s.ConnectFail), num(s.Dropped))
+		fmt.Fprintf(&b, " fail %s drop %s", report.Num(s.ConnectFail), report.Num(s.Dropped))
 	}
 	if s.Sent > 0 {
-		fmt.Fprintf(&b, " | push %s/s recv %s/s err %s", rate(s.Sent, p.prev.Sent), rate(s.Received, p.prev.Received), num(s.PostErrors))
+		fmt.Fprintf(&b, " | push %s/s recv %s/s err %s", rate(s.Sent, p.prev.Sent), rate(s.Received, p.prev.Received), report.Num(s.PostErrors))
 	}
 	if s.Latency != nil {
 		fmt.Fprintf(&b, " p99 %.1fms", s.Latency.P99)

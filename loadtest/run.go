@@ -14,6 +14,12 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // Run runs one scenario against processes it starts and stops itself, and
@@ -21,52 +27,52 @@ import (
 // stderr the progress and the run's own log lines. The error is about the
 // run itself; a run that measured a failure (lost pushes, say) returns a
 // report with Pass false and a nil error.
-func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, error) {
+func Run(ctx context.Context, cfg scenario.Config, stdout, stderr io.Writer) (*report.Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	r := &run{cfg: cfg, out: stdout, log: stderr, started: time.Now()}
 	if len(cfg.CQLHosts) > 0 {
-		r.storagePID = storagePID()
+		r.storagePID = probe.StoragePID()
 	}
 	if cfg.Commit == "" {
 		cfg.Commit = gitDescribe()
 	}
-	r.rep = &Report{Scenario: cfg.Scenario, Command: cfg.Command, Commit: cfg.Commit, Started: r.started, Config: cfg,
-		Machine: describeMachine()}
+	r.rep = &report.Report{Scenario: cfg.Scenario, Command: cfg.Command, Commit: cfg.Commit, Started: r.started, Config: cfg,
+		Machine: probe.DescribeMachine()}
 	if err := r.execute(ctx); err != nil {
 		r.prog.stop()
 		return r.rep, err
 	}
 	r.rep.Seconds = time.Since(r.started).Seconds()
-	r.rep.Machine.LoadAvgEnd = loadAvg()
+	r.rep.Machine.LoadAvgEnd = probe.LoadAvg()
 	r.verdict()
-	files, err := r.rep.write(cfg.Out)
+	files, err := r.rep.Write(cfg.Out)
 	r.rep.Files = files
-	r.rep.printSummary(stdout)
+	r.rep.PrintSummary(stdout)
 	return r.rep, err
 }
 
 // run is one Run in progress.
 type run struct {
-	cfg     Config
+	cfg     scenario.Config
 	out     io.Writer
 	log     io.Writer
 	started time.Time
-	rep     *Report
+	rep     *report.Report
 	cl      *cluster
 	pool    *pool
 	prog    *progress
 
-	cpu        cpuMeter // the monitor's
-	storagePID int      // the CQL server's, when known
+	cpu        probe.CPUMeter // the monitor's
+	storagePID int            // the CQL server's, when known
 
 	mu     sync.Mutex
 	phase  string
 	total  int64
-	cur    func(Sample) int64
-	last   Sample
-	series []Sample
+	cur    func(report.Sample) int64
+	last   report.Sample
+	series []report.Sample
 }
 
 func (r *run) execute(ctx context.Context) (err error) {
@@ -75,12 +81,12 @@ func (r *run) execute(ctx context.Context) (err error) {
 		return fmt.Errorf("loadtest: %w", err)
 	}
 	r.prog = newProgress(r.log, r.cfg.Progress, r.cfg.SampleEvery)
-	r.logf("starting %d engine(s) and %d worker(s); logs in %s", r.cfg.engines(), r.cfg.workers(), logDir)
+	r.logf("starting %d engine(s) and %d worker(s); logs in %s", r.cfg.EngineCount(), r.cfg.WorkerCount(), logDir)
 	if r.cl, err = startCluster(ctx, &r.cfg, logDir, r.prog); err != nil {
 		return err
 	}
 	defer r.cl.stop()
-	if r.pool, err = startPool(ctx, r.cfg.workers(), r.cfg.UAs, logDir); err != nil {
+	if r.pool, err = startPool(ctx, r.cfg.WorkerCount(), r.cfg.UAs, logDir); err != nil {
 		return err
 	}
 	defer r.pool.stop()
@@ -96,11 +102,11 @@ func (r *run) execute(ctx context.Context) (err error) {
 		r.prog.stop()
 	}()
 	switch r.cfg.Scenario {
-	case Hold:
+	case scenario.Hold:
 		err = r.hold(ctx)
-	case Notify:
+	case scenario.Notify:
 		err = r.notify(ctx)
-	case Stored, Churn:
+	case scenario.Stored, scenario.Churn:
 		err = r.delivery(ctx)
 	}
 	if err != nil {
@@ -118,10 +124,10 @@ func (r *run) setupWorkers(ctx context.Context) error {
 	var b [4]byte
 	rand.Read(b[:])
 	runID := binary.BigEndian.Uint32(b[:])
-	a := setupArgs{Run: runID, Engines: r.cl.wsAddrs, SourceIPs: r.cfg.SourceIPs, Channels: r.cfg.Channels,
+	a := worker.Setup{Run: runID, Engines: r.cl.wsAddrs, SourceIPs: r.cfg.SourceIPs, Channels: r.cfg.Channels,
 		Loops: r.cfg.Loops, MaxPending: max(1, r.cfg.MaxPending/len(r.pool.ws)), ConnectTimeout: r.cfg.ConnectTimeout,
 		ConnectRetries: r.cfg.ConnectRetries, PingInterval: r.cfg.PingInterval, SampleEvery: r.cfg.SampleEvery}
-	if r.cfg.sends() {
+	if r.cfg.Sends() {
 		signer, err := pushcrypto.NewVAPIDSigner("mailto:loadtest@example.com")
 		if err != nil {
 			return err
@@ -131,17 +137,17 @@ func (r *run) setupWorkers(ctx context.Context) error {
 		a.SenderConns, a.MaxInFlight, a.PushTimeout = r.cfg.SenderConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
 		a.Trace = r.cfg.Trace
 	}
-	_, err := r.pool.all(ctx, func(wp *workerProc) command {
+	_, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
 		s := a
 		s.Index, s.First, s.UAs = wp.idx, wp.first, wp.uas
-		return command{Op: opSetup, Setup: &s}
+		return worker.Command{Op: worker.OpSetup, Setup: &s}
 	})
 	return err
 }
 
 // setPhase names what the run is doing, for the series and the progress
 // bar: total is the phase's goal and cur reads progress towards it.
-func (r *run) setPhase(name string, total int64, cur func(Sample) int64) {
+func (r *run) setPhase(name string, total int64, cur func(report.Sample) int64) {
 	r.mu.Lock()
 	r.phase, r.total, r.cur = name, total, cur
 	r.mu.Unlock()
@@ -178,36 +184,36 @@ func (r *run) monitor() (stop func()) {
 }
 
 // sample reads the workers' counters and the processes' memory.
-func (r *run) sample() Sample {
+func (r *run) sample() report.Sample {
 	ws, h := r.pool.take()
 	r.mu.Lock()
 	phase := r.phase
 	r.mu.Unlock()
-	s := Sample{T: time.Since(r.started).Seconds(), Phase: phase, Connected: ws.Connected, Connecting: ws.Connecting,
+	s := report.Sample{T: time.Since(r.started).Seconds(), Phase: phase, Connected: ws.Connected, Connecting: ws.Connecting,
 		Connects: ws.Connects, ConnectFail: ws.ConnectFail, Dropped: ws.Dropped, WorkerRSS: ws.RSS,
 		Sent: ws.Sent, Accepted: ws.Accepted, PostErrors: ws.PostErrors, Received: ws.Received, Acked: ws.Acked}
-	s.Engine = sumEngines(r.engineSamples())
+	s.Engine = probe.SumEngines(r.engineSamples())
 	var engines, endpoint, workers []int
 	for _, e := range r.cl.engines {
-		engines = append(engines, e.pid())
+		engines = append(engines, e.PID())
 	}
 	if r.cl.endpoint != nil {
-		s.EndpointRSS, _ = procRSS(r.cl.endpoint.pid())
-		endpoint = append(endpoint, r.cl.endpoint.pid())
+		s.EndpointRSS, _ = probe.ProcRSS(r.cl.endpoint.PID())
+		endpoint = append(endpoint, r.cl.endpoint.PID())
 	}
 	for _, wp := range r.pool.ws {
-		workers = append(workers, wp.cmd.Process.Pid)
+		workers = append(workers, wp.p.PID())
 	}
-	s.CPU = r.cpu.read(engines, endpoint, workers, r.storagePID)
+	s.CPU = r.cpu.Read(engines, endpoint, workers, r.storagePID)
 	for _, x := range [...]struct {
-		dst **Latency
+		dst **hist.Latency
 		h   *intervalHists
-		get func(*intervalHists) Latency
+		get func(*intervalHists) hist.Latency
 	}{
-		{&s.Latency, &h, func(h *intervalHists) Latency { return summarize(h.lat) }},
-		{&s.Response, &h, func(h *intervalHists) Latency { return summarize(h.resp) }},
-		{&s.Lag, &h, func(h *intervalHists) Latency { return summarize(h.lag) }},
-		{&s.Handshake, &h, func(h *intervalHists) Latency { return summarize(h.handshake) }},
+		{&s.Latency, &h, func(h *intervalHists) hist.Latency { return hist.Summarize(h.lat) }},
+		{&s.Response, &h, func(h *intervalHists) hist.Latency { return hist.Summarize(h.resp) }},
+		{&s.Lag, &h, func(h *intervalHists) hist.Latency { return hist.Summarize(h.lag) }},
+		{&s.Handshake, &h, func(h *intervalHists) hist.Latency { return hist.Summarize(h.handshake) }},
 	} {
 		if l := x.get(x.h); l.Count > 0 {
 			*x.dst = &l
@@ -217,14 +223,14 @@ func (r *run) sample() Sample {
 }
 
 // engineSamples reads every engine once.
-func (r *run) engineSamples() []EngineSample {
-	out := make([]EngineSample, len(r.cl.engines))
+func (r *run) engineSamples() []probe.EngineSample {
+	out := make([]probe.EngineSample, len(r.cl.engines))
 	var wg sync.WaitGroup
 	for i, e := range r.cl.engines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], _ = sampleEngine(e.pid(), r.cl.metricsURLs[i])
+			out[i], _ = probe.SampleEngine(e.PID(), r.cl.metricsURLs[i], r.cl.gcTraces[i])
 		}()
 	}
 	wg.Wait()
@@ -233,8 +239,8 @@ func (r *run) engineSamples() []EngineSample {
 
 // avgCPU averages the samples' CPU shares between two run times
 // (seconds since the start).
-func (r *run) avgCPU(from, to float64) CPU {
-	var c CPU
+func (r *run) avgCPU(from, to float64) probe.CPU {
+	var c probe.CPU
 	n := 0
 	for _, s := range r.seriesCopy() {
 		if s.T > from && s.T <= to+r.cfg.SampleEvery.Seconds()/2 {
@@ -247,10 +253,10 @@ func (r *run) avgCPU(from, to float64) CPU {
 		}
 	}
 	if n == 0 {
-		return CPU{Storage: -1}
+		return probe.CPU{Storage: -1}
 	}
 	f := float64(n)
-	c = CPU{Machine: round1(c.Machine / f), Engines: round1(c.Engines / f), Endpoint: round1(c.Endpoint / f), Workers: round1(c.Workers / f),
+	c = probe.CPU{Machine: round1(c.Machine / f), Engines: round1(c.Engines / f), Endpoint: round1(c.Endpoint / f), Workers: round1(c.Workers / f),
 		Storage: round1(c.Storage / f)}
 	if r.storagePID == 0 {
 		c.Storage = -1
@@ -263,14 +269,14 @@ func round1(v float64) float64 { return math.Round(v*10) / 10 }
 // now is seconds since the run started.
 func (r *run) now() float64 { return time.Since(r.started).Seconds() }
 
-func (r *run) seriesCopy() []Sample {
+func (r *run) seriesCopy() []report.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Sample(nil), r.series...)
+	return append([]report.Sample(nil), r.series...)
 }
 
 // lastSample is the monitor's latest sample.
-func (r *run) lastSample() Sample {
+func (r *run) lastSample() report.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
@@ -282,26 +288,26 @@ func (r *run) logf(format string, args ...any) {
 }
 
 // connectAll connects every user agent and reports the ramp.
-func (r *run) connectAll(ctx context.Context, name string) (*ConnectReport, error) {
-	r.setPhase(name, int64(r.cfg.UAs), func(s Sample) int64 { return int64(s.Connected) })
+func (r *run) connectAll(ctx context.Context, name string) (*report.ConnectReport, error) {
+	r.setPhase(name, int64(r.cfg.UAs), func(s report.Sample) int64 { return int64(s.Connected) })
 	start, t0 := time.Now(), r.now()
-	evs, err := r.pool.all(ctx, func(wp *workerProc) command {
-		return command{Op: opConnect, Connect: &connectArgs{Rate: r.cfg.ConnectRate / float64(len(r.pool.ws))}}
+	evs, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
+		return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{Rate: r.cfg.ConnectRate / float64(len(r.pool.ws))}}
 	})
 	if err != nil {
 		return nil, err
 	}
-	c := &ConnectReport{Target: r.cfg.UAs, Offered: r.cfg.ConnectRate, Seconds: time.Since(start).Seconds()}
-	h := newHist()
+	c := &report.ConnectReport{Target: r.cfg.UAs, Offered: r.cfg.ConnectRate, Seconds: time.Since(start).Seconds()}
+	h := hist.New()
 	for _, ev := range evs {
 		c.Connected += ev.Connect.Connected
 		c.Attempts += ev.Connect.Attempts
 		c.Failures += ev.Connect.Failures
-		if err := mergeEncoded(h, ev.Connect.Handshake); err != nil {
+		if err := hist.Merge(h, ev.Connect.Handshake); err != nil {
 			return nil, err
 		}
 	}
-	c.Handshake = summarize(h)
+	c.Handshake = hist.Summarize(h)
 	c.CPU = r.avgCPU(t0, r.now())
 	c.Achieved = float64(c.Attempts-c.Failures) / c.Seconds
 	return c, nil
@@ -310,7 +316,7 @@ func (r *run) connectAll(ctx context.Context, name string) (*ConnectReport, erro
 // disconnectAll closes every connection cleanly.
 func (r *run) disconnectAll(ctx context.Context, name string) error {
 	r.setPhase(name, 0, nil)
-	_, err := r.pool.all(ctx, func(*workerProc) command { return command{Op: opDisconnect} })
+	_, err := r.pool.all(ctx, func(*workerProc) worker.Command { return worker.Command{Op: worker.OpDisconnect} })
 	return err
 }
 
@@ -336,8 +342,12 @@ func (r *run) verdict() {
 		if h.DroppedDuringRun > 0 {
 			p = append(p, fmt.Sprintf("%d connections dropped", h.DroppedDuringRun))
 		}
-		if b := r.cfg.Budget; b > 0 && r.cfg.UAs >= BudgetFrom && float64(h.RSSPerConn) > float64(b) {
+		if b := r.cfg.Budget; b > 0 && r.cfg.UAs >= scenario.BudgetFrom && float64(h.RSSPerConn) > float64(b) {
 			p = append(p, fmt.Sprintf("engine RSS %.0f B per connection is over the %d B budget", float64(h.RSSPerConn), b))
+		}
+		if h.GoroutinesGrew(r.rep.Cluster.Engines) {
+			p = append(p, fmt.Sprintf("engine goroutines grew with connections: %d -> %d (at most %d more per engine)",
+				h.GoroutinesStart, h.GoroutinesEnd, scenario.GoroutineSlack))
 		}
 	}
 	if n := r.rep.Notify; n != nil {
@@ -352,7 +362,7 @@ func (r *run) verdict() {
 		a := d.Account
 		if a.Accepted < d.Scheduled {
 			p = append(p, fmt.Sprintf("only %d of %d pushes accepted (errors: %s): lower -push-rate to what the system sustains",
-				a.Accepted, d.Scheduled, countsOrNone(d.Errors)))
+				a.Accepted, d.Scheduled, report.CountsOrNone(d.Errors)))
 		}
 		if d.Stalled > 0 {
 			p = append(p, fmt.Sprintf("%d pushes stalled: not delivered to their user agent, connected for the whole %s drain (see STALLED in the worker logs)",

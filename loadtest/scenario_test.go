@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // The scenarios run end to end at small N: the real autoconnect,
@@ -21,8 +26,8 @@ import (
 // store.
 
 func TestMain(m *testing.M) {
-	if IsWorker() {
-		if err := RunWorker(os.Stdin, os.Stdout, os.Stderr); err != nil {
+	if worker.IsWorker() {
+		if err := worker.Run(os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			os.Exit(1)
 		}
@@ -85,8 +90,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // smallConfig is a scenario's config at test size.
-func smallConfig(t *testing.T, scenario string) Config {
-	cfg := DefaultConfig(scenario)
+func smallConfig(t *testing.T, name string) scenario.Config {
+	cfg := scenario.Default(name)
 	cfg.BinDir = testBinaries(t)
 	cfg.Out = t.TempDir()
 	cfg.Progress = "lines"
@@ -99,7 +104,7 @@ func smallConfig(t *testing.T, scenario string) Config {
 	return cfg
 }
 
-func runScenario(t *testing.T, cfg Config) *Report {
+func runScenario(t *testing.T, cfg scenario.Config) *report.Report {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -149,7 +154,7 @@ func logFindings(t *testing.T, out string) {
 }
 
 // checkFiles: the JSON report reads back, the HTML page is whole.
-func checkFiles(t *testing.T, rep *Report) {
+func checkFiles(t *testing.T, rep *report.Report) {
 	t.Helper()
 	if len(rep.Files) != 2 {
 		t.Fatalf("report files %v", rep.Files)
@@ -158,7 +163,7 @@ func checkFiles(t *testing.T, rep *Report) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Report
+	var back report.Report
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("JSON report: %v", err)
 	}
@@ -176,7 +181,7 @@ func checkFiles(t *testing.T, rep *Report) {
 }
 
 func TestHoldSmall(t *testing.T) {
-	cfg := smallConfig(t, Hold)
+	cfg := smallConfig(t, scenario.Hold)
 	cfg.UAs, cfg.Workers, cfg.Channels = 300, 2, 2
 	cfg.Steps, cfg.Settle, cfg.Samples, cfg.Hold = 2, 300*time.Millisecond, 2, 500*time.Millisecond
 	rep := runScenario(t, cfg)
@@ -198,13 +203,50 @@ func TestHoldSmall(t *testing.T) {
 	if h.GoroutinesEnd > h.GoroutinesStart+20*rep.Cluster.Engines {
 		t.Errorf("engine goroutines grew with connections: %d -> %d", h.GoroutinesStart, h.GoroutinesEnd)
 	}
+	// What engine/cmd/membench (retired into hold) checked: every point
+	// measured, goroutines flat at every point (not only the last), slopes
+	// fitted, the breakdown read.
+	for i, p := range h.Points {
+		e := p.Engine
+		if want := cfg.UAs * i / cfg.Steps; p.Connections != want || e.Connections != want {
+			t.Errorf("point %d: %d user agents, engines count %d; want %d", i, p.Connections, e.Connections, want)
+		}
+		if e.RSS <= 0 || e.Anon <= 0 || e.Anon > e.RSS || e.Goroutines <= 0 {
+			t.Errorf("point %d: rss %d anon %d goroutines %d", i, e.RSS, e.Anon, e.Goroutines)
+		}
+		if e.Goroutines-h.GoroutinesStart > scenario.GoroutineSlack*rep.Cluster.Engines {
+			t.Errorf("goroutines grew from %d to %d at %d connections", h.GoroutinesStart, e.Goroutines, p.Connections)
+		}
+		if e.HeapResident <= 0 || e.HeapObjects <= 0 || e.StackInuse <= 0 || e.GCs < 0 || e.OtherAnon() == -1 {
+			t.Errorf("point %d: breakdown %+v", i, e)
+		}
+	}
+	for name, s := range map[string]report.Slope{"rss": h.RSSPerConn, "anon": h.AnonPerConn, "heap resident": h.ResidentPerConn,
+		"other anon": h.OtherAnonPerConn, "heap objects": h.ObjectsPerConn} {
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			t.Errorf("%s slope not fitted: %v", name, s)
+		}
+	}
+	if last.Engine.GCs > 0 && last.Engine.HeapLive < 0 {
+		t.Errorf("%d collections, none traced (GODEBUG=gctrace=1)", last.Engine.GCs)
+	}
+	var sum bytes.Buffer
+	rep.PrintSummary(&sum)
+	if !strings.Contains(sum.String(), "engine memory breakdown") || !strings.Contains(sum.String(), "budget: rss ") {
+		t.Errorf("summary without the breakdown or the budget:\n%s", sum.String())
+	}
+	b, _ := os.ReadFile(rep.Files[0])
+	var back struct{ Hold map[string]any }
+	if err := json.Unmarshal(b, &back); err != nil || back.Hold["rss_bytes_per_conn"] == nil || back.Hold["heap_resident_bytes_per_conn"] == nil {
+		t.Errorf("JSON hold report %v: %v", back.Hold, err)
+	}
 	if rep.Connect.Handshake.Count != int64(cfg.UAs) {
 		t.Errorf("%d handshakes timed, want %d", rep.Connect.Handshake.Count, cfg.UAs)
 	}
 }
 
 func TestNotifySmall(t *testing.T) {
-	cfg := smallConfig(t, Notify)
+	cfg := smallConfig(t, scenario.Notify)
 	cfg.UAs, cfg.Rates = 60, []float64{40, 80}
 	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 2
 	rep := runScenario(t, cfg)
@@ -225,7 +267,7 @@ func TestNotifySmall(t *testing.T) {
 }
 
 func TestStoredSmall(t *testing.T) {
-	cfg := smallConfig(t, Stored)
+	cfg := smallConfig(t, scenario.Stored)
 	cfg.UAs, cfg.Messages, cfg.PushRate = 40, 400, 400
 	cfg.Quiet, cfg.DrainTimeout, cfg.Trace = 500*time.Millisecond, 20*time.Second, true
 	rep := runScenario(t, cfg)
@@ -236,7 +278,7 @@ func TestStoredSmall(t *testing.T) {
 }
 
 func TestChurnSmall(t *testing.T) {
-	cfg := smallConfig(t, Churn)
+	cfg := smallConfig(t, scenario.Churn)
 	cfg.UAs, cfg.Workers = 60, 2
 	cfg.Duration, cfg.PushRate, cfg.SessionMean, cfg.OfflineMean = 3*time.Second, 100, 400*time.Millisecond, 200*time.Millisecond
 	cfg.Quiet, cfg.DrainTimeout, cfg.Trace = 500*time.Millisecond, 20*time.Second, true
@@ -247,7 +289,7 @@ func TestChurnSmall(t *testing.T) {
 	}
 }
 
-func checkDelivery(t *testing.T, rep *Report, want int64) {
+func checkDelivery(t *testing.T, rep *report.Report, want int64) {
 	t.Helper()
 	a := rep.Delivery.Account
 	if rep.Delivery.Scheduled != want || a.Accepted != want || a.Delivered != want || !a.Exact() || a.Unacked != 0 {

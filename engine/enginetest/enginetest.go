@@ -20,6 +20,7 @@ import (
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/gobwas/ws"
+	"github.com/google/uuid"
 )
 
 // TestKey is a fixed CRYPTO_KEY for tests.
@@ -366,4 +367,87 @@ func (r *recConn) Read(p []byte) (int, error) {
 		r.got = append(r.got, p[:n]...)
 	}
 	return n, err
+}
+
+// Settle waits until the node at nodeURL (its internal API) has no work
+// of its own left: nothing queued or running on its storage workers, no
+// result waiting for an event loop, no closed connection's leave work
+// (autoconnect_pending_work is 0). What the node does by itself in answer
+// to what came before (a stored page, an ack's delete, a leave) has then
+// happened.
+func Settle(t testing.TB, nodeURL string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, "the node to settle", func() bool {
+		v, ok := Metric(t, nodeURL, "autoconnect_pending_work")
+		return ok && v == 0
+	})
+}
+
+// Metric reads one series of the node's /metrics (name and labels as
+// served, e.g. `x_total{kind="y"}`).
+func Metric(t testing.TB, nodeURL, series string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(nodeURL + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && name == series {
+			var v float64
+			if _, err := fmt.Sscan(value, &v); err != nil {
+				t.Fatalf("/metrics line %q: %v", line, err)
+			}
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// Barrier makes a round trip (a register): the node handles a client's
+// messages in order, so once the reply is here everything the client sent
+// before has been handled. The reply must be the next message: anything
+// the node sent first fails the test. (Not a ping: a second one within
+// min-client-ping closes the connection.)
+func (c *Client) Barrier() {
+	c.t.Helper()
+	if r := c.Register(uuid.NewString(), ""); r["messageType"] != "register" || r["status"] != 200.0 {
+		c.t.Fatalf("barrier: got %v, want the register reply", r)
+	}
+}
+
+// NothingMore checks that the node sends c nothing more on its own: after
+// a round trip (the node has handled what c sent), the node settles (it
+// has done everything that caused), and a second round trip's reply is
+// the next message (anything that work sent would have come first). A
+// positive check: it never waits for time to pass.
+func NothingMore(t testing.TB, nodeURL string, c *Client) {
+	t.Helper()
+	c.Barrier()
+	Settle(t, nodeURL)
+	c.Barrier()
+}
+
+// AnswerPingsUntil reads, answering the node's keepalive pings, until n
+// were answered; any message or close before that fails the test.
+func (c *Client) AnswerPingsUntil(n int, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for answered := 0; answered < n; answered++ {
+		c.conn.SetReadDeadline(deadline)
+		f, err := readFrame(c.conn)
+		if err != nil {
+			c.t.Fatalf("waiting for ping %d of %d: %v", answered+1, n, err)
+		}
+		if f.Header.OpCode != ws.OpPing {
+			c.t.Fatalf("got %v %q while waiting for pings", f.Header.OpCode, f.Payload)
+		}
+		c.SendFrame(ws.OpPong, f.Payload)
+	}
+	c.conn.SetReadDeadline(time.Time{})
 }

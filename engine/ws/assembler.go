@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Message is one complete message from the client.
+// Message is one complete message from the peer (the client, on the node).
 type Message struct {
 	Op OpCode // OpText, OpBinary, OpPing, OpPong or OpClose
 	// Code is the close status for OpClose: StatusNoStatusRcvd (1005) when

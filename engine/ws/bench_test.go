@@ -111,3 +111,24 @@ func BenchmarkAppendUpgradeResponse(b *testing.B) {
 		dst = AppendUpgradeResponse(dst[:0], &req, req.Protocol())
 	}
 }
+
+func BenchmarkParseServerFrame(b *testing.B) {
+	frame := AppendText(nil, []byte(ackJSON))
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, n, err := ParseServerFrame(frame, 4096); n == 0 || err != nil {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+func BenchmarkAppendClientFrame(b *testing.B) {
+	payload := []byte(ackJSON)
+	dst := make([]byte, 0, 256)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = AppendClientFrame(dst[:0], OpText, payload, [4]byte{1, 2, 3, 4})
+	}
+}

@@ -93,59 +93,76 @@ func ParseFrame(buf []byte, maxPayload int) (h Header, payload []byte, n int, er
 		return Header{}, nil, 0, nil
 	}
 	b0, b1 := buf[0], buf[1]
-	op := OpCode(b0 & 0x0f)
-	fin := b0&0x80 != 0
-	len7 := b1 & 0x7f
-	switch {
-	case b0&0x70 != 0:
-		return Header{}, nil, 0, ErrReservedBits
-	case op.IsReserved():
-		return Header{}, nil, 0, ErrReservedOpcode
-	case op.IsControl() && !fin:
-		return Header{}, nil, 0, ErrControlFragmented
-	case op.IsControl() && len7 > MaxControlPayload:
-		return Header{}, nil, 0, ErrControlTooLong
-	case b1&0x80 == 0:
+	if err := checkStart(b0, b1); err != nil {
+		return Header{}, nil, 0, err
+	}
+	if b1&0x80 == 0 {
 		return Header{}, nil, 0, ErrUnmasked
 	}
-
-	// The minimal length encoding RFC 6455 §5.2 asks senders for is not
-	// enforced: refusing 126+16-bit for a small payload buys nothing.
-	hl := 2
-	length := uint64(len7)
-	switch len7 {
-	case 126:
-		if len(buf) < 4 {
-			return Header{}, nil, 0, nil
-		}
-		length = uint64(binary.BigEndian.Uint16(buf[2:4]))
-		hl = 4
-	case 127:
-		if len(buf) < 10 {
-			return Header{}, nil, 0, nil
-		}
-		length = binary.BigEndian.Uint64(buf[2:10])
-		if length>>63 != 0 {
-			return Header{}, nil, 0, ErrBadLength
-		}
-		hl = 10
-	}
-	limit := uint64(math.MaxInt - gws.MaxHeaderSize)
-	if maxPayload > 0 {
-		limit = uint64(maxPayload)
-	}
-	if length > limit {
-		return Header{}, nil, 0, ErrFrameTooBig
-	}
+	length, hl, err := payloadLength(buf, maxPayload)
 	hl += 4 // masking key
-	if len(buf) < hl || uint64(len(buf)-hl) < length {
-		return Header{}, nil, 0, nil
+	if hl == 4 || len(buf) < hl || uint64(len(buf)-hl) < length {
+		return Header{}, nil, 0, err
 	}
-
-	h = Header{Fin: fin, OpCode: op, Masked: true, Length: int64(length)}
+	h = Header{Fin: b0&0x80 != 0, OpCode: OpCode(b0 & 0x0f), Masked: true, Length: int64(length)}
 	copy(h.Mask[:], buf[hl-4:hl])
 	n = hl + int(length)
 	payload = buf[hl:n:n]
 	gws.Cipher(payload, h.Mask, 0)
 	return h, payload, n, nil
+}
+
+// checkStart checks the first two bytes of a frame, the mask bit aside
+// (the caller's role decides it).
+func checkStart(b0, b1 byte) error {
+	op := OpCode(b0 & 0x0f)
+	switch {
+	case b0&0x70 != 0:
+		return ErrReservedBits
+	case op.IsReserved():
+		return ErrReservedOpcode
+	case op.IsControl() && b0&0x80 == 0:
+		return ErrControlFragmented
+	case op.IsControl() && b1&0x7f > MaxControlPayload:
+		return ErrControlTooLong
+	}
+	return nil
+}
+
+// maxLength keeps a frame's length within int range.
+const maxLength = math.MaxInt - gws.MaxHeaderSize
+
+// payloadLength reads the payload length of the frame starting buf (whose
+// first two bytes are there) and returns it with the header's length
+// before any masking key. hl is 0 (and err nil) while the extended length
+// is not in buf yet; a length over maxPayload (<= 0: no limit but int
+// range) is an error.
+//
+// The minimal length encoding RFC 6455 §5.2 asks senders for is not
+// enforced: refusing 126+16-bit for a small payload buys nothing.
+func payloadLength(buf []byte, maxPayload int) (length uint64, hl int, err error) {
+	length, hl = uint64(buf[1]&0x7f), 2
+	if length == 126 {
+		if len(buf) < 4 {
+			return 0, 0, nil
+		}
+		length, hl = uint64(binary.BigEndian.Uint16(buf[2:4])), 4
+	} else if length == 127 {
+		if len(buf) < 10 {
+			return 0, 0, nil
+		}
+		length, hl = binary.BigEndian.Uint64(buf[2:10]), 10
+	}
+	if length > maxLength || maxPayload > 0 && length > uint64(maxPayload) {
+		return 0, 0, lengthError(length)
+	}
+	return length, hl, nil
+}
+
+// lengthError is the error of a length payloadLength refuses.
+func lengthError(length uint64) error {
+	if length>>63 != 0 {
+		return ErrBadLength
+	}
+	return ErrFrameTooBig
 }

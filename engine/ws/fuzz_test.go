@@ -19,11 +19,18 @@ func addEverySplit(f *testing.F, in []byte) {
 	}
 }
 
+// addHalves adds seeds split in their middle.
+func addHalves[T string | []byte](f *testing.F, seeds ...T) {
+	for _, s := range seeds {
+		f.Add([]byte(s), uint16(len(s)/2))
+	}
+}
+
 func FuzzParseUpgrade(f *testing.F) {
 	addEverySplit(f, []byte(firefoxUpgrade))
-	for _, s := range []string{
+	addHalves(f,
 		minimalUpgrade,
-		firefoxUpgrade + string(text("hello after the head")),
+		firefoxUpgrade+string(text("hello after the head")),
 		upgradeWith("Sec-WebSocket-Version: 8"),
 		upgradeWith("Sec-WebSocket-Key: short"),
 		upgradeWith("Connection: close"),
@@ -31,9 +38,7 @@ func FuzzParseUpgrade(f *testing.F) {
 		"POST / HTTP/1.1\r\n\r\n",
 		"GET / HTTP/1.0\r\n\r\n",
 		"GET / HTTP/1.1\r\nX:\r\n y\r\n\r\n",
-	} {
-		f.Add([]byte(s), uint16(len(s)/2))
-	}
+	)
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
 		in := bytes.Clone(data)
 		req, n, err := ParseUpgrade(in)

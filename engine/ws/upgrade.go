@@ -108,15 +108,11 @@ var headEnd = []byte("\r\n\r\n")
 // ErrUpgradeTooLarge. When the head was well-formed HTTP but not a valid
 // handshake, req holds what was parsed (Path, Host, ...).
 func ParseUpgrade(buf []byte) (req Upgrade, n int, err error) {
-	scan := buf
-	if len(scan) > MaxUpgradeSize {
-		scan = scan[:MaxUpgradeSize]
-	}
-	end := bytes.Index(scan, headEnd)
-	if end < 0 {
-		if len(buf) >= MaxUpgradeSize {
-			return Upgrade{}, 0, ErrUpgradeTooLarge
-		}
+	end, tooLarge := findHead(buf)
+	switch {
+	case tooLarge:
+		return Upgrade{}, 0, ErrUpgradeTooLarge
+	case end < 0:
 		return Upgrade{}, 0, nil
 	}
 	n = end + len(headEnd)
@@ -126,6 +122,18 @@ func ParseUpgrade(buf []byte) (req Upgrade, n int, err error) {
 	}
 	req = p.strings()
 	return req, n, p.check()
+}
+
+// findHead returns where the blank line ending an HTTP head starts in buf,
+// -1 while it is not there yet, and tooLarge when there is none within
+// MaxUpgradeSize bytes.
+func findHead(buf []byte) (end int, tooLarge bool) {
+	scan := buf
+	if len(scan) > MaxUpgradeSize {
+		scan = scan[:MaxUpgradeSize]
+	}
+	end = bytes.Index(scan, headEnd)
+	return end, end < 0 && len(buf) >= MaxUpgradeSize
 }
 
 // headParse holds slices into the input while the head is validated.

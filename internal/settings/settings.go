@@ -5,7 +5,10 @@
 //
 // Fields are exported struct fields (also those of embedded structs) with
 // a `conf:"name"` tag and a `help:"..."` tag; supported kinds are string, bool, int, int64, float64,
-// time.Duration and []string (comma-separated).
+// time.Duration, and []string and []float64 (comma-separated).
+//
+// Flags serves commands configured by their command line alone (the load
+// tester): the same struct tags, typed flags, no file and no environment.
 package settings
 
 import (
@@ -70,12 +73,44 @@ func Load(cfg any, prefix string, args []string, env func(string) (string, bool)
 	return err
 }
 
+// Flags registers the settings of cfg (a pointer to a struct holding
+// defaults) on fs, with the flag package's own types for string, bool, int,
+// int64, float64 and time.Duration, so -help shows "-port int" and the
+// default; lists take comma-separated values. keep, when not nil, selects
+// the fields by their struct tag (for instance a tag of the caller's own
+// saying which subcommand reads the field). Unlike Load there is no file
+// and no environment.
+func Flags(fs *flag.FlagSet, cfg any, keep func(reflect.StructTag) bool) {
+	for _, f := range fieldsOf(reflect.ValueOf(cfg).Elem()) {
+		if keep != nil && !keep(f.tag) {
+			continue
+		}
+		switch p := f.v.Addr().Interface().(type) {
+		case *string:
+			fs.StringVar(p, f.name, *p, f.help)
+		case *bool:
+			fs.BoolVar(p, f.name, *p, f.help)
+		case *int:
+			fs.IntVar(p, f.name, *p, f.help)
+		case *int64:
+			fs.Int64Var(p, f.name, *p, f.help)
+		case *float64:
+			fs.Float64Var(p, f.name, *p, f.help)
+		case *time.Duration:
+			fs.DurationVar(p, f.name, *p, f.help)
+		default:
+			fs.Var(f, f.name, f.help)
+		}
+	}
+}
+
 // Describe lists every setting with its env name, default and help, in
-// field order: the configuration reference is generated from it.
+// field order: the configuration reference is generated from it. Default
+// is the value in cfg, as a flag or variable would give it.
 func Describe(cfg any, prefix string) []Setting {
 	var out []Setting
 	for _, f := range fieldsOf(reflect.ValueOf(cfg).Elem()) {
-		out = append(out, Setting{Name: f.name, Env: envName(prefix, f.name), Default: f.String(), Help: f.help})
+		out = append(out, Setting{Name: f.name, Env: envName(prefix, f.name), Default: f.String(), Help: f.help, Tag: f.tag})
 	}
 	return out
 }
@@ -83,14 +118,19 @@ func Describe(cfg any, prefix string) []Setting {
 // Setting describes one configuration field.
 type Setting struct {
 	Name, Env, Default, Help string
+	// Tag is the field's struct tag, for callers' own tags.
+	Tag reflect.StructTag
 }
 
 func envName(prefix, name string) string {
 	return prefix + "__" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// field is one setting. It is also the flag.Value of the kinds the flag
+// package has no type for (lists).
 type field struct {
 	name, help string
+	tag        reflect.StructTag
 	v          reflect.Value
 }
 
@@ -102,7 +142,7 @@ func fieldsOf(s reflect.Value) []field {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if name, ok := f.Tag.Lookup("conf"); ok {
-			out = append(out, field{name: name, help: f.Tag.Get("help"), v: s.Field(i)})
+			out = append(out, field{name: name, help: f.Tag.Get("help"), tag: f.Tag, v: s.Field(i)})
 		} else if f.Anonymous && f.Type.Kind() == reflect.Struct {
 			out = append(out, fieldsOf(s.Field(i))...)
 		}
@@ -119,7 +159,13 @@ func findField(fields []field, name string) (field, bool) {
 	return field{}, false
 }
 
-var durationType = reflect.TypeOf(time.Duration(0))
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	floatsType   = reflect.TypeFor[[]float64]()
+)
+
+// Set parses s into the field (flag.Value).
+func (f field) Set(s string) error { return f.set(s) }
 
 func (f field) set(s string) error {
 	switch {
@@ -149,24 +195,49 @@ func (f field) set(s string) error {
 			return err
 		}
 		f.v.SetFloat(x)
-	case f.v.Kind() == reflect.Slice && f.v.Type().Elem().Kind() == reflect.String:
-		var parts []string
-		for p := range strings.SplitSeq(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				parts = append(parts, p)
+	case f.v.Type() == floatsType:
+		var xs []float64
+		for _, p := range splitList(s) {
+			x, err := strconv.ParseFloat(p, 64)
+			if err != nil {
+				return err
 			}
+			xs = append(xs, x)
 		}
-		f.v.Set(reflect.ValueOf(parts))
+		f.v.Set(reflect.ValueOf(xs))
+	case f.v.Kind() == reflect.Slice && f.v.Type().Elem().Kind() == reflect.String:
+		f.v.Set(reflect.ValueOf(splitList(s)))
 	default:
 		return fmt.Errorf("unsupported kind %s", f.v.Kind())
 	}
 	return nil
 }
 
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var parts []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return parts
+}
+
+// String is the field's value as a flag or variable would give it; "" for
+// the zero field (flag.Value).
 func (f field) String() string {
 	switch {
+	case !f.v.IsValid():
+		return ""
 	case f.v.Type() == durationType:
 		return time.Duration(f.v.Int()).String()
+	case f.v.Type() == floatsType:
+		var parts []string
+		for _, x := range f.v.Interface().([]float64) {
+			parts = append(parts, strconv.FormatFloat(x, 'f', -1, 64))
+		}
+		return strings.Join(parts, ",")
 	case f.v.Kind() == reflect.Slice:
 		return strings.Join(f.v.Interface().([]string), ",")
 	default:

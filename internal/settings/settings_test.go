@@ -6,6 +6,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,5 +87,60 @@ func TestEmbeddedSettings(t *testing.T) {
 	}
 	if d := Describe(&tier{}, "APP"); len(d) != 2 || d[1].Env != "APP__BACKEND" {
 		t.Fatalf("describe %+v", d)
+	}
+}
+
+type cli struct {
+	Users   int           `conf:"users" for:"a,b" help:"user count"`
+	Rates   []float64     `conf:"rates" for:"a" help:"rates"`
+	Hosts   []string      `conf:"hosts" for:"all" help:"hosts"`
+	Wait    time.Duration `conf:"wait" for:"b" help:"a wait"`
+	Keep    bool          `conf:"keep" for:"all" help:"keep it"`
+	Name    string        `conf:"name" for:"all" help:"a name"`
+	Big     int64         `conf:"big" for:"all" help:"a big number"`
+	Ratio   float64       `conf:"ratio" for:"all" help:"a ratio"`
+	Ignored int
+}
+
+func forA(tag reflect.StructTag) bool {
+	return slices.ContainsFunc(strings.Split(tag.Get("for"), ","), func(s string) bool { return s == "a" || s == "all" })
+}
+
+// TestFlags: typed flags with their defaults in -help, lists, and the
+// caller's selection by tag.
+func TestFlags(t *testing.T) {
+	c := cli{Users: 1000, Rates: []float64{250, 0.5}, Name: "x", Wait: time.Second}
+	fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	Flags(fs, &c, forA)
+	fs.PrintDefaults()
+	for _, want := range []string{"-users int\n", "user count (default 1000)", "-rates value\n", "rates (default 250,0.5)",
+		"-hosts value\n", "-keep\n", "-name string\n", `a name (default "x")`, "-big int\n", "-ratio float\n"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, help.String())
+		}
+	}
+	if strings.Contains(help.String(), "-wait") || strings.Contains(help.String(), "hosts (default") || strings.Contains(help.String(), "panic") {
+		t.Errorf("help:\n%s", help.String())
+	}
+	err := fs.Parse([]string{"-users", "3_000", "-rates", "100, 200,,400", "-hosts", "a:1,b:2", "-keep", "-big", "0x10", "-ratio", "1.5"})
+	if err != nil || c.Users != 3000 || !slices.Equal(c.Rates, []float64{100, 200, 400}) || !slices.Equal(c.Hosts, []string{"a:1", "b:2"}) ||
+		!c.Keep || c.Big != 16 || c.Ratio != 1.5 {
+		t.Fatalf("parsed %+v %v", c, err)
+	}
+	for _, args := range [][]string{{"-rates", "1,x"}, {"-users", "many"}, {"-wait", "1s"}} {
+		if err := fs.Parse(args); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	var fromEnv cli
+	if err := Load(&fromEnv, "APP", nil, envFrom(map[string]string{"APP__RATES": "1, 2.5"}), &bytes.Buffer{}); err != nil ||
+		!slices.Equal(fromEnv.Rates, []float64{1, 2.5}) {
+		t.Errorf("rates from the environment: %v %v", fromEnv.Rates, err)
+	}
+	d := Describe(&c, "")
+	if len(d) != 8 || d[1].Default != "100,200,400" || d[3].Default != "1s" || d[0].Tag.Get("for") != "a,b" {
+		t.Errorf("describe %+v", d)
 	}
 }

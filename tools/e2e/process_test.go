@@ -13,6 +13,7 @@ import (
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 	"github.com/google/uuid"
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // startTier runs bin with env settings and waits for its start line.
-func startTier(t *testing.T, bin, startMsg string, env map[string]string) *e2etest.Proc {
+func startTier(t *testing.T, bin, startMsg string, env map[string]string) *proc.Proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), bin))
 	cmd.Env = os.Environ()
@@ -67,7 +68,7 @@ func startTier(t *testing.T, bin, startMsg string, env map[string]string) *e2ete
 // tiers runs autoendpoint and hands out autoconnect nodes, all sharing one
 // fresh Cassandra keyspace.
 type tiers struct {
-	node func(extra map[string]string) *e2etest.Proc
+	node func(extra map[string]string) *proc.Proc
 	push func(endpoint, topic string) (int, string)
 }
 
@@ -86,7 +87,7 @@ func startTiers(t *testing.T) *tiers {
 	aenv["AUTOENDPOINT__LISTEN"] = port
 	startTier(t, "autoendpoint", "autoendpoint started", aenv)
 	return &tiers{
-		node: func(extra map[string]string) *e2etest.Proc {
+		node: func(extra map[string]string) *proc.Proc {
 			env := storageEnv("AUTOCONNECT")
 			env["AUTOCONNECT__LISTEN"], env["AUTOCONNECT__ROUTER_LISTEN"] = "127.0.0.1:0", "127.0.0.1:0"
 			for k, v := range extra {
@@ -115,7 +116,7 @@ func startTiers(t *testing.T) *tiers {
 func TestTiersAsSeparateProcesses(t *testing.T) {
 	tt := startTiers(t)
 	push := func(endpoint, topic string) int { code, _ := tt.push(endpoint, topic); return code }
-	node := func() *e2etest.Proc { return tt.node(nil) }
+	node := func() *proc.Proc { return tt.node(nil) }
 
 	a := node()
 	c := et.Dial(t, a.Field("listen"))

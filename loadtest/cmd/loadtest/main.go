@@ -25,11 +25,13 @@ import (
 	"syscall"
 
 	"github.com/autopush-go/autopush/loadtest"
+	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 func main() {
-	if loadtest.IsWorker() {
-		if err := loadtest.RunWorker(os.Stdin, os.Stdout, os.Stderr); err != nil {
+	if worker.IsWorker() {
+		if err := worker.Run(os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "loadtest worker:", err)
 			os.Exit(1)
 		}
@@ -49,12 +51,12 @@ func run(args []string) int {
 	if name == "capacity" {
 		return exit(loadtest.Capacity(ctx, rest, os.Stdout, os.Stderr))
 	}
-	if !slices.Contains(loadtest.Scenarios, name) {
+	if !slices.Contains(scenario.Names, name) {
 		fmt.Fprintf(os.Stderr, "loadtest: unknown scenario %q\n\n", name)
 		usage()
 		return 2
 	}
-	cfg, err := loadtest.ParseFlags(name, rest, os.Stderr)
+	cfg, err := scenario.ParseFlags(name, rest, os.Stderr)
 	if err != nil {
 		return exit(err)
 	}
@@ -96,5 +98,5 @@ The engines, the endpoint and the worker processes are started and stopped
 by this command. With CQL_HOSTS (or -cql-hosts) set they share that
 ScyllaDB/Cassandra; without it one engine process runs on the embedded
 store. Reports go to -out (default %s).
-`, loadtest.DefaultConfig(loadtest.Hold).Out)
+`, scenario.Default(scenario.Hold).Out)
 }

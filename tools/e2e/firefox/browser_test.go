@@ -4,6 +4,7 @@ package firefox
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,10 +12,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
@@ -136,50 +137,34 @@ func writeProfile(t *testing.T, dir, wsAddr string) {
 // socket, GPU), so it runs in its own process group and is stopped by
 // that group's id.
 type browser struct {
-	cmd    *exec.Cmd
-	log    string
-	exited chan struct{}
+	p   *proc.Proc
+	log string
 }
 
 // launch starts Firefox headless on profile, opening url, with stdout
 // and stderr (the push trace) in logPath.
 func launch(t *testing.T, bin, profile, url, logPath string) *browser {
-	out, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bin, "--headless", "--no-remote", "--new-instance", "--profile", profile, url)
 	cmd.Env = append(os.Environ(),
 		"MOZ_REMOTE_SETTINGS_DEVTOOLS=1", // lets the profile turn remote settings off
 		"MOZ_CRASHREPORTER_DISABLE=1",
 		"HOME="+filepath.Dir(profile), // nothing from the user's own ~/.mozilla
 	)
-	cmd.Stdout, cmd.Stderr = out, out
-	// Pdeathsig: should the test binary die without its cleanups (a
-	// timeout, or ^C, which the new group does not get), Firefox goes too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		out.Close()
+	// proc's Pdeathsig: should the test binary die without its cleanups
+	// (a timeout, or ^C, which the new group does not get), Firefox goes
+	// too.
+	p, err := proc.Start(context.Background(), cmd, proc.Config{Name: "firefox", LogPath: logPath, Group: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	b := &browser{cmd: cmd, log: logPath, exited: make(chan struct{})}
-	go func() { cmd.Wait(); out.Close(); close(b.exited) }()
+	b := &browser{p: p, log: logPath}
 	t.Cleanup(b.stop)
 	return b
 }
 
 // stop ends the whole process group: SIGTERM, then SIGKILL after a grace
 // period, and SIGKILL again for any child left once the leader is gone.
-func (b *browser) stop() {
-	pgid := b.cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-b.exited:
-	case <-time.After(5 * time.Second):
-	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	<-b.exited
-}
+func (b *browser) stop() { b.p.Stop(5 * time.Second) }
 
 // helloUAID finds the uaid in a hello as the push trace quotes it.
 var helloUAID = regexp.MustCompile(`\\"uaid\\":\\"([0-9a-fA-F-]*)\\"`)

@@ -4,6 +4,7 @@ package firefox
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,11 +12,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
@@ -26,7 +27,7 @@ import (
 type devserver struct {
 	bin, dataDir, logs string
 	ws, node, http     string // the addresses Firefox and the endpoints know
-	proc               *e2etest.Proc
+	proc               *proc.Proc
 	starts             int
 }
 
@@ -48,8 +49,7 @@ func (d *devserver) start(t *testing.T, ws string) {
 	d.starts++
 	cmd := exec.Command(d.bin, "-data-dir", d.dataDir, "-ws", ws, "-node", d.node, "-http", d.http,
 		"-endpoint-url", "http://"+d.http, "-log-level", "debug")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone with the test binary
-	p, err := e2etest.StartProc(cmd, "dev server ready", time.Minute)
+	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: "dev server ready"}) // gone with the test binary
 	if err != nil {
 		t.Fatalf("dev server %d: %v", d.starts, err)
 	}
@@ -64,7 +64,7 @@ func (d *devserver) stop(t *testing.T) {
 	if d.proc == nil {
 		return
 	}
-	clean := d.proc.Stop(30 * time.Second)
+	clean := d.proc.Stop(30*time.Second) == nil
 	log := filepath.Join(d.logs, fmt.Sprintf("devserver-%d.log", d.starts))
 	os.WriteFile(log, d.proc.Output(), 0o600)
 	t.Logf("dev server %d stopped (pid %d, clean exit %v), log %s", d.starts, d.proc.PID(), clean, log)

@@ -99,7 +99,7 @@ func TestFirefox(t *testing.T) {
 	writeProfile(t, profile, d.ws)
 	launched := time.Now()
 	ff := launch(t, ffBin, profile, pg.url(), filepath.Join(logs, "firefox.log"))
-	t.Logf("firefox started (pgid %d), page %s", ff.cmd.Process.Pid, pg.url())
+	t.Logf("firefox started (pgid %d), page %s", ff.p.PID(), pg.url())
 
 	s := &sender{node: nodeDir}
 	e2etest.NodeJSON(t, nodeDir, "keys.js", nil, &s.keys)
@@ -109,8 +109,8 @@ func TestFirefox(t *testing.T) {
 		start := time.Now()
 		ok := t.Run(name, fn)
 		select {
-		case <-ff.exited:
-			t.Fatalf("firefox exited during %s: %v", name, ff.cmd.ProcessState)
+		case <-ff.p.Exited():
+			t.Fatalf("firefox exited during %s: %v", name, ff.p.Wait())
 		default:
 		}
 		summary = append(summary, fmt.Sprintf("%s  %-32s %5.1fs", map[bool]string{true: "PASS", false: "FAIL"}[ok], name, time.Since(start).Seconds()))

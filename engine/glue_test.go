@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/autopush-go/autopush/engine/session"
+	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/embedded"
+)
+
+// The glue between gnet and the session core, driven without sockets: a
+// fake gnet.Conn whose event loop runs what is handed to it when the test
+// says so, over a real store and real storage workers.
+
+// fakeLoop is a connection's event loop: Execute queues, run runs.
+type fakeLoop struct {
+	gnet.EventLoop // methods the glue does not use panic (nil)
+	mu             sync.Mutex
+	queue          []gnet.Runnable
+	kick           chan struct{}
+}
+
+func (l *fakeLoop) Execute(_ context.Context, r gnet.Runnable) error {
+	l.mu.Lock()
+	l.queue = append(l.queue, r)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// run runs queued work, as the loop would, until done reports true: it
+// waits for work to be queued (by the workers, the node API) and polls
+// done, up to a deadline only a real failure reaches.
+func (l *fakeLoop) run(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !done() {
+		l.mu.Lock()
+		q := l.queue
+		l.queue = nil
+		l.mu.Unlock()
+		for _, r := range q {
+			r.Run(context.Background())
+		}
+		if len(q) > 0 || done() {
+			continue
+		}
+		select {
+		case <-l.kick:
+		case <-time.After(5 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// fakeConn behaves as gnet's conn: when a write fails (the peer reset the
+// connection) the connection is closed inside Write, OnClose included,
+// and the fd number is free for the next accepted connection. Every write
+// that reaches it after that would land on someone else's socket, so the
+// test counts them.
+type fakeConn struct {
+	gnet.Conn // methods the glue does not use panic (nil)
+	srv       *Server
+	loop      *fakeLoop
+	ctx       any
+	in        []byte
+	out       bytes.Buffer
+	fail      bool // the next write fails
+	writes    int  // attempted while open
+	closed    bool
+	late      int // writes that reached it after it was closed
+}
+
+func (c *fakeConn) Write(b []byte) (int, error) {
+	if c.closed {
+		c.late++
+		return 0, io.ErrClosedPipe
+	}
+	c.writes++
+	if c.fail {
+		c.closed = true
+		c.srv.OnClose(c, io.ErrClosedPipe)
+		return 0, io.ErrClosedPipe
+	}
+	return c.out.Write(b)
+}
+
+// Close is asynchronous in gnet: OnClose runs later on the loop.
+func (c *fakeConn) Close() error {
+	return c.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		if !c.closed {
+			c.closed = true
+			c.srv.OnClose(c, nil)
+		}
+		return nil
+	}))
+}
+func (c *fakeConn) Peek(int) ([]byte, error) { return c.in, nil }
+func (c *fakeConn) Discard(n int) (int, error) {
+	c.in = c.in[n:]
+	return n, nil
+}
+func (c *fakeConn) OutboundBuffered() int     { return 0 }
+func (c *fakeConn) Context() any              { return c.ctx }
+func (c *fakeConn) SetContext(v any)          { c.ctx = v }
+func (c *fakeConn) EventLoop() gnet.EventLoop { return c.loop }
+
+func glueServer(t *testing.T) (*Server, storage.Store) {
+	t.Helper()
+	store, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg := DefaultConfig()
+	cfg.CryptoKey = token.GenerateKey()
+	srv, err := New(cfg, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.maxConns = 100
+	srv.nodeURL = "http://node.test"
+	srv.workers = newWorkers(2, 16)
+	t.Cleanup(srv.workers.stop)
+	return srv, store
+}
+
+const glueUpgrade = "GET / HTTP/1.1\r\nHost: push.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+
+// readyConn opens a connection through the glue and says hello; it
+// returns once the hello is answered and the hello's storage check done.
+func readyConn(t *testing.T, srv *Server) (*fakeConn, *conn, [16]byte) {
+	t.Helper()
+	fc := &fakeConn{srv: srv, loop: &fakeLoop{kick: make(chan struct{}, 1)}}
+	srv.OnOpen(fc)
+	cn := fc.ctx.(*conn)
+	fc.in = append([]byte(glueUpgrade), maskedFrame(`{"messageType":"hello","use_webpush":true}`)...)
+	srv.OnTraffic(fc)
+	if len(fc.in) != 0 {
+		t.Fatalf("%d bytes not consumed", len(fc.in))
+	}
+	fc.loop.run(t, "the hello reply", func() bool { return bytes.Contains(fc.out.Bytes(), []byte(`"hello"`)) })
+	uaid := cn.s.UAID()
+	if !cn.s.Registered() || srv.registry.get(uaid) != cn {
+		t.Fatal("hello done but not registered")
+	}
+	// The hello's check: its worker result is the loop's next work.
+	fc.loop.run(t, "the hello's storage check", cn.s.Idle)
+	fc.out.Reset()
+	return fc, cn, uaid
+}
+
+// A write that closes the connection ends the session's use of it: the
+// stored page is written once and never again, nothing revives the
+// session, the in-flight count is given back, and what was not written
+// stays stored.
+func TestNoWriteAfterSynchronousClose(t *testing.T) {
+	srv, store := glueServer(t)
+	ctx := context.Background()
+	fc, cn, uaid := readyConn(t, srv)
+	chid := uuid.New()
+	for i := range 5 {
+		m := storage.Message{CHID: chid, Version: "v" + string(rune('a'+i)), SortKey: storage.NewSortKey(), TTL: 60}
+		if err := store.SaveMessage(ctx, uaid, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc := srv.begin(cn)
+	if code := cn.s.Check(&lc.Ctx); code != nodeapi.StatusChecking {
+		t.Fatalf("check %d", code)
+	}
+	lc.end()
+	fc.fail = true
+	writes := fc.writes
+	fc.loop.run(t, "the page's write to fail", func() bool { return fc.closed })
+	if fc.writes != writes+1 || fc.late != 0 {
+		t.Fatalf("stored page: %d writes for it, %d after the failure (want 1, 0)", fc.writes-writes, fc.late)
+	}
+	if !cn.s.Closed() || srv.env.InFlight.Load() != 0 || srv.connections.Load() != 0 || srv.registry.get(uaid) != nil {
+		t.Fatalf("after the failed write: closed %v, in flight %d, connections %d", cn.s.Closed(), srv.env.InFlight.Load(), srv.connections.Load())
+	}
+	// What the node API or a storage worker hands the session later must
+	// not write either.
+	srv.onLoop(cn, func(x *session.Ctx) { cn.s.Evict(x, cn.s.ConnectedAt()) })
+	srv.onLoop(cn, cn.s.Tick)
+	fc.loop.run(t, "late transitions", func() bool { return len(fc.loop.queue) == 0 })
+	if fc.late != 0 || !cn.s.Closed() {
+		t.Fatalf("after close: %d late writes", fc.late)
+	}
+	if left, _ := store.TimestampMessages(ctx, uaid, 0, 10); len(left) != 5 {
+		t.Fatalf("%d messages still stored, want all 5", len(left))
+	}
+
+	// A close frame that fails leaves the session closed, not closing.
+	fc, cn, _ = readyConn(t, srv)
+	fc.fail = true
+	lc = srv.begin(cn)
+	cn.s.Evict(&lc.Ctx, cn.s.ConnectedAt())
+	lc.end()
+	if !cn.s.Closed() || fc.late != 0 {
+		t.Fatalf("close frame write failed: closed %v, %d late writes", cn.s.Closed(), fc.late)
+	}
+}
+
+// A direct delivery whose write fails is not reported as delivered: the
+// endpoint stores it, and the node does not store a second copy.
+func TestFailedDirectWriteIsNotHere(t *testing.T) {
+	srv, store := glueServer(t)
+	fc, _, uaid := readyConn(t, srv)
+	fc.fail = true
+	codes := make(chan int, 1)
+	go func() {
+		codes <- apiNode{srv}.Deliver(uaid, &protocol.Notification{ChannelID: uuid.NewString(), Version: "direct", TTL: 60})
+	}()
+	var code int
+	fc.loop.run(t, "the delivery", func() bool {
+		select {
+		case code = <-codes:
+			return true
+		default:
+			return false
+		}
+	})
+	if code != nodeapi.StatusNotHere || fc.late != 0 || srv.env.InFlight.Load() != 0 {
+		t.Fatalf("direct over a failed write: %d, %d late writes, in flight %d", code, fc.late, srv.env.InFlight.Load())
+	}
+	// The leave job clears node_id; it must not have stored the message.
+	ctx := context.Background()
+	fc.loop.run(t, "the leave job", func() bool {
+		u, err := store.GetUser(ctx, uaid)
+		return err == nil && u.NodeID == ""
+	})
+	if left, _ := store.TimestampMessages(ctx, uaid, 0, 10); len(left) != 0 {
+		t.Fatalf("the node stored %d messages the endpoint was told to store", len(left))
+	}
+	if got := testCounter(srv, mDirectMiss); got != 1 {
+		t.Fatalf("direct not_here %v, want 1", got)
+	}
+}
+
+func testCounter(srv *Server, name string) uint64 {
+	return srv.metrics.set.GetOrCreateCounter(name).Get()
+}

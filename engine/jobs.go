@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"github.com/autopush-go/autopush/engine/session"
+	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// The storage side of the session core: Jobs run on the workers, and
+// their Results go back to the session on its loop.
+
+// submit queues job for cn on a worker; false when the queue is full (the
+// node is overloaded and the session sheds the work).
+func (srv *Server) submit(cn *conn, job session.Job) bool {
+	if job.Kind == session.JobDelete {
+		// Counted before it can run, so that a check queued after it,
+		// even for another connection of the user, waits for it.
+		srv.deletes.add(job.UAID)
+	}
+	srv.pending.Add(1)
+	ok := srv.workers.submit(func() {
+		// Pending until the result is handed to the loop, which counts
+		// it from then on: the count never drops to 0 in between.
+		defer srv.pending.Add(-1)
+		res := session.Result{Job: job}
+		srv.run(&res)
+		if job.Kind != session.JobCursor {
+			srv.onLoop(cn, func(x *session.Ctx) { cn.s.Done(x, &res) })
+		}
+	})
+	if !ok {
+		srv.pending.Add(-1)
+		if job.Kind == session.JobDelete {
+			srv.deletes.done(job.UAID)
+		}
+	}
+	return ok
+}
+
+func (srv *Server) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), srv.cfg.StorageTimeout)
+}
+
+// run does r.Job's storage work and fills r.
+func (srv *Server) run(r *session.Result) {
+	ctx, cancel := srv.ctx()
+	defer cancel()
+	j := &r.Job
+	switch j.Kind {
+	case session.JobHello:
+		srv.hello(ctx, r)
+	case session.JobRegister:
+		r.Endpoint, r.Err = srv.keys.MakeEndpoint(srv.cfg.EndpointURL, j.UAID, j.CHID, j.Key)
+		if r.Err == nil {
+			r.Err = srv.timed(func() error { return srv.store.AddChannel(ctx, j.UAID, j.CHID) })
+		}
+	case session.JobUnregister:
+		r.Err = srv.timed(func() error { return srv.store.RemoveChannel(ctx, j.UAID, j.CHID) })
+	case session.JobCheck:
+		// A previous connection of this user on this node may still be
+		// deleting what its client acked: read after those deletes land.
+		srv.deletes.wait(ctx, j.UAID)
+		r.Err = srv.timed(func() (err error) {
+			// Topic messages first (seed 000), then what fits after them.
+			if r.Topics, err = srv.store.TopicMessages(ctx, j.UAID, j.Page); err != nil || len(r.Topics) == j.Page {
+				return err
+			}
+			r.Stamps, err = srv.store.TimestampMessages(ctx, j.UAID, j.Cursor, j.Page-len(r.Topics))
+			return err
+		})
+		r.More = len(r.Topics)+len(r.Stamps) == j.Page
+	case session.JobDelete:
+		defer srv.deletes.done(j.UAID)
+		r.Err = srv.timed(func() error { return srv.store.DeleteMessage(ctx, j.UAID, j.Message) })
+		if r.Err != nil {
+			srv.log.Warn("delete acked message failed", "error", r.Err)
+		}
+	case session.JobCursor:
+		srv.timed(func() error { return srv.store.AdvanceCursor(ctx, j.UAID, j.Cursor) })
+	}
+}
+
+// hello looks the user up, records the connection and evicts an older
+// connection held by another node.
+func (srv *Server) hello(ctx context.Context, r *session.Result) {
+	j := &r.Job
+	r.UAID = j.UAID
+	var prev storage.User
+	found := false
+	if j.Known {
+		err := srv.timed(func() (err error) {
+			prev, err = srv.store.GetUser(ctx, j.UAID)
+			return err
+		})
+		switch {
+		case err == nil && prev.RouterType == storage.RouterWebPush:
+			found = true
+		case err == nil, errors.Is(err, storage.ErrNotFound):
+		default:
+			r.Err = err
+			return
+		}
+	}
+	if !found {
+		r.UAID, r.Fresh = newUAID(), true
+	}
+	r.Err = srv.timed(func() error {
+		return srv.store.Connect(ctx, storage.User{
+			UAID: r.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt,
+		})
+	})
+	if found {
+		r.Cursor = prev.Cursor
+		if r.Err == nil && prev.NodeID != "" && prev.NodeID != srv.nodeURL && prev.ConnectedAt < j.ConnectedAt {
+			srv.evictRemote(ctx, prev.NodeID, r.UAID, prev.ConnectedAt)
+		}
+	}
+}
+
+func newUAID() [16]byte {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u
+}
+
+// timed runs a storage call and records its latency and failures.
+func (srv *Server) timed(call func() error) error {
+	start := time.Now()
+	err := call()
+	srv.metrics.storageSeconds.UpdateDuration(start)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrConflict) {
+		srv.metrics.storageErrors.Inc()
+	}
+	return err
+}
+
+// leave does a closed registered connection's remaining work (see
+// session.Leave). Notifications answered 201 are never dropped: when the
+// workers cannot take it (overloaded, or the node stopping), this one job
+// gets its own goroutine.
+func (srv *Server) leave(l session.Leave) {
+	srv.pending.Add(1)
+	job := func() {
+		defer srv.pending.Add(-1)
+		ctx, cancel := srv.ctx()
+		defer cancel()
+		for i := range l.Keep {
+			if err := srv.timed(func() error { return srv.store.SaveMessage(ctx, l.UAID, l.Keep[i]) }); err != nil {
+				srv.log.Error("storing unacked notification on close failed", "error", err, "uaid", protocol.FormatUAID(l.UAID))
+				continue
+			}
+			srv.metrics.storedOut.Inc()
+		}
+		srv.timed(func() error { return srv.store.ClearNode(ctx, l.UAID, l.ConnectedAt) })
+		if len(l.Keep) > 0 {
+			srv.notifyHolder(ctx, l.UAID)
+		}
+	}
+	if !srv.workers.submit(job) {
+		srv.leaving.Add(1)
+		go func() {
+			defer srv.leaving.Done()
+			job()
+		}()
+	}
+}
+
+// evictRemote asks the node holding an older connection to drop it. Best
+// effort: a node that is gone has no connection to drop.
+func (srv *Server) evictRemote(ctx context.Context, node string, uaid [16]byte, connectedAt int64) {
+	if code, err := srv.nodes.Drop(ctx, node, uaid, connectedAt); err != nil {
+		srv.log.Info("evict on other node failed", "node", node, "error", err)
+	} else if code == nodeapi.StatusDropped {
+		srv.metrics.evictions.Inc()
+	}
+}
+
+// notifyHolder tells whichever node now holds uaid to check storage: the
+// seed's "re-read the router record and notify the new node", used after
+// this node stored messages for a user that moved.
+func (srv *Server) notifyHolder(ctx context.Context, uaid [16]byte) {
+	if cn := srv.registry.get(uaid); cn != nil {
+		srv.onLoop(cn, func(x *session.Ctx) { cn.s.Check(x) })
+		return
+	}
+	u, err := srv.store.GetUser(ctx, uaid)
+	if err != nil || u.NodeID == "" || u.NodeID == srv.nodeURL {
+		return
+	}
+	srv.nodes.Notif(ctx, u.NodeID, uaid)
+}

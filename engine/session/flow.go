@@ -1,0 +1,261 @@
+package session
+
+import (
+	"time"
+
+	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// flow is a session's delivery state while anything is in flight; nil
+// when idle, so idle connections carry none of it.
+//
+// Ordering rules it keeps (DESIGN.md §2):
+//   - at most MaxUnacked notifications unacked; beyond, deliveries get 503
+//     and a storage check is owed (recheck);
+//   - a storage read never starts while acked messages are still being
+//     deleted, so an acked message is never read back and redelivered;
+//   - the cursor moves only past timestamp messages that were all acked,
+//     and never closer to now than Config.CursorLag.
+type flow struct {
+	unacked  []pending
+	checking bool   // a storage read is running
+	recheck  bool   // storage must be read again once idle
+	more     bool   // the last page was full
+	deleting int    // acked messages whose delete is still running
+	batchMax uint64 // largest SortKey of stored timestamp messages sent
+}
+
+// pending is a notification sent and not yet acked.
+type pending struct {
+	chid    string
+	version string
+	key     storage.MessageKey // stored: what the ack deletes
+	stored  bool
+	direct  *storage.Message // direct: what to store if the client leaves first
+	sentAt  int64            // ns since Env.Epoch, monotonic: the ack latency's start
+}
+
+func (s *Session) flowState() *flow {
+	if s.flow == nil {
+		s.flow = &flow{}
+	}
+	return s.flow
+}
+
+// idle drops the flow once nothing is in flight.
+func (s *Session) idle() {
+	f := s.flow
+	if f != nil && len(f.unacked) == 0 && !f.checking && !f.recheck && !f.more && f.deleting == 0 {
+		s.flow = nil
+	}
+}
+
+// monoNanos is now as ns since Epoch: 8 bytes per pending instead of a
+// time.Time's 24, still on the monotonic clock (a wall-clock step would
+// skew the ack latency).
+func (x *Ctx) monoNanos(now time.Time) int64 { return int64(now.Sub(x.Epoch)) }
+
+// Deliver sends a notification the endpoint tier routed here. Returns the
+// node API status: 200 written (into Ctx.Out), 503 busy (the endpoint
+// stores it and asks for a check, which is now owed), 404 not here.
+func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
+	switch {
+	case s.state == stHelloing:
+		// Answering 404 would make the endpoint clear the node_id this
+		// hello just wrote: busy instead, and the hello's check finds it.
+		s.flowState().recheck = true
+		return nodeapi.StatusBusy
+	case s.state != stReady:
+		return nodeapi.StatusNotHere
+	case x.Draining.Load():
+		return nodeapi.StatusBusy
+	}
+	f := s.flowState()
+	if f.checking || f.deleting > 0 || len(f.unacked) >= x.Config.MaxUnacked {
+		f.recheck = true
+		return nodeapi.StatusBusy
+	}
+	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, n) })
+	c := n.Clone()
+	m := nodeapi.ToMessage(&c)
+	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m, sentAt: x.monoNanos(x.Now())})
+	x.InFlight.Add(1)
+	x.SentDirect++
+	x.Pending++
+	return nodeapi.StatusDelivered
+}
+
+// Check asks for a storage read: now when idle (200), or once what is in
+// flight has drained (202); 404 when no client is registered here.
+func (s *Session) Check(x *Ctx) int {
+	switch s.state {
+	case stHelloing:
+		s.flowState().recheck = true
+		return nodeapi.StatusCheckLater
+	case stReady:
+	default:
+		return nodeapi.StatusNotHere
+	}
+	f := s.flowState()
+	if f.checking || f.deleting > 0 || len(f.unacked) > 0 {
+		f.recheck = true
+		return nodeapi.StatusCheckLater
+	}
+	s.check(x)
+	return nodeapi.StatusChecking
+}
+
+// check asks for one page of stored messages.
+func (s *Session) check(x *Ctx) {
+	f := s.flowState()
+	f.checking, f.recheck, f.more = true, false, false
+	// A page never exceeds what may be in flight unacked: the next page
+	// is read once this one is acked.
+	page := min(x.Config.MessagePage, x.Config.MaxUnacked)
+	x.Jobs = append(x.Jobs, Job{Kind: JobCheck, UAID: s.uaid, Cursor: s.cursor, Page: page})
+}
+
+// checkDone sends what a storage read found.
+func (s *Session) checkDone(x *Ctx, r *Result) {
+	f := s.flowState()
+	f.checking = false
+	if r.Err != nil {
+		// Nothing is lost: the messages stay stored for the next check.
+		x.Log.Warn("storage check failed", "error", r.Err, "uaid", protocol.FormatUAID(s.uaid))
+		s.idle()
+		return
+	}
+	f.more = r.More
+	now := x.Now()
+	sentAt := x.monoNanos(now) // the page's writes are back to back: one stamp
+	var hdrs [8]protocol.Header
+	for _, list := range [][]storage.Message{r.Topics, r.Stamps} {
+		for i := range list {
+			m := &list[i]
+			if m.Expired(now) {
+				x.Metrics.Expired.Inc()
+				continue
+			}
+			n := nodeapi.ToNotification(m, hdrs[:0])
+			s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, &n) })
+			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt})
+			if m.Topic == "" && m.SortKey > f.batchMax {
+				f.batchMax = m.SortKey
+			}
+			x.InFlight.Add(1)
+			x.SentStored++
+			x.Pending++
+		}
+	}
+	s.drained(x)
+}
+
+// ack removes acked notifications; stored ones are deleted from storage.
+// An ack that matches nothing sent (a repeat, a guess) changes nothing.
+func (s *Session) ack(x *Ctx, m *protocol.ClientMessage) {
+	f := s.flow
+	if f == nil {
+		return
+	}
+	var now int64
+	for _, u := range m.Updates {
+		i := f.find(u.ChannelID, u.Version)
+		if i < 0 {
+			continue
+		}
+		if now == 0 {
+			now = x.monoNanos(x.Now())
+		}
+		p := f.unacked[i]
+		f.unacked = append(f.unacked[:i], f.unacked[i+1:]...)
+		x.InFlight.Add(-1)
+		x.Metrics.Acked.Inc()
+		x.Metrics.DeliveryAck.Update(time.Duration(now - p.sentAt).Seconds())
+		if p.stored {
+			f.deleting++
+			x.Jobs = append(x.Jobs, Job{Kind: JobDelete, UAID: s.uaid, Message: p.key})
+		}
+	}
+	s.drained(x)
+}
+
+func (f *flow) find(chid, version string) int {
+	for i := range f.unacked {
+		if f.unacked[i].version == version && f.unacked[i].chid == chid {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *Session) deleteDone(x *Ctx) {
+	if s.flow != nil {
+		s.flow.deleting--
+		s.drained(x)
+	}
+}
+
+// drained continues the storage drain once nothing is in flight: move the
+// cursor past a fully acked batch, then read the next page if one is owed.
+func (s *Session) drained(x *Ctx) {
+	f := s.flow
+	if f == nil || f.checking || f.deleting > 0 || len(f.unacked) > 0 || s.state != stReady {
+		return
+	}
+	// Never past now - CursorLag: a message stamped earlier may still be
+	// on its way to storage (engine.Config.CursorLag).
+	if f.batchMax > s.cursor {
+		if next := min(f.batchMax, uint64(x.Now().Add(-x.Config.CursorLag).UnixNano())); next > s.cursor {
+			s.cursor = next
+			x.Jobs = append(x.Jobs, Job{Kind: JobCursor, UAID: s.uaid, Cursor: next})
+		}
+	}
+	if f.more || f.recheck {
+		s.check(x)
+		return
+	}
+	s.idle()
+}
+
+// Close ends the session once the connection closed; unsent is how many
+// of the last transition's notifications (Ctx.Pending) were never
+// written because that write failed. For a registered session it returns
+// the Leave work: unacked direct notifications that were written are kept
+// (their sender was told they were delivered); those never written are
+// not (the node API answers their sender 404, and it stores them itself).
+// Safe to call once; later transitions do nothing.
+func (s *Session) Close(e *Env, unsent int) (Leave, bool) {
+	if s.asm != nil {
+		s.asm.Reset()
+		s.asm = nil
+	}
+	s.state = stClosed
+	var keep []storage.Message
+	if f := s.flow; f != nil {
+		now := e.Now()
+		written := f.unacked[:len(f.unacked)-min(max(unsent, 0), len(f.unacked))]
+		for _, p := range written {
+			if p.direct != nil && !p.direct.Expired(now) && p.direct.TTL > 0 {
+				keep = append(keep, restamp(*p.direct, now))
+			}
+		}
+		e.InFlight.Add(-int64(len(f.unacked)))
+		s.flow = nil
+	}
+	if !s.registered {
+		return Leave{}, false
+	}
+	return Leave{UAID: s.uaid, ConnectedAt: s.connectedAt, Keep: keep}, true
+}
+
+// restamp gives a direct message about to be stored a new sort key with
+// the TTL it has left: its original key may lie behind a cursor that later
+// acks already advanced, where no read would ever find it.
+func restamp(m storage.Message, now time.Time) storage.Message {
+	left := m.Expiry().Sub(now)
+	m.SortKey = storage.NewSortKey()
+	m.TTL = max(int64((left+time.Second-1)/time.Second), 1)
+	return m
+}

@@ -1,0 +1,274 @@
+package session
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	gws "github.com/gobwas/ws"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// fuzzModel is what the fuzz test knows the session was asked for and
+// sent, to check what it does next against.
+type fuzzModel struct {
+	h        *harness
+	queue    []Job                         // jobs asked for and not yet answered
+	sent     map[string]storage.MessageKey // stored messages written, by version
+	deleted  map[storage.MessageKey]bool
+	closing  bool // a close was asked for or Close ran
+	versions int
+}
+
+// FuzzSession drives a session with a sequence of inputs (client bytes and
+// protocol messages, node-API deliveries and checks, storage results,
+// timer ticks, closes) read from the fuzz input, and checks after each
+// that it never panics, never writes after asking to close, never asks to
+// delete a stored message it did not send (or twice), never has more than
+// MaxUnacked notifications in flight, and gives every one back on Close.
+func FuzzSession(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 1, 2, 0, 1, 5, 3, 1, 1, 6, 4, 9})
+	f.Add([]byte{0, 0, 1, 1, 3, 0, 5, 0, 3, 2, 1, 6, 1, 6, 3, 0, 3, 0, 9, 1})
+	f.Add([]byte{0, 7, 1, 0, 3, 0, 2, 0, 2, 0, 2, 0, 2, 0, 1, 6, 4, 200, 4, 100, 6, 0})
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 1, 10, 1, 11, 1, 12, 10, 5, 0x81, 0x85, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MessagePage, c.MaxMessageSize = 3, 4, 1024 })
+		m := &fuzzModel{h: h, sent: map[string]storage.MessageKey{}, deleted: map[storage.MessageKey]bool{}}
+		m.step(h.s.Open)
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i]%11, ops[i+1]
+			if op == 10 { // raw client bytes: the rest of the input, up to arg bytes
+				n := min(int(arg), len(ops)-i-2)
+				raw := bytes.Clone(ops[i+2 : i+2+n])
+				m.step(func(x *Ctx) { h.s.Consume(x, raw) })
+				i += n
+				continue
+			}
+			m.apply(op, arg)
+		}
+		if !h.s.Closed() {
+			m.step(func(x *Ctx) {})
+			h.s.Close(h.env, 0)
+		}
+		if n := h.env.InFlight.Load(); n != 0 {
+			t.Fatalf("%d notifications still counted in flight after Close", n)
+		}
+	})
+}
+
+func (m *fuzzModel) apply(op, arg byte) {
+	h := m.h
+	switch op {
+	case 0: // the upgrade, possibly split in two
+		req := []byte(upgradeRequest)
+		cut := int(arg) % len(req)
+		m.consume(req[:cut])
+		m.consume(req[cut:])
+	case 1:
+		m.consume(m.clientInput(arg))
+	case 2:
+		m.versions++
+		n := protocol.Notification{ChannelID: uuid.NewString(), Version: fmt.Sprint("direct-", m.versions), TTL: int64(arg % 3 * 30),
+			Data: "ZGF0YQ", SortKey: uint64(h.now.UnixNano())}
+		var code int
+		m.step(func(x *Ctx) { code = h.s.Deliver(x, &n) })
+		wrote := len(h.out) > 0
+		if (code == 200) != wrote || (code == 200 && h.s.state != stReady) {
+			h.t.Fatalf("delivery answered %d, wrote %v, state %d", code, wrote, h.s.state)
+		}
+	case 3:
+		m.answer(arg)
+	case 4:
+		h.now = h.now.Add(time.Duration(arg) * 3 * time.Second)
+		m.step(h.s.Tick)
+	case 5:
+		m.step(func(x *Ctx) { h.s.Check(x) })
+	case 6:
+		at := h.s.connectedAt + int64(arg%3) - 1
+		m.step(func(x *Ctx) { h.s.Evict(x, at) })
+	case 7:
+		m.step([]func(*Ctx){h.s.SlowReader, h.s.Overloaded, h.s.Shutdown}[arg%3])
+	case 8:
+		h.env.Draining.Store(arg%2 == 1)
+	case 9:
+		if !h.s.Closed() {
+			unsent := int(arg) % (h.x.Pending + 1)
+			h.s.Close(h.env, unsent)
+			m.closing = true
+			if n := h.env.InFlight.Load(); n != 0 {
+				h.t.Fatalf("Close left %d in flight", n)
+			}
+		}
+	}
+}
+
+// clientInput is one client frame chosen by arg.
+func (m *fuzzModel) clientInput(arg byte) []byte {
+	chid := "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f"
+	text := func(s string) []byte { return clientFrame(gws.OpText, []byte(s)) }
+	switch arg % 16 {
+	case 0:
+		return text(`{"messageType":"hello","use_webpush":true}`)
+	case 1:
+		return text(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `"}`)
+	case 2:
+		return text(`{"messageType":"register","channelID":"` + chid + `"}`)
+	case 3:
+		return text(`{"messageType":"register","channelID":"` + chid + `","key":"bad"}`)
+	case 4:
+		return text(`{"messageType":"unregister","channelID":"` + chid + `"}`)
+	case 5, 6: // ack what was sent, by version (stored ones and direct ones)
+		var ups []byte
+		for v := range m.sent {
+			ups = fmt.Appendf(ups, `{"channelID":"%s","version":"%s","code":100},`, chid, v)
+		}
+		for i := max(m.versions-3, 1); i <= m.versions; i++ {
+			ups = fmt.Appendf(ups, `{"channelID":"%s","version":"direct-%d","code":100},`, "x", i)
+		}
+		return text(`{"messageType":"ack","updates":[` + string(bytes.TrimSuffix(ups, []byte(","))) + `]}`)
+	case 7:
+		return text(`{"messageType":"ack","updates":[{"channelID":"` + chid + `","version":"never-sent"}]}`)
+	case 8:
+		return text(`{"messageType":"nack","version":"x","code":301}`)
+	case 9:
+		return text(`{}`)
+	case 10:
+		return text(`{"messageType":"broadcast_subscribe","broadcasts":{"a":"1"}}`)
+	case 11:
+		return clientFrame(gws.OpPing, []byte("p"))
+	case 12:
+		return gwsFrame(gws.NewFrame(gws.OpText, false, []byte(`{"messageType":`)))
+	case 13:
+		return gwsFrame(gws.NewFrame(gws.OpContinuation, true, []byte(`"ping"}`)))
+	case 14:
+		return clientFrame(gws.OpClose, gws.NewCloseFrameBody(1000, ""))
+	}
+	return text(`{"messageType":"subscribe"}`)
+}
+
+func gwsFrame(f gws.Frame) []byte {
+	var b bytes.Buffer
+	gws.WriteFrame(&b, gws.MaskFrameInPlace(f))
+	return b.Bytes()
+}
+
+// answer completes the oldest job asked for: success, or a failure when
+// arg is odd. A check finds a page of fresh stored messages (some topic,
+// some expired).
+func (m *fuzzModel) answer(arg byte) {
+	if len(m.queue) == 0 {
+		return
+	}
+	h := m.h
+	j := m.queue[0]
+	m.queue = m.queue[1:]
+	r := &Result{Job: j}
+	if arg%2 == 1 {
+		r.Err = fmt.Errorf("storage down")
+	}
+	switch j.Kind {
+	case JobHello:
+		r.UAID, r.Fresh = testUAID, !j.Known
+		if arg%4 == 2 {
+			h.newer = !h.newer
+		}
+	case JobCheck:
+		for i := range min(int(arg/2)%(j.Page+1), j.Page) {
+			m.versions++
+			msg := storedMsg(fmt.Sprint("stored-", m.versions), "", uint64(h.now.UnixNano())+uint64(i), 60)
+			if i%3 == 1 {
+				msg.Topic = fmt.Sprint("t", m.versions)
+				r.Topics = append(r.Topics, msg)
+				continue
+			}
+			if i%5 == 4 {
+				msg.SortKey = uint64(h.now.Add(-time.Hour).UnixNano())
+			}
+			r.Stamps = append(r.Stamps, msg)
+		}
+		r.More = len(r.Topics)+len(r.Stamps) == j.Page
+	}
+	pageKeys := map[string]storage.MessageKey{}
+	for _, list := range [][]storage.Message{r.Topics, r.Stamps} {
+		for _, msg := range list {
+			pageKeys[msg.Version] = msg.Key()
+		}
+	}
+	m.step(func(x *Ctx) { h.s.Done(x, r) })
+	for _, n := range h.messagesIfAny() {
+		if v, _ := n["version"].(string); n["messageType"] == "notification" && pageKeys[v] != (storage.MessageKey{}) {
+			m.sent[v] = pageKeys[v]
+		}
+	}
+}
+
+// consume feeds client bytes (those not consumed stay for the next call,
+// as the loop keeps them).
+func (m *fuzzModel) consume(b []byte) {
+	buf := bytes.Clone(b)
+	var n int
+	m.step(func(x *Ctx) { n = m.h.s.Consume(x, buf) })
+	if n < 0 || n > len(buf) {
+		m.h.t.Fatalf("consumed %d of %d", n, len(buf))
+	}
+}
+
+// step runs one transition and checks the invariants on its effects.
+func (m *fuzzModel) step(fn func(x *Ctx)) {
+	h := m.h
+	closedBefore := m.closing
+	h.step(fn)
+	if h.s.Closed() {
+		m.closing = true
+	}
+	if closedBefore && (len(h.out) > 0 || len(h.jobs) > 0) {
+		h.t.Fatalf("after the close: wrote %q, asked %+v", h.out, h.jobs)
+	}
+	if !bytes.HasPrefix(h.out, []byte("HTTP/1.1 ")) {
+		frames := h.frames()
+		for i, f := range frames {
+			if f.Header.OpCode == gws.OpClose && i != len(frames)-1 {
+				h.t.Fatalf("frames after a close frame: %q", h.out)
+			}
+		}
+	}
+	for _, j := range h.jobs {
+		if j.Kind == JobDelete {
+			if m.deleted[j.Message] || !m.sentKey(j.Message) {
+				h.t.Fatalf("delete of %+v: never sent, or deleted before", j.Message)
+			}
+			m.deleted[j.Message] = true
+		}
+		m.queue = append(m.queue, j)
+	}
+	if n := h.env.InFlight.Load(); n < 0 || n > int64(h.env.Config.MaxUnacked) {
+		h.t.Fatalf("%d in flight (max unacked %d)", n, h.env.Config.MaxUnacked)
+	}
+	if h.close {
+		m.closing = true
+	}
+}
+
+func (m *fuzzModel) sentKey(k storage.MessageKey) bool {
+	for _, s := range m.sent {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// messagesIfAny decodes the text frames written, ignoring other frames.
+func (h *harness) messagesIfAny() []map[string]any {
+	var out []map[string]any
+	for _, f := range h.frames() {
+		if f.Header.OpCode == gws.OpText {
+			out = append(out, h.decode(f.Payload))
+		}
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package session
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/autopush-go/autopush/engine/ws"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// clientMessages recycles decoded messages: DecodeClient reuses their
+// slices, so the inbound path allocates nothing, and no connection keeps
+// one while idle.
+var clientMessages = sync.Pool{New: func() any { return new(protocol.ClientMessage) }}
+
+// hello registers the connection: a known uaid is kept (a different one
+// makes Firefox drop every subscription), an unknown or invalid one is
+// replaced. The storage work is a JobHello; helloDone finishes it.
+func (s *Session) hello(x *Ctx, m *protocol.ClientMessage) {
+	if s.state != stHello {
+		s.fail(x, "bad_json", ws.StatusPolicyViolation, "hello sent twice")
+		return
+	}
+	x.Metrics.Hellos.Inc()
+	uaid, known := protocol.ParseUAID(m.UAID)
+	known = known && m.HasUAID && uaid != [16]byte{}
+	now := x.Now()
+	s.state = stHelloing
+	s.connectedAt = now.UnixMilli()
+	x.schedule(now.Add(x.Config.PingInterval))
+	if known {
+		// Findable before the router record names this connection: a
+		// push routed here meanwhile then gets "busy" (and a storage check
+		// is owed) rather than "not here", which would make the endpoint
+		// clear the node_id this hello is writing and store the push
+		// after the hello's check has read (it would wait for the next
+		// reconnect). An older local connection is evicted now.
+		s.uaid = uaid
+		x.Host.Enroll()
+	}
+	x.Jobs = append(x.Jobs, Job{Kind: JobHello, UAID: uaid, Known: known, ConnectedAt: s.connectedAt})
+}
+
+// helloDone answers the hello, registers the session (evicting an older
+// local one) and starts the stored-message drain.
+func (s *Session) helloDone(x *Ctx, res *Result) {
+	if s.state != stHelloing {
+		return
+	}
+	if res.Err != nil {
+		// The runner counted the storage failure already (a conflict is
+		// not one); fail counts the closed connection in
+		// errors_total{kind="storage"}.
+		x.Log.Warn("hello failed", "error", res.Err)
+		code := ws.StatusCode(ws.StatusTryAgainLater)
+		if errors.Is(res.Err, storage.ErrConflict) {
+			code = ws.StatusPolicyViolation // a newer connection of this user exists
+		}
+		s.fail(x, "storage", code, "hello failed")
+		return
+	}
+	if res.Fresh {
+		x.Metrics.HelloNewUAID.Inc()
+	}
+	if res.UAID != s.uaid {
+		// Unknown, or a fresh uaid: registered under the one it asked for.
+		x.Host.Unenroll()
+		s.uaid = res.UAID
+	}
+	if !x.Host.Enroll() {
+		// A newer connection of this user agent is here: it wins.
+		s.fail(x, "storage", ws.StatusPolicyViolation, "connected elsewhere")
+		return
+	}
+	s.cursor, s.state, s.registered = res.Cursor, stReady, true
+	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendHelloReply(b, s.uaid, 200, nil, nil) })
+	// The drain took its list of sessions already: one that finishes its
+	// hello afterwards closes itself (after registering, so its leave
+	// clears its node_id), or it would hold the drain until its deadline.
+	if x.Draining.Load() {
+		s.Shutdown(x)
+		return
+	}
+	s.Check(x)
+}
+
+// Evict closes this connection because a newer one of the same user
+// agent exists (connectedAt is the newer one's, or the caller's bound).
+// Returns the node API status: 200 closed, 404 no such connection here.
+func (s *Session) Evict(x *Ctx, connectedAt int64) int {
+	if s.state != stReady || s.connectedAt > connectedAt {
+		return 404
+	}
+	x.Metrics.Evictions.Inc()
+	s.closeWith(x, 4000, "connected elsewhere")
+	return 200
+}

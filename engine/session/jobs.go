@@ -1,0 +1,92 @@
+package session
+
+import (
+	"github.com/autopush-go/autopush/storage"
+)
+
+// JobKind names the storage work a transition asks for.
+type JobKind uint8
+
+// Jobs and what their Result carries back.
+const (
+	// JobHello looks up UAID if Known (a missing or non-webpush record
+	// gets a fresh uaid), records the connection at ConnectedAt, and has a
+	// connection of the user agent on another node evicted. Result: UAID,
+	// Cursor, Fresh.
+	JobHello JobKind = iota + 1
+	// JobRegister mints the endpoint for CHID (with the VAPID Key, if
+	// any) and adds the channel. Result: Endpoint.
+	JobRegister
+	// JobUnregister removes the channel CHID.
+	JobUnregister
+	// JobCheck reads up to Page stored messages: topic messages first,
+	// then timestamp messages after Cursor. It must wait for deletes of
+	// this user's acked messages still running on the node. Result:
+	// Topics, Stamps, More.
+	JobCheck
+	// JobDelete deletes the acked stored message Message. The node must
+	// count it as running for the user until it ends (see JobCheck).
+	JobDelete
+	// JobCursor advances the user's read cursor to Cursor. No Result.
+	JobCursor
+)
+
+// Job is one piece of storage work, run off the event loop.
+type Job struct {
+	Kind        JobKind
+	UAID        [16]byte
+	Known       bool  // hello: UAID is the client's, to be looked up
+	ConnectedAt int64 // hello
+	CHID        [16]byte
+	ChannelID   string // register, unregister: as the client wrote it, for the reply
+	Key         []byte // register: the raw VAPID public key, or nil
+	Cursor      uint64 // check, cursor
+	Page        int    // check
+	Message     storage.MessageKey
+}
+
+// Result is what a Job found; Session.Done takes it on the session's loop.
+type Result struct {
+	Job Job
+	Err error
+
+	UAID   [16]byte // hello: the uaid the connection now has
+	Cursor uint64   // hello: its read cursor
+	Fresh  bool     // hello: the uaid was assigned now
+
+	Endpoint string // register
+
+	Topics, Stamps []storage.Message // check
+	More           bool              // check: the page was full
+}
+
+// Leave is the work a closed registered connection leaves behind: store
+// its unacked direct notifications (their sender was told they were
+// delivered), clear the router record's node_id if it still names this
+// connection, and, when something was stored, tell whichever node holds
+// the user agent now to check storage.
+type Leave struct {
+	UAID        [16]byte
+	ConnectedAt int64
+	Keep        []storage.Message
+}
+
+// Done takes the result of a Job the session asked for.
+func (s *Session) Done(x *Ctx, r *Result) {
+	// A closing connection writes nothing more; what it read stays stored.
+	if s.state >= stClosing {
+		return
+	}
+	switch r.Job.Kind {
+	case JobHello:
+		s.helloDone(x, r)
+	case JobRegister:
+		s.registerDone(x, r)
+	case JobUnregister:
+		s.unregisterDone(x, r)
+	case JobCheck:
+		s.checkDone(x, r)
+	case JobDelete:
+		s.deleteDone(x)
+	}
+}

@@ -1,0 +1,127 @@
+package session
+
+import (
+	"github.com/autopush-go/autopush/engine/ws"
+	"github.com/autopush-go/autopush/internal/protocol"
+)
+
+// Session states, in order.
+const (
+	stUpgrade  uint8 = iota // TCP open, waiting for the HTTP upgrade
+	stHello                 // websocket open, waiting for hello
+	stHelloing              // hello accepted, storage work in flight
+	stReady                 // registered: messages and deliveries flow
+	stClosing               // close frame sent, input ignored
+	stClosed                // the connection closed (Close ran)
+)
+
+// Session is the state of one connection. It is kept small: an idle
+// connection costs at most 1 KiB of the node's memory, gnet's own state
+// included (engine's TestConnSize, docs/benchmarks.md). It holds no
+// buffer and no timer while idle; flow exists only while notifications
+// are in flight, and the assembler only while a fragmented message is
+// open.
+type Session struct {
+	uaid        [16]byte
+	connectedAt int64 // ms since the epoch: orders connections in storage
+	cursor      uint64
+	flow        *flow
+	asm         *ws.Assembler
+
+	// Times relative to Env.Epoch, 32 bits: only their differences
+	// matter, and they stay exact for 49 days.
+	lastRead       uint32 // ms: the last inbound frame
+	lastClientPing uint32 // ms: the last client ping, when clientPinged
+
+	state        uint8
+	registered   bool // hello done: the router record names this connection
+	pingOut      bool // a keepalive ping is unanswered
+	clientPinged bool
+}
+
+// UAID is the user agent's id; zero until a hello names or assigns one.
+func (s *Session) UAID() [16]byte { return s.uaid }
+
+// ConnectedAt orders connections of one user agent: the newer one wins.
+func (s *Session) ConnectedAt() int64 { return s.connectedAt }
+
+// Closed reports whether Close ran: nothing may be written any more.
+func (s *Session) Closed() bool { return s.state == stClosed }
+
+// Closing reports whether the connection is closing or closed.
+func (s *Session) Closing() bool { return s.state >= stClosing }
+
+// Registered reports whether the hello finished: the router record names
+// this connection (the node's drain closes exactly these).
+func (s *Session) Registered() bool { return s.registered }
+
+// Idle reports that nothing is in flight: no notification unacked, no
+// storage read or delete running or owed.
+func (s *Session) Idle() bool { return s.flow == nil }
+
+// Open starts a session on a new connection: the upgrade and then the
+// hello must arrive within HelloTimeout.
+func (s *Session) Open(x *Ctx) {
+	now := x.Now()
+	*s = Session{lastRead: x.clock(now)}
+	x.schedule(now.Add(x.Config.HelloTimeout))
+}
+
+// sendJSON appends one text frame whose payload enc appends.
+func (s *Session) sendJSON(x *Ctx, enc func([]byte) []byte) {
+	b, mark := ws.BeginFrame(x.Out)
+	x.Out = ws.EndFrame(enc(b), mark, ws.OpText)
+}
+
+// closeWith sends a close frame and closes the connection; what the client
+// sends afterwards is ignored.
+func (s *Session) closeWith(x *Ctx, code ws.StatusCode, reason string) {
+	if s.state >= stClosing {
+		return
+	}
+	if s.state != stUpgrade {
+		x.Out = ws.AppendClose(x.Out, code, reason)
+	}
+	s.abort(x)
+}
+
+// abort closes the connection without a close frame. Never after Close:
+// stClosing would revive a closed session.
+func (s *Session) abort(x *Ctx) {
+	if s.state < stClosing {
+		s.state = stClosing
+		x.Close = true
+	}
+}
+
+// fail counts a client error and closes with its code.
+func (s *Session) fail(x *Ctx, kind string, code ws.StatusCode, reason string) {
+	x.Metrics.fail(kind)
+	x.Log.Debug("closing connection", "kind", kind, "code", int(code), "reason", reason,
+		"uaid", protocol.FormatUAID(s.uaid))
+	s.closeWith(x, code, reason)
+}
+
+// SlowReader cuts off a client whose unsent output grew past what the
+// node lets one client hold: one that sends (pings, say) but never reads.
+func (s *Session) SlowReader(x *Ctx) {
+	if s.state < stClosing {
+		x.Metrics.fail("slow_reader")
+		s.abort(x)
+	}
+}
+
+// Overloaded closes the connection because one of the Jobs it asked for
+// could not be queued (the node's workers are saturated): the client
+// reconnects, possibly elsewhere, rather than the node queuing without
+// bound.
+func (s *Session) Overloaded(x *Ctx) {
+	if s.flow != nil {
+		s.flow.checking = false
+	}
+	x.Metrics.Overloaded.Inc()
+	s.fail(x, "storage", ws.StatusTryAgainLater, "server overloaded")
+}
+
+// Shutdown closes a registered client because the node is draining.
+func (s *Session) Shutdown(x *Ctx) { s.closeWith(x, ws.StatusGoingAway, "server shutting down") }

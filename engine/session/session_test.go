@@ -1,0 +1,557 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	gws "github.com/gobwas/ws"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/engine/ws"
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/storage"
+)
+
+var testUAID = [16]byte(uuid.MustParse("f4b0b3c1-8d1a-4c2e-9a5b-0c1d2e3f4a5b"))
+
+func TestUpgrade(t *testing.T) {
+	t.Run("accepted", func(t *testing.T) {
+		h := newHarness(t, nil).open()
+		if !bytes.Contains(h.out, []byte("Sec-WebSocket-Protocol: push-notification")) || h.counter("Upgrades") != 1 {
+			t.Fatalf("upgrade %q", h.out)
+		}
+		if h.s.state != stHello || h.close {
+			t.Fatalf("state %d close %v", h.s.state, h.close)
+		}
+	})
+	t.Run("partial request waits", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.step(h.s.Open)
+		var n int
+		h.step(func(x *Ctx) { n = h.s.Consume(x, []byte(upgradeRequest[:40])) })
+		if n != 0 || len(h.out) != 0 || h.close {
+			t.Fatalf("partial: consumed %d, wrote %q", n, h.out)
+		}
+	})
+	t.Run("bad request", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.step(h.s.Open)
+		h.feed([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		if !bytes.HasPrefix(h.out, []byte("HTTP/1.1 4")) || !h.close || h.counter("UpgradesBad") != 1 {
+			t.Fatalf("bad upgrade: %q close %v", h.out, h.close)
+		}
+	})
+	for name, refuse := range map[string]func(*Env){
+		"draining": func(e *Env) { e.Draining.Store(true) },
+		"full":     func(e *Env) { e.Full = func() bool { return true } },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			refuse(h.env)
+			h.step(h.s.Open)
+			h.feed([]byte(upgradeRequest))
+			if !bytes.HasPrefix(h.out, []byte("HTTP/1.1 503 ")) || !bytes.Contains(h.out, []byte("Retry-After: 30")) || !h.close {
+				t.Fatalf("refused upgrade: %q", h.out)
+			}
+			if h.counter("UpgradesRefused") != 1 {
+				t.Fatal("refusal not counted")
+			}
+		})
+	}
+}
+
+func TestHelloNewAndKnown(t *testing.T) {
+	h := newHarness(t, nil).open()
+	h.send(`{"messageType":"hello","use_webpush":true}`)
+	job := h.job(JobHello)
+	if job.Known || h.enrolls != 0 || len(h.out) != 0 {
+		t.Fatalf("new user agent: job %+v, enrolls %d", job, h.enrolls)
+	}
+	if job.ConnectedAt != h.now.UnixMilli() || h.due != h.now.Add(testConfig.PingInterval).UnixMilli() {
+		t.Fatalf("connectedAt %d due %d", job.ConnectedAt, h.due)
+	}
+	h.done(&Result{Job: job, UAID: testUAID, Fresh: true})
+	m := h.message()
+	if m["uaid"] != strings.ReplaceAll(uuid.UUID(testUAID).String(), "-", "") || m["status"] != 200.0 {
+		t.Fatalf("hello reply %v", m)
+	}
+	if !h.enrolled || !h.s.Registered() || h.counter("HelloNewUAID") != 1 {
+		t.Fatalf("enrolled %v registered %v", h.enrolled, h.s.Registered())
+	}
+	if c := h.job(JobCheck); c.UAID != testUAID || c.Page != testConfig.MaxUnacked {
+		t.Fatalf("the hello's check %+v: a page is at most max-unacked", c)
+	}
+
+	// A known uaid is enrolled from the hello on, before storage answers.
+	h = newHarness(t, nil).open()
+	h.send(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `","use_webpush":true}`)
+	if job := h.job(JobHello); !job.Known || job.UAID != testUAID || !h.enrolled {
+		t.Fatalf("known uaid: job %+v enrolled %v", job, h.enrolled)
+	}
+	if code := deliver(h, "early"); code != 503 {
+		t.Fatalf("a push during the hello got %d, want 503 (busy, check owed)", code)
+	}
+	h.done(&Result{Job: Job{Kind: JobHello}, UAID: testUAID, Cursor: 42})
+	if h.s.cursor != 42 || h.counter("HelloNewUAID") != 0 {
+		t.Fatalf("cursor %d", h.s.cursor)
+	}
+	h.job(JobCheck)
+}
+
+func TestHelloFailures(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(*harness)
+		res   Result
+		code  ws.StatusCode
+	}{
+		{"storage down", nil, Result{Err: errors.New("timeout")}, ws.StatusTryAgainLater},
+		{"newer connection in storage", nil, Result{Err: storage.ErrConflict}, ws.StatusPolicyViolation},
+		{"newer connection on this node", func(h *harness) { h.newer = true }, Result{UAID: testUAID}, ws.StatusPolicyViolation},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil).open()
+			h.send(`{"messageType":"hello"}`)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			tc.res.Job = h.job(JobHello)
+			h.done(&tc.res)
+			h.closedWith(tc.code)
+			h.noJobs()
+			if h.errorsOf("storage") != 1 || h.s.Registered() {
+				t.Fatal("hello failure not counted, or registered")
+			}
+		})
+	}
+	t.Run("draining", func(t *testing.T) {
+		h := newHarness(t, nil).open()
+		h.send(`{"messageType":"hello"}`)
+		h.env.Draining.Store(true)
+		h.done(&Result{Job: h.job(JobHello), UAID: testUAID})
+		if ms := h.frames(); len(ms) != 2 || ms[0].Header.OpCode != gws.OpText {
+			t.Fatalf("want the hello reply then a close: %q", h.out)
+		}
+		h.closedWith(ws.StatusGoingAway)
+		if !h.s.Registered() {
+			t.Fatal("a hello closed by the drain must still leave (clear its node_id)")
+		}
+	})
+	t.Run("protocol", func(t *testing.T) {
+		h := newHarness(t, nil).open()
+		h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+		h.closedWith(ws.StatusPolicyViolation)
+		if h.errorsOf("no_hello") != 1 {
+			t.Fatal("not counted")
+		}
+		h = newHarness(t, nil).ready(testUAID)
+		h.send(`{"messageType":"hello"}`)
+		h.closedWith(ws.StatusPolicyViolation)
+	})
+}
+
+func TestRegisterUnregister(t *testing.T) {
+	h := newHarness(t, nil).ready(testUAID)
+	chid := uuid.NewString()
+	h.send(`{"messageType":"register","channelID":"` + chid + `"}`)
+	j := h.job(JobRegister)
+	if j.CHID != [16]byte(uuid.MustParse(chid)) || j.ChannelID != chid || j.Key != nil || len(h.out) != 0 {
+		t.Fatalf("register job %+v", j)
+	}
+	h.done(&Result{Job: j, Endpoint: "https://push.example/wpush/v1/abc"})
+	if m := h.message(); m["status"] != 200.0 || m["pushEndpoint"] != "https://push.example/wpush/v1/abc" || m["channelID"] != chid {
+		t.Fatalf("register reply %v", m)
+	}
+	h.done(&Result{Job: j, Err: errors.New("down")})
+	if m := h.message(); m["status"] != 500.0 || m["pushEndpoint"] != nil {
+		t.Fatalf("failed register reply %v", m)
+	}
+
+	key := "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4="
+	h.send(`{"messageType":"register","channelID":"` + chid + `","key":"` + key + `"}`)
+	if j := h.job(JobRegister); len(j.Key) != 65 {
+		t.Fatalf("v2 key %d bytes", len(j.Key))
+	}
+	h.send(`{"messageType":"register","channelID":"` + chid + `","key":"not-a-key"}`)
+	h.noJobs()
+	if m := h.message(); m["status"] != 400.0 || h.close || h.errorsOf("bad_key") != 1 {
+		t.Fatalf("bad key: %v (close %v)", m, h.close)
+	}
+
+	h.send(`{"messageType":"unregister","channelID":"` + chid + `","code":200}`)
+	u := h.job(JobUnregister)
+	h.done(&Result{Job: u})
+	if m := h.message(); m["messageType"] != "unregister" || m["status"] != 200.0 || m["channelID"] != chid {
+		t.Fatalf("unregister reply %v", m)
+	}
+	h.done(&Result{Job: u, Err: errors.New("down")})
+	if m := h.message(); m["status"] != 500.0 {
+		t.Fatalf("failed unregister reply %v", m)
+	}
+	if h.counter("Registers") != 2 || h.counter("Unregisters") != 1 {
+		t.Fatalf("registers %d unregisters %d", h.counter("Registers"), h.counter("Unregisters"))
+	}
+
+	h.send(`{"messageType":"register","channelID":"nope"}`)
+	h.closedWith(ws.StatusUnsupportedData)
+	if h.errorsOf("bad_channel") != 1 {
+		t.Fatal("bad channel not counted")
+	}
+}
+
+// deliver routes a direct notification with version v to h's session.
+func deliver(h *harness, v string) int {
+	n := protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: v, TTL: 60, SortKey: uint64(h.now.UnixNano())}
+	var code int
+	h.step(func(x *Ctx) { code = h.s.Deliver(x, &n) })
+	return code
+}
+
+func ackMsg(versions ...string) string {
+	var ups []string
+	for _, v := range versions {
+		ups = append(ups, `{"channelID":"3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f","version":"`+v+`","code":100}`)
+	}
+	return `{"messageType":"ack","updates":[` + strings.Join(ups, ",") + `]}`
+}
+
+func TestDeliverFlowControlAndAck(t *testing.T) {
+	h := newHarness(t, nil)
+	h.step(h.s.Open)
+	if code := deliver(h, "v"); code != 404 {
+		t.Fatalf("before hello: %d", code)
+	}
+	h.ready(testUAID)
+	for i := range testConfig.MaxUnacked {
+		if code := deliver(h, fmt.Sprint("v", i)); code != 200 {
+			t.Fatalf("delivery %d: %d", i, code)
+		}
+		if m := h.message(); m["messageType"] != "notification" || m["version"] != fmt.Sprint("v", i) {
+			t.Fatalf("notification %v", m)
+		}
+		if h.x.SentDirect != 1 || h.x.Pending != 1 {
+			t.Fatalf("sent %d pending %d", h.x.SentDirect, h.x.Pending)
+		}
+	}
+	if h.env.InFlight.Load() != int64(testConfig.MaxUnacked) {
+		t.Fatalf("in flight %d", h.env.InFlight.Load())
+	}
+	if code := deliver(h, "over"); code != 503 || len(h.out) != 0 {
+		t.Fatalf("beyond max-unacked: %d, wrote %q", code, h.out)
+	}
+	h.now = h.now.Add(20 * time.Millisecond)
+	h.send(ackMsg("v0", "v0", "never-sent"))
+	h.noJobs()
+	if h.env.InFlight.Load() != int64(testConfig.MaxUnacked-1) || h.counter("Acked") != 1 {
+		t.Fatalf("after one ack: in flight %d, acked %d", h.env.InFlight.Load(), h.counter("Acked"))
+	}
+	// The busy delivery left a storage check owed: it runs once the rest
+	// is acked, not before.
+	h.send(ackMsg("v1"))
+	h.noJobs()
+	h.send(ackMsg("v2"))
+	h.job(JobCheck)
+	if h.env.InFlight.Load() != 0 {
+		t.Fatalf("in flight %d", h.env.InFlight.Load())
+	}
+
+	h.env.Draining.Store(true)
+	h.done(&Result{Job: Job{Kind: JobCheck}})
+	if code := deliver(h, "late"); code != 503 {
+		t.Fatalf("draining: %d, want 503", code)
+	}
+}
+
+func storedMsg(version, topic string, sortKey uint64, ttl int64) storage.Message {
+	return storage.Message{CHID: uuid.MustParse("3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f"), Version: version, Topic: topic,
+		SortKey: sortKey, TTL: ttl, Data: "ZGF0YQ", Headers: map[string]string{"encoding": "aes128gcm"}}
+}
+
+func TestStoredDrain(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxUnacked = 2 })
+	h.ready(testUAID)
+	if code := h.checkStatus(); code != 200 {
+		t.Fatalf("check when idle: %d", code)
+	}
+	check := h.job(JobCheck)
+	if check.Page != 2 || check.Cursor != 0 {
+		t.Fatalf("check %+v", check)
+	}
+	if code := h.checkStatus(); code != 202 {
+		t.Fatalf("check while checking: %d, want 202", code)
+	}
+	old := uint64(h.now.Add(-2 * time.Hour).UnixNano())
+	expired := storedMsg("gone", "", old, 60)
+	topic := storedMsg("t1", "weather", old+1, 3600*4)
+	stamp := storedMsg("s1", "", old+2, 3600*4)
+	h.done(&Result{Job: check, Topics: []storage.Message{topic}, Stamps: []storage.Message{expired, stamp}, More: true})
+	ms := h.messages()
+	if len(ms) != 2 || ms[0]["version"] != "t1" || ms[1]["version"] != "s1" || ms[1]["data"] != "ZGF0YQ" {
+		t.Fatalf("page %v: topic first, expired skipped", ms)
+	}
+	if h.counter("Expired") != 1 || h.x.SentStored != 2 {
+		t.Fatalf("expired %d sent %d", h.counter("Expired"), h.x.SentStored)
+	}
+	if code := deliver(h, "d"); code != 503 {
+		t.Fatalf("delivery while a page is unacked: %d", code)
+	}
+	h.send(ackMsg("t1"))
+	if d := h.job(JobDelete); d.Message != topic.Key() || d.UAID != testUAID {
+		t.Fatalf("delete %+v", d)
+	}
+	h.send(ackMsg("s1"))
+	h.job(JobDelete)
+	// The next page waits for both deletes.
+	h.done(&Result{Job: Job{Kind: JobDelete}})
+	h.noJobs()
+	h.done(&Result{Job: Job{Kind: JobDelete}})
+	if len(h.jobs) != 2 || h.jobs[0].Kind != JobCursor || h.jobs[0].Cursor != stamp.SortKey || h.jobs[1].Kind != JobCheck {
+		t.Fatalf("after the page: %+v, want the cursor past s1, then the next page", h.jobs)
+	}
+	if h.jobs[1].Cursor != stamp.SortKey {
+		t.Fatalf("next page reads after %d", h.jobs[1].Cursor)
+	}
+	// A page that ends the backlog leaves the flow idle.
+	h.done(&Result{Job: h.jobs[1]})
+	h.noJobs()
+	if h.s.flow != nil {
+		t.Fatal("flow kept while idle")
+	}
+	// A check failure keeps everything stored for later.
+	h.checkStatus()
+	h.done(&Result{Job: Job{Kind: JobCheck}, Err: errors.New("down")})
+	if len(h.out) != 0 || h.close || h.s.flow != nil {
+		t.Fatalf("failed check: wrote %q close %v", h.out, h.close)
+	}
+}
+
+func (h *harness) checkStatus() int {
+	var code int
+	h.step(func(x *Ctx) { code = h.s.Check(x) })
+	return code
+}
+
+// The cursor never comes closer to now than CursorLag: a message stamped
+// earlier may still be on its way to storage.
+func TestCursorLag(t *testing.T) {
+	h := newHarness(t, nil).ready(testUAID)
+	h.checkStatus()
+	recent := storedMsg("r", "", uint64(h.now.Add(-time.Second).UnixNano()), 60)
+	h.done(&Result{Job: h.job(JobCheck), Stamps: []storage.Message{recent}})
+	h.send(ackMsg("r"))
+	h.done(&Result{Job: Job{Kind: JobDelete}})
+	lag := uint64(h.now.Add(-testConfig.CursorLag).UnixNano())
+	if j := h.job(JobCursor); j.Cursor != lag {
+		t.Fatalf("cursor %d, want now-lag %d", j.Cursor, lag)
+	}
+}
+
+func TestTimers(t *testing.T) {
+	h := newHarness(t, nil)
+	h.step(h.s.Open)
+	if h.due != h.now.Add(testConfig.HelloTimeout).UnixMilli() {
+		t.Fatalf("hello deadline %d", h.due)
+	}
+	h.now = h.now.Add(testConfig.HelloTimeout)
+	h.step(h.s.Tick)
+	if !h.close || h.errorsOf("hello_timeout") != 1 {
+		t.Fatal("no hello in time must close")
+	}
+
+	h = newHarness(t, nil).ready(testUAID)
+	h.now = h.now.Add(time.Minute)
+	h.send(`{}`) // activity
+	h.now = h.now.Add(4 * time.Minute)
+	h.step(h.s.Tick)
+	if len(h.out) != 0 || h.due != h.now.Add(time.Minute).UnixMilli() {
+		t.Fatalf("tick after activity: wrote %q, due in %dms", h.out, h.due-h.now.UnixMilli())
+	}
+	h.now = h.now.Add(time.Minute)
+	h.step(h.s.Tick)
+	if fs := h.frames(); len(fs) != 1 || fs[0].Header.OpCode != gws.OpPing || h.due != h.now.Add(testConfig.PongTimeout).UnixMilli() {
+		t.Fatalf("keepalive ping: %q due %d", h.out, h.due)
+	}
+	h.feed(clientFrame(gws.OpPong, nil))
+	h.now = h.now.Add(testConfig.PongTimeout)
+	h.step(h.s.Tick)
+	if h.close {
+		t.Fatal("an answered ping must not close")
+	}
+	h.now = h.now.Add(testConfig.PingInterval)
+	h.step(h.s.Tick)
+	h.now = h.now.Add(testConfig.PongTimeout)
+	h.step(h.s.Tick)
+	h.closedWith(ws.StatusGoingAway)
+	if h.errorsOf("pong_timeout") != 1 || h.counter("Pings") != 2 {
+		t.Fatal("pong timeout not counted")
+	}
+}
+
+func TestClientPingAndFrames(t *testing.T) {
+	h := newHarness(t, nil).ready(testUAID)
+	h.send(`{"messageType":"ping"}`)
+	if m := h.message(); len(m) != 0 {
+		t.Fatalf("ping reply %v", m)
+	}
+	h.feed(clientFrame(gws.OpPing, []byte("hi")))
+	if fs := h.frames(); len(fs) != 1 || fs[0].Header.OpCode != gws.OpPong || string(fs[0].Payload) != "hi" {
+		t.Fatalf("pong %q", h.out)
+	}
+	// A fragmented message is reassembled; the assembler is dropped after.
+	first := gws.MaskFrameInPlace(gws.NewFrame(gws.OpText, false, []byte(`{"messageT`)))
+	rest := gws.MaskFrameInPlace(gws.NewFrame(gws.OpContinuation, true, []byte(`ype":"nack","version":"x"}`)))
+	var b bytes.Buffer
+	gws.WriteFrame(&b, first)
+	h.feed(b.Bytes())
+	if h.s.asm == nil {
+		t.Fatal("no assembler while fragmented")
+	}
+	b.Reset()
+	gws.WriteFrame(&b, rest)
+	h.feed(b.Bytes())
+	if h.s.asm != nil || h.counter("Nacked") != 1 || h.close {
+		t.Fatalf("fragmented nack: asm %v nacked %d", h.s.asm, h.counter("Nacked"))
+	}
+	h.send(`{"messageType":"ping"}`)
+	h.closedWith(4774)
+	if h.errorsOf("ping_abuse") != 1 {
+		t.Fatal("ping abuse not counted")
+	}
+	// Input after the close is consumed and ignored.
+	h.send(`{"messageType":"ping"}`)
+	if len(h.out) != 0 {
+		t.Fatalf("wrote after closing: %q", h.out)
+	}
+}
+
+func TestMalformedInputCloses(t *testing.T) {
+	cases := []struct {
+		name  string
+		input []byte
+		code  ws.StatusCode
+		kind  string
+	}{
+		{"bad json", clientFrame(gws.OpText, []byte(`{"messageType":"ping",`)), ws.StatusUnsupportedData, "bad_json"},
+		{"unknown type", clientFrame(gws.OpText, []byte(`{"messageType":"subscribe"}`)), ws.StatusUnsupportedData, "unknown_type"},
+		{"binary", clientFrame(gws.OpBinary, []byte{1}), ws.StatusUnsupportedData, "binary_frame"},
+		{"too large", clientFrame(gws.OpText, bytes.Repeat([]byte("a"), 5000)), ws.StatusMessageTooBig, "too_large"},
+		{"unmasked", []byte{0x81, 0x02, '{', '}'}, ws.StatusProtocolError, "bad_frame"},
+		{"close", clientFrame(gws.OpClose, gws.NewCloseFrameBody(1000, "")), ws.StatusNormalClosure, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil).ready(testUAID)
+			h.feed(tc.input)
+			h.closedWith(tc.code)
+			if tc.kind != "" && h.errorsOf(tc.kind) != 1 {
+				t.Fatalf("%s not counted", tc.kind)
+			}
+		})
+	}
+}
+
+func TestEvictSlowReaderOverloaded(t *testing.T) {
+	h := newHarness(t, nil).ready(testUAID)
+	var code int
+	h.step(func(x *Ctx) { code = h.s.Evict(x, h.s.connectedAt-1) })
+	if code != 404 || h.close {
+		t.Fatalf("evict by an older connection: %d", code)
+	}
+	h.step(func(x *Ctx) { code = h.s.Evict(x, h.s.connectedAt) })
+	if code != 200 || h.counter("Evictions") != 1 {
+		t.Fatalf("evict: %d", code)
+	}
+	h.closedWith(4000)
+
+	h = newHarness(t, nil).ready(testUAID)
+	h.step(h.s.SlowReader)
+	if len(h.out) != 0 || !h.close || h.errorsOf("slow_reader") != 1 {
+		t.Fatalf("slow reader: wrote %q", h.out)
+	}
+
+	h = newHarness(t, nil).ready(testUAID)
+	h.step(h.s.Overloaded)
+	h.closedWith(ws.StatusTryAgainLater)
+	if h.counter("Overloaded") != 1 {
+		t.Fatal("overload not counted")
+	}
+}
+
+func TestCloseLeavesUnackedDirect(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxUnacked = 10 })
+	h.ready(testUAID)
+	deliver(h, "keep")
+	n := protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: "ttl0", TTL: 0}
+	h.step(func(x *Ctx) { h.s.Deliver(x, &n) })
+	h.now = h.now.Add(30 * time.Second)
+	deliver(h, "acked")
+	h.send(ackMsg("acked"))
+	deliver(h, "written")
+	deliver(h, "unsent") // its write is the one that fails
+	leave, ok := h.s.Close(h.env, 1)
+	if !ok || leave.UAID != testUAID || leave.ConnectedAt != h.s.connectedAt {
+		t.Fatalf("leave %+v %v", leave, ok)
+	}
+	var kept []string
+	for _, m := range leave.Keep {
+		kept = append(kept, fmt.Sprint(m.Version, "/", m.TTL))
+	}
+	if got := strings.Join(kept, " "); got != "keep/30 written/60" {
+		t.Fatalf("kept %q: want the written, unacked, storable ones with the TTL they have left", got)
+	}
+	if h.env.InFlight.Load() != 0 || !h.s.Closed() {
+		t.Fatalf("in flight %d after close", h.env.InFlight.Load())
+	}
+	// Nothing runs once closed.
+	h.done(&Result{Job: Job{Kind: JobCheck}})
+	if code := deliver(h, "after"); code != 404 || len(h.out) != 0 {
+		t.Fatalf("after close: %d, wrote %q", code, h.out)
+	}
+
+	// A session that never finished its hello leaves nothing to do.
+	h = newHarness(t, nil).open()
+	if _, ok := h.s.Close(h.env, 0); ok {
+		t.Fatal("leave for an unregistered session")
+	}
+
+	// The TTL left is what is stored: a direct message restamped later.
+	h = newHarness(t, nil).ready(testUAID)
+	deliver(h, "old")
+	h.now = h.now.Add(45 * time.Second)
+	leave, _ = h.s.Close(h.env, 0)
+	if len(leave.Keep) != 1 || leave.Keep[0].TTL != 15 {
+		t.Fatalf("restamped %+v, want 15s left", leave.Keep)
+	}
+}
+
+// Results for a session that is closing write nothing: no data frame ever
+// follows a close frame.
+func TestNothingWrittenWhileClosing(t *testing.T) {
+	h := newHarness(t, nil).ready(testUAID)
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	reg := h.job(JobRegister)
+	h.checkStatus()
+	check := h.job(JobCheck)
+	h.step(func(x *Ctx) { h.s.Evict(x, h.s.connectedAt) })
+	h.closedWith(4000)
+	for _, r := range []*Result{{Job: reg, Endpoint: "x"}, {Job: check, Stamps: []storage.Message{storedMsg("s", "", 1, 60)}}} {
+		h.done(r)
+		if len(h.out) != 0 || len(h.jobs) != 0 {
+			t.Fatalf("closing session wrote %q / asked %+v", h.out, h.jobs)
+		}
+	}
+	for name, fn := range map[string]func(x *Ctx){
+		"tick": h.s.Tick, "shutdown": h.s.Shutdown, "slow": h.s.SlowReader,
+		"deliver": func(x *Ctx) { deliver(h, "x") }, "check": func(x *Ctx) { h.s.Check(x) },
+	} {
+		h.step(fn)
+		if len(h.out) != 0 {
+			t.Fatalf("%s wrote %q while closing", name, h.out)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package nodeapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// fakeNode answers the API's calls with fixed statuses and records them.
+type fakeNode struct {
+	mu       sync.Mutex
+	status   int
+	delivers []protocol.Notification
+	checks   [][16]byte
+	drops    []int64
+}
+
+func (f *fakeNode) Deliver(uaid [16]byte, n *protocol.Notification) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delivers = append(f.delivers, n.Clone())
+	return f.status
+}
+
+func (f *fakeNode) Check(uaid [16]byte) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checks = append(f.checks, uaid)
+	return f.status
+}
+
+func (f *fakeNode) Drop(uaid [16]byte, connectedAt int64) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drops = append(f.drops, connectedAt)
+	return f.status
+}
+
+// serve runs the API's routes for node on 127.0.0.1:0.
+func serve(t *testing.T, node Node, cfg ServerConfig) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	for _, r := range Routes(node, cfg) {
+		mux.HandleFunc(r.Pattern, r.Handler)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+type observed struct {
+	call   Call
+	status int
+	err    error
+}
+
+func TestClientAndServer(t *testing.T) {
+	node := &fakeNode{status: StatusDelivered}
+	var unauthorized int
+	url := serve(t, node, ServerConfig{Secret: "s3cret", MaxBody: 4096, Unauthorized: func() { unauthorized++ }})
+	var seen []observed
+	var mu sync.Mutex
+	c := NewClient(ClientConfig{Secret: "s3cret", Observe: func(call Call, status int, err error, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, observed{call, status, err})
+	}})
+	defer c.CloseIdle()
+	ctx := context.Background()
+	uaid := [16]byte(uuid.New())
+	n := protocol.Notification{ChannelID: uuid.NewString(), Version: "v1", TTL: 60, Topic: "t", Data: "ZGF0YQ",
+		SortKey: 42, Headers: []protocol.Header{{Name: "encoding", Value: "aes128gcm"}}}
+
+	code, err := c.Push(ctx, url, uaid, AppendNotification(nil, &n))
+	if err != nil || code != StatusDelivered {
+		t.Fatalf("push: %d %v", code, err)
+	}
+	if len(node.delivers) != 1 || node.delivers[0].Version != "v1" || node.delivers[0].Headers[0].Value != "aes128gcm" {
+		t.Fatalf("node got %+v", node.delivers)
+	}
+	node.status = StatusCheckLater
+	if code, err := c.Notif(ctx, url, uaid); err != nil || code != StatusCheckLater {
+		t.Fatalf("notif: %d %v", code, err)
+	}
+	node.status = StatusDropped
+	if code, err := c.Drop(ctx, url, uaid, 1234); err != nil || code != StatusDropped || node.drops[0] != 1234 {
+		t.Fatalf("drop: %d %v %v", code, err, node.drops)
+	}
+	if len(seen) != 3 || seen[0].call != CallPush || seen[1].call != CallNotif || seen[2].call != CallDrop || seen[1].status != 202 {
+		t.Fatalf("observed %+v", seen)
+	}
+
+	// Wrong or missing secret: 401, the node is not asked.
+	for _, secret := range []string{"", "wrong"} {
+		bad := NewClient(ClientConfig{Secret: secret})
+		if code, err := bad.Push(ctx, url, uaid, AppendNotification(nil, &n)); err != nil || code != http.StatusUnauthorized {
+			t.Fatalf("secret %q: %d %v", secret, code, err)
+		}
+	}
+	if unauthorized != 2 || len(node.delivers) != 1 {
+		t.Fatalf("unauthorized %d, delivers %d", unauthorized, len(node.delivers))
+	}
+
+	// Bad input: 400, the node is not asked.
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodPut, "/push/not-a-uaid", string(AppendNotification(nil, &n))},
+		{http.MethodPut, "/push/" + uuid.NewString(), "{not json"},
+		{http.MethodPut, "/push/" + uuid.NewString(), `{"version":"v"}`},
+		{http.MethodPut, "/notif/nope", ""},
+		{http.MethodDelete, "/notif/" + uuid.NewString() + "/yesterday", ""},
+	} {
+		req, _ := http.NewRequest(tc.method, url+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s %s: %v %v, want 400", tc.method, tc.path, resp.StatusCode, err)
+		}
+		resp.Body.Close()
+	}
+	if len(node.delivers) != 1 || len(node.checks) != 1 || len(node.drops) != 1 {
+		t.Fatal("bad input reached the node")
+	}
+}
+
+func TestClientUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var gotErr error
+	c := NewClient(ClientConfig{Timeout: 2 * time.Second, Observe: func(_ Call, _ int, err error, _ time.Duration) { gotErr = err }})
+	if _, err := c.Notif(context.Background(), url, [16]byte(uuid.New())); err == nil || gotErr == nil {
+		t.Fatalf("call to a closed port: %v (observed %v), want an error", err, gotErr)
+	}
+}
+
+func TestAuthorizedLoopbackOnlyWithoutSecret(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:5000": true, "[::1]:5000": true, "10.0.0.8:5000": false, "garbage": false} {
+		r := httptest.NewRequest(http.MethodPut, "/notif/x", nil)
+		r.RemoteAddr = addr
+		if got := Authorized(r, ""); got != want {
+			t.Errorf("no secret, caller %s: %v, want %v", addr, got, want)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPut, "/notif/x", nil)
+	r.RemoteAddr = "127.0.0.1:5000"
+	if Authorized(r, "s3cret") {
+		t.Error("with a secret, a loopback caller without it must be refused")
+	}
+	r.Header.Set("Authorization", "Bearer s3cret")
+	if !Authorized(r, "s3cret") {
+		t.Error("right secret refused")
+	}
+}
+
+func TestMessageConversion(t *testing.T) {
+	chid := uuid.New()
+	n := protocol.Notification{ChannelID: chid.String(), Version: "v", TTL: 30, Topic: "weather", Timestamp: 1700000000,
+		SortKey: uint64(time.Unix(1700000000, 5).UnixNano()), Data: "ZGF0YQ",
+		Headers: []protocol.Header{{Name: "encoding", Value: "aesgcm"}, {Name: "crypto_key", Value: "dh=x"}}}
+	m := ToMessage(&n)
+	if m.CHID != chid || m.Version != "v" || m.TTL != 30 || m.Topic != "weather" || m.SortKey != n.SortKey ||
+		m.Data != "ZGF0YQ" || m.Headers["crypto_key"] != "dh=x" || len(m.Headers) != 2 {
+		t.Fatalf("ToMessage: %+v", m)
+	}
+	back := ToNotification(&m, nil)
+	if back.ChannelID != n.ChannelID || back.Version != "v" || back.Timestamp != 1700000000 || len(back.Headers) != 2 || back.SortKey != n.SortKey {
+		t.Fatalf("ToNotification: %+v", back)
+	}
+	// A sender that set no sort key gets one: storing needs it.
+	n.SortKey = 0
+	before := storage.NewSortKey()
+	if m := ToMessage(&n); m.SortKey < before {
+		t.Fatalf("sort key %d, want a fresh one (>= %d)", m.SortKey, before)
+	}
+}

@@ -1,0 +1,127 @@
+package nodeapi
+
+import (
+	"crypto/subtle"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/autopush-go/autopush/internal/protocol"
+)
+
+// Node is what the node API asks of a connection node. Its methods are
+// called from the API's goroutines, concurrently, and return a status of
+// this package.
+type Node interface {
+	// Deliver writes n to the client uaid: StatusDelivered, StatusBusy or
+	// StatusNotHere. n is the caller's only for the call.
+	Deliver(uaid [16]byte, n *protocol.Notification) int
+	// Check has the client uaid read storage: StatusChecking,
+	// StatusCheckLater or StatusNotHere.
+	Check(uaid [16]byte) int
+	// Drop closes the client uaid's connection if it is at least as old
+	// as connectedAt: StatusDropped or StatusNotHere.
+	Drop(uaid [16]byte, connectedAt int64) int
+}
+
+// ServerConfig configures Routes.
+type ServerConfig struct {
+	// Secret callers must send as a bearer token; "" serves loopback
+	// callers only.
+	Secret string
+	// MaxBody bounds a PUT /push body, bytes.
+	MaxBody int64
+	// Unauthorized, if set, is called for each refused call (a metric).
+	Unauthorized func()
+}
+
+// Route is one route of the API: a ServeMux pattern and its handler.
+type Route struct {
+	Pattern string
+	Handler http.HandlerFunc
+}
+
+// Routes serves the API's three calls on node.
+func Routes(node Node, cfg ServerConfig) []Route {
+	h := &handler{node: node, cfg: cfg}
+	return []Route{
+		{RoutePush, h.authed(h.push)},
+		{RouteNotif, h.authed(h.notif)},
+		{RouteDrop, h.authed(h.drop)},
+	}
+}
+
+type handler struct {
+	node Node
+	cfg  ServerConfig
+}
+
+func (h *handler) authed(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !Authorized(r, h.cfg.Secret) {
+			if h.cfg.Unauthorized != nil {
+				h.cfg.Unauthorized()
+			}
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// Authorized reports whether r may call the API: its bearer token is
+// secret, or, with no secret, it comes from a loopback address.
+func Authorized(r *http.Request, secret string) bool {
+	if secret == "" {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		ip := net.ParseIP(host)
+		return err == nil && ip != nil && ip.IsLoopback()
+	}
+	want := "Bearer " + secret
+	got := r.Header.Get("Authorization")
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func uaidParam(w http.ResponseWriter, r *http.Request) ([16]byte, bool) {
+	uaid, ok := protocol.ParseUAID(r.PathValue("uaid"))
+	if !ok {
+		http.Error(w, "invalid uaid", http.StatusBadRequest)
+	}
+	return uaid, ok
+}
+
+func (h *handler) push(w http.ResponseWriter, r *http.Request) {
+	uaid, ok := uaidParam(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.cfg.MaxBody))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	var n protocol.Notification
+	if err := DecodeNotification(body, &n); err != nil {
+		http.Error(w, "invalid notification: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(h.node.Deliver(uaid, &n))
+}
+
+func (h *handler) notif(w http.ResponseWriter, r *http.Request) {
+	if uaid, ok := uaidParam(w, r); ok {
+		w.WriteHeader(h.node.Check(uaid))
+	}
+}
+
+func (h *handler) drop(w http.ResponseWriter, r *http.Request) {
+	connectedAt, err := strconv.ParseInt(r.PathValue("connected_at"), 10, 64)
+	if err != nil {
+		http.Error(w, "invalid connected_at", http.StatusBadRequest)
+		return
+	}
+	if uaid, ok := uaidParam(w, r); ok {
+		w.WriteHeader(h.node.Drop(uaid, connectedAt))
+	}
+}

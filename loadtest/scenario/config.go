@@ -1,0 +1,335 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/autopush-go/autopush/loadtest/ledger"
+)
+
+// Scenarios, in the order the help lists them.
+const (
+	Hold   = "hold"
+	Notify = "notify"
+	Stored = "stored"
+	Churn  = "churn"
+)
+
+// Names lists every scenario.
+var Names = []string{Hold, Notify, Stored, Churn}
+
+// Config is one run. Default holds every default; the command's flags
+// fill it (internal/settings: a field's `conf` tag is its flag). A field's
+// `for` tag lists the scenarios that read it ("all": every one); its -help
+// lists only those.
+type Config struct {
+	// Scenario is hold, notify, stored or churn.
+	Scenario string
+
+	// --- the system under test
+
+	// CQLHosts is the ScyllaDB/Cassandra the engines and the endpoint
+	// share, host:port,... Empty: the embedded store, which only one
+	// process may open, so one engine process (the all-in-one devserver
+	// when pushes are sent). Default: $CQL_HOSTS.
+	CQLHosts []string `conf:"cql-hosts" for:"all" help:"shared CQL storage host:port,... (empty: embedded store, one engine process)"`
+	// CQLConsistency of every storage call. Default "ONE" (one local node).
+	CQLConsistency string `conf:"cql-consistency" for:"all" help:"CQL consistency level of the engines and the endpoint"`
+	// CQLReplication of the fresh keyspace each run makes. Default
+	// SimpleStrategy, replication factor 1.
+	CQLReplication string `conf:"cql-replication" for:"all" help:"replication map of the run's fresh keyspace"`
+	// KeepKeyspace keeps the run's keyspace instead of dropping it at the
+	// end. Default false.
+	KeepKeyspace bool `conf:"keep-keyspace" for:"all" help:"keep the run's CQL keyspace (for a post-mortem)"`
+	// Engines is how many autoconnect processes to start. Default 0:
+	// ceil(UAs / PerEngine).
+	Engines int `conf:"engines" for:"all" help:"autoconnect processes to start (0: ceil(uas / per-engine))"`
+	// PerEngine is the most user agents one engine is given when Engines
+	// is 0; an engine holds at most its fd limit less 256 (19,744 here).
+	// Default 18,000.
+	PerEngine int `conf:"per-engine" for:"all" help:"user agents per engine when -engines is 0"`
+	// BinDir holds autoconnect, autoendpoint and devserver. Default "":
+	// build them from this module into a temporary directory.
+	BinDir string `conf:"bin-dir" for:"all" help:"directory with the autoconnect, autoendpoint and devserver binaries (empty: go build them)"`
+
+	// --- load generators
+
+	// Workers is how many worker processes hold the user agents. Default
+	// 0: ceil(UAs / PerWorker).
+	Workers int `conf:"workers" for:"all" help:"worker processes (0: ceil(uas / per-worker))"`
+	// PerWorker is the most user agents one worker is given when Workers
+	// is 0: a process may hold at most 20,000 files here. Default 18,000.
+	PerWorker int `conf:"per-worker" for:"all" help:"user agents per worker when -workers is 0"`
+	// Loops is the number of epoll event loops per worker. Default 1.
+	Loops int `conf:"loops" for:"all" help:"epoll event loops per worker"`
+	// SourceIPs spreads user agents over 127.0.0.2 .. 127.0.0.(1+SourceIPs)
+	// so ephemeral ports never run out. Default 250.
+	SourceIPs int `conf:"source-ips" for:"all" help:"source addresses 127.0.0.2 .. 127.0.0.(1+n)"`
+
+	// --- user agents
+
+	// UAs is the number of user agents. Default: hold 10,000; notify
+	// 2,000; stored 2,000; churn 2,000.
+	UAs int `conf:"uas" for:"all" help:"user agents"`
+	// Channels each user agent registers. Default 1.
+	Channels int `conf:"channels" for:"all" help:"channels registered per user agent"`
+	// ConnectRate is new connections started per second, over all
+	// workers. Default 1,000.
+	ConnectRate float64 `conf:"connect-rate" for:"all" help:"connections started per second (all workers)"`
+	// MaxPending bounds handshakes in progress (connect to the last
+	// register reply), over all workers; the ramp waits beyond it, and
+	// the achieved connect rate says so. Default 2,000.
+	MaxPending int `conf:"max-pending" for:"all" help:"handshakes in progress at most (all workers)"`
+	// ConnectTimeout bounds one handshake. Default 30s.
+	ConnectTimeout time.Duration `conf:"connect-timeout" for:"all" help:"time allowed from connect to the last register reply"`
+	// ConnectRetries is how often a failed handshake is retried (each
+	// failure is counted). Default 3.
+	ConnectRetries int `conf:"connect-retries" for:"all" help:"retries of a failed handshake"`
+	// PingInterval is how often an idle user agent sends "{}" (Firefox:
+	// about every 30 minutes); the engine's own websocket pings are
+	// answered whatever it is. 0: never. Default 30m.
+	PingInterval time.Duration `conf:"ping-interval" for:"all" help:"user agent {} ping interval, jittered ±10% (0: never)"`
+
+	// --- hold
+
+	// Steps: connections are opened in this many equal steps, and the
+	// engines measured after each. Default 4.
+	Steps int `conf:"steps" for:"hold" help:"ramp steps (memory is measured after each)"`
+	// Settle is the idle time before each measurement. Default 10s.
+	Settle time.Duration `conf:"settle" for:"hold" help:"idle time before each memory measurement"`
+	// Samples per measurement, one second apart (the median counts).
+	// Default 3.
+	Samples int `conf:"samples" for:"hold" help:"samples per memory measurement, 1s apart (median)"`
+	// Hold is how long the full set stays connected and idle at the end.
+	// Default 30s.
+	Hold time.Duration `conf:"hold" for:"hold" help:"idle time at full size after the ramp"`
+	// Budget fails the run when the engines' RSS per connection (the
+	// slope) exceeds it, bytes (DESIGN.md: 1 KiB); checked from
+	// BudgetFrom user agents on, below which the slope is mostly noise.
+	// 0: no budget. Default 1024.
+	Budget int `conf:"budget" for:"hold" help:"fail above this many bytes of engine RSS per connection (0: none; checked from 10,000 user agents)"`
+
+	// --- pushes
+
+	// Rates are notify's offered push rates per second, run in order.
+	// Default 250,500,1000,2000,4000.
+	Rates []float64 `conf:"rates" for:"notify" help:"offered push rates per second, run in order"`
+	// StageTime is how long each notify rate is offered. Default 15s.
+	StageTime time.Duration `conf:"stage-time" for:"notify" help:"duration of each offered rate"`
+	// Warmup is the start of each notify stage that is sent but left out
+	// of the stage's histogram. Default 3s.
+	Warmup time.Duration `conf:"warmup" for:"notify" help:"start of each stage left out of its histogram"`
+	// P99Limit stops the notify ladder after the first rate whose p99
+	// passes it, once MinStages ran. 0: run every rate. Default 50ms.
+	P99Limit time.Duration `conf:"p99-limit" for:"notify" help:"stop after the first rate whose p99 passes this (0: run all)"`
+	// MinStages run before P99Limit may stop the ladder. Default 3.
+	MinStages int `conf:"min-stages" for:"notify" help:"rates run before -p99-limit may stop the ladder"`
+	// Messages is how many pushes stored sends. Default 100,000.
+	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
+	// PushRate is the offered push rate of stored and churn. Default 1,000.
+	PushRate float64 `conf:"push-rate" for:"stored,churn" help:"offered push rate per second"`
+	// Duration of churn's push phase. Default 100s.
+	Duration time.Duration `conf:"duration" for:"churn" help:"how long pushes flow while user agents churn"`
+	// SessionMean and OfflineMean are the means of churn's exponentially
+	// distributed online and offline times. Defaults 10s and 2s.
+	SessionMean time.Duration `conf:"session" for:"churn" help:"mean time a user agent stays connected"`
+	OfflineMean time.Duration `conf:"offline" for:"churn" help:"mean time a user agent stays away"`
+	// PayloadSize is the plaintext size of each push. Default 512.
+	PayloadSize int `conf:"payload" for:"notify,stored,churn" help:"push plaintext bytes (encrypted with aes128gcm)"`
+	// TTL of each push, seconds. Default 3600.
+	TTL int `conf:"ttl" for:"notify,stored,churn" help:"push TTL, seconds"`
+	// VAPIDReuse is how long a sender reuses one signed VAPID JWT. 0: a
+	// new signature per push, as the web-push libraries do. Default 0.
+	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn" help:"reuse a VAPID JWT this long (0: sign every push)"`
+	// SenderConns bounds HTTP connections per worker. Default 64.
+	SenderConns int `conf:"sender-conns" for:"notify,stored,churn" help:"HTTP connections to the endpoint per worker"`
+	// MaxInFlight bounds pushes in flight per worker; a push due beyond
+	// it is not sent and counted as an error ("sender: in-flight cap"),
+	// so the schedule never waits. Default 4,096.
+	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
+	// PushTimeout bounds one POST. Default 10s.
+	PushTimeout time.Duration `conf:"push-timeout" for:"notify,stored,churn" help:"timeout of one POST"`
+	// DeliveryGrace is how long a notify stage waits for its accepted
+	// pushes to arrive after its last POST. Default 10s.
+	DeliveryGrace time.Duration `conf:"grace" for:"notify" help:"wait for a stage's pushes to arrive after its last POST"`
+	// DrainTimeout bounds the wait for every accepted push to be acked.
+	// Default 2m.
+	DrainTimeout time.Duration `conf:"drain-timeout" for:"stored,churn" help:"wait for every accepted push to arrive"`
+	// Quiet is how long to listen for late duplicates after the drain.
+	// Default 3s.
+	Quiet time.Duration `conf:"quiet" for:"stored,churn" help:"listen this long for late duplicates after the drain"`
+	// VerifyReconnect reconnects every user agent once more after the
+	// drain: anything that arrives then was delivered after its ack.
+	// Default true.
+	VerifyReconnect bool `conf:"verify-reconnect" for:"stored,churn" help:"reconnect everyone after the drain and expect nothing"`
+
+	// Trace logs every user agent's connections and every push's answer
+	// and arrival in the worker logs, for post-mortems (large). Lost
+	// pushes are always logged. Default false.
+	Trace bool `conf:"trace" for:"notify,stored,churn" help:"log every connection, push and arrival in the worker logs"`
+
+	// --- output
+
+	// Out is the directory of the reports (<scenario>.json and .html) and
+	// of the processes' logs; a run overwrites what an earlier run wrote
+	// there. Default "loadtest/out" (ignored by git when run from the
+	// repository's root).
+	Out string `conf:"out" for:"all" help:"directory for the JSON and HTML reports and the process logs"`
+	// Progress is "auto" (a bar on a terminal, lines otherwise), "bar",
+	// "lines" or "off". Default "auto".
+	Progress string `conf:"progress" for:"all" help:"auto, bar, lines or off"`
+	// SampleEvery is the sampling interval of engines and workers.
+	// Default 1s.
+	SampleEvery time.Duration `conf:"sample-every" for:"all" help:"sampling interval of the engines' memory and the workers' counters"`
+	// Command is the command line recorded in the report. Default: the
+	// process's arguments.
+	Command string
+	// Commit names the service's code measured, for the report. Default
+	// "": the working tree's commit when the run starts (binaries the run
+	// builds come from it; with BinDir, whoever built them should say).
+	Commit string
+}
+
+// Default returns the defaults documented on Config for scenario.
+func Default(scenario string) Config {
+	c := Config{
+		Scenario:        scenario,
+		CQLConsistency:  "ONE",
+		CQLReplication:  "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+		PerEngine:       18000,
+		PerWorker:       18000,
+		Loops:           1,
+		SourceIPs:       250,
+		UAs:             2000,
+		Channels:        1,
+		ConnectRate:     1000,
+		MaxPending:      2000,
+		ConnectTimeout:  30 * time.Second,
+		ConnectRetries:  3,
+		PingInterval:    30 * time.Minute,
+		Steps:           4,
+		Settle:          10 * time.Second,
+		Samples:         3,
+		Hold:            30 * time.Second,
+		Budget:          1024,
+		Rates:           []float64{250, 500, 1000, 2000, 4000},
+		StageTime:       15 * time.Second,
+		Warmup:          3 * time.Second,
+		P99Limit:        50 * time.Millisecond,
+		MinStages:       3,
+		Messages:        100000,
+		PushRate:        1000,
+		Duration:        100 * time.Second,
+		SessionMean:     10 * time.Second,
+		OfflineMean:     2 * time.Second,
+		PayloadSize:     512,
+		TTL:             3600,
+		SenderConns:     64,
+		MaxInFlight:     4096,
+		PushTimeout:     10 * time.Second,
+		DeliveryGrace:   10 * time.Second,
+		DrainTimeout:    2 * time.Minute,
+		Quiet:           3 * time.Second,
+		VerifyReconnect: true,
+		Out:             "loadtest/out",
+		Progress:        "auto",
+		SampleEvery:     time.Second,
+		Command:         strings.Join(os.Args, " "),
+	}
+	if h := os.Getenv("CQL_HOSTS"); h != "" {
+		c.CQLHosts = strings.Split(h, ",")
+	}
+	if scenario == Hold {
+		c.UAs = 10000
+	}
+	return c
+}
+
+// BudgetFrom is the run size from which Budget is checked.
+const BudgetFrom = 10000
+
+// GoroutineSlack is how many goroutines a hold run's engines may each gain
+// between the first and the last measurement (DESIGN.md: no goroutine per
+// idle connection).
+const GoroutineSlack = 8
+
+// minPayload is the plaintext header every push carries.
+const minPayload = ledger.PayloadHeader
+
+// Validate reports the first setting that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case !slices.Contains(Names, c.Scenario):
+		return fmt.Errorf("loadtest: unknown scenario %q (one of %s)", c.Scenario, strings.Join(Names, ", "))
+	case c.UAs < 1 || c.Channels < 1:
+		return errors.New("loadtest: -uas and -channels must be at least 1")
+	case c.PerEngine < 1 || c.PerWorker < 1 || c.Loops < 1 || c.Engines < 0 || c.Workers < 0:
+		return errors.New("loadtest: -per-engine, -per-worker and -loops must be at least 1; -engines and -workers not negative")
+	case c.SourceIPs < 1 || c.SourceIPs > 250:
+		return errors.New("loadtest: -source-ips must be 1..250 (127.0.0.2 .. 127.0.0.251)")
+	case c.ConnectRate <= 0 || c.MaxPending < 1 || c.ConnectTimeout <= 0 || c.ConnectRetries < 0:
+		return errors.New("loadtest: -connect-rate, -max-pending and -connect-timeout must be positive, -connect-retries not negative")
+	case c.PingInterval < 0 || c.SampleEvery <= 0:
+		return errors.New("loadtest: -ping-interval must not be negative, -sample-every must be positive")
+	case c.Scenario == Hold && (c.Steps < 1 || c.Samples < 1 || c.Settle < 0 || c.Hold < 0 || c.Budget < 0):
+		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
+	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
+		return errors.New("loadtest: notify: -rates must list positive rates")
+	case c.Scenario == Notify && (c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0 || c.MinStages < 1):
+		return errors.New("loadtest: notify: -stage-time must exceed -warmup, -grace must be positive, -min-stages at least 1")
+	case c.Scenario == Stored && c.Messages < 1:
+		return errors.New("loadtest: stored: -messages must be at least 1")
+	case (c.Scenario == Stored || c.Scenario == Churn) && (c.PushRate <= 0 || c.DrainTimeout <= 0 || c.Quiet < 0):
+		return errors.New("loadtest: -push-rate and -drain-timeout must be positive, -quiet not negative")
+	case c.Scenario == Churn && (c.Duration <= 0 || c.SessionMean <= 0 || c.OfflineMean <= 0):
+		return errors.New("loadtest: churn: -duration, -session and -offline must be positive")
+	case c.Sends() && (c.PayloadSize < minPayload || c.PayloadSize > ledger.MaxPayload):
+		return fmt.Errorf("loadtest: -payload must be %d..%d bytes", minPayload, ledger.MaxPayload)
+	case c.Sends() && (c.TTL < 1 || c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
+		return errors.New("loadtest: -ttl, -sender-conns, -max-in-flight and -push-timeout must be positive, -vapid-reuse not negative")
+	case !slices.Contains([]string{"auto", "bar", "lines", "off"}, c.Progress):
+		return errors.New("loadtest: -progress must be auto, bar, lines or off")
+	case c.Out == "":
+		return errors.New("loadtest: -out is required")
+	}
+	if len(c.CQLHosts) == 0 {
+		if c.Engines > 1 {
+			return errors.New("loadtest: several engines need shared storage: set -cql-hosts or CQL_HOSTS " +
+				"(tools/cql/start.sh starts a local Cassandra); the embedded store is one process's")
+		}
+		if c.UAs > c.PerEngine {
+			return fmt.Errorf("loadtest: %d user agents exceed one engine's %d: set -cql-hosts or CQL_HOSTS "+
+				"(tools/cql/start.sh starts a local Cassandra) so several engines share storage", c.UAs, c.PerEngine)
+		}
+	}
+	return nil
+}
+
+// Sends reports whether the scenario posts pushes.
+func (c *Config) Sends() bool { return c.Scenario != Hold }
+
+// EngineCount is the number of engine processes the run starts.
+func (c *Config) EngineCount() int {
+	if c.Engines > 0 {
+		return c.Engines
+	}
+	if len(c.CQLHosts) == 0 {
+		return 1
+	}
+	return max(1, CeilDiv(c.UAs, c.PerEngine))
+}
+
+// WorkerCount is the number of worker processes the run starts.
+func (c *Config) WorkerCount() int {
+	if c.Workers > 0 {
+		return min(c.Workers, c.UAs)
+	}
+	return max(1, CeilDiv(c.UAs, c.PerWorker))
+}
+
+// CeilDiv is a/b rounded up.
+func CeilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,0 +1,68 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFlags(t *testing.T) {
+	var help bytes.Buffer
+	if _, err := ParseFlags(Hold, []string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, want := range []string{"-uas", "-connect-rate", "-steps", "-settle", "-ping-interval", "-cql-hosts"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("hold help lacks %s", want)
+		}
+	}
+	for _, notHold := range []string{"-rates", "-messages", "-session"} {
+		if strings.Contains(help.String(), notHold+" ") {
+			t.Errorf("hold help lists %s", notHold)
+		}
+	}
+	cfg, err := ParseFlags(Notify, []string{"-uas", "3_000", "-rates", "100, 200,400", "-stage-time", "20s", "-cql-hosts", "", "-keep-keyspace"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.UAs != 3000 || len(cfg.Rates) != 3 || cfg.Rates[2] != 400 || cfg.StageTime != 20*time.Second || !cfg.KeepKeyspace {
+		t.Errorf("parsed %+v", cfg)
+	}
+	for _, args := range [][]string{
+		{"-uas", "0"}, {"-rates", "100,-1"}, {"-stage-time", "1s", "-warmup", "2s"}, {"-payload", "10"},
+		{"-uas", "30000", "-cql-hosts", ""}, {"-engines", "2", "-cql-hosts", ""}, {"extra"}, {"-messages", "5"},
+	} {
+		if _, err := ParseFlags(Notify, args, io.Discard); err == nil {
+			t.Errorf("ParseFlags(notify, %q) accepted", args)
+		}
+	}
+	if cfg := Default(Hold); cfg.Validate() != nil && len(cfg.CQLHosts) == 0 {
+		t.Errorf("hold defaults: %v", cfg.Validate())
+	}
+	// hold refuses what engine/cmd/membench (retired into it) refused.
+	for _, args := range [][]string{{"-uas", "0"}, {"-samples", "0"}, {"-steps", "0"}, {"-hold", "-1s"}, {"-settle", "-1s"}, {"-budget", "-1"}, {"extra"}} {
+		if _, err := ParseFlags(Hold, append(args, "-cql-hosts", ""), io.Discard); err == nil {
+			t.Errorf("ParseFlags(hold, %q) accepted", args)
+		}
+	}
+	if cfg, err := ParseFlags(Hold, []string{"-cql-hosts", ""}, io.Discard); err != nil || cfg.UAs != 10000 || cfg.Budget != 1024 || cfg.Steps != 4 || cfg.Samples != 3 {
+		t.Errorf("hold defaults %+v %v", cfg, err)
+	}
+}
+
+func TestSizing(t *testing.T) {
+	cfg := Default(Hold)
+	cfg.CQLHosts = []string{"127.0.0.1:9042"}
+	cfg.UAs = 200000
+	if cfg.EngineCount() != 12 || cfg.WorkerCount() != 12 {
+		t.Errorf("200k: %d engines, %d workers; want 12, 12", cfg.EngineCount(), cfg.WorkerCount())
+	}
+	cfg.UAs, cfg.Workers = 5, 8
+	if cfg.WorkerCount() != 5 {
+		t.Errorf("more workers than user agents: %d", cfg.WorkerCount())
+	}
+}

@@ -1,0 +1,8 @@
+// Package scenario says what a load-test run is: the four scenarios (hold,
+// notify, stored, churn), what each measures (its -help), and Config, the
+// settings of one run with their defaults, command-line flags and
+// validation.
+//
+// It describes runs; it must never start a process or open a socket (the
+// coordinator in package loadtest runs them).
+package scenario

@@ -1,0 +1,74 @@
+package scenario
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/autopush-go/autopush/internal/settings"
+)
+
+// ParseFlags fills a scenario's Default config from command-line flags; only
+// the fields whose `for` tag names the scenario (or "all") are flags, so
+// each scenario's -help lists what it reads. It returns flag.ErrHelp after
+// printing usage for -h.
+func ParseFlags(scenario string, args []string, usage io.Writer) (Config, error) {
+	cfg := Default(scenario)
+	fs := flag.NewFlagSet("loadtest "+scenario, flag.ContinueOnError)
+	fs.SetOutput(usage)
+	settings.Flags(fs, &cfg, ReadBy(scenario))
+	fs.Usage = func() {
+		fmt.Fprintf(usage, "usage: loadtest %s [flags]\n\n%s\n\nflags:\n", scenario, scenarioHelp[scenario])
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("loadtest %s: unexpected arguments %q", scenario, fs.Args())
+	}
+	return cfg, cfg.Validate()
+}
+
+// ReadBy selects the Config fields scenario reads (for settings.Flags and
+// settings.Describe): those whose `for` tag names it or "all".
+func ReadBy(scenario string) func(reflect.StructTag) bool {
+	return func(tag reflect.StructTag) bool {
+		for s := range strings.SplitSeq(tag.Get("for"), ",") {
+			if s == "all" || s == scenario {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// scenarioHelp is the paragraph each scenario's -help starts with.
+var scenarioHelp = map[string]string{
+	Hold: `hold: -uas idle user agents (hello, -channels registered, then idle
+with {} pings every -ping-interval), opened at -connect-rate in -steps
+equal steps. After each step and -settle of idleness the engines' RSS is
+sampled (/proc/<pid>/status, and go_goroutines from their /metrics); the
+least-squares slope over the steps is the engines' user-space bytes per
+connection. Then everyone stays connected for -hold.`,
+	Notify: `notify: -uas connected user agents; senders POST VAPID-signed,
+aes128gcm-encrypted pushes to them at each of -rates (open loop: the
+schedule never waits for replies) for -stage-time. User agents decrypt,
+check and ack. Latency runs from a push's scheduled send time to its
+receipt at the user agent (HDR histogram: p50, p90, p99, p99.9, max).
+Stops after the first rate whose p99 passes -p99-limit (once -min-stages
+ran).`,
+	Stored: `stored: -uas user agents register and go offline; -messages pushes
+are sent to them at -push-rate and stored; then everyone reconnects (to
+the next engine, when there are several) and drains. Every push answered
+201 must arrive exactly once and never after its ack; -verify-reconnect
+reconnects everyone once more and expects nothing. Lost pushes are logged
+with their message id in the worker logs.`,
+	Churn: `churn: -uas user agents connect and disconnect (exponential online
+time with mean -session, offline -offline, reconnecting to a random
+engine) while pushes flow at -push-rate for -duration to random user
+agents, online or not. Then everyone reconnects and drains, with the same
+exactly-once accounting as stored.`,
+}

@@ -1,0 +1,301 @@
+package sender
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/ledger"
+)
+
+// Settings are a worker's application server.
+type Settings struct {
+	Run          uint32 // run id, in every payload
+	Worker       int    // the worker's index, in every payload
+	SourceIPs    int    // connections from 127.0.0.2 .. 127.0.0.(1+SourceIPs)
+	VAPIDPrivate string
+	VAPIDSubject string
+	VAPIDReuse   time.Duration // 0: a new signature per push
+	PayloadSize  int
+	TTL          int // seconds
+	Conns        int // HTTP connections to the endpoint
+	MaxInFlight  int
+	Timeout      time.Duration // of one POST
+}
+
+// Env is what the sender shares with its worker.
+type Env struct {
+	Clock    hist.Clock
+	Ledger   *ledger.Ledger
+	Response *hist.Recorder // scheduled send to the POST's answer
+	Lag      *hist.Recorder // scheduled to actual send
+	Tracef   func(format string, args ...any)
+}
+
+// Sender is a worker's application server: it posts pushes to the
+// subscriptions of the worker's own user agents, so one ledger sees both
+// ends. The schedule is open loop: each push has a time fixed in advance,
+// is sent then on its own goroutine whatever happened to the ones before,
+// and its latency counts from that time. Goroutine-safe; one Run at a
+// time.
+type Sender struct {
+	cfg      Settings
+	env      Env
+	client   *http.Client
+	signer   *pushcrypto.VAPIDSigner
+	inFlight atomic.Int64
+	accepted atomic.Int64
+	wg       sync.WaitGroup
+
+	mu       sync.Mutex
+	tokens   map[string]vapidToken // by audience
+	errors   map[string]int64
+	srcIndex atomic.Uint32
+}
+
+type vapidToken struct {
+	auth  string
+	until time.Time
+}
+
+// Target choices of a Schedule.
+const (
+	PickRoundRobin = "round-robin" // user agent seq % n (stored: every one gets the same share)
+	PickRandom     = "random"
+)
+
+// Schedule is one open-loop push phase: Count pushes, the i-th due at
+// Start + i×Period (nanoseconds on the worker's Clock), to subscriptions
+// picked by Pick.
+type Schedule struct {
+	Start  int64
+	Period float64
+	Count  int
+	Pick   string
+}
+
+// End is when the schedule's last push would be due after the last.
+func (s Schedule) End() int64 { return s.Start + int64(float64(s.Count)*s.Period) }
+
+// New makes the sender and its HTTP client.
+func New(cfg Settings, env Env) (*Sender, error) {
+	signer, err := pushcrypto.ParseVAPIDSigner(cfg.VAPIDPrivate, cfg.VAPIDSubject)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: sender: %w", err)
+	}
+	s := &Sender{cfg: cfg, env: env, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{}}
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	tr := &http.Transport{
+		// Each connection from its own 127.0.0.x, like the user agents.
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			d := *dialer
+			i := s.srcIndex.Add(1)
+			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+int(i)%cfg.SourceIPs))}
+			return d.DialContext(ctx, network, addr)
+		},
+		MaxConnsPerHost:     cfg.Conns,
+		MaxIdleConnsPerHost: cfg.Conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	s.client = &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	return s, nil
+}
+
+// VAPIDPublic is the application server's public key, which the user
+// agents register their channels with.
+func (s *Sender) VAPIDPublic() string { return s.signer.Public }
+
+// Run sends sched to subs and returns once every push was answered (or
+// not sent: a push due while MaxInFlight are in flight is counted as an
+// error, so the schedule never waits).
+func (s *Sender) Run(sched Schedule, subs []*agent.Subscription) {
+	clock, led := s.env.Clock, s.env.Ledger
+	for i := range sched.Count {
+		at := sched.Start + int64(float64(i)*sched.Period)
+		if wait := at - clock.Now(); wait > int64(time.Millisecond) {
+			// Go's timers are about 1ms coarse: nearer pushes go out now,
+			// and their lateness counts in their latency.
+			time.Sleep(time.Duration(wait))
+		}
+		sub := subs[pick(sched.Pick, i, len(subs))]
+		seq := led.Add(sub.UA)
+		if s.inFlight.Load() >= int64(s.cfg.MaxInFlight) {
+			led.Answered(seq, ledger.StatusNotSent, "")
+			s.count("sender: in-flight cap")
+			continue
+		}
+		s.inFlight.Add(1)
+		s.wg.Add(1)
+		go s.post(sub, seq, at)
+	}
+	s.wg.Wait()
+}
+
+func pick(how string, i, n int) int {
+	if how == PickRandom {
+		return rand.IntN(n)
+	}
+	return i % n
+}
+
+// post sends one push: encrypt for the subscription (RFC 8291, a fresh
+// sender key each time), sign or reuse a VAPID JWT, POST, record.
+func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
+	defer s.wg.Done()
+	defer s.inFlight.Add(-1)
+	clock := s.env.Clock
+	status, location := ledger.StatusNoAnswer, ""
+	defer func() {
+		s.env.Response.Record(at, clock.Now())
+		s.env.Ledger.Answered(seq, status, location)
+		s.env.Tracef("ua %d push seq %d at %s answered %d %s", sub.GID, seq, clock.Wall(at), status, location)
+	}()
+	s.env.Lag.Record(at, clock.Now())
+	id := ledger.PushID{Run: s.cfg.Run, Worker: uint32(s.cfg.Worker), UA: uint32(sub.UA), Seq: seq, At: at}
+	plain := ledger.AppendPayload(make([]byte, 0, s.cfg.PayloadSize), id, s.cfg.PayloadSize)
+	body, err := pushcrypto.EncryptAES128GCM(plain, sub.P256dh, sub.Auth)
+	if err != nil {
+		s.count("sender: encrypt: " + err.Error())
+		return
+	}
+	endpoint := sub.Endpoints[int(seq)%len(sub.Endpoints)]
+	auth, err := s.authorization(endpoint)
+	if err != nil {
+		s.count("sender: vapid: " + err.Error())
+		return
+	}
+	req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		s.count("sender: request: " + err.Error())
+		return
+	}
+	req.Header.Set("TTL", strconv.Itoa(s.cfg.TTL))
+	req.Header.Set("Content-Encoding", "aes128gcm")
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Authorization", auth)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.count("transport: " + transportReason(err))
+		return
+	}
+	defer resp.Body.Close()
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	status, location = resp.StatusCode, resp.Header.Get("Location")
+	if status == http.StatusCreated {
+		s.accepted.Add(1)
+	} else {
+		s.count(statusReason(status, reply))
+	}
+}
+
+// authorization returns the VAPID header for endpoint's origin: a fresh
+// signature, or one reused for VAPIDReuse.
+func (s *Sender) authorization(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", err
+	}
+	aud := u.Scheme + "://" + u.Host
+	reuse := s.cfg.VAPIDReuse
+	now := time.Now()
+	if reuse > 0 {
+		s.mu.Lock()
+		t, ok := s.tokens[aud]
+		s.mu.Unlock()
+		if ok && now.Before(t.until) {
+			return t.auth, nil
+		}
+	}
+	tok, err := s.signer.Token(aud, now.Add(12*time.Hour))
+	if err != nil {
+		return "", err
+	}
+	auth := s.signer.Authorization(tok)
+	if reuse > 0 {
+		s.mu.Lock()
+		s.tokens[aud] = vapidToken{auth: auth, until: now.Add(reuse)}
+		s.mu.Unlock()
+	}
+	return auth, nil
+}
+
+func (s *Sender) count(key string) {
+	s.mu.Lock()
+	s.errors[key]++
+	s.mu.Unlock()
+}
+
+// Errors are the pushes not accepted so far, by cause: HTTP status and
+// errno, or transport error.
+func (s *Sender) Errors() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int64, len(s.errors))
+	for k, v := range s.errors {
+		m[k] = v
+	}
+	return m
+}
+
+// ErrorTotal is how many pushes were not accepted so far.
+func (s *Sender) ErrorTotal() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, v := range s.errors {
+		n += v
+	}
+	return n
+}
+
+// statusReason is how a refused push is counted: status and errno.
+func statusReason(status int, body []byte) string {
+	var e struct {
+		Errno int `json:"errno"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Errno != 0 {
+		return fmt.Sprintf("HTTP %d errno %d", status, e.Errno)
+	}
+	return fmt.Sprintf("HTTP %d", status)
+}
+
+// transportReason names a failed request by its cause: a timeout, an
+// errno, or the error without the request's URL (one key per cause, not
+// per endpoint).
+func transportReason(err error) string {
+	var ne net.Error
+	var en unix.Errno
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &en):
+		return unix.ErrnoName(en)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "EOF"
+	case errors.As(err, &ue):
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// Accepted is how many pushes were answered 201 so far.
+func (s *Sender) Accepted() int64 { return s.accepted.Load() }
