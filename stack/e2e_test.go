@@ -90,7 +90,7 @@ func TestE2EDirectDelivery(t *testing.T) {
 		t.Fatalf("aesgcm notification %v", m)
 	}
 	a.Ack(a.CHID, id)
-	a.Quiet(200 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), a.Client)
 }
 
 func TestE2EStoredThenReconnect(t *testing.T) {
@@ -111,14 +111,14 @@ func TestE2EStoredThenReconnect(t *testing.T) {
 	wantNotification(t, b, topic2, "topic v2") // topic messages first
 	wantNotification(t, b, first, "one")
 	wantNotification(t, b, second, "two")
-	b.Quiet(200 * time.Millisecond) // neither the replaced topic version nor the TTL 0 push
+	et.NothingMore(t, st.NodeURL(), b.Client) // neither the replaced topic version nor the TTL 0 push
 	for _, id := range []string{topic2, first, second} {
 		b.Ack(b.CHID, id)
 	}
 	et.Eventually(t, 5*time.Second, "acked messages deleted", func() bool { return storedCount(t, st, a.UAID) == 0 })
 	b.Close()
 	c := st.Reconnect(t, a)
-	c.Quiet(300 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), c.Client)
 }
 
 func TestE2ENodeUnreachable(t *testing.T) {
@@ -167,12 +167,12 @@ func TestE2ENodeBusy(t *testing.T) {
 	if node := st.NodeID(t, a.UAID); node != st.NodeURL() {
 		t.Fatalf("busy node lost its node_id: %q", node)
 	}
-	a.Quiet(200 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), a.Client)
 	a.Ack(a.CHID, first)
 	wantNotification(t, a, second, "second")
 	a.Ack(a.CHID, second)
 	et.Eventually(t, 5*time.Second, "acked stored message deleted", func() bool { return storedCount(t, st, a.UAID) == 0 })
-	a.Quiet(200 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), a.Client)
 }
 
 func TestE2ETTLZero(t *testing.T) {
@@ -187,7 +187,7 @@ func TestE2ETTLZero(t *testing.T) {
 		t.Fatalf("TTL 0 stored %d", n)
 	}
 	b := st.Reconnect(t, a)
-	b.Quiet(300 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), b.Client)
 }
 
 func TestE2EDeleteStoredMessage(t *testing.T) {
@@ -201,7 +201,7 @@ func TestE2EDeleteStoredMessage(t *testing.T) {
 	b := st.Reconnect(t, a)
 	wantNotification(t, b, kept, "kept")
 	b.Ack(b.CHID, kept)
-	b.Quiet(300 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), b.Client)
 }
 
 func TestE2EVAPIDv2(t *testing.T) {
@@ -217,7 +217,7 @@ func TestE2EVAPIDv2(t *testing.T) {
 	id := apitiertest.WantCreated(t, st.Push(t, a.Endpoint, a, "signed", key), st.EndpointURL(), "60")
 	wantNotification(t, a, id, "signed")
 	a.Ack(a.CHID, id)
-	a.Quiet(200 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), a.Client)
 }
 
 // TestE2EReconnectRace: pushes keep coming while the agent drops and
@@ -392,13 +392,7 @@ func TestE2EReconnectRace(t *testing.T) {
 	// A new connection gets back at most the uncertain ones, once each;
 	// after that nothing comes back and storage is empty.
 	leave()
-	for {
-		text, _, err := c.Next(500 * time.Millisecond)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			break
-		}
-		et.Must(t, err, "read")
+	et.Drain(t, st.NodeURL(), c.Client, func(text string) {
 		v := seen(text)
 		if !uncertain[v] {
 			t.Fatalf("%s came back, but was neither unacked nor uncertain:\n%s", v, strings.Join(history, "\n"))
@@ -406,9 +400,9 @@ func TestE2EReconnectRace(t *testing.T) {
 		delete(uncertain, v)
 		acked[v] = true
 		c.Ack(a.CHID, v)
-	}
+	})
 	leave()
-	c.Quiet(300 * time.Millisecond)
+	et.NothingMore(t, st.NodeURL(), c.Client)
 	et.Eventually(t, 5*time.Second, "storage empty", func() bool { return storedCount(t, st, a.UAID) == 0 })
 	t.Logf("%d pushes, %d deliveries, %d reconnects, %d redelivered after an ack lost to a reset", pushes, received, reconnects, retried)
 }

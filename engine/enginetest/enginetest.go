@@ -202,18 +202,6 @@ func (c *Client) ExpectClose() ws.StatusCode {
 	}
 }
 
-// Quiet checks that nothing arrives within d.
-func (c *Client) Quiet(d time.Duration) {
-	c.t.Helper()
-	text, code, err := c.Next(d)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		c.conn.SetReadDeadline(time.Time{})
-		return
-	}
-	c.t.Fatalf("expected silence, got %q close=%d err=%v", text, code, err)
-}
-
 // Close closes the TCP connection without a websocket close. With
 // unread data in its buffer the kernel resets the connection, and the
 // server may then drop what the client sent last (its acks): a test that
@@ -416,21 +404,58 @@ func Metric(t testing.TB, nodeURL, series string) (float64, bool) {
 // min-client-ping closes the connection.)
 func (c *Client) Barrier() {
 	c.t.Helper()
-	if r := c.Register(uuid.NewString(), ""); r["messageType"] != "register" || r["status"] != 200.0 {
-		c.t.Fatalf("barrier: got %v, want the register reply", r)
+	c.roundTrip(func(text string) { c.t.Fatalf("barrier: got %s before the register reply", text) })
+}
+
+// roundTrip registers a fresh channel and reads until its reply, handing
+// every other message that arrives first to fn.
+func (c *Client) roundTrip(fn func(text string)) {
+	c.t.Helper()
+	chid := uuid.NewString()
+	c.Send(map[string]any{"messageType": "register", "channelID": chid})
+	for {
+		text, code, err := c.Next(10 * time.Second)
+		if err != nil {
+			c.t.Fatalf("round trip: %v (close code %d)", err, code)
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(text), &m) == nil && m["messageType"] == "register" && m["channelID"] == chid {
+			if m["status"] != 200.0 {
+				c.t.Fatalf("round trip: register answered %s", text)
+			}
+			return
+		}
+		fn(text)
 	}
 }
 
-// NothingMore checks that the node sends c nothing more on its own: after
-// a round trip (the node has handled what c sent), the node settles (it
-// has done everything that caused), and a second round trip's reply is
-// the next message (anything that work sent would have come first). A
-// positive check: it never waits for time to pass.
+// Drain hands fn every message the node sends c on its own until it has
+// nothing more to send: a round trip (the node has handled everything c
+// sent, acks included), the node settles (it has done all that caused),
+// a second round trip (anything that work sent arrives before its reply);
+// repeated until a round brings nothing. fn may ack what it gets. A
+// positive check: it never waits for time to pass. It returns how many
+// messages fn got.
+func Drain(t testing.TB, nodeURL string, c *Client, fn func(text string)) int {
+	t.Helper()
+	total := 0
+	for {
+		n := 0
+		count := func(text string) { n++; fn(text) }
+		c.roundTrip(count)
+		Settle(t, nodeURL)
+		c.roundTrip(count)
+		if total += n; n == 0 {
+			return total
+		}
+	}
+}
+
+// NothingMore checks that the node sends c nothing more on its own (see
+// Drain).
 func NothingMore(t testing.TB, nodeURL string, c *Client) {
 	t.Helper()
-	c.Barrier()
-	Settle(t, nodeURL)
-	c.Barrier()
+	Drain(t, nodeURL, c, func(text string) { t.Fatalf("expected nothing more from the node, got %s", text) })
 }
 
 // AnswerPingsUntil reads, answering the node's keepalive pings, until n

@@ -162,13 +162,13 @@ func TestTiersAsSeparateProcesses(t *testing.T) {
 		seen[v] = true
 		c2.Ack(chid, v)
 	}
-	c2.Quiet(time.Second)
+	et.NothingMore(t, b.Field("node_url"), c2)
 	c2.Close()
 
 	// Acked means gone: a further reconnect gets nothing.
 	c3 := et.Dial(t, b.Field("listen"))
 	c3.Hello(uaid)
-	c3.Quiet(time.Second)
+	et.NothingMore(t, b.Field("node_url"), c3)
 }
 
 // TestSeparateProcessesBusyDeleteAndRace: the same two binaries: a node
@@ -191,7 +191,7 @@ func TestSeparateProcessesBusyDeleteAndRace(t *testing.T) {
 		}
 	}
 	first := c.Read()["version"].(string)
-	c.Quiet(300 * time.Millisecond)
+	et.NothingMore(t, a.Field("node_url"), c) // the second waits for the ack
 	c.Ack(chid, first)
 	second := c.Read()["version"].(string)
 	c.Ack(chid, second)
@@ -210,7 +210,7 @@ func TestSeparateProcessesBusyDeleteAndRace(t *testing.T) {
 	resp.Body.Close()
 	c = et.Dial(t, a.Field("listen"))
 	c.Hello(uaid)
-	c.Quiet(time.Second)
+	et.NothingMore(t, a.Field("node_url"), c)
 
 	// Pushes racing reconnects: every Location's message arrives once.
 	sent := make(chan string, 64)
@@ -261,7 +261,7 @@ func TestSeparateProcessesBusyDeleteAndRace(t *testing.T) {
 			c.Ack(chid, v)
 		}
 	}
-	c.Quiet(time.Second)
+	et.NothingMore(t, a.Field("node_url"), c)
 	for _, id := range want {
 		if got[id] != 1 {
 			t.Errorf("message %s…: delivered %d times, want once", id[:12], got[id])
