@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/autopush-go/autopush/internal/jsonscan"
+
 // DecodeNotification decodes the internal node API body (the schema is in
 // AppendNotificationJSON) into n. Headers are appended to n.Headers[:0], so
 // reusing n avoids allocating; everything else allocates nothing. Like
@@ -10,55 +12,54 @@ func DecodeNotification(buf []byte, n *Notification) error {
 	hdrs := n.Headers[:0]
 	clear(hdrs[:cap(hdrs)])
 	*n = Notification{}
-	s := &scanner{buf: buf}
-	if s.next() != '{' {
-		return s.fail(ErrSyntax, "notification is not a JSON object")
+	s := jsonscan.New(buf)
+	if s.Next() != '{' {
+		return s.Fail(ErrSyntax, "notification is not a JSON object")
 	}
 	var have uint8
-	err := s.object(func(key string) error {
+	err := s.Object(func(key string) error {
 		switch key {
 		case "channelID":
 			have |= 1
-			return s.wantString(&n.ChannelID, key)
+			return wantString(&s, &n.ChannelID, key)
 		case "version":
 			have |= 2
-			return s.wantString(&n.Version, key)
+			return wantString(&s, &n.Version, key)
 		case "topic":
-			return s.optString(&n.Topic, key)
+			return optString(&s, &n.Topic, key)
 		case "data":
-			return s.optString(&n.Data, key)
+			return optString(&s, &n.Data, key)
 		case "ttl":
-			return s.wantUint(&n.TTL, key)
+			return wantUint(&s, &n.TTL, key)
 		case "timestamp":
-			return s.wantUint(&n.Timestamp, key)
+			return wantUint(&s, &n.Timestamp, key)
 		case "sortkey_timestamp":
-			if s.peek() == 'n' && s.readNull() {
+			if s.Peek() == 'n' && s.ReadNull() {
 				n.SortKey = 0
 				return nil
 			}
-			at := s.pos
-			mag, neg, integral, overflow, err := s.readNumber()
+			at := s.Pos()
+			mag, neg, integral, overflow, err := s.ReadNumber()
 			if err != nil {
 				return err
 			}
 			if neg && mag != 0 || !integral || overflow {
-				s.pos = at
-				return s.fail(ErrInvalidField, "sortkey_timestamp is not an unsigned 64-bit integer")
+				return s.FailAt(at, ErrInvalidField, "sortkey_timestamp is not an unsigned 64-bit integer")
 			}
 			n.SortKey = mag
 			return nil
 		case "headers":
 			var err error
-			hdrs, err = s.headers(hdrs[:0])
+			hdrs, err = headers(&s, hdrs[:0])
 			return err
 		}
-		return s.skipValue(2)
+		return s.SkipValue(2)
 	})
 	if err != nil {
 		return err
 	}
-	if s.skipSpace(); s.pos != len(s.buf) {
-		return s.fail(ErrSyntax, "data after the JSON object")
+	if !s.AtEnd() {
+		return s.Fail(ErrSyntax, "data after the JSON object")
 	}
 	if have != 3 {
 		return &DecodeError{Offset: 0, Reason: "notification needs channelID and version", Err: ErrInvalidField}
@@ -71,18 +72,20 @@ func DecodeNotification(buf []byte, n *Notification) error {
 // most four (encoding, encryption, crypto_key, encryption_key).
 const maxHeaders = 16
 
-func (s *scanner) headers(hdrs []Header) ([]Header, error) {
-	if s.peek() == 'n' && s.readNull() {
+// headers reads the headers object (or null) into hdrs; a duplicate name
+// replaces the earlier value.
+func headers(s *jsonscan.Scanner, hdrs []Header) ([]Header, error) {
+	if s.Peek() == 'n' && s.ReadNull() {
 		return hdrs, nil
 	}
-	if s.peek() != '{' {
-		return hdrs, s.fail(ErrInvalidField, "headers is not an object")
+	if s.Peek() != '{' {
+		return hdrs, s.Fail(ErrInvalidField, "headers is not an object")
 	}
-	err := s.object(func(key string) error {
-		if s.peek() != '"' {
-			return s.fail(ErrInvalidField, "header value is not a string")
+	err := s.Object(func(key string) error {
+		if s.Peek() != '"' {
+			return s.Fail(ErrInvalidField, "header value is not a string")
 		}
-		v, err := s.readString()
+		v, err := s.ReadString()
 		if err != nil {
 			return err
 		}
@@ -93,7 +96,7 @@ func (s *scanner) headers(hdrs []Header) ([]Header, error) {
 			}
 		}
 		if len(hdrs) == maxHeaders {
-			return s.fail(ErrLimit, "too many headers")
+			return s.Fail(ErrLimit, "too many headers")
 		}
 		hdrs = append(hdrs, Header{Name: key, Value: v})
 		return nil
@@ -101,34 +104,34 @@ func (s *scanner) headers(hdrs []Header) ([]Header, error) {
 	return hdrs, err
 }
 
-func (s *scanner) wantString(dst *string, key string) error {
-	if s.peek() != '"' {
-		return s.fail(ErrInvalidField, key+" is not a string")
+func wantString(s *jsonscan.Scanner, dst *string, key string) error {
+	if s.Peek() != '"' {
+		return s.Fail(ErrInvalidField, key+" is not a string")
 	}
-	v, err := s.readString()
+	v, err := s.ReadString()
 	*dst = v
 	return err
 }
 
-func (s *scanner) optString(dst *string, key string) error {
-	if s.peek() == 'n' && s.readNull() {
+func optString(s *jsonscan.Scanner, dst *string, key string) error {
+	if s.Peek() == 'n' && s.ReadNull() {
 		*dst = ""
 		return nil
 	}
-	return s.wantString(dst, key)
+	return wantString(s, dst, key)
 }
 
-func (s *scanner) wantUint(dst *int64, key string) error {
-	if s.peek() == 'n' && s.readNull() {
+func wantUint(s *jsonscan.Scanner, dst *int64, key string) error {
+	if s.Peek() == 'n' && s.ReadNull() {
 		*dst = 0
 		return nil
 	}
-	v, ok, _, err := s.readInt(2)
+	v, ok, _, err := s.ReadInt(2)
 	if err != nil {
 		return err
 	}
 	if !ok || v < 0 {
-		return s.fail(ErrInvalidField, key+" is not a non-negative integer")
+		return s.Fail(ErrInvalidField, key+" is not a non-negative integer")
 	}
 	*dst = v
 	return nil

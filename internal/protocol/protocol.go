@@ -16,6 +16,8 @@ import (
 	"errors"
 	"strconv"
 	"unsafe"
+
+	"github.com/autopush-go/autopush/internal/jsonscan"
 )
 
 // MessageType says which client message a ClientMessage holds.
@@ -58,8 +60,9 @@ const (
 	// largest message is a hello listing legacy channelIDs (about 40 bytes
 	// each); 64 KiB leaves room for 1,500 of them.
 	MaxClientMessageSize = 64 << 10
-	// MaxDepth bounds nesting of objects and arrays, the top level counting 1.
-	MaxDepth = 16
+	// MaxDepth bounds nesting of objects and arrays, the top level counting 1
+	// (the scanner's limit, jsonscan.MaxDepth).
+	MaxDepth = jsonscan.MaxDepth
 	// MaxAckUpdates bounds the updates of one ack.
 	MaxAckUpdates = 1024
 	// MaxBroadcasts bounds the broadcast ids of one hello or
@@ -240,25 +243,18 @@ func (n *Notification) Clone() Notification {
 
 // Decode error categories; every error DecodeClient and DecodeNotification
 // return is a *DecodeError wrapping one of them (test with errors.Is).
-// The engine closes the connection on any of them, as autopush-rs does.
-// The texts reach clients (the websocket close reason, the node API's 400
-// body): they are wire behaviour, "webpush: " prefix included.
+// ErrSyntax and ErrLimit are the scanner's own (jsonscan's, the same
+// values). The engine closes the connection on any of them, as autopush-rs
+// does. The texts reach clients (the websocket close reason, the node API's
+// 400 body): they are wire behaviour, "webpush: " prefix included.
 var (
-	ErrSyntax       = errors.New("webpush: malformed JSON")
+	ErrSyntax       = jsonscan.ErrSyntax // "webpush: malformed JSON"
 	ErrUnknownType  = errors.New("webpush: missing or unknown messageType")
 	ErrInvalidField = errors.New("webpush: missing or invalid field")
-	ErrLimit        = errors.New("webpush: message exceeds a limit")
+	ErrLimit        = jsonscan.ErrLimit // "webpush: message exceeds a limit"
 )
 
-// DecodeError says where and why a message was rejected.
-type DecodeError struct {
-	Offset int    // byte offset in the input where the problem was found
-	Reason string // short human readable detail
-	Err    error  // ErrSyntax, ErrUnknownType, ErrInvalidField or ErrLimit
-}
-
-func (e *DecodeError) Error() string {
-	return e.Err.Error() + " at offset " + strconv.Itoa(e.Offset) + ": " + e.Reason
-}
-
-func (e *DecodeError) Unwrap() error { return e.Err }
+// DecodeError says where and why a message was rejected: Offset, Reason,
+// and Err, the category (ErrSyntax, ErrUnknownType, ErrInvalidField or
+// ErrLimit). It is the scanner's error type, jsonscan.DecodeError.
+type DecodeError = jsonscan.DecodeError
