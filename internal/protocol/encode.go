@@ -72,7 +72,7 @@ func AppendNotification(dst []byte, n *Notification) []byte {
 	dst = jsonscan.AppendString(dst, n.ChannelID)
 	dst = append(dst, `,"version":`...)
 	dst = jsonscan.AppendString(dst, n.Version)
-	dst = appendPayload(dst, n)
+	dst = AppendPayload(dst, n)
 	return append(dst, '}')
 }
 
@@ -89,46 +89,11 @@ func AppendBroadcast(dst []byte, changed, errs []Broadcast) []byte {
 	return append(dst, '}')
 }
 
-// AppendNotificationJSON appends n as the body of the internal node API
-// (PUT /push/{uaid}, API tier → engine). The schema, compatible with what
-// autopush-rs's autoendpoint sends its autoconnect:
-//
-//	{
-//	  "channelID": "<lower-case dashed uuid>",   required
-//	  "version": "<message id>",                 required
-//	  "ttl": <seconds, integer >= 0>,            0 when absent
-//	  "topic": "<topic>",                        left out when none; null accepted
-//	  "timestamp": <seconds since epoch>,        0 when absent
-//	  "sortkey_timestamp": <uint64 ms>,          left out when 0; null accepted
-//	  "data": "<base64url payload>",             left out when none; null accepted
-//	  "headers": {"encoding": "aes128gcm", ...}  only with data; null accepted
-//	}
-//
-// DecodeNotification reads it back; it skips keys it does not know (such as
-// autopush-rs's reliability_id).
-func AppendNotificationJSON(dst []byte, n *Notification) []byte {
-	dst = append(dst, `{"channelID":`...)
-	dst = jsonscan.AppendString(dst, n.ChannelID)
-	dst = append(dst, `,"version":`...)
-	dst = jsonscan.AppendString(dst, n.Version)
-	dst = append(dst, `,"ttl":`...)
-	dst = strconv.AppendInt(dst, n.TTL, 10)
-	if n.Topic != "" {
-		dst = append(dst, `,"topic":`...)
-		dst = jsonscan.AppendString(dst, n.Topic)
-	}
-	dst = append(dst, `,"timestamp":`...)
-	dst = strconv.AppendInt(dst, n.Timestamp, 10)
-	if n.SortKey != 0 {
-		dst = append(dst, `,"sortkey_timestamp":`...)
-		dst = strconv.AppendUint(dst, n.SortKey, 10)
-	}
-	dst = appendPayload(dst, n)
-	return append(dst, '}')
-}
-
-// appendPayload appends ,"data":...,"headers":{...} when n has data.
-func appendPayload(dst []byte, n *Notification) []byte {
+// AppendPayload appends n's data and headers members,
+// ,"data":"...","headers":{...}, when n has data (headers only when there
+// are some). The "notification" message ends with them, and so does the
+// internal node API's body (nodeapi.AppendNotification), as in autopush-rs.
+func AppendPayload(dst []byte, n *Notification) []byte {
 	if n.Data == "" {
 		return dst
 	}

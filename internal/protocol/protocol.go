@@ -4,7 +4,7 @@ package protocol
 // node: the messages the client sends (decoded by DecodeClient into a
 // ClientMessage), the replies and pushes the server sends (Append* in
 // encode.go), and the Notification the API tier hands the engine
-// over the internal node API (AppendNotificationJSON / DecodeNotification).
+// over the internal node API (whose body codec is internal/nodeapi's).
 //
 // Wire facts this follows (autopush 1.33 manual, autopush-rs, Firefox):
 //   - every client message is one JSON object tagged by "messageType";
@@ -201,13 +201,13 @@ type Header struct {
 // Notification is one push message on its way to a user agent.
 //
 // The API tier sends it to the engine as the body of PUT /push/{uaid}
-// (AppendNotificationJSON / DecodeNotification, schema in
-// encode.go); the engine forwards it to the client as a
+// (nodeapi.AppendNotification / nodeapi.DecodeNotification, schema in
+// internal/nodeapi/codec.go); the engine forwards it to the client as a
 // "notification" message (AppendNotification), which carries only
 // channelID, version, data and headers.
 //
-// A Notification filled by DecodeNotification points into the decoded
-// buffer; Clone it before keeping it. Copying by value is safe.
+// A Notification filled by nodeapi.DecodeNotification points into the
+// decoded buffer; Clone it before keeping it. Copying by value is safe.
 type Notification struct {
 	ChannelID string   // lower-case dashed UUID
 	Version   string   // message id the client acks with (opaque to the engine)
@@ -241,12 +241,13 @@ func (n *Notification) Clone() Notification {
 	return c
 }
 
-// Decode error categories; every error DecodeClient and DecodeNotification
-// return is a *DecodeError wrapping one of them (test with errors.Is).
-// ErrSyntax and ErrLimit are the scanner's own (jsonscan's, the same
-// values). The engine closes the connection on any of them, as autopush-rs
-// does. The texts reach clients (the websocket close reason, the node API's
-// 400 body): they are wire behaviour, "webpush: " prefix included.
+// Decode error categories; every error DecodeClient and
+// nodeapi.DecodeNotification return is a *DecodeError wrapping one of them
+// (test with errors.Is). ErrSyntax and ErrLimit are the scanner's own
+// (jsonscan's, the same values). The engine closes the connection on any of
+// them, as autopush-rs does. The texts reach clients (the websocket close
+// reason, the node API's 400 body): they are wire behaviour, "webpush: "
+// prefix included.
 var (
 	ErrSyntax       = jsonscan.ErrSyntax // "webpush: malformed JSON"
 	ErrUnknownType  = errors.New("webpush: missing or unknown messageType")

@@ -1,8 +1,7 @@
 package protocol
 
 // Fixtures and helpers the tests of this package share (decode_client,
-// encode, notification, fuzz and bench tests), MessageType and the error
-// texts.
+// encode, fuzz and bench tests), MessageType and the error texts.
 
 import (
 	"errors"
