@@ -39,7 +39,7 @@ import (
 func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.Notification, pb *pushBuf) (string, *errno.HTTPError) {
 	uaid := u.UAID
 	if u.NodeID != "" {
-		pb.json = protocol.AppendNotificationJSON(pb.json[:0], n)
+		pb.json = nodeapi.AppendNotification(pb.json[:0], n)
 		code, err := s.nodes.Push(ctx, u.NodeID, uaid, pb.json)
 		switch {
 		case err == nil && code == nodeapi.StatusDelivered:

@@ -15,6 +15,7 @@ import (
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -102,7 +103,7 @@ func TestRouteDirect(t *testing.T) {
 		t.Fatalf("node call Authorization %q", calls[0].auth)
 	}
 	var n protocol.Notification
-	et.Must(t, protocol.DecodeNotification(calls[0].body, &n), "decode node body")
+	et.Must(t, nodeapi.DecodeNotification(calls[0].body, &n), "decode node body")
 	if n.ChannelID != u.chid.String() || n.Version != id || n.TTL != 60 || n.Topic != "t1" || n.SortKey == 0 ||
 		n.Data != "aGVsbG8" || len(n.Headers) != 1 || n.Headers[0] != (protocol.Header{Name: "encoding", Value: "aes128gcm"}) ||
 		time.Since(time.Unix(n.Timestamp, 0)) > time.Minute {

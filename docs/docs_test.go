@@ -26,7 +26,7 @@ import (
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
-	"github.com/autopush-go/autopush/internal/protocol"
+	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/stack/stacktest"
@@ -199,10 +199,10 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		node.check("node GET "+p, request(t, "GET", base+p, nil), 200)
 	}
 	n := et.Notification(sub.CHID, "docs-test-version-0123456789abcdef", "")
-	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, protocol.AppendNotificationJSON(nil, n)), 200)
+	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, nodeapi.AppendNotification(nil, n)), 200)
 	sub.Receive(t)
-	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), protocol.AppendNotificationJSON(nil, n)), 404)
-	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", protocol.AppendNotificationJSON(nil, n)), 400)
+	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), nodeapi.AppendNotification(nil, n)), 404)
+	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", nodeapi.AppendNotification(nil, n)), 400)
 	node.check("node notif", request(t, "PUT", base+"/notif/"+sub.UAID, nil), 200)
 	node.check("node evict, not older", request(t, "DELETE", base+"/notif/"+sub.UAID+"/1", nil), 404)
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
@@ -251,7 +252,7 @@ func (n *procNode) health(t *testing.T) map[string]any {
 // endpoint tier does, and returns the status.
 func procPush(t *testing.T, n *procNode, uaid string, notif *protocol.Notification) int {
 	t.Helper()
-	body := protocol.AppendNotificationJSON(nil, notif)
+	body := nodeapi.AppendNotification(nil, notif)
 	return et.NodeCall(t, http.MethodPut, n.NodeURL+"/push/"+uaid, string(body), "")
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/gobwas/ws"
@@ -269,7 +270,7 @@ func (c *Client) Ack(chid, version string) {
 // does) and returns the status.
 func Push(t testing.TB, srv *engine.Server, uaid string, n *protocol.Notification, secret string) int {
 	t.Helper()
-	body := protocol.AppendNotificationJSON(nil, n)
+	body := nodeapi.AppendNotification(nil, n)
 	return NodeCall(t, http.MethodPut, srv.NodeURL()+"/push/"+uaid, string(body), secret)
 }
 

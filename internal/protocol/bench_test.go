@@ -65,20 +65,6 @@ func BenchmarkDecodeAckEncodingJSON(b *testing.B) {
 	}
 }
 
-func BenchmarkDecodeNotification(b *testing.B) {
-	src := AppendNotificationJSON(nil, testNotification())
-	buf := make([]byte, len(src))
-	var n Notification
-	b.ReportAllocs()
-	b.SetBytes(int64(len(src)))
-	for b.Loop() {
-		copy(buf, src)
-		if err := DecodeNotification(buf, &n); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkAppendNotification(b *testing.B) {
 	n := testNotification()
 	dst := make([]byte, 0, 1024)
@@ -86,15 +72,6 @@ func BenchmarkAppendNotification(b *testing.B) {
 	b.SetBytes(int64(len(AppendNotification(nil, n))))
 	for b.Loop() {
 		dst = AppendNotification(dst[:0], n)
-	}
-}
-
-func BenchmarkAppendNotificationJSON(b *testing.B) {
-	n := testNotification()
-	dst := make([]byte, 0, 1024)
-	b.ReportAllocs()
-	for b.Loop() {
-		dst = AppendNotificationJSON(dst[:0], n)
 	}
 }
 

@@ -1,12 +1,14 @@
 package protocol
 
 // Client messages: DecodeClient reads one websocket text frame into a
-// ClientMessage, using the scanner in scanner.go, and checks the fields
+// ClientMessage, using internal/jsonscan's scanner, and checks the fields
 // each message type needs.
 
 import (
 	"math"
 	"math/bits"
+
+	"github.com/autopush-go/autopush/internal/jsonscan"
 )
 
 // DecodeClient decodes one client message (a websocket text frame) into m,
@@ -34,7 +36,7 @@ import (
 // ErrInvalidField or ErrLimit.
 func DecodeClient(buf []byte, m *ClientMessage) error {
 	d := clientDecoder{
-		s:   scanner{buf: buf},
+		s:   jsonscan.New(buf),
 		ups: reuse(m.Updates),
 		bcs: reuse(m.Broadcasts),
 	}
@@ -118,7 +120,7 @@ func lookupType(s string) MessageType {
 // legitimately flow into the message, which would make the message itself
 // escape if it were a field too.
 type clientDecoder struct {
-	s       scanner
+	s       jsonscan.Scanner
 	ups     []AckUpdate // Updates being built
 	bcs     []Broadcast // Broadcasts being built
 	seen    uint16      // fields present with a usable value
@@ -132,58 +134,58 @@ type clientDecoder struct {
 
 func (d *clientDecoder) decode(m *ClientMessage) error {
 	s := &d.s
-	if s.next() != '{' {
-		return s.fail(ErrSyntax, "message is not a JSON object")
+	if s.Next() != '{' {
+		return s.Fail(ErrSyntax, "message is not a JSON object")
 	}
-	s.pos++
+	s.Advance()
 	nkeys := 0
-	if s.next() == '}' {
-		s.pos++
+	if s.Next() == '}' {
+		s.Advance()
 	} else {
 		for {
-			if s.next() != '"' {
-				return s.fail(ErrSyntax, "expected an object key")
+			if s.Next() != '"' {
+				return s.Fail(ErrSyntax, "expected an object key")
 			}
-			key, err := s.readString()
+			key, err := s.ReadString()
 			if err != nil {
 				return err
 			}
-			if s.next() != ':' {
-				return s.fail(ErrSyntax, "expected ':' after an object key")
+			if s.Next() != ':' {
+				return s.Fail(ErrSyntax, "expected ':' after an object key")
 			}
-			s.pos++
-			s.skipSpace()
+			s.Advance()
+			s.SkipSpace()
 			if err := d.field(m, key); err != nil {
 				return err
 			}
 			nkeys++
-			c := s.next()
-			s.pos++
+			c := s.Next()
 			if c == '}' {
+				s.Advance()
 				break
 			}
 			if c != ',' {
-				s.pos--
-				return s.fail(ErrSyntax, "expected ',' or '}' in object")
+				return s.Fail(ErrSyntax, "expected ',' or '}' in object")
 			}
+			s.Advance()
 		}
 	}
-	if s.skipSpace(); s.pos != len(s.buf) {
-		return s.fail(ErrSyntax, "data after the JSON object")
+	if !s.AtEnd() {
+		return s.Fail(ErrSyntax, "data after the JSON object")
 	}
 	return d.finish(m, nkeys)
 }
 
-// field decodes the value of one top-level key; s.pos is at the value.
+// field decodes the value of one top-level key; the scanner is at the value.
 func (d *clientDecoder) field(m *ClientMessage, key string) error {
 	s := &d.s
 	switch key {
 	case "messageType":
-		if s.peek() != '"' {
-			return s.fail(ErrUnknownType, "messageType is not a string")
+		if s.Peek() != '"' {
+			return s.Fail(ErrUnknownType, "messageType is not a string")
 		}
-		d.typAt = s.pos
-		v, err := s.readString()
+		d.typAt = s.Pos()
+		v, err := s.ReadString()
 		d.typ, d.hasType = v, true
 		return err
 	case "uaid":
@@ -195,9 +197,9 @@ func (d *clientDecoder) field(m *ClientMessage, key string) error {
 	case "version":
 		return d.stringField(fieldVersion, &m.Version)
 	case "use_webpush":
-		switch s.peek() {
+		switch s.Peek() {
 		case 't', 'f', 'n':
-			v, isBool, err := s.readLiteral()
+			v, isBool, err := s.ReadLiteral()
 			if err != nil {
 				return err
 			}
@@ -209,11 +211,11 @@ func (d *clientDecoder) field(m *ClientMessage, key string) error {
 			}
 			return nil
 		}
-		d.markBad(fieldWebPush, s.pos)
-		return s.skipValue(2)
+		d.markBad(fieldWebPush, s.Pos())
+		return s.SkipValue(2)
 	case "code":
-		d.codeAt = s.pos
-		v, ok, present, err := s.readInt(2)
+		d.codeAt = s.Pos()
+		v, ok, present, err := s.ReadInt(2)
 		if err != nil {
 			return err
 		}
@@ -232,7 +234,7 @@ func (d *clientDecoder) field(m *ClientMessage, key string) error {
 	case "updates":
 		return d.updates()
 	}
-	return s.skipValue(2)
+	return s.SkipValue(2)
 }
 
 func (d *clientDecoder) set(f uint16)   { d.seen |= f; d.bad &^= f }
@@ -249,46 +251,46 @@ func (d *clientDecoder) markBad(f uint16, at int) {
 func (d *clientDecoder) stringField(f uint16, dst *string) error {
 	s := &d.s
 	*dst = ""
-	switch s.peek() {
+	switch s.Peek() {
 	case '"':
-		v, err := s.readString()
+		v, err := s.ReadString()
 		*dst = v
 		d.set(f)
 		return err
 	case 'n':
-		if s.readNull() {
+		if s.ReadNull() {
 			d.unset(f)
 			return nil
 		}
 	}
-	d.markBad(f, s.pos)
-	return s.skipValue(2)
+	d.markBad(f, s.Pos())
+	return s.SkipValue(2)
 }
 
 // broadcasts reads {"id": "version", ...}; duplicate ids: last wins.
 func (d *clientDecoder) broadcasts() error {
 	s := &d.s
 	d.bcs = d.bcs[:0]
-	switch s.peek() {
+	switch s.Peek() {
 	case '{':
 	case 'n':
-		if s.readNull() {
+		if s.ReadNull() {
 			d.unset(fieldBroadcasts)
 			return nil
 		}
 		fallthrough
 	default:
-		d.markBad(fieldBroadcasts, s.pos)
-		return s.skipValue(2)
+		d.markBad(fieldBroadcasts, s.Pos())
+		return s.SkipValue(2)
 	}
-	start := s.pos
+	start := s.Pos()
 	bad := false
-	err := s.object(func(key string) error {
-		if s.peek() != '"' {
+	err := s.Object(func(key string) error {
+		if s.Peek() != '"' {
 			bad = true
-			return s.skipValue(3)
+			return s.SkipValue(3)
 		}
-		v, err := s.readString()
+		v, err := s.ReadString()
 		if err != nil {
 			return err
 		}
@@ -299,7 +301,7 @@ func (d *clientDecoder) broadcasts() error {
 			}
 		}
 		if len(d.bcs) == MaxBroadcasts {
-			return s.fail(ErrLimit, "too many broadcasts")
+			return s.Fail(ErrLimit, "too many broadcasts")
 		}
 		d.bcs = append(d.bcs, Broadcast{ID: key, Version: v})
 		return nil
@@ -319,28 +321,28 @@ func (d *clientDecoder) broadcasts() error {
 func (d *clientDecoder) updates() error {
 	s := &d.s
 	d.ups = d.ups[:0]
-	switch s.peek() {
+	switch s.Peek() {
 	case '[':
 	case 'n':
-		if s.readNull() {
+		if s.ReadNull() {
 			d.unset(fieldUpdates)
 			return nil
 		}
 		fallthrough
 	default:
-		d.markBad(fieldUpdates, s.pos)
-		return s.skipValue(2)
+		d.markBad(fieldUpdates, s.Pos())
+		return s.SkipValue(2)
 	}
-	s.pos++
+	s.Advance()
 	badAt := -1
-	if s.next() == ']' {
-		s.pos++
+	if s.Next() == ']' {
+		s.Advance()
 	} else {
 		for {
 			if len(d.ups) == MaxAckUpdates {
-				return s.fail(ErrLimit, "too many ack updates")
+				return s.Fail(ErrLimit, "too many ack updates")
 			}
-			at := s.pos
+			at := s.Pos()
 			u, ok, err := d.update()
 			if err != nil {
 				return err
@@ -350,15 +352,15 @@ func (d *clientDecoder) updates() error {
 			} else if badAt < 0 {
 				badAt = at
 			}
-			c := s.next()
-			s.pos++
+			c := s.Next()
 			if c == ']' {
+				s.Advance()
 				break
 			}
 			if c != ',' {
-				s.pos--
-				return s.fail(ErrSyntax, "expected ',' or ']' in array")
+				return s.Fail(ErrSyntax, "expected ',' or ']' in array")
 			}
+			s.Advance()
 		}
 	}
 	if badAt >= 0 {
@@ -373,32 +375,32 @@ func (d *clientDecoder) updates() error {
 // typed update (it is skipped, and the message fails if it is an ack).
 func (d *clientDecoder) update() (u AckUpdate, ok bool, err error) {
 	s := &d.s
-	if s.peek() != '{' {
-		return u, false, s.skipValue(3)
+	if s.Peek() != '{' {
+		return u, false, s.SkipValue(3)
 	}
 	var haveChannel, haveVersion bool
 	ok = true
-	err = s.object(func(key string) error {
+	err = s.Object(func(key string) error {
 		switch key {
 		case "channelID", "version":
 			var v string
 			var good bool
-			switch s.peek() {
+			switch s.Peek() {
 			case '"':
 				var err error
-				v, err = s.readString()
+				v, err = s.ReadString()
 				if err != nil {
 					return err
 				}
 				good = true
 			case 'n':
-				if !s.readNull() {
+				if !s.ReadNull() {
 					ok = false
-					return s.skipValue(4)
+					return s.SkipValue(4)
 				}
 			default:
 				ok = false
-				return s.skipValue(4)
+				return s.SkipValue(4)
 			}
 			if key == "channelID" {
 				u.ChannelID, haveChannel = v, good
@@ -406,7 +408,7 @@ func (d *clientDecoder) update() (u AckUpdate, ok bool, err error) {
 				u.Version, haveVersion = v, good
 			}
 		case "code":
-			v, isInt, present, err := s.readInt(4)
+			v, isInt, present, err := s.ReadInt(4)
 			if err != nil {
 				return err
 			}
@@ -419,7 +421,7 @@ func (d *clientDecoder) update() (u AckUpdate, ok bool, err error) {
 				u.Code, u.HasCode = 0, false
 			}
 		default:
-			return s.skipValue(4)
+			return s.SkipValue(4)
 		}
 		return nil
 	})

@@ -316,18 +316,6 @@ func TestZeroAllocDecode(t *testing.T) {
 			t.Errorf("DecodeClient(%s): %v allocs, want 0", in, allocs)
 		}
 	}
-	var n Notification
-	src := AppendNotificationJSON(nil, testNotification())
-	buf := make([]byte, len(src))
-	allocs := testing.AllocsPerRun(100, func() {
-		copy(buf, src)
-		if err := DecodeNotification(buf, &n); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("DecodeNotification reusing n: %v allocs, want 0", allocs)
-	}
 }
 
 // TestAllocsFreshMessage: a ClientMessage declared per message (what a

@@ -8,7 +8,8 @@ package protocol
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/autopush-go/autopush/internal/jsonscan"
 )
 
 // AppendHelloReply appends the reply to hello:
@@ -34,12 +35,12 @@ func AppendHelloReply(dst []byte, uaid [16]byte, status int, changed, errs []Bro
 // pushEndpoint is left out when endpoint is "" (error replies).
 func AppendRegisterReply(dst []byte, channelID string, status int, endpoint string) []byte {
 	dst = append(dst, `{"messageType":"register","channelID":`...)
-	dst = appendString(dst, channelID)
+	dst = jsonscan.AppendString(dst, channelID)
 	dst = append(dst, `,"status":`...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	if endpoint != "" {
 		dst = append(dst, `,"pushEndpoint":`...)
-		dst = appendString(dst, endpoint)
+		dst = jsonscan.AppendString(dst, endpoint)
 	}
 	return append(dst, '}')
 }
@@ -49,7 +50,7 @@ func AppendRegisterReply(dst []byte, channelID string, status int, endpoint stri
 //	{"messageType":"unregister","channelID":"...","status":200}
 func AppendUnregisterReply(dst []byte, channelID string, status int) []byte {
 	dst = append(dst, `{"messageType":"unregister","channelID":`...)
-	dst = appendString(dst, channelID)
+	dst = jsonscan.AppendString(dst, channelID)
 	dst = append(dst, `,"status":`...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	return append(dst, '}')
@@ -68,10 +69,10 @@ func AppendPingReply(dst []byte) []byte { return append(dst, '{', '}') }
 // are not sent: autopush-rs does not send them and Firefox ignores them.
 func AppendNotification(dst []byte, n *Notification) []byte {
 	dst = append(dst, `{"messageType":"notification","channelID":`...)
-	dst = appendString(dst, n.ChannelID)
+	dst = jsonscan.AppendString(dst, n.ChannelID)
 	dst = append(dst, `,"version":`...)
-	dst = appendString(dst, n.Version)
-	dst = appendPayload(dst, n)
+	dst = jsonscan.AppendString(dst, n.Version)
+	dst = AppendPayload(dst, n)
 	return append(dst, '}')
 }
 
@@ -88,51 +89,16 @@ func AppendBroadcast(dst []byte, changed, errs []Broadcast) []byte {
 	return append(dst, '}')
 }
 
-// AppendNotificationJSON appends n as the body of the internal node API
-// (PUT /push/{uaid}, API tier → engine). The schema, compatible with what
-// autopush-rs's autoendpoint sends its autoconnect:
-//
-//	{
-//	  "channelID": "<lower-case dashed uuid>",   required
-//	  "version": "<message id>",                 required
-//	  "ttl": <seconds, integer >= 0>,            0 when absent
-//	  "topic": "<topic>",                        left out when none; null accepted
-//	  "timestamp": <seconds since epoch>,        0 when absent
-//	  "sortkey_timestamp": <uint64 ms>,          left out when 0; null accepted
-//	  "data": "<base64url payload>",             left out when none; null accepted
-//	  "headers": {"encoding": "aes128gcm", ...}  only with data; null accepted
-//	}
-//
-// DecodeNotification reads it back; it skips keys it does not know (such as
-// autopush-rs's reliability_id).
-func AppendNotificationJSON(dst []byte, n *Notification) []byte {
-	dst = append(dst, `{"channelID":`...)
-	dst = appendString(dst, n.ChannelID)
-	dst = append(dst, `,"version":`...)
-	dst = appendString(dst, n.Version)
-	dst = append(dst, `,"ttl":`...)
-	dst = strconv.AppendInt(dst, n.TTL, 10)
-	if n.Topic != "" {
-		dst = append(dst, `,"topic":`...)
-		dst = appendString(dst, n.Topic)
-	}
-	dst = append(dst, `,"timestamp":`...)
-	dst = strconv.AppendInt(dst, n.Timestamp, 10)
-	if n.SortKey != 0 {
-		dst = append(dst, `,"sortkey_timestamp":`...)
-		dst = strconv.AppendUint(dst, n.SortKey, 10)
-	}
-	dst = appendPayload(dst, n)
-	return append(dst, '}')
-}
-
-// appendPayload appends ,"data":...,"headers":{...} when n has data.
-func appendPayload(dst []byte, n *Notification) []byte {
+// AppendPayload appends n's data and headers members,
+// ,"data":"...","headers":{...}, when n has data (headers only when there
+// are some). The "notification" message ends with them, and so does the
+// internal node API's body (nodeapi.AppendNotification), as in autopush-rs.
+func AppendPayload(dst []byte, n *Notification) []byte {
 	if n.Data == "" {
 		return dst
 	}
 	dst = append(dst, `,"data":`...)
-	dst = appendString(dst, n.Data)
+	dst = jsonscan.AppendString(dst, n.Data)
 	if len(n.Headers) == 0 {
 		return dst
 	}
@@ -141,9 +107,9 @@ func appendPayload(dst []byte, n *Notification) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, h.Name)
+		dst = jsonscan.AppendString(dst, h.Name)
 		dst = append(dst, ':')
-		dst = appendString(dst, h.Value)
+		dst = jsonscan.AppendString(dst, h.Value)
 	}
 	return append(dst, '}')
 }
@@ -167,59 +133,9 @@ func appendPairs(dst []byte, bs []Broadcast) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, b.ID)
+		dst = jsonscan.AppendString(dst, b.ID)
 		dst = append(dst, ':')
-		dst = appendString(dst, b.Version)
+		dst = jsonscan.AppendString(dst, b.Version)
 	}
 	return dst
-}
-
-// appendString appends s as a JSON string. Quotes, backslashes and
-// control characters are escaped; every byte of invalid UTF-8 becomes
-// \ufffd (as encoding/json does), so the output is always valid JSON and
-// valid UTF-8. U+2028 and U+2029 are escaped too, for JavaScript consumers.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := skipPlain(s, 0); i < len(s); i = skipPlain(s, i) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&15])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -16,7 +16,6 @@ func TestZeroAllocEncode(t *testing.T) {
 	uaid := [16]byte{1, 2, 3}
 	allocs := testing.AllocsPerRun(100, func() {
 		d := AppendNotification(dst[:0], n)
-		d = AppendNotificationJSON(d, n)
 		d = AppendHelloReply(d, uaid, 200, changed, errs)
 		d = AppendRegisterReply(d, testChid, 200, "https://push.example.com/wpush/v2/abc")
 		d = AppendUnregisterReply(d, testChid, 200)
@@ -74,10 +73,6 @@ func TestServerMessagesExact(t *testing.T) {
 			`{"messageType":"broadcast","broadcasts":{"remote-settings/monitor_changes":"\"1235\""}}`},
 		{string(AppendBroadcast(nil, nil, []Broadcast{{"x", BroadcastNotFound}})),
 			`{"messageType":"broadcast","broadcasts":{"errors":{"x":"Broadcast not found"}}}`},
-		{string(AppendNotificationJSON(nil, n)),
-			`{"channelID":"` + testChid + `","version":"` + n.Version + `","ttl":86400,"topic":"mail","timestamp":1718000000,"sortkey_timestamp":1718000000123,"data":"` + n.Data + `","headers":{"encoding":"aes128gcm"}}`},
-		{string(AppendNotificationJSON(nil, noData)),
-			`{"channelID":"` + testChid + `","version":"v1","ttl":60,"timestamp":5}`},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

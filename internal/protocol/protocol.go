@@ -4,7 +4,7 @@ package protocol
 // node: the messages the client sends (decoded by DecodeClient into a
 // ClientMessage), the replies and pushes the server sends (Append* in
 // encode.go), and the Notification the API tier hands the engine
-// over the internal node API (AppendNotificationJSON / DecodeNotification).
+// over the internal node API (whose body codec is internal/nodeapi's).
 //
 // Wire facts this follows (autopush 1.33 manual, autopush-rs, Firefox):
 //   - every client message is one JSON object tagged by "messageType";
@@ -16,6 +16,8 @@ import (
 	"errors"
 	"strconv"
 	"unsafe"
+
+	"github.com/autopush-go/autopush/internal/jsonscan"
 )
 
 // MessageType says which client message a ClientMessage holds.
@@ -58,8 +60,9 @@ const (
 	// largest message is a hello listing legacy channelIDs (about 40 bytes
 	// each); 64 KiB leaves room for 1,500 of them.
 	MaxClientMessageSize = 64 << 10
-	// MaxDepth bounds nesting of objects and arrays, the top level counting 1.
-	MaxDepth = 16
+	// MaxDepth bounds nesting of objects and arrays, the top level counting 1
+	// (the scanner's limit, jsonscan.MaxDepth).
+	MaxDepth = jsonscan.MaxDepth
 	// MaxAckUpdates bounds the updates of one ack.
 	MaxAckUpdates = 1024
 	// MaxBroadcasts bounds the broadcast ids of one hello or
@@ -198,13 +201,13 @@ type Header struct {
 // Notification is one push message on its way to a user agent.
 //
 // The API tier sends it to the engine as the body of PUT /push/{uaid}
-// (AppendNotificationJSON / DecodeNotification, schema in
-// encode.go); the engine forwards it to the client as a
+// (nodeapi.AppendNotification / nodeapi.DecodeNotification, schema in
+// internal/nodeapi/codec.go); the engine forwards it to the client as a
 // "notification" message (AppendNotification), which carries only
 // channelID, version, data and headers.
 //
-// A Notification filled by DecodeNotification points into the decoded
-// buffer; Clone it before keeping it. Copying by value is safe.
+// A Notification filled by nodeapi.DecodeNotification points into the
+// decoded buffer; Clone it before keeping it. Copying by value is safe.
 type Notification struct {
 	ChannelID string   // lower-case dashed UUID
 	Version   string   // message id the client acks with (opaque to the engine)
@@ -238,27 +241,21 @@ func (n *Notification) Clone() Notification {
 	return c
 }
 
-// Decode error categories; every error DecodeClient and DecodeNotification
-// return is a *DecodeError wrapping one of them (test with errors.Is).
-// The engine closes the connection on any of them, as autopush-rs does.
-// The texts reach clients (the websocket close reason, the node API's 400
-// body): they are wire behaviour, "webpush: " prefix included.
+// Decode error categories; every error DecodeClient and
+// nodeapi.DecodeNotification return is a *DecodeError wrapping one of them
+// (test with errors.Is). ErrSyntax and ErrLimit are the scanner's own
+// (jsonscan's, the same values). The engine closes the connection on any of
+// them, as autopush-rs does. The texts reach clients (the websocket close
+// reason, the node API's 400 body): they are wire behaviour, "webpush: "
+// prefix included.
 var (
-	ErrSyntax       = errors.New("webpush: malformed JSON")
+	ErrSyntax       = jsonscan.ErrSyntax // "webpush: malformed JSON"
 	ErrUnknownType  = errors.New("webpush: missing or unknown messageType")
 	ErrInvalidField = errors.New("webpush: missing or invalid field")
-	ErrLimit        = errors.New("webpush: message exceeds a limit")
+	ErrLimit        = jsonscan.ErrLimit // "webpush: message exceeds a limit"
 )
 
-// DecodeError says where and why a message was rejected.
-type DecodeError struct {
-	Offset int    // byte offset in the input where the problem was found
-	Reason string // short human readable detail
-	Err    error  // ErrSyntax, ErrUnknownType, ErrInvalidField or ErrLimit
-}
-
-func (e *DecodeError) Error() string {
-	return e.Err.Error() + " at offset " + strconv.Itoa(e.Offset) + ": " + e.Reason
-}
-
-func (e *DecodeError) Unwrap() error { return e.Err }
+// DecodeError says where and why a message was rejected: Offset, Reason,
+// and Err, the category (ErrSyntax, ErrUnknownType, ErrInvalidField or
+// ErrLimit). It is the scanner's error type, jsonscan.DecodeError.
+type DecodeError = jsonscan.DecodeError

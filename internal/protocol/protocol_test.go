@@ -1,13 +1,16 @@
 package protocol
 
 // Fixtures and helpers the tests of this package share (decode_client,
-// encode, notification, fuzz and bench tests), and MessageType.
+// encode, fuzz and bench tests), MessageType and the error texts.
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/autopush-go/autopush/internal/jsonscan"
 )
 
 // Messages as a real Firefox sends them (observed with Firefox 153).
@@ -115,5 +118,36 @@ func TestMessageTypeString(t *testing.T) {
 	}
 	if MsgUnknown.String() != "" || MessageType(99).String() != "MessageType(99)" {
 		t.Error("String of unknown types")
+	}
+}
+
+// TestErrorTexts: the category texts reach clients (the websocket close
+// reason, the node API's 400 body), and the scanner's categories and error
+// type are protocol's own, so errors.Is and errors.As work with either name.
+func TestErrorTexts(t *testing.T) {
+	for err, want := range map[error]string{
+		ErrSyntax:       "webpush: malformed JSON",
+		ErrUnknownType:  "webpush: missing or unknown messageType",
+		ErrInvalidField: "webpush: missing or invalid field",
+		ErrLimit:        "webpush: message exceeds a limit",
+	} {
+		if err.Error() != want {
+			t.Errorf("%q, want %q", err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		`{"x":tru}`:                         "webpush: malformed JSON at offset 5: invalid literal",
+		`{"messageType":"ack","updates":5}`: "webpush: missing or invalid field at offset 31: ack: invalid updates",
+		`{"messageType":"nope"}`:            "webpush: missing or unknown messageType at offset 15: unknown messageType",
+	} {
+		_, err := decodeString(t, in)
+		var de *DecodeError
+		var sde *jsonscan.DecodeError
+		if err == nil || err.Error() != want || !errors.As(err, &de) || !errors.As(err, &sde) || de != sde {
+			t.Errorf("DecodeClient(%s) = %v, want %s", in, err, want)
+		}
+	}
+	if _, err := decodeString(t, `{"x":"\q"}`); !errors.Is(err, jsonscan.ErrSyntax) || !errors.Is(err, ErrSyntax) {
+		t.Errorf("scanner error %v is not ErrSyntax under both names", err)
 	}
 }
