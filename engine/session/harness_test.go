@@ -175,13 +175,15 @@ func (h *harness) frames() []gws.Frame {
 	var out []gws.Frame
 	r := bytes.NewReader(h.out)
 	for r.Len() > 0 {
-		f, err := gws.ReadFrame(r)
-		if err != nil {
+		hdr, err := gws.ReadHeader(r)
+		if err != nil || hdr.Length > int64(r.Len()) {
 			h.t.Fatalf("server wrote a bad frame: %v (%q)", err, h.out)
 		}
-		if f.Header.Masked {
+		if hdr.Masked {
 			h.t.Fatal("server frame masked")
 		}
+		f := gws.Frame{Header: hdr, Payload: make([]byte, hdr.Length)}
+		r.Read(f.Payload)
 		out = append(out, f)
 	}
 	return out

@@ -20,7 +20,8 @@ import (
 //	  "ttl": <seconds, integer >= 0>,            0 when absent
 //	  "topic": "<topic>",                        left out when none; null accepted
 //	  "timestamp": <seconds since epoch>,        0 when absent
-//	  "sortkey_timestamp": <uint64 ms>,          left out when 0; null accepted
+//	  "sortkey_timestamp": <uint64 ns>,          the storage sort key (storage.NewSortKey:
+//	                                             receipt time in ns); left out when 0; null accepted
 //	  "data": "<base64url payload>",             left out when none; null accepted
 //	  "headers": {"encoding": "aes128gcm", ...}  only with data; null accepted
 //	}
