@@ -201,6 +201,7 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	n := et.Notification(sub.CHID, "docs-test-version-0123456789abcdef", "")
 	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, nodeapi.AppendNotification(nil, n)), 200)
 	sub.Receive(t)
+	sub.Barrier() // the node has handled the ack: nothing in flight, a check runs now (200)
 	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), nodeapi.AppendNotification(nil, n)), 404)
 	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", nodeapi.AppendNotification(nil, n)), 400)
 	node.check("node notif", request(t, "PUT", base+"/notif/"+sub.UAID, nil), 200)
