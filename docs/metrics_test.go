@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
@@ -46,7 +47,7 @@ func documentedMetrics(t *testing.T) map[string]family {
 
 // servedMetrics groups the autoconnect_/autoendpoint_ series of a
 // /metrics text by family.
-func servedMetrics(series []stacktest.Series) map[string]family {
+func servedMetrics(series []promtext.Sample) map[string]family {
 	out := map[string]family{}
 	for _, s := range series {
 		if !strings.HasPrefix(s.Name, "autoconnect_") && !strings.HasPrefix(s.Name, "autoendpoint_") {

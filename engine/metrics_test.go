@@ -3,9 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,39 +13,10 @@ import (
 	"github.com/gobwas/ws"
 )
 
-// scrape returns the node's /metrics samples by series (name and labels
-// as served, e.g. `x_bucket{le="0.05"}`).
-func scrape(t *testing.T, srv *engine.Server) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + srv.RouterAddr() + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
-	}
-	out := map[string]float64{}
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimSpace(line)
-		i := strings.LastIndexByte(line, ' ')
-		if line == "" || line[0] == '#' || i < 0 {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[i+1:], &v); err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
-}
-
 // sample returns one series of the node's /metrics, failing if absent.
 func sample(t *testing.T, srv *engine.Server, series string) float64 {
 	t.Helper()
-	v, ok := scrape(t, srv)[series]
+	v, ok := et.Metric(t, srv.NodeURL(), series)
 	if !ok {
 		t.Fatalf("/metrics has no %s", series)
 	}
@@ -94,7 +63,7 @@ func TestDeliveryAckSeconds(t *testing.T) {
 	var sum float64
 	check := func(what string, count float64, start time.Time) {
 		t.Helper()
-		m := scrape(t, srv)
+		m := et.Scrape(t, srv.NodeURL())
 		got := m["autoconnect_delivery_ack_seconds_sum"] - sum
 		sum = m["autoconnect_delivery_ack_seconds_sum"]
 		if n := m["autoconnect_delivery_ack_seconds_count"]; n != count {
@@ -164,7 +133,7 @@ func TestHelloStorageFailureCountedOnce(t *testing.T) {
 			if code := c.ExpectClose(); code != tc.close {
 				t.Fatalf("hello closed with %d, want %d", code, tc.close)
 			}
-			m := scrape(t, srv)
+			m := et.Scrape(t, srv.NodeURL())
 			if got := m["autoconnect_storage_errors_total"]; got != tc.storageErr {
 				t.Errorf("autoconnect_storage_errors_total %v, want %v", got, tc.storageErr)
 			}

@@ -218,20 +218,11 @@ func (n *procNode) get(path string) (int, string, error) {
 // metric returns the value of one sample of the node's /metrics.
 func (n *procNode) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	code, body, err := n.get("/metrics")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("node %s /metrics: %d %v", n.name, code, err)
+	v, ok := et.Metric(t, n.NodeURL, name)
+	if !ok {
+		t.Fatalf("node %s: no metric %s in /metrics", n.name, name)
 	}
-	for line := range strings.Lines(body) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			var f float64
-			if _, err := fmt.Sscan(v, &f); err == nil {
-				return f
-			}
-		}
-	}
-	t.Fatalf("node %s: no metric %s in /metrics", n.name, name)
-	return 0
+	return v
 }
 
 // health returns the node's /health document.

@@ -17,12 +17,10 @@ import (
 // and drains, and every push is accounted for.
 func (r *run) delivery(ctx context.Context) error {
 	cfg := &r.cfg
-	c, err := r.connectAll(ctx, "connect")
+	err := r.connectEveryone(ctx)
 	if err != nil {
-		return errRun("connect", err)
+		return err
 	}
-	r.rep.Connect = c
-	r.logf("connected %s user agents in %.1fs", report.Num(c.Connected), c.Seconds)
 	d := &report.DeliveryReport{UAs: cfg.UAs, Offered: cfg.PushRate}
 	r.rep.Delivery = d
 

@@ -16,12 +16,9 @@ import (
 // MinStages) it stops.
 func (r *run) notify(ctx context.Context) error {
 	cfg := &r.cfg
-	c, err := r.connectAll(ctx, "connect")
-	if err != nil {
-		return errRun("connect", err)
+	if err := r.connectEveryone(ctx); err != nil {
+		return err
 	}
-	r.rep.Connect = c
-	r.logf("connected %s user agents in %.1fs", report.Num(c.Connected), c.Seconds)
 	n := &report.NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
 	r.rep.Notify = n
 	workers := float64(len(r.pool.ws))

@@ -287,6 +287,18 @@ func (r *run) logf(format string, args ...any) {
 	r.prog.println(fmt.Sprintf("loadtest: "+format, args...))
 }
 
+// connectEveryone connects every user agent before a scenario's pushes,
+// into the report's Connect section.
+func (r *run) connectEveryone(ctx context.Context) error {
+	c, err := r.connectAll(ctx, "connect")
+	if err != nil {
+		return errRun("connect", err)
+	}
+	r.rep.Connect = c
+	r.logf("connected %s user agents in %.1fs", report.Num(c.Connected), c.Seconds)
+	return nil
+}
+
 // connectAll connects every user agent and reports the ramp.
 func (r *run) connectAll(ctx context.Context, name string) (*report.ConnectReport, error) {
 	r.setPhase(name, int64(r.cfg.UAs), func(s report.Sample) int64 { return int64(s.Connected) })

@@ -18,6 +18,7 @@ import (
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
@@ -536,7 +537,7 @@ func TestDashboard(t *testing.T) {
 	st.Exercise(t)
 	engineText, apiText := st.Metrics(t)
 	// Prometheus adds job (the scrape config's name) and instance.
-	byJob := map[string][]stacktest.Series{
+	byJob := map[string][]promtext.Sample{
 		"autoconnect":  stacktest.ParseMetrics(t, engineText),
 		"autoendpoint": stacktest.ParseMetrics(t, apiText),
 	}
@@ -575,8 +576,8 @@ func TestDashboard(t *testing.T) {
 }
 
 // matching returns the served series sel selects.
-func matching(t *testing.T, byJob map[string][]stacktest.Series, sel selector) []stacktest.Series {
-	var out []stacktest.Series
+func matching(t *testing.T, byJob map[string][]promtext.Sample, sel selector) []promtext.Sample {
+	var out []promtext.Sample
 	for job, series := range byJob {
 	next:
 		for _, s := range series {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/gobwas/ws"
@@ -372,30 +373,22 @@ func Settle(t testing.TB, nodeURL string) {
 	})
 }
 
-// Metric reads one series of the node's /metrics (name and labels as
-// served, e.g. `x_total{kind="y"}`).
-func Metric(t testing.TB, nodeURL, series string) (float64, bool) {
+// Scrape reads the node's /metrics (nodeURL: its internal API) into
+// series -> value, series as served (e.g. `x_total{kind="y"}`).
+func Scrape(t testing.TB, nodeURL string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(nodeURL + "/metrics")
+	m, err := promtext.Scrape(context.Background(), nil, nodeURL+"/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
-	}
-	for line := range strings.Lines(string(b)) {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if ok && name == series {
-			var v float64
-			if _, err := fmt.Sscan(value, &v); err != nil {
-				t.Fatalf("/metrics line %q: %v", line, err)
-			}
-			return v, true
-		}
-	}
-	return 0, false
+	return m
+}
+
+// Metric reads one series of the node's /metrics; false when absent.
+func Metric(t testing.TB, nodeURL, series string) (float64, bool) {
+	t.Helper()
+	v, ok := Scrape(t, nodeURL)[series]
+	return v, ok
 }
 
 // Barrier makes a round trip (a register): the node handles a client's

@@ -3,8 +3,8 @@ package probe
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/autopush-go/autopush/internal/promtext"
 )
 
 // Memory is read from outside the measured processes: /proc/<pid>/status
@@ -66,41 +68,6 @@ func ProcRSS(pid int) (int64, error) {
 // shows as a gap, not a stalled sampler.
 var metricsClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 
-// scrapeMetrics reads a Prometheus text page into name{labels} -> value.
-func scrapeMetrics(url string) (map[string]float64, error) {
-	resp, err := metricsClient.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("loadtest: %s: HTTP %d", url, resp.StatusCode)
-	}
-	return parseMetrics(resp.Body)
-}
-
-func parseMetrics(r io.Reader) (map[string]float64, error) {
-	m := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[line[:i]] = v
-	}
-	return m, sc.Err()
-}
-
 // EngineSample is one engine process at one instant. Figures from the
 // engine's /metrics (the Go runtime's own view) and its gctrace are -1
 // when they could not be read.
@@ -147,7 +114,7 @@ func SampleEngine(pid int, metricsURL string, gc *GCTrace) (EngineSample, error)
 	s.Goroutines, s.HeapInuse, s.Connections, s.Clients = -1, -1, -1, -1
 	s.HeapResident, s.HeapObjects, s.StackInuse, s.GCs = -1, -1, -1, -1
 	s.HeapLive = gc.HeapLive()
-	m, err := scrapeMetrics(metricsURL)
+	m, err := promtext.Scrape(context.Background(), metricsClient, metricsURL)
 	if err != nil {
 		return s, nil
 	}

@@ -5,22 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 )
-
-func TestParseMetrics(t *testing.T) {
-	in := "# HELP x\ngo_goroutines 85\nautoconnect_connections 19000\n" +
-		`autoconnect_direct_total{result="busy"} 3` + "\ngo_memstats_heap_inuse_bytes 1.2345e+07\n"
-	m, err := parseMetrics(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m["go_goroutines"] != 85 || m["autoconnect_connections"] != 19000 || m[`autoconnect_direct_total{result="busy"}`] != 3 ||
-		m["go_memstats_heap_inuse_bytes"] != 12345000 {
-		t.Errorf("%v", m)
-	}
-}
 
 func TestSumEngines(t *testing.T) {
 	a := EngineSample{procMem: procMem{RSS: 10, Anon: 5}, Goroutines: 80, HeapInuse: 7, Connections: 3, Clients: 2}

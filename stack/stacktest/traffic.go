@@ -11,6 +11,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
@@ -137,72 +138,13 @@ func (s *Stack) clients(t testing.TB) int {
 	return h.Clients
 }
 
-// Series is one sample line of a /metrics text.
-type Series struct {
-	Name   string
-	Labels map[string]string
-}
-
-// ParseMetrics reads the Prometheus text exposition format (comments
-// skipped). It fails the test on a line it cannot read.
-func ParseMetrics(t testing.TB, text string) []Series {
+// ParseMetrics reads a /metrics text (the Prometheus text exposition
+// format); it fails the test on a line it cannot read.
+func ParseMetrics(t testing.TB, text string) []promtext.Sample {
 	t.Helper()
-	var out []Series
-	for line := range strings.SplitSeq(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s, ok := parseSeries(line)
-		if !ok {
-			t.Fatalf("unreadable /metrics line %q", line)
-		}
-		out = append(out, s)
+	samples, err := promtext.ParseAll(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
-}
-
-func parseSeries(line string) (Series, bool) {
-	end := strings.IndexAny(line, "{ ")
-	if end <= 0 {
-		return Series{}, false
-	}
-	s := Series{Name: line[:end], Labels: map[string]string{}}
-	rest := line[end:]
-	if rest[0] != '{' {
-		return s, true
-	}
-	rest = rest[1:]
-	for {
-		rest = strings.TrimLeft(rest, ", ")
-		if strings.HasPrefix(rest, "}") {
-			return s, true
-		}
-		eq := strings.Index(rest, `="`)
-		if eq <= 0 {
-			return s, false
-		}
-		name := rest[:eq]
-		rest = rest[eq+2:]
-		var v strings.Builder
-		i := 0
-		for ; i < len(rest) && rest[i] != '"'; i++ {
-			if rest[i] == '\\' && i+1 < len(rest) {
-				i++
-				switch rest[i] {
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					v.WriteByte(rest[i])
-				}
-				continue
-			}
-			v.WriteByte(rest[i])
-		}
-		if i == len(rest) {
-			return s, false
-		}
-		s.Labels[name] = v.String()
-		rest = rest[i+1:]
-	}
+	return samples
 }

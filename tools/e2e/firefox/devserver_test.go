@@ -3,20 +3,17 @@
 package firefox
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
@@ -74,24 +71,7 @@ func (d *devserver) stop(t *testing.T) {
 // metrics reads the connection node's counters (GET /metrics on the node
 // API).
 func (d *devserver) metrics() (map[string]float64, error) {
-	resp, err := http.Get("http://" + d.node + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			m[line[:i]] = v
-		}
-	}
-	return m, sc.Err()
+	return promtext.Scrape(context.Background(), nil, "http://"+d.node+"/metrics")
 }
 
 // waitMetric polls the node's metrics until ok(value of name) or d passes,
