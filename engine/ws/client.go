@@ -162,19 +162,5 @@ func maskBytes(b []byte, mask [4]byte) {
 // *CloseError, decided from the header bytes alone; h is the zero Header on
 // need-more or error.
 func ParseServerFrame(buf []byte, maxPayload int) (h Header, payload []byte, n int, err error) {
-	if len(buf) < 2 {
-		return Header{}, nil, 0, nil
-	}
-	if err := checkStart(buf[0], buf[1]); err != nil {
-		return Header{}, nil, 0, err
-	}
-	if buf[1]&0x80 != 0 {
-		return Header{}, nil, 0, ErrMasked
-	}
-	length, hl, err := payloadLength(buf, maxPayload)
-	if hl == 0 || uint64(len(buf)-hl) < length {
-		return Header{}, nil, 0, err
-	}
-	n = hl + int(length)
-	return Header{Fin: buf[0]&0x80 != 0, OpCode: OpCode(buf[0] & 0x0f), Length: int64(length)}, buf[hl:n:n], n, nil
+	return parseFrame(buf, maxPayload, false)
 }

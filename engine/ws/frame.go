@@ -89,6 +89,13 @@ var (
 // payload is buffered. h is the header as sent (Masked and Mask included);
 // it is the zero Header on need-more or error.
 func ParseFrame(buf []byte, maxPayload int) (h Header, payload []byte, n int, err error) {
+	return parseFrame(buf, maxPayload, true)
+}
+
+// parseFrame is ParseFrame (masked: a client's frame, unmasked in place)
+// and ParseServerFrame (not masked: a server's, left as it is). One body,
+// the length decoding inline: this is the server's hot path.
+func parseFrame(buf []byte, maxPayload int, masked bool) (h Header, payload []byte, n int, err error) {
 	if len(buf) < 2 {
 		return Header{}, nil, 0, nil
 	}
@@ -96,19 +103,43 @@ func ParseFrame(buf []byte, maxPayload int) (h Header, payload []byte, n int, er
 	if err := checkStart(b0, b1); err != nil {
 		return Header{}, nil, 0, err
 	}
-	if b1&0x80 == 0 {
-		return Header{}, nil, 0, ErrUnmasked
+	if b1&0x80 != 0 != masked {
+		if masked {
+			return Header{}, nil, 0, ErrUnmasked
+		}
+		return Header{}, nil, 0, ErrMasked
 	}
-	length, hl, err := payloadLength(buf, maxPayload)
-	hl += 4 // masking key
-	if hl == 4 || len(buf) < hl || uint64(len(buf)-hl) < length {
-		return Header{}, nil, 0, err
+	// The minimal length encoding RFC 6455 §5.2 asks senders for is not
+	// enforced: refusing 126+16-bit for a small payload buys nothing.
+	hl, length := 2, uint64(b1&0x7f)
+	switch length {
+	case 126:
+		if len(buf) < 4 {
+			return Header{}, nil, 0, nil
+		}
+		length, hl = uint64(binary.BigEndian.Uint16(buf[2:4])), 4
+	case 127:
+		if len(buf) < 10 {
+			return Header{}, nil, 0, nil
+		}
+		length, hl = binary.BigEndian.Uint64(buf[2:10]), 10
 	}
-	h = Header{Fin: b0&0x80 != 0, OpCode: OpCode(b0 & 0x0f), Masked: true, Length: int64(length)}
-	copy(h.Mask[:], buf[hl-4:hl])
+	if length > maxLength || maxPayload > 0 && length > uint64(maxPayload) {
+		return Header{}, nil, 0, lengthError(length)
+	}
+	if masked {
+		hl += 4 // masking key
+	}
+	if len(buf) < hl || uint64(len(buf)-hl) < length {
+		return Header{}, nil, 0, nil
+	}
+	h = Header{Fin: b0&0x80 != 0, OpCode: OpCode(b0 & 0x0f), Masked: masked, Length: int64(length)}
 	n = hl + int(length)
 	payload = buf[hl:n:n]
-	gws.Cipher(payload, h.Mask, 0)
+	if masked {
+		copy(h.Mask[:], buf[hl-4:hl])
+		gws.Cipher(payload, h.Mask, 0)
+	}
 	return h, payload, n, nil
 }
 
@@ -132,34 +163,7 @@ func checkStart(b0, b1 byte) error {
 // maxLength keeps a frame's length within int range.
 const maxLength = math.MaxInt - gws.MaxHeaderSize
 
-// payloadLength reads the payload length of the frame starting buf (whose
-// first two bytes are there) and returns it with the header's length
-// before any masking key. hl is 0 (and err nil) while the extended length
-// is not in buf yet; a length over maxPayload (<= 0: no limit but int
-// range) is an error.
-//
-// The minimal length encoding RFC 6455 §5.2 asks senders for is not
-// enforced: refusing 126+16-bit for a small payload buys nothing.
-func payloadLength(buf []byte, maxPayload int) (length uint64, hl int, err error) {
-	length, hl = uint64(buf[1]&0x7f), 2
-	if length == 126 {
-		if len(buf) < 4 {
-			return 0, 0, nil
-		}
-		length, hl = uint64(binary.BigEndian.Uint16(buf[2:4])), 4
-	} else if length == 127 {
-		if len(buf) < 10 {
-			return 0, 0, nil
-		}
-		length, hl = binary.BigEndian.Uint64(buf[2:10]), 10
-	}
-	if length > maxLength || maxPayload > 0 && length > uint64(maxPayload) {
-		return 0, 0, lengthError(length)
-	}
-	return length, hl, nil
-}
-
-// lengthError is the error of a length payloadLength refuses.
+// lengthError is the error of a length parseFrame refuses.
 func lengthError(length uint64) error {
 	if length>>63 != 0 {
 		return ErrBadLength
