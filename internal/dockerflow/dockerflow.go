@@ -1,5 +1,3 @@
-// Package dockerflow holds what both tiers serve on Mozilla's dockerflow
-// routes (/__version__, /__heartbeat__, /__lbheartbeat__) and must agree on.
 package dockerflow
 
 import "os"

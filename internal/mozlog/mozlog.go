@@ -1,7 +1,3 @@
-// Package mozlog builds the services' structured logger: JSON lines with
-// MozLog's field names (Timestamp in ns, Type, Logger, Hostname, Severity
-// as a syslog level, Pid, EnvVersion, Fields), the format Mozilla's push
-// service logs in and that its operators' pipelines parse.
 package mozlog
 
 import (

@@ -1,6 +1,3 @@
-// Package cqltest gives tests outside storage/scylla a real CQL server:
-// the hosts `make test` exports in CQL_HOSTS (a Cassandra node started by
-// tools/cql/start.sh), and fresh keyspaces with the schema applied.
 package cqltest
 
 import (

@@ -1,0 +1,11 @@
+// Command endpointdiag explains a push endpoint: it decrypts the token with
+// the CRYPTO_KEY list and shows the uaid, channel and VAPID key hash it
+// names, then the router record, whether the channel is registered, and the
+// messages waiting in storage. For operators answering "why doesn't this
+// subscription get its pushes?".
+//
+//	endpointdiag -crypto-key "$CRYPTO_KEY" -data-dir ./data https://push.example.com/wpush/v2/gAAAA...
+//	endpointdiag -storage scylla -cql-hosts db1:9042 -json <token>
+//
+// It must never write to storage.
+package main
