@@ -83,6 +83,17 @@ type Store interface {
 	// only moves forward: a smaller value is ignored. 1 RT.
 	AdvanceCursor(ctx context.Context, uaid uuid.UUID, sortKey uint64) error
 
+	// Broadcasts (megaphone): the current version of each broadcast id,
+	// one table every node reads (ValidateBroadcast states the bounds).
+
+	// PutBroadcast sets the version of broadcast id ("broadcaster/channel"
+	// in megaphone's naming), replacing the stored one. 1 RT.
+	PutBroadcast(ctx context.Context, id, version string) error
+
+	// Broadcasts returns every stored broadcast id with its version; an
+	// empty map when there is none. 1 RT.
+	Broadcasts(ctx context.Context) (map[string]string, error)
+
 	// Health returns nil when the backend can serve reads and writes, or
 	// an error wrapping ErrUnavailable. 1 RT.
 	Health(ctx context.Context) error

@@ -13,6 +13,7 @@ import (
 //	'm' uaid 0x01 chid topic          -> topic message
 //	'm' uaid 0x02 sortkey chid        -> timestamp message
 //	'x' expiry(ns) key                -> expiry index entry (empty value)
+//	'b' broadcast id                  -> broadcast version (broadcasts.go)
 //
 // One user's channels and messages are contiguous, so listing, paging and
 // dropping a user are range operations.

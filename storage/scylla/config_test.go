@@ -114,13 +114,14 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 
 func TestSchemaStatements(t *testing.T) {
 	stmts := schemaStatements("ks", testReplication)
-	if len(stmts) != 3 {
-		t.Fatalf("%d statements, want 3:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 4 {
+		t.Fatalf("%d statements, want 4:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
 	want := []string{
 		"CREATE KEYSPACE IF NOT EXISTS ks\n  WITH replication = " + testReplication,
 		"CREATE TABLE IF NOT EXISTS ks.router (",
 		"CREATE TABLE IF NOT EXISTS ks.message (",
+		"CREATE TABLE IF NOT EXISTS ks.broadcast (",
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(stmts[i], w) {

@@ -8,11 +8,13 @@
 //
 // # Design
 //
-// Two tables (schema.cql): router holds one partition per user agent,
+// Three tables (schema.cql): router holds one partition per user agent,
 // whose static columns are the router record and whose clustering rows are
 // the subscribed channels, so dropping a user is one partition delete;
 // message holds one partition per user agent with topic and timestamp
 // messages as clustering rows.
+// A third, broadcast, holds the broadcast (megaphone) versions in one
+// small partition that every connection node reads whole when it polls.
 //
 // Every ordering rule of the storage contract (newest connection wins, a
 // clear never removes a newer connection, the cursor only moves forward, an

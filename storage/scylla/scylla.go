@@ -27,7 +27,7 @@ type Store struct {
 var _ storage.Store = (*Store)(nil)
 
 // requiredTables are what New checks exist before serving.
-var requiredTables = []string{"router", "message"}
+var requiredTables = []string{"router", "message", "broadcast"}
 
 // New connects to the cluster and checks that the schema is in place; it
 // never creates it (see ApplySchema). A cluster that cannot be reached

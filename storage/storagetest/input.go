@@ -121,4 +121,7 @@ func testClosed(t *testing.T, s storage.Store) {
 	wantKind(t, err, storage.ErrUnavailable, "get after close")
 	wantKind(t, s.SaveMessage(ctx(t), uaid, msg(uuid.New(), "")), storage.ErrUnavailable, "save after close")
 	wantKind(t, s.Connect(ctx(t), user(uaid, "n", nowMS())), storage.ErrUnavailable, "connect after close")
+	wantKind(t, s.PutBroadcast(ctx(t), "a/b", "v"), storage.ErrUnavailable, "put broadcast after close")
+	_, err = s.Broadcasts(ctx(t))
+	wantKind(t, err, storage.ErrUnavailable, "broadcasts after close")
 }

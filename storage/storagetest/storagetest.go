@@ -43,6 +43,9 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentSaves", testConcurrentSaves},
 		{"DropUserRemovesEverything", testDropUser},
 		{"InvalidInputRejected", testInvalidInput},
+		{"Broadcasts", testBroadcasts},
+		{"ConcurrentBroadcasts", testConcurrentBroadcasts},
+		{"InvalidBroadcastsRejected", testInvalidBroadcasts},
 		{"Health", testHealth},
 		{"ClosedStoreUnavailable", testClosed},
 	}
