@@ -24,10 +24,13 @@ func (s *Session) Consume(x *Ctx, buf []byte) int {
 
 func (s *Session) consume(x *Ctx, buf []byte) int {
 	used := 0
+	if s.state == stAnswering {
+		return len(buf) // one request per connection: the rest is ignored
+	}
 	if s.state == stUpgrade {
 		n := s.upgrade(x, buf)
 		if n == 0 || s.state != stHello {
-			if s.state >= stClosing {
+			if s.state >= stAnswering { // answered, answering or closing
 				return len(buf)
 			}
 			return 0
@@ -84,6 +87,9 @@ func (s *Session) feed(x *Ctx, h ws.Header, payload []byte) (ws.Message, bool, e
 func (s *Session) upgrade(x *Ctx, buf []byte) int {
 	req, n, err := ws.ParseUpgrade(buf)
 	if err != nil {
+		if s.plainHTTP(x, &req, err) {
+			return 0
+		}
 		x.Metrics.UpgradesBad.Inc()
 		var ue *ws.UpgradeError
 		if errors.As(err, &ue) {
@@ -168,7 +174,7 @@ func (s *Session) text(x *Ctx, payload []byte) {
 	case protocol.MsgPing:
 		s.clientPing(x)
 	case protocol.MsgBroadcastSubscribe:
-		// No broadcasts are published yet: accepted, nothing to send.
+		s.broadcastSubscribe(x, m)
 	}
 }
 
@@ -194,6 +200,9 @@ func (s *Session) Tick(x *Ctx) {
 	switch s.state {
 	case stUpgrade, stHello:
 		s.fail(x, "hello_timeout", ws.StatusPolicyViolation, "no hello in time")
+	case stAnswering:
+		x.Out = ws.AppendHTTPResponse(x.Out, 503, "storage did not answer in time\n", "Retry-After", "30")
+		s.fail(x, "hello_timeout", ws.StatusPolicyViolation, "")
 	case stHelloing, stReady:
 		switch {
 		case s.pingOut:
@@ -207,6 +216,9 @@ func (s *Session) Tick(x *Ctx) {
 			x.schedule(now.Add(cfg.PongTimeout))
 		default:
 			x.schedule(now.Add(cfg.PingInterval - time.Duration(idle)*time.Millisecond))
+			// A safety net under the fan-out: a change that did not
+			// reach this client yet goes out now.
+			s.Broadcast(x)
 		}
 	}
 }

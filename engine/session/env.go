@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/autopush-go/autopush/engine/broadcast"
+	"github.com/autopush-go/autopush/internal/protocol"
 )
 
 // Config is what a session needs of the node's settings (engine.Config
@@ -19,6 +22,7 @@ type Config struct {
 	MaxMessageSize int           // largest websocket message
 	MessagePage    int           // stored messages read per check
 	CursorLag      time.Duration // the read cursor stays this far behind now
+	MsgLimit       int           // stored messages sent in one drain before the user is dropped; 0: no limit
 }
 
 // Metrics are the counters transitions move. The node makes them in its
@@ -32,6 +36,11 @@ type Metrics struct {
 	Overloaded                                   *metrics.Counter
 	DeliveryAck                                  *metrics.PrometheusHistogram
 	errors                                       map[string]*metrics.Counter
+
+	// Broadcasts counts "broadcast" messages written; UAIDResets users
+	// dropped for passing Config.MsgLimit.
+	Broadcasts, UAIDResets *metrics.Counter
+	http                   map[string]*metrics.Counter // plain HTTP on the public port, by HTTPRoutes
 }
 
 // ErrorKinds label why a connection was closed or a message refused
@@ -56,6 +65,11 @@ func NewMetrics(set *metrics.Set, names MetricNames) *Metrics {
 	for _, k := range ErrorKinds {
 		m.errors[k] = set.NewCounter(names.Errors + `{kind="` + k + `"}`)
 	}
+	m.Broadcasts, m.UAIDResets = set.NewCounter(names.Broadcasts), set.NewCounter(names.UAIDResets)
+	m.http = map[string]*metrics.Counter{}
+	for _, r := range HTTPRoutes {
+		m.http[r] = set.NewCounter(names.HTTP + `{route="` + r + `"}`)
+	}
 	return m
 }
 
@@ -66,6 +80,7 @@ type MetricNames struct {
 	Acked, Nacked, Expired, Pings, Evictions     string
 	Overloaded, DeliveryAck, Errors              string
 	DeliveryAckBuckets                           []float64
+	Broadcasts, UAIDResets, HTTP                 string
 }
 
 func (m *Metrics) fail(kind string) {
@@ -94,6 +109,15 @@ type Env struct {
 	// Full reports that the node holds as many connections as it may:
 	// upgrades are refused. Nil: never full.
 	Full func() bool
+
+	// Broadcasts holds the node's broadcast versions and its clients'
+	// subscriptions. Nil: the node knows no broadcast.
+	Broadcasts *broadcast.Table
+	// Version is the version.json served at /__version__ on the public
+	// port (see http.go); nil serves "{}".
+	Version []byte
+	// Connections reports the node's open connections for /health. Nil: 0.
+	Connections func() int64
 }
 
 // clock is ms since Epoch, wrapping at 2^32 (49 days): sessions compare
@@ -133,6 +157,9 @@ type Ctx struct {
 	// Due is the session's next deadline in ms since the Unix epoch (the
 	// loop's timer then calls Tick); 0 leaves it as it was.
 	Due int64
+	// bc and bcErr are scratch lists for the broadcasts a transition
+	// sends, kept with the Ctx so that a fan-out allocates nothing.
+	bc, bcErr []protocol.Broadcast
 	// SentDirect and SentStored count the notifications in Out, and
 	// Pending how many of them were added to the unacked list; should the
 	// write of Out fail, Close(Pending) knows which were never written.
@@ -142,7 +169,9 @@ type Ctx struct {
 // Reset empties the effects for the next transition, keeping the buffers.
 func (x *Ctx) Reset() {
 	clear(x.Jobs) // drop references to keys and pages
-	x.Out, x.Jobs = x.Out[:0], x.Jobs[:0]
+	clear(x.bc)
+	clear(x.bcErr)
+	x.Out, x.Jobs, x.bc, x.bcErr = x.Out[:0], x.Jobs[:0], x.bc[:0], x.bcErr[:0]
 	x.Close, x.Due, x.Host = false, 0, nil
 	x.SentDirect, x.SentStored, x.Pending = 0, 0, 0
 }

@@ -25,6 +25,12 @@ type flow struct {
 	more     bool   // the last page was full
 	deleting int    // acked messages whose delete is still running
 	batchMax uint64 // largest SortKey of stored timestamp messages sent
+
+	// fromStorage counts stored messages sent since a read last found
+	// storage empty (Config.MsgLimit); dropping is set once the user is
+	// being dropped for passing it (msglimit.go).
+	fromStorage int
+	dropping    bool
 }
 
 // pending is a notification sent and not yet acked.
@@ -47,7 +53,7 @@ func (s *Session) flowState() *flow {
 // idle drops the flow once nothing is in flight.
 func (s *Session) idle() {
 	f := s.flow
-	if f != nil && len(f.unacked) == 0 && !f.checking && !f.recheck && !f.more && f.deleting == 0 {
+	if f != nil && len(f.unacked) == 0 && !f.checking && !f.recheck && !f.more && f.deleting == 0 && !f.dropping {
 		s.flow = nil
 	}
 }
@@ -71,6 +77,8 @@ func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
 		return nodeapi.StatusNotHere
 	case x.Draining.Load():
 		return nodeapi.StatusBusy
+	case s.flow != nil && s.flow.dropping:
+		return nodeapi.StatusNotHere // the user is being dropped (msglimit.go)
 	}
 	f := s.flowState()
 	if f.checking || f.deleting > 0 || len(f.unacked) >= x.Config.MaxUnacked {
@@ -99,7 +107,7 @@ func (s *Session) Check(x *Ctx) int {
 		return nodeapi.StatusNotHere
 	}
 	f := s.flowState()
-	if f.checking || f.deleting > 0 || len(f.unacked) > 0 {
+	if f.checking || f.deleting > 0 || len(f.unacked) > 0 || f.dropping {
 		f.recheck = true
 		return nodeapi.StatusCheckLater
 	}
@@ -129,6 +137,9 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 	}
 	f.more = r.More
 	now := x.Now()
+	if s.overLimit(x, f, r, now) {
+		return
+	}
 	sentAt := x.monoNanos(now) // the page's writes are back to back: one stamp
 	var hdrs [8]protocol.Header
 	for _, list := range [][]storage.Message{r.Topics, r.Stamps} {
@@ -201,7 +212,7 @@ func (s *Session) deleteDone(x *Ctx) {
 // cursor past a fully acked batch, then read the next page if one is owed.
 func (s *Session) drained(x *Ctx) {
 	f := s.flow
-	if f == nil || f.checking || f.deleting > 0 || len(f.unacked) > 0 || s.state != stReady {
+	if f == nil || f.checking || f.deleting > 0 || len(f.unacked) > 0 || s.state != stReady || f.dropping {
 		return
 	}
 	// Never past now - CursorLag: a message stamped earlier may still be
@@ -232,6 +243,7 @@ func (s *Session) Close(e *Env, unsent int) (Leave, bool) {
 		s.asm = nil
 	}
 	s.state = stClosed
+	s.releaseBroadcasts(e)
 	var keep []storage.Message
 	if f := s.flow; f != nil {
 		now := e.Now()

@@ -22,6 +22,14 @@ type fuzzModel struct {
 	deleted  map[storage.MessageKey]bool
 	closing  bool // a close was asked for or Close ran
 	versions int
+	// told is each broadcast id's version the client has (claimed in
+	// hello or broadcast_subscribe, or sent to it).
+	told map[string]string
+	bgen int // versions published to the table so far
+	// fanout is set while the step is a fan-out visit or a tick, which
+	// must never repeat a version the client was sent; helloed once the
+	// hello reply went out.
+	fanout, helloed bool
 }
 
 // FuzzSession drives a session with a sequence of inputs (client bytes and
@@ -35,12 +43,17 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 1, 3, 0, 5, 0, 3, 2, 1, 6, 1, 6, 3, 0, 3, 0, 9, 1})
 	f.Add([]byte{0, 7, 1, 0, 3, 0, 2, 0, 2, 0, 2, 0, 2, 0, 1, 6, 4, 200, 4, 100, 6, 0})
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 1, 10, 1, 11, 1, 12, 10, 5, 0x81, 0x85, 1, 2, 3})
+	f.Add([]byte{11, 0, 0, 0, 1, 16, 3, 0, 11, 1, 12, 0, 1, 17, 11, 2, 4, 90, 12, 0, 9, 0})
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 0, 3, 0, 3, 8, 1, 5, 3, 0, 3, 8, 3, 0, 3, 0})
+	f.Add([]byte{1, 18, 3, 0, 3, 1})
+	f.Add([]byte{1, 19})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MessagePage, c.MaxMessageSize = 3, 4, 1024 })
-		m := &fuzzModel{h: h, sent: map[string]storage.MessageKey{}, deleted: map[storage.MessageKey]bool{}}
+		h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MessagePage, c.MaxMessageSize, c.MsgLimit = 3, 4, 1024, 5 })
+		h.env.Broadcasts.Update(map[string]string{"a": "1", "b": "1"})
+		m := &fuzzModel{h: h, sent: map[string]storage.MessageKey{}, deleted: map[storage.MessageKey]bool{}, told: map[string]string{}}
 		m.step(h.s.Open)
 		for i := 0; i+1 < len(ops); i += 2 {
-			op, arg := ops[i]%11, ops[i+1]
+			op, arg := ops[i]%13, ops[i+1]
 			if op == 10 { // raw client bytes: the rest of the input, up to arg bytes
 				n := min(int(arg), len(ops)-i-2)
 				raw := bytes.Clone(ops[i+2 : i+2+n])
@@ -56,6 +69,9 @@ func FuzzSession(f *testing.F) {
 		}
 		if n := h.env.InFlight.Load(); n != 0 {
 			t.Fatalf("%d notifications still counted in flight after Close", n)
+		}
+		if n := h.env.Broadcasts.Subs(); n != 0 {
+			t.Fatalf("%d broadcast subscriptions still held after Close", n)
 		}
 	})
 }
@@ -84,7 +100,9 @@ func (m *fuzzModel) apply(op, arg byte) {
 		m.answer(arg)
 	case 4:
 		h.now = h.now.Add(time.Duration(arg) * 3 * time.Second)
+		m.fanout = true
 		m.step(h.s.Tick)
+		m.fanout = false
 	case 5:
 		m.step(func(x *Ctx) { h.s.Check(x) })
 	case 6:
@@ -94,6 +112,14 @@ func (m *fuzzModel) apply(op, arg byte) {
 		m.step([]func(*Ctx){h.s.SlowReader, h.s.Overloaded, h.s.Shutdown}[arg%3])
 	case 8:
 		h.env.Draining.Store(arg%2 == 1)
+	case 11: // a broadcast version changes (or a new id appears)
+		m.bgen++
+		id := []string{"a", "b", "c"}[arg%3]
+		h.env.Broadcasts.Update(map[string]string{id: fmt.Sprint(m.bgen + 1)})
+	case 12: // the node's fan-out visits the session
+		m.fanout = true
+		m.step(h.s.Broadcast)
+		m.fanout = false
 	case 9:
 		if !h.s.Closed() {
 			unsent := int(arg) % (h.x.Pending + 1)
@@ -110,7 +136,7 @@ func (m *fuzzModel) apply(op, arg byte) {
 func (m *fuzzModel) clientInput(arg byte) []byte {
 	chid := "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f"
 	text := func(s string) []byte { return clientFrame(gws.OpText, []byte(s)) }
-	switch arg % 16 {
+	switch arg % 20 {
 	case 0:
 		return text(`{"messageType":"hello","use_webpush":true}`)
 	case 1:
@@ -146,6 +172,14 @@ func (m *fuzzModel) clientInput(arg byte) []byte {
 		return gwsFrame(gws.NewFrame(gws.OpContinuation, true, []byte(`"ping"}`)))
 	case 14:
 		return clientFrame(gws.OpClose, gws.NewCloseFrameBody(1000, ""))
+	case 16:
+		return text(`{"messageType":"hello","broadcasts":{"a":"1","b":"0","zz":"1"}}`)
+	case 17:
+		return text(`{"messageType":"broadcast_subscribe","broadcasts":{"b":"0","c":"1"}}`)
+	case 18: // plain HTTP: only meaningful before the upgrade
+		return []byte("GET /__heartbeat__ HTTP/1.1\r\nHost: x\r\n\r\n")
+	case 19:
+		return []byte("PUT /notif/x HTTP/1.1\r\nHost: x\r\n\r\n")
 	}
 	return text(`{"messageType":"subscribe"}`)
 }
@@ -235,6 +269,7 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 				h.t.Fatalf("frames after a close frame: %q", h.out)
 			}
 		}
+		m.checkBroadcasts()
 	}
 	for _, j := range h.jobs {
 		if j.Kind == JobDelete {
@@ -253,6 +288,44 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 	}
 }
 
+// checkBroadcasts checks the broadcasts the step wrote: only after the
+// hello reply, each at the table's current version, unknown ids only
+// under "errors", and a fan-out or tick never repeating what was sent.
+func (m *fuzzModel) checkBroadcasts() {
+	h := m.h
+	current := h.env.Broadcasts.Versions()
+	for _, msg := range h.messagesIfAny() {
+		b, _ := msg["broadcasts"].(map[string]any)
+		switch msg["messageType"] {
+		case "hello":
+			m.helloed = true
+		case "broadcast":
+			if !m.helloed || len(b) == 0 {
+				h.t.Fatalf("broadcast message %v before the hello reply, or empty", msg)
+			}
+		default:
+			continue
+		}
+		for id, v := range b {
+			if id == "errors" {
+				for eid, ev := range v.(map[string]any) {
+					if _, known := current[eid]; known || ev != protocol.BroadcastNotFound {
+						h.t.Fatalf("error entry %s: %v (known %v)", eid, ev, known)
+					}
+				}
+				continue
+			}
+			if v != current[id] {
+				h.t.Fatalf("sent %s=%v, the table has %q", id, v, current[id])
+			}
+			if m.fanout && m.told[id] == v {
+				h.t.Fatalf("a fan-out repeated %s=%v", id, v)
+			}
+			m.told[id] = v.(string)
+		}
+	}
+}
+
 func (m *fuzzModel) sentKey(k storage.MessageKey) bool {
 	for _, s := range m.sent {
 		if s == k {
@@ -264,6 +337,9 @@ func (m *fuzzModel) sentKey(k storage.MessageKey) bool {
 
 // messagesIfAny decodes the text frames written, ignoring other frames.
 func (h *harness) messagesIfAny() []map[string]any {
+	if bytes.HasPrefix(h.out, []byte("HTTP/1.1 ")) {
+		return nil // a plain HTTP answer
+	}
 	var out []map[string]any
 	for _, f := range h.frames() {
 		if f.Header.OpCode == gws.OpText {

@@ -13,6 +13,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	gws "github.com/gobwas/ws"
 
+	"github.com/autopush-go/autopush/engine/broadcast"
 	"github.com/autopush-go/autopush/engine/ws"
 )
 
@@ -82,7 +83,8 @@ func (h *harness) Unenroll() { h.enrolled = false }
 func newHarness(t testing.TB, mutate func(*Config)) *harness {
 	m, set := newTestMetrics()
 	h := &harness{t: t, set: set, now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
-	h.env = &Env{Config: testConfig, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Epoch: h.now.Add(-time.Hour)}
+	h.env = &Env{Config: testConfig, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Epoch: h.now.Add(-time.Hour),
+		Broadcasts: broadcast.New()}
 	if mutate != nil {
 		mutate(&h.env.Config)
 	}

@@ -39,7 +39,8 @@ func (s *Session) hello(x *Ctx, m *protocol.ClientMessage) {
 		s.uaid = uaid
 		x.Host.Enroll()
 	}
-	x.Jobs = append(x.Jobs, Job{Kind: JobHello, UAID: uaid, Known: known, ConnectedAt: s.connectedAt})
+	x.Jobs = append(x.Jobs, Job{Kind: JobHello, UAID: uaid, Known: known, ConnectedAt: s.connectedAt,
+		Broadcasts: cloneBroadcasts(m.Broadcasts)})
 }
 
 // helloDone answers the hello, registers the session (evicting an older
@@ -74,7 +75,8 @@ func (s *Session) helloDone(x *Ctx, res *Result) {
 		return
 	}
 	s.cursor, s.state, s.registered = res.Cursor, stReady, true
-	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendHelloReply(b, s.uaid, 200, nil, nil) })
+	changed, errs := s.subscribeHello(x, res.Job.Broadcasts)
+	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendHelloReply(b, s.uaid, 200, changed, errs) })
 	// The drain took its list of sessions already: one that finishes its
 	// hello afterwards closes itself (after registering, so its leave
 	// clears its node_id), or it would hold the drain until its deadline.

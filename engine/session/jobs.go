@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -29,6 +30,12 @@ const (
 	JobDelete
 	// JobCursor advances the user's read cursor to Cursor. No Result.
 	JobCursor
+	// JobDrop drops the user UAID: router record, channels and stored
+	// messages (it passed Config.MsgLimit). Result: Err.
+	JobDrop
+	// JobHealth asks storage whether it can serve, for a plain HTTP
+	// health check on the public port (Route). Result: Err.
+	JobHealth
 )
 
 // Job is one piece of storage work, run off the event loop.
@@ -43,6 +50,10 @@ type Job struct {
 	Cursor      uint64 // check, cursor
 	Page        int    // check
 	Message     storage.MessageKey
+	// hello: the broadcasts the client named (copies), subscribed when
+	// the hello is done; not storage work, they ride along to helloDone.
+	Broadcasts []protocol.Broadcast
+	Route      string // health: "__heartbeat__" or "health"
 }
 
 // Result is what a Job found; Session.Done takes it on the session's loop.
@@ -74,7 +85,13 @@ type Leave struct {
 // Done takes the result of a Job the session asked for.
 func (s *Session) Done(x *Ctx, r *Result) {
 	// A closing connection writes nothing more; what it read stays stored.
-	if s.state >= stClosing {
+	switch {
+	case s.state >= stClosing:
+		return
+	case r.Job.Kind == JobHealth:
+		if s.state == stAnswering {
+			s.healthDone(x, r)
+		}
 		return
 	}
 	switch r.Job.Kind {
@@ -88,5 +105,7 @@ func (s *Session) Done(x *Ctx, r *Result) {
 		s.checkDone(x, r)
 	case JobDelete:
 		s.deleteDone(x)
+	case JobDrop:
+		s.dropDone(x, r)
 	}
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/autopush-go/autopush/engine/broadcast"
 	"github.com/autopush-go/autopush/engine/ws"
 	"github.com/autopush-go/autopush/internal/protocol"
 )
@@ -11,6 +12,7 @@ const (
 	stHello                 // websocket open, waiting for hello
 	stHelloing              // hello accepted, storage work in flight
 	stReady                 // registered: messages and deliveries flow
+	stAnswering             // plain HTTP on the public port: answering once storage has (http.go)
 	stClosing               // close frame sent, input ignored
 	stClosed                // the connection closed (Close ran)
 )
@@ -32,6 +34,8 @@ type Session struct {
 	// matter, and they stay exact for 49 days.
 	lastRead       uint32 // ms: the last inbound frame
 	lastClientPing uint32 // ms: the last client ping, when clientPinged
+
+	bsub broadcast.Sub // the broadcasts it follows (Env.Broadcasts); 0: none
 
 	state        uint8
 	registered   bool // hello done: the router record names this connection
@@ -79,7 +83,7 @@ func (s *Session) closeWith(x *Ctx, code ws.StatusCode, reason string) {
 	if s.state >= stClosing {
 		return
 	}
-	if s.state != stUpgrade {
+	if s.state != stUpgrade && s.state != stAnswering {
 		x.Out = ws.AppendClose(x.Out, code, reason)
 	}
 	s.abort(x)
@@ -120,6 +124,9 @@ func (s *Session) Overloaded(x *Ctx) {
 		s.flow.checking = false
 	}
 	x.Metrics.Overloaded.Inc()
+	if s.state == stAnswering {
+		x.Out = ws.AppendHTTPResponse(x.Out, 503, "server busy\n", "Retry-After", "30")
+	}
 	s.fail(x, "storage", ws.StatusTryAgainLater, "server overloaded")
 }
 

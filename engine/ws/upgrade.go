@@ -412,9 +412,10 @@ func AppendUpgradeResponse(dst []byte, req *Upgrade, protocol string) []byte {
 	return append(dst, "\r\n"...)
 }
 
-// AppendHTTPResponse appends a complete HTTP/1.1 response with a plain-text
-// body and Connection: close: a refused upgrade (400, 426, 503 when the node
-// is full, ...) or a tiny plain-HTTP answer such as a health check's 200.
+// AppendHTTPResponse appends a complete HTTP/1.1 response with a body
+// (plain text unless headers name a Content-Type) and Connection: close:
+// a refused upgrade (400, 426, 503 when the node is full, ...) or a tiny
+// plain-HTTP answer such as a health check's 200.
 // headers are extra headers as name, value pairs, e.g. "Retry-After", "30"
 // (a trailing name without value is ignored). They and body are written as
 // given, so they must not come from the client unchecked.
@@ -431,13 +432,23 @@ func AppendHTTPResponse(dst []byte, status int, body string, headers ...string) 
 		dst = append(dst, "\r\n"...)
 	}
 	dst = append(dst, "Connection: close\r\n"...)
-	if body != "" {
+	if body != "" && !hasField(headers, "Content-Type") {
 		dst = append(dst, "Content-Type: text/plain; charset=utf-8\r\n"...)
 	}
 	dst = append(dst, "Content-Length: "...)
 	dst = strconv.AppendInt(dst, int64(len(body)), 10)
 	dst = append(dst, "\r\n\r\n"...)
 	return append(dst, body...)
+}
+
+// hasField reports whether the name, value pairs name the field.
+func hasField(headers []string, name string) bool {
+	for i := 0; i+1 < len(headers); i += 2 {
+		if fieldIs([]byte(headers[i]), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // statusText covers the statuses the node answers with; net/http is not
