@@ -8,13 +8,13 @@ import (
 
 // Session states, in order.
 const (
-	stUpgrade  uint8 = iota // TCP open, waiting for the HTTP upgrade
-	stHello                 // websocket open, waiting for hello
-	stHelloing              // hello accepted, storage work in flight
-	stReady                 // registered: messages and deliveries flow
-	stAnswering             // plain HTTP on the public port: answering once storage has (http.go)
-	stClosing               // close frame sent, input ignored
-	stClosed                // the connection closed (Close ran)
+	stUpgrade   uint8 = iota // TCP open, waiting for the HTTP upgrade
+	stHello                  // websocket open, waiting for hello
+	stHelloing               // hello accepted, storage work in flight
+	stReady                  // registered: messages and deliveries flow
+	stAnswering              // plain HTTP on the public port: answering once storage has (http.go)
+	stClosing                // close frame sent, input ignored
+	stClosed                 // the connection closed (Close ran)
 )
 
 // Session is the state of one connection. It is kept small: an idle
