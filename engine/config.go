@@ -85,6 +85,33 @@ type Config struct {
 	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
 	// VersionFile is served at /__version__. Default "version.json".
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
+
+	// MsgLimit: a user agent sent more stored messages than this in one
+	// drain (since storage was last found empty) is dropped, as the
+	// reference's msg_limit: its record, channels and messages are
+	// deleted and its next hello gets a new uaid. Default 150 (the
+	// reference's); 0 turns it off.
+	MsgLimit int `conf:"msg-limit" help:"stored messages sent in one drain before the user agent is reset (0: no limit)"`
+
+	// Broadcasts (megaphone): where the node learns the current version of
+	// each broadcast id. MegaphoneAPIURL, when set, is polled with GET and
+	// must answer {"broadcasts": {"id": "version", ...}} (Megaphone's
+	// GET /v1/broadcasts, or another autoendpoint's); when empty, the node
+	// polls storage, where autoendpoint's publish route
+	// (PUT /v1/broadcasts/{broadcaster}/{channel}) writes. Default "".
+	MegaphoneAPIURL string `conf:"megaphone-api-url" help:"Megaphone URL polled for broadcast versions (empty: poll storage)"`
+	// MegaphoneAPIToken, when set, is sent to MegaphoneAPIURL as
+	// "Authorization: Bearer <token>". Default "".
+	MegaphoneAPIToken string `conf:"megaphone-api-token" help:"bearer token for megaphone-api-url"`
+	// MegaphonePollInterval is how often the broadcast versions are polled
+	// (from Megaphone or storage); a failed poll keeps the last versions.
+	// Default 30s (the reference's).
+	MegaphonePollInterval time.Duration `conf:"megaphone-poll-interval" help:"how often broadcast versions are polled"`
+	// BroadcastBatch is how many clients one event loop brings up to date
+	// with a broadcast change before it serves its other work again: a
+	// change reaches every subscribed client without a burst that stalls
+	// deliveries. Default 128.
+	BroadcastBatch int `conf:"broadcast-batch" help:"clients an event loop sends a broadcast change to per turn"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -108,6 +135,10 @@ func DefaultConfig() Config {
 		GCPercent:      25,
 		LogLevel:       "info",
 		VersionFile:    "version.json",
+
+		MsgLimit:              150,
+		MegaphonePollInterval: 30 * time.Second,
+		BroadcastBatch:        128,
 	}
 }
 
@@ -133,6 +164,25 @@ func (c *Config) Validate() error {
 	}
 	if _, err := url.Parse(c.EndpointURL); err != nil {
 		return fmt.Errorf("engine: config: endpoint-url: %w", err)
+	}
+	return c.validateBroadcasts()
+}
+
+// validateBroadcasts checks the broadcast and message-limit settings.
+func (c *Config) validateBroadcasts() error {
+	switch {
+	case c.MsgLimit < 0:
+		return errors.New("engine: config: msg-limit must not be negative (0 turns it off)")
+	case c.MegaphonePollInterval < 100*time.Millisecond:
+		return errors.New("engine: config: megaphone-poll-interval must be at least 100ms")
+	case c.BroadcastBatch < 1:
+		return errors.New("engine: config: broadcast-batch must be >= 1")
+	}
+	if c.MegaphoneAPIURL != "" {
+		u, err := url.Parse(c.MegaphoneAPIURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("engine: config: megaphone-api-url %q is not an http(s) URL", c.MegaphoneAPIURL)
+		}
 	}
 	return nil
 }

@@ -83,6 +83,10 @@ func (srv *Server) run(r *session.Result) {
 		}
 	case session.JobCursor:
 		srv.timed(func() error { return srv.store.AdvanceCursor(ctx, j.UAID, j.Cursor) })
+	case session.JobDrop:
+		r.Err = srv.timed(func() error { return srv.store.DropUser(ctx, j.UAID) })
+	case session.JobHealth:
+		r.Err = srv.storageHealth(ctx)
 	}
 }
 

@@ -38,6 +38,17 @@ const (
 	mOverloaded        = "autoconnect_overloaded_total"
 	mErrors            = "autoconnect_errors_total" // {kind}: session.ErrorKinds
 	mPendingWork       = "autoconnect_pending_work"
+
+	// Broadcasts, the message limit and the public port's plain HTTP.
+	mBroadcastPollOK    = `autoconnect_broadcast_polls_total{result="ok"}`
+	mBroadcastPollError = `autoconnect_broadcast_polls_total{result="error"}`
+	mBroadcastChanges   = "autoconnect_broadcast_changes_total"
+	mBroadcastIDs       = "autoconnect_broadcast_ids"
+	mBroadcastSubs      = "autoconnect_broadcast_subscriptions"
+	mBroadcastsSent     = "autoconnect_broadcasts_sent_total"
+	mBroadcastFanOut    = "autoconnect_broadcast_fanout_seconds"
+	mUAIDResets         = "autoconnect_uaid_resets_total"
+	mHTTPRequests       = "autoconnect_http_requests_total" // {route}: session.HTTPRoutes
 )
 
 // Histogram buckets (upper bounds, seconds). Prometheus histograms, not
@@ -48,6 +59,9 @@ var (
 	latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	// ackBuckets cover a client's ack, from loopback to a phone waking up.
 	ackBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	// fanOutBuckets cover a broadcast change reaching every client of a
+	// node, from a handful to a million.
+	fanOutBuckets = []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 )
 
 // engineMetrics are the node's metrics; session holds those the session
@@ -59,6 +73,9 @@ type engineMetrics struct {
 	directBusy, directMiss, directOK, evictions *metrics.Counter
 	apiUnauthorized, storageErrors              *metrics.Counter
 	storageSeconds                              *metrics.PrometheusHistogram
+
+	pollOK, pollErrors, broadcastChanges *metrics.Counter
+	fanOutSeconds                        *metrics.PrometheusHistogram
 }
 
 func newMetrics(srv *Server) *engineMetrics {
@@ -71,6 +88,7 @@ func newMetrics(srv *Server) *engineMetrics {
 			Acked: mNotifAcked, Nacked: mNotifNacked, Expired: mNotifExpired, Pings: mPingsSent,
 			Evictions: mEvictions, Overloaded: mOverloaded, DeliveryAck: mDeliveryAck, Errors: mErrors,
 			DeliveryAckBuckets: ackBuckets,
+			Broadcasts:         mBroadcastsSent, UAIDResets: mUAIDResets, HTTP: mHTTPRequests,
 		}),
 		sent:            s.NewCounter(mNotifSent),
 		sentStored:      s.NewCounter(mNotifSentStored),
@@ -81,6 +99,11 @@ func newMetrics(srv *Server) *engineMetrics {
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
 		storageErrors:   s.NewCounter(mStorageErrors),
 		storageSeconds:  s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
+
+		pollOK:           s.NewCounter(mBroadcastPollOK),
+		pollErrors:       s.NewCounter(mBroadcastPollError),
+		broadcastChanges: s.NewCounter(mBroadcastChanges),
+		fanOutSeconds:    s.NewPrometheusHistogramExt(mBroadcastFanOut, fanOutBuckets),
 	}
 	// One counter, moved by both: the session evicts local connections,
 	// the glue counts remote evictions.
@@ -89,6 +112,8 @@ func newMetrics(srv *Server) *engineMetrics {
 	s.NewGauge(mClients, func() float64 { return float64(srv.registry.len()) })
 	s.NewGauge(mInFlight, func() float64 { return float64(srv.env.InFlight.Load()) })
 	s.NewGauge(mPendingWork, func() float64 { return float64(srv.pending.Load()) })
+	s.NewGauge(mBroadcastIDs, func() float64 { return float64(srv.env.Broadcasts.Known()) })
+	s.NewGauge(mBroadcastSubs, func() float64 { return float64(srv.env.Broadcasts.Subs()) })
 	s.NewGauge(mDraining, func() float64 {
 		if srv.env.Draining.Load() {
 			return 1

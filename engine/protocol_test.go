@@ -173,9 +173,11 @@ func TestMalformedInputCloses(t *testing.T) {
 	}
 }
 
-// TestNackAndBroadcastSubscribe: both are accepted without a reply and
-// leave the connection working (Firefox sends broadcast_subscribe ~20 s
-// after start, and nack after a failed push handler).
+// TestNackAndBroadcastSubscribe: a nack and an ack of nothing are
+// accepted without a reply, a broadcast_subscribe of an id the node does
+// not know is answered with the reference's error, and the connection
+// keeps working (Firefox sends broadcast_subscribe ~20 s after start, and
+// nack after a failed push handler).
 func TestNackAndBroadcastSubscribe(t *testing.T) {
 	srv, _ := node(t, nil)
 	c := et.Dial(t, srv.Addr())
@@ -184,6 +186,11 @@ func TestNackAndBroadcastSubscribe(t *testing.T) {
 	c.SendRaw(`{"messageType":"nack","version":"gAAAAAB","code":301}`)
 	c.SendRaw(`{"messageType":"ack","updates":[{"channelID":"` + uuid.NewString() + `","version":"unknown","code":100}]}`)
 	c.SendRaw(`{}`)
+	r := c.Read()
+	errs, _ := r["broadcasts"].(map[string]any)["errors"].(map[string]any)
+	if r["messageType"] != "broadcast" || errs["remote-settings/monitor_changes"] != "Broadcast not found" {
+		t.Fatalf("broadcast_subscribe of an unknown id answered %v", r)
+	}
 	if r := c.Read(); len(r) != 0 {
 		t.Fatalf("expected only the ping reply {}, got %v", r)
 	}

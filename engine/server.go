@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/engine/broadcast"
 	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/nodeapi"
@@ -42,6 +43,11 @@ type Server struct {
 	connections atomic.Int64
 	pending     atomic.Int64   // see Pending
 	leaving     sync.WaitGroup // leave jobs that could not be queued
+
+	megaphone *http.Client   // the broadcast poller's (broadcasts.go)
+	health    healthCache    // the public port's health checks
+	quit      chan struct{}  // closed by Close: background work stops
+	bg        sync.WaitGroup // background goroutines (the broadcast poller)
 
 	eng      gnet.Engine
 	booted   chan error
@@ -76,19 +82,26 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		stopped:  make(chan error, 1),
 		version:  dockerflow.Version(cfg.VersionFile),
 		nodes:    nodeapi.NewClient(nodeapi.ClientConfig{Secret: cfg.NodeSecret, Timeout: 3 * time.Second}),
+		quit:     make(chan struct{}),
+		// Megaphone is a third party: its own client, its own timeout.
+		megaphone: &http.Client{Timeout: cfg.StorageTimeout},
 	}
 	srv.metrics = newMetrics(srv)
 	srv.env = &session.Env{
 		Config: session.Config{
 			HelloTimeout: cfg.HelloTimeout, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
 			MinClientPing: cfg.MinClientPing, MaxUnacked: cfg.MaxUnacked, MaxMessageSize: cfg.MaxMessageSize,
-			MessagePage: cfg.MessagePage, CursorLag: cfg.CursorLag,
+			MessagePage: cfg.MessagePage, CursorLag: cfg.CursorLag, MsgLimit: cfg.MsgLimit,
 		},
 		Metrics: srv.metrics.session,
 		Log:     log,
 		Now:     time.Now,
 		Epoch:   time.Now(),
 		Full:    func() bool { return int(srv.connections.Load()) > srv.maxConns },
+
+		Broadcasts:  broadcast.New(),
+		Version:     srv.version,
+		Connections: srv.connections.Load,
 	}
 	return srv, nil
 }
@@ -133,6 +146,11 @@ func (srv *Server) Start() error {
 	if srv.cfg.EventLoops > 0 {
 		opts = append(opts, gnet.WithNumEventLoop(srv.cfg.EventLoops))
 	}
+	// The versions are known before the first hello (a failed poll is
+	// retried every interval).
+	srv.pollOnce()
+	srv.bg.Add(1)
+	go srv.pollBroadcasts()
 	srv.started = time.Now()
 	go func() { srv.stopped <- gnet.Run(srv, "tcp://"+srv.cfg.Listen, opts...) }()
 	select {
@@ -196,6 +214,8 @@ func (srv *Server) Close() error {
 		err = errors.Join(err, e)
 	}
 	err = errors.Join(err, srv.api.Shutdown(ctx))
+	close(srv.quit)
+	srv.bg.Wait()
 	srv.workers.stop()
 	srv.leaving.Wait()
 	srv.nodes.CloseIdle()

@@ -234,7 +234,17 @@ func (c *Client) Leave() []string {
 // does on first use) and returns the assigned uaid.
 func (c *Client) Hello(uaid string) string {
 	c.t.Helper()
-	msg := map[string]any{"messageType": "hello", "use_webpush": true, "broadcasts": map[string]any{}}
+	return c.HelloBroadcasts(uaid, nil)["uaid"].(string)
+}
+
+// HelloBroadcasts sends hello naming broadcasts (id -> the version the
+// client has) and returns the reply.
+func (c *Client) HelloBroadcasts(uaid string, broadcasts map[string]string) map[string]any {
+	c.t.Helper()
+	if broadcasts == nil {
+		broadcasts = map[string]string{}
+	}
+	msg := map[string]any{"messageType": "hello", "use_webpush": true, "broadcasts": broadcasts}
 	if uaid != "" {
 		msg["uaid"] = uaid
 	}
@@ -243,7 +253,7 @@ func (c *Client) Hello(uaid string) string {
 	if r["messageType"] != "hello" || r["status"] != 200.0 {
 		c.t.Fatalf("hello reply %v", r)
 	}
-	return r["uaid"].(string)
+	return r
 }
 
 // Register subscribes chid (with a VAPID key unless empty) and returns
