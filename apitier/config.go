@@ -90,6 +90,16 @@ type Config struct {
 	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
 	// VersionFile is served at /__version__. Default "version.json".
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
+
+	// BroadcastTokens are the bearer tokens that may publish broadcast
+	// versions (PUT /v1/broadcasts/{broadcaster}/{channel}, Megaphone's
+	// API) and list them (GET /v1/broadcasts); each at least 16
+	// characters. Default none: both routes answer 401.
+	BroadcastTokens []string `conf:"broadcast-tokens" help:"bearer tokens that may publish and list broadcasts (comma-separated)"`
+	// BroadcastReaderTokens may only list broadcasts (GET /v1/broadcasts):
+	// for connection nodes polling this tier as their megaphone-api-url.
+	// Default none.
+	BroadcastReaderTokens []string `conf:"broadcast-reader-tokens" help:"bearer tokens that may list broadcasts (comma-separated)"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -143,8 +153,16 @@ func (c *Config) Validate() error {
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err
 	}
+	for _, tok := range append(append([]string(nil), c.BroadcastTokens...), c.BroadcastReaderTokens...) {
+		if len(tok) < minBroadcastToken || strings.ContainsAny(tok, " \t") {
+			return fmt.Errorf("apitier: config: broadcast tokens must be at least %d characters without spaces", minBroadcastToken)
+		}
+	}
 	return nil
 }
+
+// minBroadcastToken keeps guessable tokens out of the publish route.
+const minBroadcastToken = 16
 
 // origin returns the scheme://host[:port] of an absolute http(s) URL,
 // lower-cased and without a default port: what a VAPID "aud" names.

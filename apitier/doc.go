@@ -7,6 +7,7 @@
 //	POST   /wpush/v1/{token}, /wpush/v2/{token}, /wpush/{token} (v1)   wpush.go
 //	DELETE /m/{message_id}                                             message.go
 //	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status /metrics   ops.go
+//	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  broadcasts.go
 //	OPTIONS (any path): the CORS preflight                             cors.go
 //
 // and JSON errors for unknown paths (404 errno 102) and methods (405).

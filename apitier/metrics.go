@@ -63,10 +63,14 @@ const (
 	routeOptions   = "options"
 	routeNotFound  = "not_found"
 	routeNoMethod  = "method_not_allowed"
+
+	routeBroadcastPut = "broadcast_publish" // PUT /v1/broadcasts/{broadcaster}/{channel}
+	routeBroadcasts   = "broadcasts"        // GET /v1/broadcasts
 )
 
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
-	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod}
+	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod,
+	routeBroadcastPut, routeBroadcasts}
 
 // Outcomes of an accepted push (mNotifications).
 const (

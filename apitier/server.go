@@ -129,6 +129,8 @@ func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 	h.GET("/health", s.handle(routeHealth, s.handleHealth))
 	h.GET("/status", s.handle(routeStatus, s.handleStatus))
 	h.GET("/metrics", s.handle(routeMetrics, s.handleMetrics))
+	h.PUT("/v1/broadcasts/:broadcaster/:channel", s.handle(routeBroadcastPut, s.handlePublishBroadcast))
+	h.GET("/v1/broadcasts", s.handle(routeBroadcasts, s.handleBroadcasts))
 	h.NoRoute(s.handle(routeNotFound, func(_ context.Context, c *app.RequestContext, st *reqState) {
 		s.writeError(c, st, errNotFound)
 	}))

@@ -43,6 +43,9 @@ type cluster struct {
 	wsAddrs     []string
 	metricsURLs []string
 	endpointURL string
+	// megaphone serves the broadcasts the engines poll (Config.Broadcasts
+	// > 0); nil otherwise.
+	megaphone *megaphone
 }
 
 func (c *cluster) info() report.ClusterInfo {
@@ -100,6 +103,11 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 	c.endpointURL = "http://" + port
 	if c.storage == "scylla" {
 		if err := c.makeKeyspace(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Broadcasts > 0 {
+		if c.megaphone, err = startMegaphone(cfg.Broadcasts); err != nil {
 			return nil, err
 		}
 	}
@@ -187,6 +195,10 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
 				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
+			if c.megaphone != nil {
+				env = append(env, "AUTOCONNECT__MEGAPHONE_API_URL="+c.megaphone.url,
+					"AUTOCONNECT__MEGAPHONE_POLL_INTERVAL="+c.cfg.BroadcastPoll.String())
+			}
 			env = append(env, passThrough("AUTOCONNECT__")...)
 			var watch func([]byte)
 			if c.cfg.Scenario == scenario.Hold {
@@ -251,6 +263,9 @@ func (c *cluster) stop() {
 		}()
 	}
 	wg.Wait()
+	if c.megaphone != nil {
+		c.megaphone.stop()
+	}
 	if c.keyspace != "" && !c.cfg.KeepKeyspace {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := scylla.DropKeyspace(ctx, c.scyllaConfig()); err != nil {

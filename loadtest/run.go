@@ -108,6 +108,8 @@ func (r *run) execute(ctx context.Context) (err error) {
 		err = r.notify(ctx)
 	case scenario.Stored, scenario.Churn:
 		err = r.delivery(ctx)
+	case scenario.Broadcast:
+		err = r.broadcast(ctx)
 	}
 	if err != nil {
 		return err
@@ -136,6 +138,9 @@ func (r *run) setupWorkers(ctx context.Context) error {
 		a.VAPIDReuse, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.PayloadSize, r.cfg.TTL
 		a.SenderConns, a.MaxInFlight, a.PushTimeout = r.cfg.SenderConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
 		a.Trace = r.cfg.Trace
+	}
+	if r.cfg.Broadcasts > 0 {
+		a.Broadcasts = broadcastIDs(r.cfg.Broadcasts)
 	}
 	_, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
 		s := a
@@ -384,6 +389,9 @@ func (r *run) verdict() {
 			p = append(p, fmt.Sprintf("%d lost, %d duplicated after ack, %d unacked, %d bad content", a.Lost, a.DuplicatedAfterAck,
 				a.Unacked, a.BadContent+a.Misrouted+a.Unknown))
 		}
+	}
+	if b := r.rep.Broadcast; b != nil {
+		p = append(p, b.Problems()...)
 	}
 	r.rep.Problems = p
 	r.rep.Pass = len(p) == 0

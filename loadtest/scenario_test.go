@@ -184,7 +184,11 @@ func TestHoldSmall(t *testing.T) {
 	cfg := smallConfig(t, scenario.Hold)
 	cfg.UAs, cfg.Workers, cfg.Channels = 300, 2, 2
 	cfg.Steps, cfg.Settle, cfg.Samples, cfg.Hold = 2, 300*time.Millisecond, 2, 500*time.Millisecond
+	cfg.Broadcasts = 1 // as Firefox: every user agent follows a broadcast
 	rep := runScenario(t, cfg)
+	if n := rep.Reasons["broadcast: unknown id"]; n > 0 {
+		t.Errorf("%d hellos were told the broadcast is unknown: the engines did not poll the run's Megaphone", n)
+	}
 	h := rep.Hold
 	if rep.Connect.Connected != cfg.UAs || h.ConnectedEnd != cfg.UAs {
 		t.Errorf("connected %d, at the end %d; want %d", rep.Connect.Connected, h.ConnectedEnd, cfg.UAs)
@@ -297,5 +301,33 @@ func checkDelivery(t *testing.T, rep *report.Report, want int64) {
 	}
 	if rep.Delivery.Latency.Count != want {
 		t.Errorf("%d first arrivals timed, want %d", rep.Delivery.Latency.Count, want)
+	}
+}
+
+// TestBroadcastSmall: every change reaches every user agent once while
+// pushes flow, and each engine fans out each change once.
+func TestBroadcastSmall(t *testing.T) {
+	if os.Getenv("CQL_HOSTS") == "" {
+		prerequisite(t, "the broadcast scenario needs CQL_HOSTS (tools/cql/start.sh starts a local Cassandra; make test does)")
+	}
+	cfg := smallConfig(t, scenario.Broadcast)
+	cfg.UAs, cfg.Workers, cfg.PushRate, cfg.Changes = 200, 2, 50, 2
+	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.BroadcastPoll = 3*time.Second, 300*time.Millisecond, 10*time.Second, 300*time.Millisecond
+	rep := runScenario(t, cfg)
+	b := rep.Broadcast
+	if b.UAs != cfg.UAs || b.Expected != int64(cfg.Changes*cfg.UAs) || b.Received != b.Expected || b.Repeated != 0 {
+		t.Errorf("changes: %d user agents, %d of %d arrivals, %d repeated", b.UAs, b.Received, b.Expected, b.Repeated)
+	}
+	if b.Arrival.Count != b.Received || b.Arrival.Max <= 0 {
+		t.Errorf("arrival latency %+v", b.Arrival)
+	}
+	if want := int64(cfg.Changes * rep.Cluster.Engines); b.FanOutCount != want || b.FanOutMean <= 0 || b.FanOutMax <= 0 {
+		t.Errorf("engines fanned out %d times (mean %.3fs, max under %.3fs), want %d", b.FanOutCount, b.FanOutMean, b.FanOutMax, want)
+	}
+	for name, s := range map[string]report.Stage{"baseline": b.Baseline, "during": b.During} {
+		want := int64(cfg.PushRate * cfg.StageTime.Seconds())
+		if s.Account.Accepted != want || s.Account.Delivered != want || !s.Account.Exact() || s.Latency.Count == 0 {
+			t.Errorf("%s stage: %+v, latency %+v; want %d delivered once", name, s.Account, s.Latency, want)
+		}
 	}
 }

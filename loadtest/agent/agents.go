@@ -37,6 +37,9 @@ type Settings struct {
 	VAPIDPublic string
 	PayloadSize int  // of every push's plaintext
 	Trace       bool // log every connection and arrival
+	// Broadcasts are the broadcast ids every user agent follows (named in
+	// its hello); none: it follows none (broadcast.go).
+	Broadcasts []string
 }
 
 // Env is what the user agents share with their worker.
@@ -71,6 +74,7 @@ type Set struct {
 	lastRecv                                         atomic.Int64 // wall clock ns of the latest first arrival
 	reasonsMu                                        sync.Mutex
 	reasons                                          map[string]int64
+	bcast                                            broadcasts
 }
 
 // Subscription is what the application server needs of a registered user

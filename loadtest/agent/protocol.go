@@ -27,6 +27,8 @@ type serverMsg struct {
 	Version      string            `json:"version"`
 	Data         string            `json:"data"`
 	Headers      map[string]string `json:"headers"`
+	// hello and broadcast: id -> version, and "errors" -> {id: error}
+	Broadcasts map[string]json.RawMessage `json:"broadcasts"`
 }
 
 // message handles one protocol message (JSON text).
@@ -43,8 +45,10 @@ func (u *ua) message(payload []byte) {
 		u.registerReply(&m)
 	case "notification":
 		u.notification(&m)
-	case "", "ping", "broadcast", "unregister":
-		// "{}" answers our ping; broadcasts are not subscribed to.
+	case "broadcast":
+		u.noteBroadcasts(m.Broadcasts, true)
+	case "", "ping", "unregister":
+		// "{}" answers our ping.
 	default:
 		u.l.s.reason("unexpected message " + m.MessageType)
 	}
@@ -52,7 +56,8 @@ func (u *ua) message(payload []byte) {
 
 func (u *ua) hello() {
 	u.setState(stHelloing)
-	b := append(u.l.scratch(), `{"messageType":"hello","use_webpush":true,"broadcasts":{}`...)
+	b := append(u.l.scratch(), `{"messageType":"hello","use_webpush":true,`...)
+	b = u.appendHelloBroadcasts(b)
 	if u.hasUAID {
 		b = append(b, `,"uaid":"`...)
 		b = hex.AppendEncode(b, u.uaid[:])
@@ -81,6 +86,7 @@ func (u *ua) helloReply(m *serverMsg) {
 		u.registered = false
 	}
 	u.uaid, u.hasUAID = id, true
+	u.noteBroadcasts(m.Broadcasts, false)
 	if u.registered {
 		u.ready()
 		return

@@ -59,6 +59,7 @@ type ua struct {
 	asm     ws.Assembler // a fragmented message (the engine sends none)
 	acks    []uint64     // seqs acked on this connection, not yet certain
 
+	bseen   int64 // the newest broadcast version it has (VersionAt's instant)
 	started int64 // when this handshake began
 	pingAt  int64 // next {} ping; 0 none
 	leaveAt int64 // churn: when to leave; 0 none

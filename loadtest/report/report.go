@@ -31,15 +31,17 @@ type Report struct {
 	Cluster  ClusterInfo     `json:"cluster"`
 	// Series is one sample per SampleEvery: connections, engine memory,
 	// counters and the latency of the interval.
-	Series   []Sample         `json:"series"`
-	Connect  *ConnectReport   `json:"connect,omitempty"`
-	Hold     *HoldReport      `json:"hold,omitempty"`
-	Notify   *NotifyReport    `json:"notify,omitempty"`
-	Delivery *DeliveryReport  `json:"delivery,omitempty"`
-	Reasons  map[string]int64 `json:"reasons,omitempty"` // why handshakes failed and connections dropped
-	Pass     bool             `json:"pass"`
-	Problems []string         `json:"problems,omitempty"`
-	Files    []string         `json:"files,omitempty"`
+	Series   []Sample        `json:"series"`
+	Connect  *ConnectReport  `json:"connect,omitempty"`
+	Hold     *HoldReport     `json:"hold,omitempty"`
+	Notify   *NotifyReport   `json:"notify,omitempty"`
+	Delivery *DeliveryReport `json:"delivery,omitempty"`
+	// Broadcast is the broadcast scenario's (broadcast.go).
+	Broadcast *BroadcastReport `json:"broadcast,omitempty"`
+	Reasons   map[string]int64 `json:"reasons,omitempty"` // why handshakes failed and connections dropped
+	Pass      bool             `json:"pass"`
+	Problems  []string         `json:"problems,omitempty"`
+	Files     []string         `json:"files,omitempty"`
 }
 
 // ClusterInfo describes the system under test in the report.
@@ -209,6 +211,8 @@ func (r *Report) PrintSummary(w io.Writer) {
 		r.printNotify(w)
 	case r.Delivery != nil:
 		r.printDelivery(w)
+	case r.Broadcast != nil:
+		r.printBroadcast(w)
 	}
 	verdict := "PASS"
 	if !r.Pass {
@@ -290,6 +294,8 @@ func (r *Report) resultLine() string {
 		a := r.Delivery.Account
 		fmt.Fprintf(b, " accepted=%d delivered=%d lost=%d duplicated_after_ack=%d drain_per_s=%.0f",
 			a.Accepted, a.Delivered, a.Lost, a.DuplicatedAfterAck, r.Delivery.DrainRate)
+	case r.Broadcast != nil:
+		b.WriteString(r.broadcastResult())
 	}
 	return b.String()
 }

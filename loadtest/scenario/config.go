@@ -17,17 +17,21 @@ const (
 	Notify = "notify"
 	Stored = "stored"
 	Churn  = "churn"
+	// Broadcast changes a broadcast version while pushes flow: how long
+	// the change takes to reach every user agent, and what it does to the
+	// pushes' latency.
+	Broadcast = "broadcast"
 )
 
 // Names lists every scenario.
-var Names = []string{Hold, Notify, Stored, Churn}
+var Names = []string{Hold, Notify, Stored, Churn, Broadcast}
 
 // Config is one run. Default holds every default; the command's flags
 // fill it (internal/settings: a field's `conf` tag is its flag). A field's
 // `for` tag lists the scenarios that read it ("all": every one); its -help
 // lists only those.
 type Config struct {
-	// Scenario is hold, notify, stored or churn.
+	// Scenario is hold, notify, stored, churn or broadcast.
 	Scenario string
 
 	// --- the system under test
@@ -118,11 +122,12 @@ type Config struct {
 	// Rates are notify's offered push rates per second, run in order.
 	// Default 250,500,1000,2000,4000.
 	Rates []float64 `conf:"rates" for:"notify" help:"offered push rates per second, run in order"`
-	// StageTime is how long each notify rate is offered. Default 15s.
-	StageTime time.Duration `conf:"stage-time" for:"notify" help:"duration of each offered rate"`
-	// Warmup is the start of each notify stage that is sent but left out
-	// of the stage's histogram. Default 3s.
-	Warmup time.Duration `conf:"warmup" for:"notify" help:"start of each stage left out of its histogram"`
+	// StageTime is how long each notify rate (each broadcast stage) is
+	// offered. Default 15s.
+	StageTime time.Duration `conf:"stage-time" for:"notify,broadcast" help:"duration of each offered rate"`
+	// Warmup is the start of each stage that is sent but left out of the
+	// stage's histogram. Default 3s.
+	Warmup time.Duration `conf:"warmup" for:"notify,broadcast" help:"start of each stage left out of its histogram"`
 	// P99Limit stops the notify ladder after the first rate whose p99
 	// passes it, once MinStages ran. 0: run every rate. Default 50ms.
 	P99Limit time.Duration `conf:"p99-limit" for:"notify" help:"stop after the first rate whose p99 passes this (0: run all)"`
@@ -130,8 +135,9 @@ type Config struct {
 	MinStages int `conf:"min-stages" for:"notify" help:"rates run before -p99-limit may stop the ladder"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
-	// PushRate is the offered push rate of stored and churn. Default 1,000.
-	PushRate float64 `conf:"push-rate" for:"stored,churn" help:"offered push rate per second"`
+	// PushRate is the offered push rate of stored, churn and broadcast.
+	// Default 1,000 (broadcast: 500).
+	PushRate float64 `conf:"push-rate" for:"stored,churn,broadcast" help:"offered push rate per second"`
 	// Duration of churn's push phase. Default 100s.
 	Duration time.Duration `conf:"duration" for:"churn" help:"how long pushes flow while user agents churn"`
 	// SessionMean and OfflineMean are the means of churn's exponentially
@@ -139,23 +145,23 @@ type Config struct {
 	SessionMean time.Duration `conf:"session" for:"churn" help:"mean time a user agent stays connected"`
 	OfflineMean time.Duration `conf:"offline" for:"churn" help:"mean time a user agent stays away"`
 	// PayloadSize is the plaintext size of each push. Default 512.
-	PayloadSize int `conf:"payload" for:"notify,stored,churn" help:"push plaintext bytes (encrypted with aes128gcm)"`
+	PayloadSize int `conf:"payload" for:"notify,stored,churn,broadcast" help:"push plaintext bytes (encrypted with aes128gcm)"`
 	// TTL of each push, seconds. Default 3600.
-	TTL int `conf:"ttl" for:"notify,stored,churn" help:"push TTL, seconds"`
+	TTL int `conf:"ttl" for:"notify,stored,churn,broadcast" help:"push TTL, seconds"`
 	// VAPIDReuse is how long a sender reuses one signed VAPID JWT. 0: a
 	// new signature per push, as the web-push libraries do. Default 0.
-	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn" help:"reuse a VAPID JWT this long (0: sign every push)"`
+	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn,broadcast" help:"reuse a VAPID JWT this long (0: sign every push)"`
 	// SenderConns bounds HTTP connections per worker. Default 64.
-	SenderConns int `conf:"sender-conns" for:"notify,stored,churn" help:"HTTP connections to the endpoint per worker"`
+	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast" help:"HTTP connections to the endpoint per worker"`
 	// MaxInFlight bounds pushes in flight per worker; a push due beyond
 	// it is not sent and counted as an error ("sender: in-flight cap"),
 	// so the schedule never waits. Default 4,096.
-	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
+	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn,broadcast" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
 	// PushTimeout bounds one POST. Default 10s.
-	PushTimeout time.Duration `conf:"push-timeout" for:"notify,stored,churn" help:"timeout of one POST"`
+	PushTimeout time.Duration `conf:"push-timeout" for:"notify,stored,churn,broadcast" help:"timeout of one POST"`
 	// DeliveryGrace is how long a notify stage waits for its accepted
 	// pushes to arrive after its last POST. Default 10s.
-	DeliveryGrace time.Duration `conf:"grace" for:"notify" help:"wait for a stage's pushes to arrive after its last POST"`
+	DeliveryGrace time.Duration `conf:"grace" for:"notify,broadcast" help:"wait for a stage's pushes to arrive after its last POST"`
 	// DrainTimeout bounds the wait for every accepted push to be acked.
 	// Default 2m.
 	DrainTimeout time.Duration `conf:"drain-timeout" for:"stored,churn" help:"wait for every accepted push to arrive"`
@@ -167,10 +173,22 @@ type Config struct {
 	// Default true.
 	VerifyReconnect bool `conf:"verify-reconnect" for:"stored,churn" help:"reconnect everyone after the drain and expect nothing"`
 
+	// --- broadcasts
+
+	// Broadcasts is how many broadcast ids every user agent follows
+	// (named in its hello). The run serves them from its own Megaphone on
+	// 127.0.0.1, which the engines poll. Default 0 (broadcast: 1).
+	Broadcasts int `conf:"broadcasts" for:"hold,broadcast" help:"broadcast ids every user agent follows (the run serves them as a Megaphone)"`
+	// BroadcastPoll is the engines' megaphone-poll-interval. Default 1s.
+	BroadcastPoll time.Duration `conf:"broadcast-poll" for:"hold,broadcast" help:"how often the engines poll the run's Megaphone"`
+	// Changes is how many times broadcast changes the versions during its
+	// measured push stage, evenly spaced. Default 5.
+	Changes int `conf:"changes" for:"broadcast" help:"broadcast version changes during the measured push stage"`
+
 	// Trace logs every user agent's connections and every push's answer
 	// and arrival in the worker logs, for post-mortems (large). Lost
 	// pushes are always logged. Default false.
-	Trace bool `conf:"trace" for:"notify,stored,churn" help:"log every connection, push and arrival in the worker logs"`
+	Trace bool `conf:"trace" for:"notify,stored,churn,broadcast" help:"log every connection, push and arrival in the worker logs"`
 
 	// --- output
 
@@ -235,6 +253,8 @@ func Default(scenario string) Config {
 		DrainTimeout:    2 * time.Minute,
 		Quiet:           3 * time.Second,
 		VerifyReconnect: true,
+		BroadcastPoll:   time.Second,
+		Changes:         5,
 		Out:             "loadtest/out",
 		Progress:        "auto",
 		SampleEvery:     time.Second,
@@ -243,8 +263,11 @@ func Default(scenario string) Config {
 	if h := os.Getenv("CQL_HOSTS"); h != "" {
 		c.CQLHosts = strings.Split(h, ",")
 	}
-	if scenario == Hold {
+	switch scenario {
+	case Hold:
 		c.UAs = 10000
+	case Broadcast:
+		c.UAs, c.Broadcasts, c.PushRate = 10000, 1, 500
 	}
 	return c
 }
@@ -291,6 +314,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("loadtest: -payload must be %d..%d bytes", minPayload, ledger.MaxPayload)
 	case c.Sends() && (c.TTL < 1 || c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
 		return errors.New("loadtest: -ttl, -sender-conns, -max-in-flight and -push-timeout must be positive, -vapid-reuse not negative")
+	case c.Broadcasts < 0 || c.Broadcasts > 100 || c.Broadcasts > 0 && c.BroadcastPoll < 100*time.Millisecond:
+		return errors.New("loadtest: -broadcasts must be 0..100, -broadcast-poll at least 100ms")
+	case c.Scenario == Broadcast && (c.Broadcasts < 1 || c.Changes < 1 || c.PushRate <= 0 || c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0):
+		return errors.New("loadtest: broadcast: -broadcasts, -changes and -push-rate must be positive, -stage-time must exceed -warmup, -grace must be positive")
+	case c.Scenario == Broadcast && (c.StageTime-c.Warmup)/time.Duration(c.Changes+1) < 2*c.BroadcastPoll:
+		return errors.New("loadtest: broadcast: the changes must be at least 2 × -broadcast-poll apart: fewer -changes or a longer -stage-time")
+	case c.Broadcasts > 0 && c.Sends() && len(c.CQLHosts) == 0:
+		return errors.New("loadtest: broadcasts with pushes need -cql-hosts or CQL_HOSTS (tools/cql/start.sh starts a local Cassandra): " +
+			"the all-in-one devserver takes no Megaphone setting")
 	case !slices.Contains([]string{"auto", "bar", "lines", "off"}, c.Progress):
 		return errors.New("loadtest: -progress must be auto, bar, lines or off")
 	case c.Out == "":

@@ -25,6 +25,7 @@ const (
 	OpChurn      = "churn"      // start or stop cycling the user agents
 	OpDrain      = "drain"      // wait for every accepted push to be acked
 	OpAccount    = "account"    // the ledger's accounting of every push
+	OpBroadcasts = "broadcasts" // the broadcast changes that reached the user agents since the last call
 	OpStop       = "stop"       // close everything and exit
 )
 
@@ -66,6 +67,8 @@ type Setup struct {
 	MaxInFlight  int           `json:"max_in_flight"`
 	PushTimeout  time.Duration `json:"push_timeout"`
 	Trace        bool          `json:"trace"`
+	// Broadcasts are the broadcast ids every user agent follows.
+	Broadcasts []string `json:"broadcasts,omitempty"`
 }
 
 // Send is one open-loop push phase of this worker.
@@ -119,6 +122,8 @@ type Event struct {
 	Send    *SendResult          `json:"send,omitempty"`
 	Drain   *DrainResult         `json:"drain,omitempty"`
 	Account *ledger.Accounting   `json:"account,omitempty"`
+
+	Broadcasts *agent.BroadcastResult `json:"broadcasts,omitempty"`
 }
 
 // Stats are a worker's counters (cumulative) and the latencies since its

@@ -133,6 +133,9 @@ func (w *worker) do(c Command) (Event, error) {
 		a := w.ledger.Account(0, w.ledger.Len())
 		a.AddProblems(w.agents.Problems())
 		return Event{Account: &a}, nil
+	case OpBroadcasts:
+		r := w.agents.TakeBroadcasts()
+		return Event{Broadcasts: &r}, nil
 	case OpStop:
 		w.close()
 		return Event{}, nil
@@ -160,7 +163,7 @@ func (w *worker) start(a Setup) error {
 	agents, err := agent.New(agent.Settings{Run: a.Run, Worker: a.Index, First: a.First, UAs: a.UAs, Engines: a.Engines,
 		SourceIPs: a.SourceIPs, Channels: a.Channels, Loops: a.Loops, MaxPending: a.MaxPending, ConnectTimeout: a.ConnectTimeout,
 		ConnectRetries: a.ConnectRetries, PingInterval: a.PingInterval, Keys: a.Keys, VAPIDPublic: vapidPublic,
-		PayloadSize: a.PayloadSize, Trace: a.Trace},
+		PayloadSize: a.PayloadSize, Trace: a.Trace, Broadcasts: a.Broadcasts},
 		agent.Env{Clock: w.clock, Ledger: &w.ledger, Latency: w.lat, Handshake: w.handshake, Logf: w.logf, Fatal: w.fatal})
 	if err != nil {
 		return err
