@@ -9,6 +9,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/cloudwego/hertz/pkg/app"
+
+	"github.com/autopush-go/autopush/internal/dockerflow"
 )
 
 // Operations routes (dockerflow and the reference's), unauthenticated:
@@ -72,15 +74,7 @@ func (s *Server) health(ctx context.Context) (string, int) {
 }
 
 // versionString is the "version" of version.json, "unknown" without one.
-func (s *Server) versionString() string {
-	var v struct {
-		Version string `json:"version"`
-	}
-	if json.Unmarshal(s.version, &v) != nil || v.Version == "" {
-		return "unknown"
-	}
-	return v.Version
-}
+func (s *Server) versionString() string { return dockerflow.VersionString(s.version) }
 
 func writeJSON(c *app.RequestContext, code int, v any) {
 	b, err := json.Marshal(v)

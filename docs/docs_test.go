@@ -29,6 +29,7 @@ import (
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
@@ -152,7 +153,8 @@ func request(t *testing.T, method, url string, body []byte, hdr ...string) *http
 // TestOpenAPIMatchesAnswers sends requests to running nodes and checks
 // each answer against the documents.
 func TestOpenAPIMatchesAnswers(t *testing.T) {
-	st := stacktest.Start(t)
+	const broadcastToken = "docs-test-broadcast-token"
+	st := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) { c.API.BroadcastTokens = []string{broadcastToken} }})
 	api := newValidator(t, "openapi.yaml", st.EndpointURL())
 	signer := stacktest.NewSigner(t)
 	sub := st.Subscribe(t, signer.Public)
@@ -192,6 +194,14 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	for _, p := range []string{"/__heartbeat__", "/__lbheartbeat__", "/__version__", "/health", "/status", "/metrics"} {
 		api.check("GET "+p, request(t, "GET", st.EndpointURL()+p, nil), 200)
 	}
+	publish := st.EndpointURL() + "/v1/broadcasts/remote-settings/monitor_changes"
+	bearer := "Bearer " + broadcastToken
+	api.check("publish a broadcast", request(t, "PUT", publish, []byte(`"1"`), "Authorization", bearer), 201)
+	api.check("publish a new version", request(t, "PUT", publish, []byte(`"2"`), "Authorization", bearer), 200)
+	api.check("publish a bad version", request(t, "PUT", publish, []byte("two words"), "Authorization", bearer), 400)
+	api.check("publish without a token", request(t, "PUT", publish, []byte(`"3"`)), 401)
+	api.check("list broadcasts", request(t, "GET", st.EndpointURL()+"/v1/broadcasts", nil, "Authorization", bearer), 200)
+	api.check("list broadcasts with a wrong token", request(t, "GET", st.EndpointURL()+"/v1/broadcasts", nil, "Authorization", "Bearer nope"), 401)
 
 	node := newValidator(t, "nodeapi.yaml", "http://"+st.NodeAddr())
 	base := "http://" + st.NodeAddr()

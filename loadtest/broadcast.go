@@ -6,14 +6,12 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/loadtest/agent"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/report"
-	"github.com/autopush-go/autopush/loadtest/sender"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
@@ -36,7 +34,7 @@ func (r *run) broadcast(ctx context.Context) error {
 	}
 	b.UAs = r.rep.Connect.Connected
 	var err error
-	if b.Baseline, err = r.pushStage(ctx, "no change", nil); err != nil {
+	if b.Baseline, err = r.pushStage(ctx, "no change", cfg.PushRate, nil); err != nil {
 		return err
 	}
 	fan0, err := r.fanOutTotals(ctx)
@@ -44,7 +42,7 @@ func (r *run) broadcast(ctx context.Context) error {
 		return errRun("engine metrics", err)
 	}
 	spacing := (cfg.StageTime - cfg.Warmup) / time.Duration(cfg.Changes+1)
-	if b.During, err = r.pushStage(ctx, "changes", func(stop <-chan struct{}) {
+	if b.During, err = r.pushStage(ctx, "changes", cfg.PushRate, func(stop <-chan struct{}) {
 		next := time.Now().Add(cfg.Warmup)
 		for range cfg.Changes {
 			next = next.Add(spacing)
@@ -94,43 +92,6 @@ func (r *run) broadcast(ctx context.Context) error {
 		return errRun("disconnect", err)
 	}
 	return nil
-}
-
-// pushStage offers PushRate for StageTime; during, when set, runs
-// alongside until the stage's pushes are answered.
-func (r *run) pushStage(ctx context.Context, name string, during func(stop <-chan struct{})) (report.Stage, error) {
-	cfg := &r.cfg
-	count := int64(cfg.PushRate * cfg.StageTime.Seconds())
-	sent0 := r.lastSample().Sent
-	t0 := r.now()
-	r.setPhase(name, count, func(s report.Sample) int64 { return s.Sent - sent0 })
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	if during != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			during(stop)
-		}()
-	}
-	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
-		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate / float64(len(r.pool.ws)), Duration: cfg.StageTime,
-			Pick: sender.PickRoundRobin, Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
-	})
-	close(stop)
-	wg.Wait()
-	if err != nil {
-		return report.Stage{}, errRun("send", err)
-	}
-	st, err := mergeStage(cfg.PushRate, evs)
-	if err != nil {
-		return st, err
-	}
-	st.CPU = r.avgCPU(t0, r.now())
-	r.logf("%s: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s", name,
-		report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999, st.Latency.Max,
-		st.Account.Lost, report.CountsOrNone(st.Errors))
-	return st, nil
 }
 
 // takeBroadcasts sums what the workers' user agents received since the

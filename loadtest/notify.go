@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/autopush-go/autopush/loadtest/hist"
@@ -21,28 +22,12 @@ func (r *run) notify(ctx context.Context) error {
 	}
 	n := &report.NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
 	r.rep.Notify = n
-	workers := float64(len(r.pool.ws))
 	for i, rate := range cfg.Rates {
-		count := int64(rate * cfg.StageTime.Seconds())
-		sent0 := r.lastSample().Sent
-		t0 := r.now()
-		r.setPhase(fmt.Sprintf("%s/s", report.Num(rate)), count, func(s report.Sample) int64 { return s.Sent - sent0 })
-		evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
-			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: cfg.StageTime, Pick: sender.PickRoundRobin,
-				Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
-		})
-		if err != nil {
-			return errRun("send", err)
-		}
-		st, err := mergeStage(rate, evs)
+		st, err := r.pushStage(ctx, fmt.Sprintf("%s/s", report.Num(rate)), rate, nil)
 		if err != nil {
 			return err
 		}
-		st.CPU = r.avgCPU(t0, r.now())
 		n.Stages = append(n.Stages, st)
-		r.logf("%s/s offered: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
-			report.Num(rate), report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999, st.Latency.Max,
-			st.Account.Lost, report.CountsOrNone(st.Errors))
 		if cfg.P99Limit > 0 && st.Latency.P99 > ms(cfg.P99Limit) {
 			if n.CrossedAt == 0 {
 				n.CrossedAt = rate
@@ -56,6 +41,45 @@ func (r *run) notify(ctx context.Context) error {
 		return errRun("disconnect", err)
 	}
 	return nil
+}
+
+// pushStage offers rate pushes per second for StageTime (the workers
+// share it), the first Warmup left out of the histogram, and waits up to
+// DeliveryGrace for them to arrive; during, when set, runs alongside until
+// the stage's pushes are answered.
+func (r *run) pushStage(ctx context.Context, name string, rate float64, during func(stop <-chan struct{})) (report.Stage, error) {
+	cfg := &r.cfg
+	count := int64(rate * cfg.StageTime.Seconds())
+	sent0 := r.lastSample().Sent
+	t0 := r.now()
+	r.setPhase(name, count, func(s report.Sample) int64 { return s.Sent - sent0 })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if during != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			during(stop)
+		}()
+	}
+	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
+		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / float64(len(r.pool.ws)), Duration: cfg.StageTime,
+			Pick: sender.PickRoundRobin, Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
+	})
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return report.Stage{}, errRun("send", err)
+	}
+	st, err := mergeStage(rate, evs)
+	if err != nil {
+		return st, err
+	}
+	st.CPU = r.avgCPU(t0, r.now())
+	r.logf("%s: %s/s offered: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
+		name, report.Num(rate), report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999,
+		st.Latency.Max, st.Account.Lost, report.CountsOrNone(st.Errors))
+	return st, nil
 }
 
 // mergeStage adds up the workers' results of one rate.

@@ -1,12 +1,12 @@
 package session
 
 import (
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/autopush-go/autopush/engine/ws"
+	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/jsonscan"
 )
@@ -107,12 +107,4 @@ func (e *Env) version() []byte {
 }
 
 // versionString is the "version" of version.json, "unknown" without one.
-func (e *Env) versionString() string {
-	var v struct {
-		Version string `json:"version"`
-	}
-	if json.Unmarshal(e.Version, &v) != nil || v.Version == "" {
-		return "unknown"
-	}
-	return v.Version
-}
+func (e *Env) versionString() string { return dockerflow.VersionString(e.Version) }

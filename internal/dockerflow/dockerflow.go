@@ -1,6 +1,9 @@
 package dockerflow
 
-import "os"
+import (
+	"encoding/json"
+	"os"
+)
 
 // devVersion is served when no version.json was baked into the image.
 const devVersion = `{"source":"https://github.com/autopush-go/autopush","version":"dev","commit":"unknown","build":"unknown"}`
@@ -14,4 +17,16 @@ func Version(path string) []byte {
 		}
 	}
 	return []byte(devVersion)
+}
+
+// VersionString is the "version" of a version.json document, "unknown"
+// when it has none (what /status and /health report).
+func VersionString(doc []byte) string {
+	var v struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(doc, &v) != nil || v.Version == "" {
+		return "unknown"
+	}
+	return v.Version
 }

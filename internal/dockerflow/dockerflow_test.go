@@ -18,3 +18,11 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("file version %q", Version(p))
 	}
 }
+
+func TestVersionString(t *testing.T) {
+	for doc, want := range map[string]string{`{"version":"1.2.3"}`: "1.2.3", `{}`: "unknown", `not json`: "unknown", ``: "unknown"} {
+		if got := VersionString([]byte(doc)); got != want {
+			t.Errorf("VersionString(%q) = %q, want %q", doc, got, want)
+		}
+	}
+}
