@@ -260,16 +260,18 @@ func (s *syncBuffer) String() string {
 
 func TestConfigValidate(t *testing.T) {
 	for name, mutate := range map[string]func(*Config){
-		"no crypto key":    func(c *Config) { c.CryptoKey = "" },
-		"no listen":        func(c *Config) { c.Listen = "" },
-		"storage":          func(c *Config) { c.Storage = "mysql" },
-		"endpoint url":     func(c *Config) { c.EndpointURL = "push.example.com" },
-		"endpoint scheme":  func(c *Config) { c.EndpointURL = "ftp://push.example.com" },
-		"max data":         func(c *Config) { c.MaxDataBytes = 0 },
-		"max data storage": func(c *Config) { c.MaxDataBytes = MaxMaxDataBytes + 1 },
-		"node timeout":     func(c *Config) { c.NodeTimeout = 0 },
-		"idle conns":       func(c *Config) { c.NodeIdleConns = 0 },
-		"vapid skew":       func(c *Config) { c.VAPIDSkew = -time.Second },
+		"no crypto key":         func(c *Config) { c.CryptoKey = "" },
+		"no listen":             func(c *Config) { c.Listen = "" },
+		"storage":               func(c *Config) { c.Storage = "mysql" },
+		"endpoint url":          func(c *Config) { c.EndpointURL = "push.example.com" },
+		"endpoint scheme":       func(c *Config) { c.EndpointURL = "ftp://push.example.com" },
+		"max data":              func(c *Config) { c.MaxDataBytes = 0 },
+		"max data storage":      func(c *Config) { c.MaxDataBytes = MaxMaxDataBytes + 1 },
+		"node timeout":          func(c *Config) { c.NodeTimeout = 0 },
+		"idle conns":            func(c *Config) { c.NodeIdleConns = 0 },
+		"vapid skew":            func(c *Config) { c.VAPIDSkew = -time.Second },
+		"short broadcast token": func(c *Config) { c.BroadcastTokens = []string{"short"} },
+		"spaced reader token":   func(c *Config) { c.BroadcastReaderTokens = []string{"a token with spaces in it"} },
 	} {
 		cfg := testConfig()
 		mutate(&cfg)

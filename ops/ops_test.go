@@ -523,6 +523,7 @@ func TestDashboard(t *testing.T) {
 		"storage latency (autoconnect)":  "autoconnect_storage_seconds_bucket",
 		"storage latency (autoendpoint)": "autoendpoint_storage_seconds_bucket",
 		"drain":                          "autoconnect_draining",
+		"broadcasts":                     "autoconnect_broadcast_fanout_seconds_bucket",
 	} {
 		found := false
 		for title, names := range plots {
