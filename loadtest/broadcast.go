@@ -34,13 +34,18 @@ func (r *run) broadcast(ctx context.Context) error {
 	}
 	b.UAs = r.rep.Connect.Connected
 	var err error
+	start, err := r.serverView(ctx)
+	if err != nil {
+		return errRun("node metrics", err)
+	}
 	if b.Baseline, err = r.pushStage(ctx, "no change", cfg.PushRate, nil); err != nil {
 		return err
 	}
-	fan0, err := r.fanOutTotals(ctx)
+	before, err := r.serverView(ctx)
 	if err != nil {
-		return errRun("engine metrics", err)
+		return errRun("node metrics", err)
 	}
+	b.DeliverP99Baseline = before.deliver.since(start.deliver).bound(.99)
 	spacing := (cfg.StageTime - cfg.Warmup) / time.Duration(cfg.Changes+1)
 	if b.During, err = r.pushStage(ctx, "changes", cfg.PushRate, func(stop <-chan struct{}) {
 		next := time.Now().Add(cfg.Warmup)
@@ -78,14 +83,16 @@ func (r *run) broadcast(ctx context.Context) error {
 		}
 	}
 	b.Arrival = hist.Summarize(h)
-	fan1, err := r.fanOutTotals(ctx)
+	after, err := r.serverView(ctx)
 	if err != nil {
-		return errRun("engine metrics", err)
+		return errRun("node metrics", err)
 	}
-	if b.FanOutCount = int64(fan1.count - fan0.count); b.FanOutCount > 0 {
-		b.FanOutMean = (fan1.sum - fan0.sum) / float64(b.FanOutCount)
+	fan := after.fanOut.since(before.fanOut)
+	if b.FanOutCount = int64(fan.count); b.FanOutCount > 0 {
+		b.FanOutMean = fan.sum / fan.count
 	}
-	b.FanOutMax = fan1.slowestBound(fan0)
+	b.FanOutMax = fan.bound(1)
+	b.DeliverP99During = after.deliver.since(before.deliver).bound(.99)
 	r.logf("broadcast: %s of %s arrivals, %d repeated; change -> arrival p99 %.1f ms; push p99 %.1f ms without a change, %.1f ms during the changes",
 		report.Num(b.Received), report.Num(b.Expected), b.Repeated, b.Arrival.P99, b.Baseline.Latency.P99, b.During.Latency.P99)
 	if err := r.disconnectAll(ctx, "close"); err != nil {
@@ -114,46 +121,63 @@ func (r *run) takeBroadcasts(ctx context.Context) (agent.BroadcastResult, error)
 	return sum, nil
 }
 
-// fanOut is the engines' autoconnect_broadcast_fanout_seconds, summed.
-type fanOut struct {
+// promHist is one Prometheus histogram summed over the processes that
+// serve it: its sum, count and cumulative buckets.
+type promHist struct {
 	sum, count float64
 	buckets    map[float64]float64 // le -> cumulative count
 }
 
-const fanOutMetric = "autoconnect_broadcast_fanout_seconds"
-
-func (r *run) fanOutTotals(ctx context.Context) (fanOut, error) {
-	f := fanOut{buckets: map[float64]float64{}}
-	for _, u := range r.cl.metricsURLs {
+// scrapeHist reads the histogram name (its series whose labels contain
+// match, "" for any) from every url and adds them up.
+func scrapeHist(ctx context.Context, urls []string, name, match string) (promHist, error) {
+	h := promHist{buckets: map[float64]float64{}}
+	for _, u := range urls {
 		m, err := promtext.Scrape(ctx, nil, u)
 		if err != nil {
-			return f, err
+			return h, err
 		}
-		f.sum += m[fanOutMetric+"_sum"]
-		f.count += m[fanOutMetric+"_count"]
 		for series, v := range m {
-			le, ok := strings.CutPrefix(series, fanOutMetric+`_bucket{le="`)
-			if !ok {
+			labels, ok := strings.CutPrefix(series, name)
+			if !ok || !strings.Contains(labels, match) {
 				continue
 			}
-			bound := math.Inf(1)
-			if le = strings.TrimSuffix(le, `"}`); le != "+Inf" {
-				if bound, err = strconv.ParseFloat(le, 64); err != nil {
-					return f, fmt.Errorf("loadtest: %s: bucket %q", u, series)
+			switch {
+			case strings.HasPrefix(labels, "_sum"):
+				h.sum += v
+			case strings.HasPrefix(labels, "_count"):
+				h.count += v
+			case strings.HasPrefix(labels, "_bucket{"):
+				_, le, _ := strings.Cut(labels, `le="`)
+				le, _, _ = strings.Cut(le, `"`)
+				bound := math.Inf(1)
+				if le != "+Inf" {
+					if bound, err = strconv.ParseFloat(le, 64); err != nil {
+						return h, fmt.Errorf("loadtest: %s: bucket %q", u, series)
+					}
 				}
+				h.buckets[bound] += v
 			}
-			f.buckets[bound] += v
 		}
 	}
-	return f, nil
+	return h, nil
 }
 
-// slowestBound is the smallest bucket bound holding every fan-out since
-// before: the slowest one took at most that long.
-func (f fanOut) slowestBound(before fanOut) float64 {
+// since is what h observed after before.
+func (h promHist) since(before promHist) promHist {
+	d := promHist{sum: h.sum - before.sum, count: h.count - before.count, buckets: map[float64]float64{}}
+	for le, n := range h.buckets {
+		d.buckets[le] = n - before.buckets[le]
+	}
+	return d
+}
+
+// bound is the smallest bucket bound under which a fraction q of the
+// observations fell (0 with none): "the p99 was at most this".
+func (h promHist) bound(q float64) float64 {
 	best := math.Inf(1)
-	for le, n := range f.buckets {
-		if n-before.buckets[le] >= f.count-before.count && le < best {
+	for le, n := range h.buckets {
+		if h.count > 0 && n >= q*h.count && le < best {
 			best = le
 		}
 	}
@@ -161,4 +185,20 @@ func (f fanOut) slowestBound(before fanOut) float64 {
 		return 0
 	}
 	return best
+}
+
+// serverView is what the nodes' own histograms say about a stretch of
+// the run: the engines' fan-outs, and the endpoint's calls to deliver a
+// push at an engine (PUT /push: the engine's loop writes the
+// notification before it answers, so a stalled loop shows there).
+type serverView struct{ fanOut, deliver promHist }
+
+func (r *run) serverView(ctx context.Context) (serverView, error) {
+	var v serverView
+	var err error
+	if v.fanOut, err = scrapeHist(ctx, r.cl.metricsURLs, "autoconnect_broadcast_fanout_seconds", ""); err != nil {
+		return v, err
+	}
+	v.deliver, err = scrapeHist(ctx, []string{r.cl.endpointURL + "/metrics"}, "autoendpoint_node_call_seconds", `call="push"`)
+	return v, err
 }

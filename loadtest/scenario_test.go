@@ -321,6 +321,9 @@ func TestBroadcastSmall(t *testing.T) {
 	if b.Arrival.Count != b.Received || b.Arrival.Max <= 0 {
 		t.Errorf("arrival latency %+v", b.Arrival)
 	}
+	if b.DeliverP99Baseline <= 0 || b.DeliverP99During <= 0 {
+		t.Errorf("the endpoint's deliver calls not read: p99 under %gs, %gs", b.DeliverP99Baseline, b.DeliverP99During)
+	}
 	if want := int64(cfg.Changes * rep.Cluster.Engines); b.FanOutCount != want || b.FanOutMean <= 0 || b.FanOutMax <= 0 {
 		t.Errorf("engines fanned out %d times (mean %.3fs, max under %.3fs), want %d", b.FanOutCount, b.FanOutMean, b.FanOutMax, want)
 	}

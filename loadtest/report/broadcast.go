@@ -33,6 +33,12 @@ type BroadcastReport struct {
 	FanOutMean  float64 `json:"fanout_mean_seconds"`
 	FanOutMax   float64 `json:"fanout_max_bucket_seconds"`
 	FanOutCount int64   `json:"fanouts"`
+	// DeliverP99 is the bucket bound under which 99% of the endpoint's
+	// calls to deliver a push at an engine (autoendpoint_node_call_seconds
+	// {call="push"}) answered in each stage: the server's side of the
+	// push latency, without the load generator's.
+	DeliverP99Baseline float64 `json:"deliver_p99_bucket_seconds_baseline"`
+	DeliverP99During   float64 `json:"deliver_p99_bucket_seconds_during"`
 }
 
 // Problems are what makes the run fail: a change that did not reach
@@ -68,12 +74,23 @@ func (r *Report) printBroadcast(w io.Writer) {
 			CountsOrNone(s.st.Errors))
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "the endpoint's deliver calls to the engines (PUT /push), p99 at most: %s without a change, %s during the changes\n",
+		secs(b.DeliverP99Baseline), secs(b.DeliverP99During))
 	fmt.Fprintf(w, "changes: %s of %s arrivals (every user agent, every change), %d repeated; change -> arrival (ms) p50 %.1f p99 %.1f max %.1f; engines' fan-out %d times, mean %.3fs, slowest under %.3gs\n",
 		Num(b.Received), Num(b.Expected), b.Repeated, b.Arrival.P50, b.Arrival.P99, b.Arrival.Max, b.FanOutCount, b.FanOutMean, b.FanOutMax)
 }
 
 func (r *Report) broadcastResult() string {
 	b := r.Broadcast
-	return fmt.Sprintf(" received=%d expected=%d repeated=%d arrival_p99_ms=%.1f fanout_mean_s=%.3f push_p99_ms_baseline=%.1f push_p99_ms_during=%.1f",
-		b.Received, b.Expected, b.Repeated, b.Arrival.P99, b.FanOutMean, b.Baseline.Latency.P99, b.During.Latency.P99)
+	return fmt.Sprintf(" received=%d expected=%d repeated=%d arrival_p99_ms=%.1f fanout_mean_s=%.3f push_p99_ms_baseline=%.1f push_p99_ms_during=%.1f deliver_p99_le_s_baseline=%g deliver_p99_le_s_during=%g",
+		b.Received, b.Expected, b.Repeated, b.Arrival.P99, b.FanOutMean, b.Baseline.Latency.P99, b.During.Latency.P99,
+		b.DeliverP99Baseline, b.DeliverP99During)
+}
+
+// secs shows a bucket bound in seconds as ms below a second.
+func secs(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%g ms", s*1000)
+	}
+	return fmt.Sprintf("%g s", s)
 }
