@@ -18,7 +18,8 @@ import (
 // route writes) every MegaphonePollInterval into the session core's table
 // (engine/broadcast); when a version changed, the fan-out brings every
 // registered client up to date on its own loop, BroadcastBatch clients
-// per turn, so deliveries keep flowing while a million clients hear of it.
+// per turn and at most BroadcastRate a second per loop, so deliveries keep
+// flowing while a million clients hear of it.
 
 // maxMegaphoneBody bounds what a poll reads: MaxIDs ids and versions of
 // at most 256 bytes each fit well within it.
@@ -109,11 +110,13 @@ func (srv *Server) fetchMegaphone(ctx context.Context) (map[string]string, error
 
 // fanOut brings every registered client up to date with the broadcast
 // versions, on its own event loop: one goroutine per loop hands the loop
-// BroadcastBatch clients at a time and waits until they are done before
-// handing the next, so between two batches the loop serves its
-// connections and the node API (a batch handed to a loop from its own
-// task would run back to back: gnet drains its task queue before polling
-// again). A client already current sends nothing, so overlapping
+// BroadcastBatch clients at a time, waits until they are done, and keeps
+// to BroadcastRate clients per second before handing the next. Between
+// two batches the loop serves its connections and the node API, and the
+// change's CPU cost (a write per client) is spread out instead of taking
+// the cores deliveries need. (A batch handed to a loop from its own task
+// would run back to back: gnet drains its task queue before polling
+// again.) A client already current sends nothing, so overlapping
 // fan-outs and the keepalive tick's catch-up never repeat a version.
 func (srv *Server) fanOut() {
 	start := time.Now()
@@ -140,7 +143,17 @@ func (srv *Server) fanOut() {
 
 func (srv *Server) fanOutLoop(el gnet.EventLoop, list []*conn) {
 	done := make(chan struct{}, 1)
+	// Each batch has its share of a second at BroadcastRate.
+	share := time.Second * time.Duration(srv.cfg.BroadcastBatch) / time.Duration(srv.cfg.BroadcastRate)
+	pace := time.NewTimer(0)
+	defer pace.Stop()
 	for len(list) > 0 {
+		select {
+		case <-pace.C:
+		case <-srv.quit:
+			return
+		}
+		pace.Reset(share)
 		batch := list[:min(len(list), srv.cfg.BroadcastBatch)]
 		list = list[len(batch):]
 		err := el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {

@@ -108,10 +108,15 @@ type Config struct {
 	// Default 30s (the reference's).
 	MegaphonePollInterval time.Duration `conf:"megaphone-poll-interval" help:"how often broadcast versions are polled"`
 	// BroadcastBatch is how many clients one event loop brings up to date
-	// with a broadcast change before it serves its other work again: a
-	// change reaches every subscribed client without a burst that stalls
-	// deliveries. Default 128.
+	// with a broadcast change in one turn, before it serves its other
+	// work again. Default 64.
 	BroadcastBatch int `conf:"broadcast-batch" help:"clients an event loop sends a broadcast change to per turn"`
+	// BroadcastRate bounds how many clients per second each event loop
+	// sends a broadcast change to: a change reaches a node's clients
+	// spread over time (a million on 8 loops: about 12 s) rather than in
+	// a burst that takes the CPU deliveries need. The reference only
+	// tells clients at their next keepalive check. Default 10,000.
+	BroadcastRate int `conf:"broadcast-rate" help:"clients per second each event loop sends a broadcast change to"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -138,7 +143,8 @@ func DefaultConfig() Config {
 
 		MsgLimit:              150,
 		MegaphonePollInterval: 30 * time.Second,
-		BroadcastBatch:        128,
+		BroadcastBatch:        64,
+		BroadcastRate:         10000,
 	}
 }
 
@@ -175,8 +181,8 @@ func (c *Config) validateBroadcasts() error {
 		return errors.New("engine: config: msg-limit must not be negative (0 turns it off)")
 	case c.MegaphonePollInterval < 100*time.Millisecond:
 		return errors.New("engine: config: megaphone-poll-interval must be at least 100ms")
-	case c.BroadcastBatch < 1:
-		return errors.New("engine: config: broadcast-batch must be >= 1")
+	case c.BroadcastBatch < 1 || c.BroadcastRate < c.BroadcastBatch:
+		return errors.New("engine: config: broadcast-batch must be >= 1 and broadcast-rate at least broadcast-batch")
 	}
 	if c.MegaphoneAPIURL != "" {
 		u, err := url.Parse(c.MegaphoneAPIURL)
