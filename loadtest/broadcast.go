@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/autopush-go/autopush/internal/promtext"
@@ -18,9 +19,11 @@ import (
 // broadcast connects every user agent (each following Broadcasts ids of
 // the run's Megaphone), then offers PushRate for StageTime twice: once
 // with no change (the baseline), once while the Megaphone changes the
-// versions Changes times, evenly spaced after the warm-up. Every change
-// must reach every user agent exactly once; the two stages' push latency
-// says whether a fan-out stalls deliveries.
+// versions Changes times, evenly spaced after the warm-up. Every user
+// agent must end up with the last version, and be sent no version twice;
+// a change reaches it once, unless a newer one overtook it first (then
+// it gets only the newer one, as a client should). The two stages' push
+// latency says whether a fan-out stalls deliveries.
 func (r *run) broadcast(ctx context.Context) error {
 	cfg := &r.cfg
 	if err := r.connectEveryone(ctx); err != nil {
@@ -29,7 +32,7 @@ func (r *run) broadcast(ctx context.Context) error {
 	b := &report.BroadcastReport{IDs: cfg.Broadcasts, Changes: cfg.Changes, PollSeconds: cfg.BroadcastPoll.Seconds()}
 	r.rep.Broadcast = b
 	// What the hellos were told is not a change: count from here.
-	if _, err := r.takeBroadcasts(ctx); err != nil {
+	if _, err := r.takeBroadcasts(ctx, 0); err != nil {
 		return errRun("broadcasts", err)
 	}
 	b.UAs = r.rep.Connect.Connected
@@ -47,6 +50,7 @@ func (r *run) broadcast(ctx context.Context) error {
 	}
 	b.DeliverP99Baseline = before.deliver.since(start.deliver).bound(.99)
 	spacing := (cfg.StageTime - cfg.Warmup) / time.Duration(cfg.Changes+1)
+	var last atomic.Int64 // the instant of the last version made
 	if b.During, err = r.pushStage(ctx, "changes", cfg.PushRate, func(stop <-chan struct{}) {
 		next := time.Now().Add(cfg.Warmup)
 		for range cfg.Changes {
@@ -56,7 +60,9 @@ func (r *run) broadcast(ctx context.Context) error {
 				return
 			case <-time.After(time.Until(next)):
 			}
-			r.logf("broadcast version now %s", r.cl.megaphone.change())
+			v, at := r.cl.megaphone.change()
+			last.Store(at)
+			r.logf("broadcast version now %s", v)
 		}
 	}); err != nil {
 		return err
@@ -66,16 +72,17 @@ func (r *run) broadcast(ctx context.Context) error {
 	h := hist.New()
 	deadline := time.Now().Add(2*cfg.BroadcastPoll + 30*time.Second)
 	for {
-		got, err := r.takeBroadcasts(ctx)
+		got, err := r.takeBroadcasts(ctx, last.Load())
 		if err != nil {
 			return errRun("broadcasts", err)
 		}
 		b.Received += got.Received
 		b.Repeated += got.Repeated
+		b.Ready, b.Current = got.Ready, got.Current
 		if err := hist.Merge(h, got.Hist); err != nil {
 			return err
 		}
-		if b.Received >= b.Expected || time.Now().After(deadline) {
+		if b.Current >= b.Ready || time.Now().After(deadline) {
 			break
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
@@ -93,8 +100,9 @@ func (r *run) broadcast(ctx context.Context) error {
 	}
 	b.FanOutMax = fan.bound(1)
 	b.DeliverP99During = after.deliver.since(before.deliver).bound(.99)
-	r.logf("broadcast: %s of %s arrivals, %d repeated; change -> arrival p99 %.1f ms; push p99 %.1f ms without a change, %.1f ms during the changes",
-		report.Num(b.Received), report.Num(b.Expected), b.Repeated, b.Arrival.P99, b.Baseline.Latency.P99, b.During.Latency.P99)
+	r.logf("broadcast: %s of %s connected user agents have the last version; %s of %s arrivals, %d repeated; change -> arrival p99 %.1f ms; push p99 %.1f ms without a change, %.1f ms during the changes",
+		report.Num(b.Current), report.Num(b.Ready), report.Num(b.Received), report.Num(b.Expected), b.Repeated, b.Arrival.P99,
+		b.Baseline.Latency.P99, b.During.Latency.P99)
 	if err := r.disconnectAll(ctx, "close"); err != nil {
 		return errRun("disconnect", err)
 	}
@@ -103,8 +111,10 @@ func (r *run) broadcast(ctx context.Context) error {
 
 // takeBroadcasts sums what the workers' user agents received since the
 // last call.
-func (r *run) takeBroadcasts(ctx context.Context) (agent.BroadcastResult, error) {
-	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command { return worker.Command{Op: worker.OpBroadcasts} })
+func (r *run) takeBroadcasts(ctx context.Context, current int64) (agent.BroadcastResult, error) {
+	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
+		return worker.Command{Op: worker.OpBroadcasts, Current: current}
+	})
 	if err != nil {
 		return agent.BroadcastResult{}, err
 	}
@@ -113,6 +123,8 @@ func (r *run) takeBroadcasts(ctx context.Context) (agent.BroadcastResult, error)
 	for _, ev := range evs {
 		sum.Received += ev.Broadcasts.Received
 		sum.Repeated += ev.Broadcasts.Repeated
+		sum.Ready += ev.Broadcasts.Ready
+		sum.Current += ev.Broadcasts.Current
 		if err := hist.Merge(h, ev.Broadcasts.Hist); err != nil {
 			return sum, err
 		}

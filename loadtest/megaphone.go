@@ -64,12 +64,14 @@ func (m *megaphone) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"code": 200, "broadcasts": all})
 }
 
-// change moves every id to a new version named for now, and returns it.
-func (m *megaphone) change() string {
+// change moves every id to a new version named for now, and returns it
+// and its instant.
+func (m *megaphone) change() (string, int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.version = agent.VersionAt(time.Now().UnixNano())
-	return m.version
+	at := time.Now().UnixNano()
+	m.version = agent.VersionAt(at)
+	return m.version, at
 }
 
 func (m *megaphone) stop() {

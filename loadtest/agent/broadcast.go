@@ -45,18 +45,39 @@ type BroadcastResult struct {
 	Received int64  `json:"received"` // changes that reached a user agent (one per user agent per change)
 	Repeated int64  `json:"repeated"` // a version sent to a user agent that already had it
 	Hist     []byte `json:"hist"`     // change to arrival (hist.Encode)
+	// Ready and Current count the connected user agents, and those of
+	// them that have the version current at the instant the call named
+	// (or a later one).
+	Ready, Current int64
 }
 
 // TakeBroadcasts returns what arrived since the last call and starts
-// over. Safe for concurrent use.
-func (s *Set) TakeBroadcasts() BroadcastResult {
+// over, and how many connected user agents have the version made at
+// current (VersionAt's instant; 0: do not count). Safe for concurrent
+// use.
+func (s *Set) TakeBroadcasts(current int64) BroadcastResult {
+	var r BroadcastResult
+	if current != 0 {
+		for _, l := range s.loops {
+			l.call(func() {
+				for _, u := range l.uas {
+					if u.state == stReady {
+						r.Ready++
+						if u.bseen >= current {
+							r.Current++
+						}
+					}
+				}
+			})
+		}
+	}
 	b := &s.bcast
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.latencies == nil {
 		b.latencies = hist.New()
 	}
-	r := BroadcastResult{Received: b.received, Repeated: b.repeated, Hist: hist.Encode(b.latencies)}
+	r.Received, r.Repeated, r.Hist = b.received, b.repeated, hist.Encode(b.latencies)
 	b.received, b.repeated = 0, 0
 	b.latencies.Reset()
 	return r

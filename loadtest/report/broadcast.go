@@ -18,12 +18,17 @@ type BroadcastReport struct {
 	PollSeconds float64 `json:"poll_seconds"` // the engines' megaphone-poll-interval
 	Baseline    Stage   `json:"baseline"`     // pushes, no change
 	During      Stage   `json:"during"`       // pushes while the versions changed
-	// Expected is Changes × UAs: every change reaches every user agent
-	// once. Received counts those that did, Repeated a version sent to a
-	// user agent that already had it.
+	// Expected is Changes × UAs: every change reaching every user agent
+	// once. Received counts those that did (fewer when a newer version
+	// overtook an older one before a user agent's turn: it then gets only
+	// the newer), Repeated a version sent to a user agent that already
+	// had it. Current is how many of the Ready (connected) user agents
+	// have the last version at the end.
 	Expected int64 `json:"expected"`
 	Received int64 `json:"received"`
 	Repeated int64 `json:"repeated"`
+	Ready    int64 `json:"ready"`
+	Current  int64 `json:"current"`
 	// Arrival is from the change at the Megaphone to a user agent's
 	// receipt: up to a poll interval of waiting, then the fan-out.
 	Arrival hist.Latency `json:"arrival"`
@@ -46,9 +51,9 @@ type BroadcastReport struct {
 // two stages is reported, not judged: it depends on the machine.
 func (b *BroadcastReport) Problems() []string {
 	var p []string
-	if b.Received != b.Expected || b.Repeated > 0 {
-		p = append(p, fmt.Sprintf("broadcast changes: %d arrivals of %d expected (every user agent, every change), %d repeated",
-			b.Received, b.Expected, b.Repeated))
+	if b.Current < b.Ready || b.Ready < int64(b.UAs) || b.Received > b.Expected || b.Repeated > 0 {
+		p = append(p, fmt.Sprintf("broadcast changes: %d of %d connected user agents (of %d) have the last version; %d arrivals of at most %d, %d repeated",
+			b.Current, b.Ready, b.UAs, b.Received, b.Expected, b.Repeated))
 	}
 	for _, s := range []Stage{b.Baseline, b.During} {
 		if !s.Account.Exact() {
@@ -76,14 +81,14 @@ func (r *Report) printBroadcast(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "the endpoint's deliver calls to the engines (PUT /push), p99 at most: %s without a change, %s during the changes\n",
 		secs(b.DeliverP99Baseline), secs(b.DeliverP99During))
-	fmt.Fprintf(w, "changes: %s of %s arrivals (every user agent, every change), %d repeated; change -> arrival (ms) p50 %.1f p99 %.1f max %.1f; engines' fan-out %d times, mean %.3fs, slowest under %.3gs\n",
-		Num(b.Received), Num(b.Expected), b.Repeated, b.Arrival.P50, b.Arrival.P99, b.Arrival.Max, b.FanOutCount, b.FanOutMean, b.FanOutMax)
+	fmt.Fprintf(w, "changes: %s of %s connected user agents have the last version; %s of %s arrivals (fewer: a newer version overtook an older one), %d repeated; change -> arrival (ms) p50 %.1f p99 %.1f max %.1f; engines' fan-out %d times, mean %.3fs, slowest under %.3gs\n",
+		Num(b.Current), Num(b.Ready), Num(b.Received), Num(b.Expected), b.Repeated, b.Arrival.P50, b.Arrival.P99, b.Arrival.Max, b.FanOutCount, b.FanOutMean, b.FanOutMax)
 }
 
 func (r *Report) broadcastResult() string {
 	b := r.Broadcast
-	return fmt.Sprintf(" received=%d expected=%d repeated=%d arrival_p99_ms=%.1f fanout_mean_s=%.3f push_p99_ms_baseline=%.1f push_p99_ms_during=%.1f deliver_p99_le_s_baseline=%g deliver_p99_le_s_during=%g",
-		b.Received, b.Expected, b.Repeated, b.Arrival.P99, b.FanOutMean, b.Baseline.Latency.P99, b.During.Latency.P99,
+	return fmt.Sprintf(" current=%d ready=%d received=%d expected=%d repeated=%d arrival_p99_ms=%.1f fanout_mean_s=%.3f push_p99_ms_baseline=%.1f push_p99_ms_during=%.1f deliver_p99_le_s_baseline=%g deliver_p99_le_s_during=%g",
+		b.Current, b.Ready, b.Received, b.Expected, b.Repeated, b.Arrival.P99, b.FanOutMean, b.Baseline.Latency.P99, b.During.Latency.P99,
 		b.DeliverP99Baseline, b.DeliverP99During)
 }
 

@@ -38,6 +38,9 @@ type Command struct {
 	Send    *Send          `json:"send,omitempty"`
 	Churn   *agent.Churn   `json:"churn,omitempty"`
 	Drain   *Drain         `json:"drain,omitempty"`
+	// Current, for OpBroadcasts: the instant (Unix ns) of the broadcast
+	// version the user agents should have by now (0: do not count).
+	Current int64 `json:"current,omitempty"`
 }
 
 // Setup is a worker's share of the run.

@@ -134,7 +134,7 @@ func (w *worker) do(c Command) (Event, error) {
 		a.AddProblems(w.agents.Problems())
 		return Event{Account: &a}, nil
 	case OpBroadcasts:
-		r := w.agents.TakeBroadcasts()
+		r := w.agents.TakeBroadcasts(c.Current)
 		return Event{Broadcasts: &r}, nil
 	case OpStop:
 		w.close()
