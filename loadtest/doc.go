@@ -6,7 +6,7 @@
 // sampled from outside while connections grow.
 //
 // This package is the coordinator: Run runs one scenario (scenario.Config;
-// hold, notify, stored or churn) against processes it starts and stops
+// hold, notify, stored, churn or broadcast) against processes it starts and stops
 // itself, and Capacity runs the standard profile behind `make capacity`.
 // The rest has its own packages:
 //

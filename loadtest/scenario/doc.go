@@ -1,5 +1,5 @@
-// Package scenario says what a load-test run is: the four scenarios (hold,
-// notify, stored, churn), what each measures (its -help), and Config, the
+// Package scenario says what a load-test run is: the scenarios (hold,
+// notify, stored, churn, broadcast), what each measures (its -help), and Config, the
 // settings of one run with their defaults, command-line flags and
 // validation.
 //

@@ -52,7 +52,9 @@ with {} pings every -ping-interval), opened at -connect-rate in -steps
 equal steps. After each step and -settle of idleness the engines' RSS is
 sampled (/proc/<pid>/status, and go_goroutines from their /metrics); the
 least-squares slope over the steps is the engines' user-space bytes per
-connection. Then everyone stays connected for -hold.`,
+connection. Then everyone stays connected for -hold. With -broadcasts,
+every user agent also follows that many broadcast ids (as Firefox does),
+served by the run's own Megaphone.`,
 	Notify: `notify: -uas connected user agents; senders POST VAPID-signed,
 aes128gcm-encrypted pushes to them at each of -rates (open loop: the
 schedule never waits for replies) for -stage-time. User agents decrypt,
@@ -71,4 +73,12 @@ time with mean -session, offline -offline, reconnecting to a random
 engine) while pushes flow at -push-rate for -duration to random user
 agents, online or not. Then everyone reconnects and drains, with the same
 exactly-once accounting as stored.`,
+	Broadcast: `broadcast: -uas connected user agents each follow -broadcasts ids
+of the run's own Megaphone (127.0.0.1), which the engines poll every
+-broadcast-poll. Pushes flow at -push-rate for -stage-time twice: with no
+broadcast change, then while the Megaphone changes the versions -changes
+times. Reported: both stages' push latency, the endpoint's deliver-call
+p99 (the server's side), the engines' fan-out time, and how long a change
+took to reach the user agents; every connected one must end with the last
+version and never be sent one twice. Needs -cql-hosts (CQL_HOSTS).`,
 }

@@ -7,6 +7,7 @@
 //	go run ./loadtest/cmd/loadtest notify -rates 250,500,1000,2000
 //	go run ./loadtest/cmd/loadtest stored -messages 100000
 //	go run ./loadtest/cmd/loadtest churn -duration 100s
+//	go run ./loadtest/cmd/loadtest broadcast -uas 10000 -push-rate 200
 //	go run ./loadtest/cmd/loadtest capacity            # the standard profile -> docs/capacity.md
 //
 // `loadtest <scenario> -help` lists the scenario's flags. The exit status

@@ -78,7 +78,8 @@ Scenarios (each one's -help lists its flags):
   notify    open-loop push rates; end-to-end latency percentiles
   stored    pushes to offline user agents, reconnect and drain; exactly-once accounting
   churn     connects and disconnects while pushes flow; exactly-once accounting
-  capacity  the standard profile of all four; writes docs/capacity.md
+  broadcast broadcast version changes fanned out while pushes flow; push latency with and without
+  capacity  the standard profile (hold, notify, stored, churn); writes docs/capacity.md
 
 The engines, the endpoint and the worker processes are started and stopped
 by this command. With CQL_HOSTS (or -cql-hosts) set they share that
