@@ -49,7 +49,7 @@ func (s *Session) broadcastSubscribe(x *Ctx, m *protocol.ClientMessage) {
 // too; a session that is current sends nothing, so a second call never
 // repeats a version.
 func (s *Session) Broadcast(x *Ctx) {
-	if s.state != stReady || s.bsub == 0 || x.Broadcasts == nil {
+	if s.state != stReady || s.bsub == 0 || x.Broadcasts == nil || s.leaving() {
 		return
 	}
 	s.bsub, x.bc = x.Broadcasts.CatchUp(s.bsub, x.bc[:0])

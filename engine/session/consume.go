@@ -128,6 +128,9 @@ func (s *Session) closeFrameError(x *Ctx, err error) {
 
 // message dispatches one complete websocket message.
 func (s *Session) message(x *Ctx, msg ws.Message) {
+	if s.leaving() {
+		return // the client closed: nothing it sends after counts
+	}
 	switch msg.Op {
 	case ws.OpText:
 		s.text(x, msg.Payload)
@@ -138,7 +141,7 @@ func (s *Session) message(x *Ctx, msg ws.Message) {
 	case ws.OpPong:
 		// lastRead was refreshed by the frame itself.
 	case ws.OpClose:
-		s.closeWith(x, ws.StatusNormalClosure, "")
+		s.clientClose(x)
 	}
 }
 
@@ -205,6 +208,9 @@ func (s *Session) Tick(x *Ctx) {
 		s.fail(x, "hello_timeout", ws.StatusPolicyViolation, "")
 	case stHelloing, stReady:
 		switch {
+		case s.leaving():
+			// Only the close answer is written now; the deletes it waits
+			// for end within the storage timeout.
 		case s.pingOut:
 			// Any inbound frame clears pingOut, and this deadline was set
 			// PongTimeout after the ping: nothing answered.

@@ -3,6 +3,7 @@ package session
 import (
 	"time"
 
+	"github.com/autopush-go/autopush/engine/ws"
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
@@ -31,6 +32,9 @@ type flow struct {
 	// being dropped for passing it (msglimit.go).
 	fromStorage int
 	dropping    bool
+	// closeAsked: the client sent its close frame while acked messages
+	// were still being deleted; the answer waits for them (clientClose).
+	closeAsked bool
 }
 
 // pending is a notification sent and not yet acked.
@@ -81,7 +85,7 @@ func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
 		return nodeapi.StatusNotHere // the user is being dropped (msglimit.go)
 	}
 	f := s.flowState()
-	if f.checking || f.deleting > 0 || len(f.unacked) >= x.Config.MaxUnacked {
+	if f.checking || f.deleting > 0 || len(f.unacked) >= x.Config.MaxUnacked || f.closeAsked {
 		f.recheck = true
 		return nodeapi.StatusBusy
 	}
@@ -202,17 +206,40 @@ func (f *flow) find(chid, version string) int {
 }
 
 func (s *Session) deleteDone(x *Ctx) {
-	if s.flow != nil {
-		s.flow.deleting--
+	if f := s.flow; f != nil {
+		f.deleting--
+		if f.closeAsked && f.deleting == 0 {
+			s.closeWith(x, ws.StatusNormalClosure, "")
+			return
+		}
 		s.drained(x)
 	}
+}
+
+// leaving reports that the client sent its close frame and the answer
+// waits for deletes: nothing more is written to it but that answer.
+func (s *Session) leaving() bool { return s.flow != nil && s.flow.closeAsked }
+
+// clientClose answers the client's close frame. While messages it acked
+// are still being deleted the answer waits for the deletes (each bounded
+// by the storage timeout): a client that reconnects once its close is
+// answered, to another node perhaps, must not read back what it acked,
+// and the node that will read for it cannot wait for this one's deletes.
+// Meanwhile nothing more is sent to it: deliveries are busy (the endpoint
+// stores them) and no stored page is read.
+func (s *Session) clientClose(x *Ctx) {
+	if f := s.flow; f != nil && f.deleting > 0 && s.state == stReady {
+		f.closeAsked = true
+		return
+	}
+	s.closeWith(x, ws.StatusNormalClosure, "")
 }
 
 // drained continues the storage drain once nothing is in flight: move the
 // cursor past a fully acked batch, then read the next page if one is owed.
 func (s *Session) drained(x *Ctx) {
 	f := s.flow
-	if f == nil || f.checking || f.deleting > 0 || len(f.unacked) > 0 || s.state != stReady || f.dropping {
+	if f == nil || f.checking || f.deleting > 0 || len(f.unacked) > 0 || s.state != stReady || f.dropping || f.closeAsked {
 		return
 	}
 	// Never past now - CursorLag: a message stamped earlier may still be
