@@ -357,7 +357,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	// Every package built is a command.
 	for _, pkg := range regexp.MustCompile(`\./[a-z/]+/cmd/[a-z]+`).FindAllString(build, -1) {
-		p, err := build.ImportDir(filepath.Join(root, pkg), 0)
+		p, err := gobuild.ImportDir(filepath.Join(root, pkg), 0)
 		if err != nil || !p.IsCommand() {
 			t.Errorf("Dockerfile builds %s, which is not a command: %v", pkg, err)
 		}
