@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"encoding/json"
+	gobuild "go/build"
 	"io"
 	"net"
 	"os"
