@@ -41,6 +41,8 @@ type Server struct {
 	audience string // VAPID "aud": the endpoint URL's origin
 	location string // Location prefix: endpoint URL + "/m/"
 	started  time.Time
+	// extraMetrics are other series /metrics serves (AlsoMetrics).
+	extraMetrics []func(io.Writer)
 
 	h        *server.Hertz
 	ln       *trackingListener
@@ -176,6 +178,15 @@ func (s *Server) Start() error {
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
 }
+
+// Config is the configuration the node runs with (what New was given).
+func (s *Server) Config() Config { return s.cfg }
+
+// AlsoMetrics adds write to what /metrics serves: it is called on each
+// scrape, after this node's own series and before the process metrics.
+// A process that runs a connection node too serves the node's series
+// there (stack). Call it before Start.
+func (s *Server) AlsoMetrics(write func(io.Writer)) { s.extraMetrics = append(s.extraMetrics, write) }
 
 // Addr is the listen address with the real port ("" before Start).
 func (s *Server) Addr() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -185,6 +186,15 @@ func (srv *Server) RouterAddr() string { return srv.apiLn.Addr().String() }
 
 // NodeURL is the node API URL stored in router records.
 func (srv *Server) NodeURL() string { return srv.nodeURL }
+
+// Config is the configuration the node runs with (what New was given).
+// Safe for concurrent use.
+func (srv *Server) Config() Config { return srv.cfg }
+
+// WriteMetrics writes the node's metrics (autoconnect_*, without the
+// process metrics) in the Prometheus text format, for a process that
+// serves them with others on one /metrics. Safe for concurrent use.
+func (srv *Server) WriteMetrics(w io.Writer) { srv.metrics.set.WritePrometheus(w) }
 
 // Close stops everything at once, without draining: connections are
 // dropped. Use Drain for a graceful stop.

@@ -126,6 +126,9 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One process, one scrape: the API tier's /metrics serves the
+	// connection node's series too (the node API's serves its own).
+	api.AlsoMetrics(node.WriteMetrics)
 	return &Stack{node: node, api: api, endpointURL: acfg.EndpointURL}, nil
 }
 
