@@ -129,11 +129,11 @@ func (c *Config) Stack() stack.Config {
 	}
 }
 
-// secret says whether a setting's value must not be logged: a name with
+// Secret says whether a setting's value must not be logged: a name with
 // a word key(s), secret(s), token(s) or password(s), unless it names a
 // file (crypto-key, node-secret, push-api-keys; not cql-keyspace, not
 // crypto-key-file).
-func secret(name string) bool {
+func Secret(name string) bool {
 	words := strings.Split(name, "-")
 	if words[len(words)-1] == "file" {
 		return false

@@ -83,7 +83,7 @@ func (s *Server) InEffect() map[string]string {
 	out := map[string]string{}
 	for _, st := range settings.Describe(running.Settings(), Prefix) {
 		v := st.Default // the running value: Describe reads the struct
-		if secret(st.Name) && v != "" {
+		if Secret(st.Name) && v != "" {
 			sum := sha256.Sum256([]byte(v))
 			v = "sha256:" + hex.EncodeToString(sum[:])[:12]
 		}
