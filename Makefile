@@ -10,8 +10,10 @@ BENCHTIME ?= 1s
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-run: ## the whole service in one process over the embedded store (ws :8080, node API :8081, push API :8082)
-	$(GO) run ./tools/cmd/devserver -data-dir ./data
+run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API :8082; a dev key kept in ./data)
+	$(GO) run ./stack/cmd/autopush -connect-listen 127.0.0.1:8080 -router-listen 127.0.0.1:8081 \
+	  -endpoint-listen 127.0.0.1:8082 -endpoint-url http://127.0.0.1:8082 \
+	  -data-dir ./data/store -crypto-key-file ./data/crypto_key -drain-window 1s
 
 build: ## compile every package and binary
 	$(GO) build ./...
@@ -29,7 +31,7 @@ test-stress: ## make test with a CPU hog on every core, and the engine, API tier
 test-unit: ## tests that need no CQL server (the Scylla backend's tests skip, saying why)
 	$(GO) test -race -count=1 ./...
 
-e2e: ## headless Firefox subscribes and receives pushes through the dev server (installs firefox-esr as root if missing)
+e2e: ## headless Firefox subscribes and receives pushes through the single-node server (installs firefox-esr as root if missing)
 	@bash tools/e2e/firefox/install.sh
 	@test -d tools/webpush-node/node_modules || ! command -v npm >/dev/null || $(MAKE) --no-print-directory node-deps
 	AUTOPUSH_E2E_FIREFOX=1 $(GO) test -count=1 -v -timeout 10m -run '^TestFirefox$$' ./tools/e2e/firefox/

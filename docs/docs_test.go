@@ -29,6 +29,7 @@ import (
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/stack/single"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
@@ -223,6 +224,26 @@ func TestGenerated(t *testing.T) {
 	}
 	generated(t, "configuration.md", "autoconnect", settingsTable(settings.Describe(ptr(engine.DefaultConfig()), "AUTOCONNECT")))
 	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(ptr(apitier.DefaultConfig()), "AUTOEND")))
+	generated(t, "configuration.md", "autopush", singleTable(settings.Describe(ptr(single.DefaultConfig()).Settings(), single.Prefix)))
+}
+
+// singleTable is settingsTable with the tier (or tiers) each setting of
+// the single-node server sets.
+func singleTable(list []settings.Setting) string {
+	var b strings.Builder
+	b.WriteString("| flag | environment variable | default | sets | what |\n| --- | --- | --- | --- | --- |\n")
+	for _, s := range list {
+		def := "`" + s.Default + "`"
+		if s.Default == "" {
+			def = "(empty)"
+		}
+		sets := strings.Join(s.Parts, ", ")
+		if len(s.Parts) > 1 {
+			sets = "both tiers"
+		}
+		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s | %s |\n", s.Name, s.Env, def, sets, strings.ReplaceAll(s.Help, "|", `\|`))
+	}
+	return b.String()
 }
 
 func ptr[T any](v T) *T { return &v }

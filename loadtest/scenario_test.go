@@ -20,7 +20,7 @@ import (
 )
 
 // The scenarios run end to end at small N: the real autoconnect,
-// autoendpoint (or devserver) binaries, this test binary re-executed as
+// autoendpoint (or autopush) binaries, this test binary re-executed as
 // the worker processes. With CQL_HOSTS set (make test) they use two engine
 // processes on that Cassandra; without it, one engine on the embedded
 // store.
@@ -49,7 +49,7 @@ var (
 
 // testBinaries builds the service binaries the runs need (without the
 // race detector: they are the system under test, not this package):
-// autoconnect and autoendpoint on CQL, autoconnect and devserver on the
+// autoconnect and autoendpoint on CQL, autoconnect and autopush on the
 // embedded store.
 func testBinaries(t *testing.T) string {
 	t.Helper()
@@ -60,7 +60,7 @@ func testBinaries(t *testing.T) string {
 		if binDir, buildErr = os.MkdirTemp("", "loadtest-bin-"); buildErr != nil {
 			return
 		}
-		bins := []string{"autoconnect", "devserver"}
+		bins := []string{"autoconnect", "autopush"}
 		if os.Getenv("CQL_HOSTS") != "" {
 			bins = []string{"autoconnect", "autoendpoint"}
 		}

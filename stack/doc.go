@@ -4,7 +4,8 @@
 // starts (the connection node mints endpoints under it, the endpoint node
 // checks VAPID audiences against its origin), both share the CRYPTO_KEY and
 // the node secret, and router records name the connection node's internal
-// API URL. The dev server (tools/cmd/devserver) runs it on a laptop;
+// API URL. The single-node server (stack/cmd/autopush, package stack/single) runs
+// it for self-hosters and `make run`;
 // stack/stacktest runs it in tests.
 //
 // It sits above both tiers and is the only package that imports both. It

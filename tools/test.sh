@@ -92,5 +92,5 @@ if [ -n "$started" ]; then
 fi
 
 # A real Firefox end to end; make e2e installs firefox-esr when missing.
-echo "== make e2e (headless Firefox through the dev server)" >&2
+echo "== make e2e (headless Firefox through the single-node server)" >&2
 make --no-print-directory e2e

@@ -46,7 +46,7 @@ type Report struct {
 type ClusterInfo struct {
 	Storage     string   `json:"storage"`
 	Engines     int      `json:"engines"`
-	EngineKind  string   `json:"engine_kind"` // autoconnect, or devserver (engine and endpoint in one process)
+	EngineKind  string   `json:"engine_kind"` // autoconnect, or autopush (engine and endpoint in one process)
 	EnginePIDs  []int    `json:"engine_pids"`
 	EngineAddrs []string `json:"engine_addrs"`
 	Endpoint    string   `json:"endpoint_url,omitempty"`

@@ -34,7 +34,7 @@ type Config struct {
 
 	// CQLHosts is the ScyllaDB/Cassandra the engines and the endpoint
 	// share, host:port,... Empty: the embedded store, which only one
-	// process may open, so one engine process (the all-in-one devserver
+	// process may open, so one engine process (the single-node server, autopush,
 	// when pushes are sent). Default: $CQL_HOSTS.
 	CQLHosts []string `conf:"cql-hosts" for:"all" help:"shared CQL storage host:port,... (empty: embedded store, one engine process)"`
 	// CQLConsistency of every storage call. Default "ONE" (one local node).
@@ -52,9 +52,9 @@ type Config struct {
 	// is 0; an engine holds at most its fd limit less 256 (19,744 here).
 	// Default 18,000.
 	PerEngine int `conf:"per-engine" for:"all" help:"user agents per engine when -engines is 0"`
-	// BinDir holds autoconnect, autoendpoint and devserver. Default "":
+	// BinDir holds autoconnect, autoendpoint and autopush. Default "":
 	// build them from this module into a temporary directory.
-	BinDir string `conf:"bin-dir" for:"all" help:"directory with the autoconnect, autoendpoint and devserver binaries (empty: go build them)"`
+	BinDir string `conf:"bin-dir" for:"all" help:"directory with the autoconnect, autoendpoint and autopush binaries (empty: go build them)"`
 
 	// --- load generators
 

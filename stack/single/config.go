@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/engine"
@@ -127,6 +128,13 @@ func (c *Config) Stack() stack.Config {
 		Engine:      c.Engine,
 		API:         c.API,
 	}
+}
+
+// StopTimeout bounds a graceful stop as the tier binaries bound theirs:
+// the connection node's 2 × drain-window + 30s, then the API tier's 1.5 ×
+// shutdown-timeout. A supervisor's stop timeout must exceed it.
+func (c *Config) StopTimeout() time.Duration {
+	return 2*c.Engine.DrainWindow + 30*time.Second + c.API.ShutdownTimeout*3/2
 }
 
 // Secret says whether a setting's value must not be logged: a name with

@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
-	"time"
 
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
@@ -92,13 +91,6 @@ func (s *Server) InEffect() map[string]string {
 	return out
 }
 
-// StopTimeout bounds Shutdown as the tier binaries bound theirs: the
-// connection node's 2 × drain-window + 30s, then the API tier's 1.5 ×
-// shutdown-timeout.
-func (s *Server) StopTimeout() time.Duration {
-	return 2*s.cfg.Engine.DrainWindow + 30*time.Second + s.cfg.API.ShutdownTimeout*3/2
-}
-
 // Shutdown stops gracefully: the connection node drains (its clients
 // closed over drain-window, their unacked messages stored), then the API
 // tier finishes the requests in flight.
@@ -111,7 +103,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Run starts the server, serves until ctx is done (the main's signal),
-// then shuts down within StopTimeout.
+// then shuts down within cfg.StopTimeout().
 func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger) error {
 	s, err := Start(cfg, store, log)
 	if err != nil {
@@ -119,7 +111,7 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	}
 	<-ctx.Done()
 	log.Info("stopping: draining the connection node, then the API tier")
-	stop, cancel := context.WithTimeout(context.Background(), s.StopTimeout())
+	stop, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout())
 	defer cancel()
 	return s.Shutdown(stop)
 }

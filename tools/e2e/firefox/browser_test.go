@@ -51,7 +51,7 @@ func prefs(wsAddr string) map[string]any {
 		"dom.push.loglevel":                        "Debug",
 		"devtools.console.stdout.chrome":           true,
 		"devtools.console.stdout.content":          true,
-		// Reconnect soon after the dev server restarts: the backoff starts
+		// Reconnect soon after the server restarts: the backoff starts
 		// here and doubles (default 5 s).
 		"dom.push.retryBaseInterval": 500,
 

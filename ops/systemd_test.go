@@ -1,0 +1,133 @@
+package ops_test
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/stack/single"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
+)
+
+// unit is a systemd unit file: section → key → values, in order.
+type unit map[string]map[string][]string
+
+func parseUnit(t *testing.T, b []byte) unit {
+	t.Helper()
+	u := unit{}
+	section := ""
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+			u[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("unit line %q", line)
+			}
+			u[section][k] = append(u[section][k], v)
+		}
+	}
+	return u
+}
+
+func (u unit) get(section, key string) string {
+	v := u[section][key]
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
+}
+
+// envFile reads a systemd EnvironmentFile's NAME=value lines.
+func envFile(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("env file line %q", line)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// TestSystemdUnit checks ops/systemd: the env file names only settings of
+// the single-node server and yields a configuration it accepts, with its
+// state under the unit's StateDirectory; the unit runs it as its own
+// user with a high fd limit, restarts it on failure, and waits for a
+// drain longer than the server does; systemd-analyze finds nothing wrong.
+func TestSystemdUnit(t *testing.T) {
+	raw := read(t, "ops/systemd/autopush.service")
+	u := parseUnit(t, raw)
+	env := envFile(t, read(t, "ops/systemd/autopush.env"))
+	known := map[string]bool{}
+	cfg := single.DefaultConfig()
+	for _, s := range settings.Describe(cfg.Settings(), single.Prefix) {
+		known[s.Env] = true
+	}
+	for k := range env {
+		if !known[k] {
+			t.Errorf("autopush.env sets %s, which is not a setting of autopush", k)
+		}
+	}
+	loaded, err := single.Load(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("autopush.env does not make a valid configuration: %v", err)
+	}
+	state := "/var/lib/" + u.get("Service", "StateDirectory")
+	for name, path := range map[string]string{"data-dir": loaded.Engine.DataDir, "crypto-key-file": loaded.Own.CryptoKeyFile} {
+		if !strings.HasPrefix(path, state+"/") {
+			t.Errorf("%s %s is not under the unit's StateDirectory %s (the only place it may write)", name, path, state)
+		}
+	}
+	for _, listen := range []string{loaded.Engine.Listen, loaded.Engine.RouterListen, loaded.API.Listen} {
+		if !strings.HasPrefix(listen, "127.0.0.1:") {
+			t.Errorf("listener %s is not on loopback: nginx is in front", listen)
+		}
+	}
+
+	for key, want := range map[string]string{"User": "autopush", "Restart": "on-failure", "KillSignal": "SIGTERM",
+		"EnvironmentFile": "/etc/autopush/autopush.env", "ExecStart": "/usr/local/bin/autopush", "WorkingDirectory": state} {
+		if got := u.get("Service", key); got != want {
+			t.Errorf("[Service] %s=%q, want %q", key, got, want)
+		}
+	}
+	if n, err := strconv.Atoi(u.get("Service", "LimitNOFILE")); err != nil || n < 65536 {
+		t.Errorf("LimitNOFILE=%q: each push client holds a socket; want at least 65536", u.get("Service", "LimitNOFILE"))
+	}
+	stop, err := time.ParseDuration(u.get("Service", "TimeoutStopSec"))
+	if err != nil || stop <= loaded.StopTimeout() {
+		t.Errorf("TimeoutStopSec=%s: the server may take %v to drain and stop; systemd must wait longer", u.get("Service", "TimeoutStopSec"), loaded.StopTimeout())
+	}
+	if u.get("Install", "WantedBy") != "multi-user.target" {
+		t.Errorf("[Install] WantedBy=%q", u.get("Install", "WantedBy"))
+	}
+
+	analyze, err := exec.LookPath("systemd-analyze")
+	e2etest.Require(t, err == nil, "systemd-analyze not found: apt-get install systemd")
+	// verify wants ExecStart to exist: point it at any executable.
+	self, _ := os.Executable()
+	file := filepath.Join(t.TempDir(), "autopush.service")
+	os.WriteFile(file, bytes.ReplaceAll(raw, []byte("/usr/local/bin/autopush"), []byte(self)), 0o644)
+	out, err := exec.Command(analyze, "verify", file).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
