@@ -31,10 +31,10 @@ test-stress: ## make test with a CPU hog on every core, and the engine, API tier
 test-unit: ## tests that need no CQL server (the Scylla backend's tests skip, saying why)
 	$(GO) test -race -count=1 ./...
 
-e2e: ## headless Firefox subscribes and receives pushes through the single-node server (installs firefox-esr as root if missing)
-	@bash tools/e2e/firefox/install.sh
+e2e: ## headless Firefox through the single-node server, over ws:// and over wss:// via nginx (installs firefox-esr, nginx, certutil as root if missing)
+	@bash tools/e2e/firefox/install.sh firefox-esr:firefox-esr nginx:nginx certutil:libnss3-tools
 	@test -d tools/webpush-node/node_modules || ! command -v npm >/dev/null || $(MAKE) --no-print-directory node-deps
-	AUTOPUSH_E2E_FIREFOX=1 $(GO) test -count=1 -v -timeout 10m -run '^TestFirefox$$' ./tools/e2e/firefox/
+	AUTOPUSH_E2E_FIREFOX=1 $(GO) test -count=1 -v -timeout 12m -run '^TestFirefox(TLS)?$$' ./tools/e2e/firefox/
 
 bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh bench $(BENCHTIME)

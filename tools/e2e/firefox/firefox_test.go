@@ -96,7 +96,7 @@ func TestFirefox(t *testing.T) {
 	d.start(t, d.ws)
 	pg := startPage(t)
 	profile := filepath.Join(logs, "profile")
-	writeProfile(t, profile, d.ws)
+	writeProfile(t, profile, "ws://"+d.ws+"/")
 	launched := time.Now()
 	ff := launch(t, ffBin, profile, pg.url(), filepath.Join(logs, "firefox.log"))
 	t.Logf("firefox started (pgid %d), page %s", ff.p.PID(), pg.url())

@@ -26,6 +26,7 @@ import (
 type server struct {
 	bin, dataDir, logs string
 	ws, node, http     string // the addresses Firefox and the endpoints know
+	endpointURL        string // "http://" + http, unless a proxy is in front
 	proc               *proc.Proc
 	starts             int
 }
@@ -37,6 +38,7 @@ func newServer(t *testing.T, binDir, logs string) *server {
 		bin: filepath.Join(binDir, "autopush"), dataDir: filepath.Join(logs, "data"), logs: logs,
 		ws: et.FreeAddr(t), node: et.FreeAddr(t), http: et.FreeAddr(t),
 	}
+	d.endpointURL = "http://" + d.http
 	t.Cleanup(func() { d.stop(t) })
 	return d
 }
@@ -48,7 +50,7 @@ func (d *server) start(t *testing.T, ws string) {
 	d.starts++
 	cmd := exec.Command(d.bin, "-data-dir", filepath.Join(d.dataDir, "store"), "-crypto-key-file", filepath.Join(d.dataDir, "crypto_key"),
 		"-connect-listen", ws, "-router-listen", d.node, "-endpoint-listen", d.http,
-		"-endpoint-url", "http://"+d.http, "-drain-window", "1s", "-log-level", "debug")
+		"-endpoint-url", d.endpointURL, "-drain-window", "1s", "-log-level", "debug")
 	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: single.ReadyMsg}) // gone with the test binary
 	if err != nil {
 		t.Fatalf("server %d: %v", d.starts, err)
