@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/stack/single"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
@@ -129,5 +131,72 @@ func TestSystemdUnit(t *testing.T) {
 	out, err := exec.Command(analyze, "verify", file).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// nginxDirective finds "name value;" inside the block that starts with
+// header (a location), or in the whole file when header is "".
+func nginxDirective(t *testing.T, conf, header, name string) []string {
+	t.Helper()
+	if header != "" {
+		i := strings.Index(conf, header+" {")
+		if i < 0 {
+			t.Fatalf("autopush.conf has no %q block", header)
+		}
+		conf = conf[i : i+strings.Index(conf[i:], "}")]
+	}
+	var out []string
+	for line := range strings.SplitSeq(conf, "\n") {
+		f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), ";"))
+		if len(f) >= 2 && f[0] == name {
+			out = append(out, strings.Join(f[1:], " "))
+		}
+	}
+	return out
+}
+
+// TestNginxSite checks ops/nginx/autopush.conf against the server it
+// fronts (make e2e runs it with a real Firefox): its upstreams are the
+// listeners of ops/systemd/autopush.env; the websocket location upgrades
+// and keeps an idle connection longer than the server lets a silent
+// client be (ping-interval + pong-timeout); the body limit lets the API
+// answer oversized pushes itself.
+func TestNginxSite(t *testing.T) {
+	conf := string(read(t, "ops/nginx/autopush.conf"))
+	env := envFile(t, read(t, "ops/systemd/autopush.env"))
+	cfg, err := single.Load(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := nginxDirective(t, conf, "", "server")
+	for _, want := range []string{cfg.Engine.Listen, cfg.API.Listen} {
+		if !slices.Contains(ups, want) {
+			t.Errorf("no upstream server %s (autopush.env's listener) in %v", want, ups)
+		}
+	}
+	idle := cfg.Engine.PingInterval + cfg.Engine.PongTimeout
+	for _, name := range []string{"proxy_read_timeout", "proxy_send_timeout"} {
+		v := nginxDirective(t, conf, "location = /", name)
+		d, err := time.ParseDuration(strings.Join(v, ""))
+		if err != nil || d <= idle {
+			t.Errorf("websocket %s %v: an idle client is pinged only after %v; want more", name, v, idle)
+		}
+	}
+	headers := strings.Join(nginxDirective(t, conf, "location = /", "proxy_set_header"), "\n")
+	if !strings.Contains(headers, "Upgrade $http_upgrade") || !strings.Contains(headers, `Connection "upgrade"`) {
+		t.Errorf("the websocket location does not pass the upgrade: %s", headers)
+	}
+	if v := nginxDirective(t, conf, "location = /", "proxy_http_version"); !slices.Equal(v, []string{"1.1"}) {
+		t.Errorf("websocket proxy_http_version %v, want 1.1", v)
+	}
+	body := nginxDirective(t, conf, "", "client_max_body_size")
+	if len(body) != 1 || !strings.HasSuffix(body[0], "k") {
+		t.Fatalf("client_max_body_size %v", body)
+	}
+	if kb, _ := strconv.Atoi(strings.TrimSuffix(body[0], "k")); kb*1024 <= apitier.MaxMaxDataBytes {
+		t.Errorf("client_max_body_size %s is below the largest max-data-bytes (%d)", body[0], apitier.MaxMaxDataBytes)
+	}
+	if v := nginxDirective(t, conf, "location = /metrics", "return"); !slices.Equal(v, []string{"404"}) {
+		t.Errorf("/metrics is served through nginx: %v", v)
 	}
 }
