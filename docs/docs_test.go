@@ -224,26 +224,7 @@ func TestGenerated(t *testing.T) {
 	}
 	generated(t, "configuration.md", "autoconnect", settingsTable(settings.Describe(ptr(engine.DefaultConfig()), "AUTOCONNECT")))
 	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(ptr(apitier.DefaultConfig()), "AUTOEND")))
-	generated(t, "configuration.md", "autopush", singleTable(settings.Describe(ptr(single.DefaultConfig()).Settings(), single.Prefix)))
-}
-
-// singleTable is settingsTable with the tier (or tiers) each setting of
-// the single-node server sets.
-func singleTable(list []settings.Setting) string {
-	var b strings.Builder
-	b.WriteString("| flag | environment variable | default | sets | what |\n| --- | --- | --- | --- | --- |\n")
-	for _, s := range list {
-		def := "`" + s.Default + "`"
-		if s.Default == "" {
-			def = "(empty)"
-		}
-		sets := strings.Join(s.Parts, ", ")
-		if len(s.Parts) > 1 {
-			sets = "both tiers"
-		}
-		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s | %s |\n", s.Name, s.Env, def, sets, strings.ReplaceAll(s.Help, "|", `\|`))
-	}
-	return b.String()
+	generated(t, "configuration.md", "autopush", settingsTable(settings.Describe(ptr(single.DefaultConfig()).Settings(), single.Prefix)))
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -278,15 +259,29 @@ func generated(t *testing.T, file, name, want string) {
 	t.Errorf("%s: section %s is out of date with the code; run go test ./docs -run TestGenerated -update\n--- have\n%s--- want\n%s", file, name, got, want)
 }
 
+// settingsTable renders settings; for a group's (the single-node
+// server's) with a column of the tiers each sets.
 func settingsTable(list []settings.Setting) string {
+	group := len(list) > 0 && list[0].Parts != nil
 	var b strings.Builder
-	b.WriteString("| flag | environment variable | default | what |\n| --- | --- | --- | --- |\n")
+	if group {
+		b.WriteString("| flag | environment variable | default | sets | what |\n| --- | --- | --- | --- | --- |\n")
+	} else {
+		b.WriteString("| flag | environment variable | default | what |\n| --- | --- | --- | --- |\n")
+	}
 	for _, s := range list {
 		def := "`" + s.Default + "`"
 		if s.Default == "" {
 			def = "(empty)"
 		}
-		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s |\n", s.Name, s.Env, def, strings.ReplaceAll(s.Help, "|", `\|`))
+		sets := ""
+		switch {
+		case len(s.Parts) > 1:
+			sets = "both tiers | "
+		case group:
+			sets = s.Parts[0] + " | "
+		}
+		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s%s |\n", s.Name, s.Env, def, sets, strings.ReplaceAll(s.Help, "|", `\|`))
 	}
 	return b.String()
 }
