@@ -143,10 +143,24 @@ func kindOf(s settings.Setting) string {
 	if d, err := time.ParseDuration(s.Default); err == nil && d.String() == s.Default {
 		return "duration"
 	}
+	if _, err := strconv.ParseFloat(s.Default, 64); err == nil {
+		return "float"
+	}
 	if strings.Contains(s.Default, ",") || s.Name == "cql-hosts" {
 		return "list"
 	}
 	return "string"
+}
+
+// describeDefault is a setting's default ("" when there is none).
+func describeDefault(name string) string {
+	cfg := single.DefaultConfig()
+	for _, s := range settings.Describe(cfg.Settings(), single.Prefix) {
+		if s.Name == name {
+			return s.Default
+		}
+	}
+	return ""
 }
 
 // probe returns a value for a setting of kind from its default that
@@ -168,6 +182,12 @@ func probe(kind, def string) (string, bool) {
 			return strconv.Itoa(n - 1), true
 		}
 		return strconv.Itoa(n + 1), true
+	case "float":
+		x, _ := strconv.ParseFloat(def, 64)
+		if x == 0 {
+			return "1", true
+		}
+		return strconv.FormatFloat(x*3/4, 'f', -1, 64), true
 	case "bool":
 		return strconv.FormatBool(def != "true"), true
 	}
@@ -191,6 +211,8 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 	r := &probeRun{dir: t.TempDir(), vals: map[string]string{}, version: "probe-" + string(src)}
 	versionFile := filepath.Join(r.dir, "version.json")
 	et.Must(t, os.WriteFile(versionFile, fmt.Appendf(nil, `{"version":%q}`, r.version), 0o600), "version file")
+	swrveKeys := filepath.Join(r.dir, "swrve-keys.yaml")
+	et.Must(t, os.WriteFile(swrveKeys, []byte("swrve:\n  messagePrototypePushKeys:\n    Probe:\n      IOS: k-ios\n"), 0o600), "keys file")
 	ws, node, api := et.FreeAddr(t), et.FreeAddr(t), et.FreeAddr(t)
 	secret := make([]byte, 16)
 	rand.Read(secret)
@@ -209,6 +231,23 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"cql-consistency": "ONE",
 		"log-level":       "debug",
 		"version-file":    versionFile,
+
+		// Settings the outbound sender and broadcasts add to the tiers
+		// (unused until they are there).
+		"push-api-keys":           "probe-key-1,probe-key-2",
+		"sender-node":             "probe-node",
+		"sender-time-zone":        "Europe/Paris",
+		"swrve-url":               "http://127.0.0.1:9/swrve",
+		"swrve-keys-file":         swrveKeys,
+		"broadcast-tokens":        "probe-publisher-1,probe-publisher-2",
+		"broadcast-reader-tokens": "probe-reader",
+		"megaphone-api-url":       "http://127.0.0.1:9/megaphone",
+		"megaphone-api-token":     "probe-megaphone-token",
+	}
+	if def := describeDefault("sender-interrupted"); def == "resend" {
+		strs["sender-interrupted"] = "fail"
+	} else {
+		strs["sender-interrupted"] = "resend"
 	}
 	if scylla != "" {
 		// The backend too: the run stores in the CQL server's keyspace.
