@@ -42,8 +42,8 @@ func (s *Server) guard(ctx context.Context, c *app.RequestContext) {
 		bb := c.Response.BodyBuffer()
 		bb.B = e.AppendJSON(bb.B[:0])
 		s.metrics.errno(e.Errno)
+		c.SetConnectionClose()
 		if hasBody(c) {
-			c.SetConnectionClose()
 			conn.AbandonBody()
 		}
 	}
@@ -99,14 +99,18 @@ func rawAnswer(e *errno.HTTPError) []byte {
 // unhandled is the listener's Config.Unhandled: Hertz writes an answer
 // before any handler ran only for a request it refused (and then closes
 // the connection), or "100 Continue". The refusal is replaced by the
-// same status as JSON; anything else passes.
-func (s *Server) unhandled(p []byte) []byte {
+// same status as JSON (408 when a read deadline passed: Hertz calls a
+// header cut by its deadline a parse error); anything else passes.
+func (s *Server) unhandled(p []byte, timedOut bool) []byte {
 	if len(p) < 12 || string(p[:7]) != "HTTP/1." || p[8] != ' ' {
 		return nil
 	}
 	code, err := strconv.Atoi(string(p[9:12]))
 	if err != nil || code < 400 || code > 599 {
 		return nil
+	}
+	if timedOut {
+		code = http.StatusRequestTimeout
 	}
 	s.metrics.request(routeUnparsed, code, 0)
 	e := statusError(code)

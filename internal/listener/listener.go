@@ -2,7 +2,9 @@ package listener
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +30,10 @@ type Config struct {
 	// Unhandled, if set, sees each write made on a connection whose
 	// current request has not reached BeginBody: the server answering a
 	// request it could not parse or read, or an interim answer such as
-	// "100 Continue". A non-nil result is written instead of p.
-	Unhandled func(p []byte) []byte
+	// "100 Continue". timedOut says that a read deadline passed on the
+	// connection (the server may call that a parse error). A non-nil
+	// result is written instead of p.
+	Unhandled func(p []byte, timedOut bool) []byte
 }
 
 // Listener wraps a net.Listener. Safe for concurrent use.
@@ -113,15 +117,19 @@ func (l *Listener) WakeIdle() int {
 // byte of a request until the first write of its answer, idle otherwise.
 type Conn struct {
 	net.Conn
-	l       *Listener
-	busy    atomic.Bool
-	handled atomic.Bool // BeginBody ran for the current request
-	once    sync.Once
+	l        *Listener
+	busy     atomic.Bool
+	handled  atomic.Bool // BeginBody ran for the current request
+	timedOut atomic.Bool // a read deadline passed
+	once     sync.Once
 }
 
 // Read reads; the first byte of a request starts its header deadline.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.timedOut.Store(true)
+	}
 	if n > 0 && c.busy.CompareAndSwap(false, true) && c.l.cfg.HeaderTimeout > 0 {
 		c.Conn.SetReadDeadline(time.Now().Add(c.l.cfg.HeaderTimeout))
 	}
@@ -132,7 +140,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // its place.
 func (c *Conn) Write(p []byte) (int, error) {
 	if !c.handled.Load() && c.l.cfg.Unhandled != nil {
-		if q := c.l.cfg.Unhandled(p); q != nil {
+		if q := c.l.cfg.Unhandled(p, c.timedOut.Load()); q != nil {
 			if _, err := c.write(q); err != nil {
 				return 0, err
 			}
