@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -63,6 +64,13 @@ type Config struct {
 	StorageTimeout time.Duration `conf:"storage-timeout" help:"timeout of one storage call"`
 	// DrainWindow spreads the closing of clients on SIGTERM. Default 10s.
 	DrainWindow time.Duration `conf:"drain-window" help:"window over which clients are closed on shutdown"`
+	// MaxChannels bounds the channels (subscriptions) of one user agent,
+	// each a stored row: a register beyond it is answered status 429. The
+	// reference's own ceiling is 100,000 (autopush-rs stores at most that
+	// many channels per user agent, Bigtable's mutation limit); Firefox
+	// profiles hold tens. Counted once per connection, at its first
+	// register (docs/engine.md). 0: no limit. Default 100000.
+	MaxChannels int `conf:"max-channels" help:"channels per user agent; registers beyond get status 429 (0: no limit)"`
 	// MessagePage is how many stored messages are read per page. Default 10.
 	MessagePage int `conf:"message-page" help:"stored messages read per page"`
 	// CursorLag keeps a user's read cursor at least this far behind now.
@@ -104,6 +112,7 @@ func DefaultConfig() Config {
 		StorageTimeout: 5 * time.Second,
 		DrainWindow:    10 * time.Second,
 		MessagePage:    10,
+		MaxChannels:    100000,
 		CursorLag:      time.Minute,
 		GCPercent:      25,
 		LogLevel:       "info",
@@ -126,10 +135,13 @@ func (c *Config) Validate() error {
 		return errors.New("engine: config: timeouts must be positive")
 	case c.MaxUnacked < 1 || c.MaxMessageSize < 1024 || c.StorageWorkers < 1 || c.MessagePage < 1:
 		return errors.New("engine: config: max-unacked, storage-workers, message-page must be >= 1 and max-message-size >= 1024")
+	case c.MaxChannels > session.MaxChannelLimit:
+		return fmt.Errorf("engine: config: max-channels must be at most %d", session.MaxChannelLimit)
 	case c.GCPercent < 10:
 		return errors.New("engine: config: gc-percent below 10 spends the node's CPU on GC")
-	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0 || c.CursorLag < 0:
-		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping, cursor-lag must not be negative")
+	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0 || c.CursorLag < 0 ||
+		c.MaxChannels < 0:
+		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping, cursor-lag, max-channels must not be negative")
 	}
 	if _, err := url.Parse(c.EndpointURL); err != nil {
 		return fmt.Errorf("engine: config: endpoint-url: %w", err)

@@ -82,7 +82,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		Config: session.Config{
 			HelloTimeout: cfg.HelloTimeout, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
 			MinClientPing: cfg.MinClientPing, MaxUnacked: cfg.MaxUnacked, MaxMessageSize: cfg.MaxMessageSize,
-			MessagePage: cfg.MessagePage, CursorLag: cfg.CursorLag,
+			MessagePage: cfg.MessagePage, CursorLag: cfg.CursorLag, MaxChannels: cfg.MaxChannels,
 		},
 		Metrics: srv.metrics.session,
 		Log:     log,
