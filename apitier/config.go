@@ -27,8 +27,8 @@ type Config struct {
 	// shared with the connection nodes. Required.
 	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoconnect (tools/cmd/autokey makes one)"`
 	// NodeSecret is sent to the connection nodes' internal API as
-	// "Authorization: Bearer <secret>". Empty: none is sent, and the
-	// nodes then serve only loopback callers. Default "".
+	// "Authorization: Bearer <secret>", which refuses callers without it.
+	// Required: the connection nodes' node-secret. Default "".
 	NodeSecret string `conf:"node-secret" help:"shared secret for the connection nodes' internal API"`
 
 	// Storage settings (storage, data-dir, cql-*), shared with the other
@@ -146,6 +146,8 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: listen is required")
 	case c.CryptoKey == "":
 		return errors.New("apitier: config: crypto-key is required (tools/cmd/autokey prints one)")
+	case c.NodeSecret == "":
+		return errors.New("apitier: config: node-secret is required (the connection nodes' node-secret)")
 	case c.Settings.Validate() != nil:
 		return fmt.Errorf("apitier: config: %w", c.Settings.Validate())
 	case c.MaxDataBytes < 1 || c.MaxDataBytes > MaxMaxDataBytes:

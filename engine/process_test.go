@@ -136,6 +136,7 @@ func procSettings(t *testing.T) map[string]string {
 		"LISTEN":          "127.0.0.1:0",
 		"ROUTER_LISTEN":   "127.0.0.1:0",
 		"CRYPTO_KEY":      et.TestKey,
+		"NODE_SECRET":     et.TestSecret,
 		"ENDPOINT_URL":    "http://127.0.0.1:8082",
 		"DRAIN_WINDOW":    procDrainWindow.String(),
 		"STORAGE_TIMEOUT": "10s",

@@ -37,6 +37,7 @@ type cluster struct {
 	// heap (hold only; nil otherwise).
 	gcTraces []*probe.GCTrace
 	endpoint *proc.Proc // autoendpoint; nil for hold, or when a devserver is both
+	secret   string     // the node secret of the run's tiers
 	// devserver: one process holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
 	devserver   bool
@@ -93,6 +94,7 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 		return nil, err
 	}
 	key := token.GenerateKey()
+	c.secret = token.GenerateKey() // any random string does
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -112,6 +114,7 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 	if cfg.Sends() {
 		env := append(c.storageEnv("AUTOEND"),
 			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
+			"AUTOEND__NODE_SECRET="+c.secret,
 			"AUTOEND__VERSION_FILE=")
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
@@ -186,6 +189,7 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 			env := append(c.storageEnv("AUTOCONNECT"),
 				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
 				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
+				"AUTOCONNECT__NODE_SECRET="+c.secret,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
 			env = append(env, passThrough("AUTOCONNECT__")...)
 			var watch func([]byte)

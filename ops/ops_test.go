@@ -358,7 +358,7 @@ func TestDockerfile(t *testing.T) {
 	// Every package built is a command.
 	for _, pkg := range regexp.MustCompile(`\./[a-z/]+/cmd/[a-z]+`).FindAllString(build, -1) {
 		b, err := os.ReadFile(filepath.Join(root, pkg, "main.go"))
-		if err != nil || !strings.Contains(string(b), "\npackage main\n") {
+		if err != nil || !strings.Contains("\n"+string(b), "\npackage main\n") {
 			t.Errorf("Dockerfile builds %s, which is not a command: %v", pkg, err)
 		}
 	}
