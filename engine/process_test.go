@@ -547,3 +547,18 @@ func TestHelloDuringSIGTERMDrainIsClosed(t *testing.T) {
 	}
 	t.Logf("node exited %v after SIGTERM", time.Since(sigAt).Round(time.Millisecond))
 }
+
+// TestBinaryNeedsNodeSecret: autoconnect refuses to start without a node
+// secret (its node API would otherwise trust any caller).
+func TestBinaryNeedsNodeSecret(t *testing.T) {
+	settings := procSettings(t)
+	delete(settings, "NODE_SECRET")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, autoconnectBinary(t))
+	cmd.Env = procEnv(settings)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "node-secret is required") {
+		t.Fatalf("autoconnect without a node secret: %v\n%s", err, out)
+	}
+}
