@@ -1,6 +1,7 @@
 package apitier
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -350,7 +351,16 @@ func quietHertz() {
 type hertzWriter struct{}
 
 func (hertzWriter) Write(p []byte) (int, error) {
-	if l := hertzLog.Load(); l != nil {
+	l := hertzLog.Load()
+	switch {
+	case l == nil:
+	case bytes.Contains(p, []byte("HERTZ: Error=")):
+		// A request Hertz refused (unparsable, too large, too slow): the
+		// client's fault, counted in autoendpoint_requests_total
+		// {route="unparsed"}; at warn level a flood of them would flood
+		// the logs.
+		l.Debug(strings.TrimSpace(string(p)), "component", "hertz")
+	default:
 		l.Warn(strings.TrimSpace(string(p)), "component", "hertz")
 	}
 	return len(p), nil
