@@ -3,6 +3,7 @@ package listener
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -84,11 +85,15 @@ func (l *Listener) refuse(nc net.Conn) {
 	if l.cfg.OnRefuse != nil {
 		l.cfg.OnRefuse()
 	}
-	if len(l.cfg.Refusal) > 0 {
-		nc.SetWriteDeadline(time.Now().Add(refusalWait))
-		nc.Write(l.cfg.Refusal)
+	if len(l.cfg.Refusal) == 0 {
+		nc.Close()
+		return
 	}
-	nc.Close()
+	nc.SetWriteDeadline(time.Now().Add(refusalWait))
+	nc.Write(l.cfg.Refusal)
+	// Lingers as Conn.Close does (the client may have sent its request
+	// already), off the accept loop.
+	go (&Conn{Conn: nc, l: l}).lingerClose()
 }
 
 // Open is how many accepted connections are open.
@@ -121,6 +126,7 @@ type Conn struct {
 	busy     atomic.Bool
 	handled  atomic.Bool // BeginBody ran for the current request
 	timedOut atomic.Bool // a read deadline passed
+	unread   atomic.Bool // the request is answered unread: linger on Close
 	once     sync.Once
 }
 
@@ -141,6 +147,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 func (c *Conn) Write(p []byte) (int, error) {
 	if !c.handled.Load() && c.l.cfg.Unhandled != nil {
 		if q := c.l.cfg.Unhandled(p, c.timedOut.Load()); q != nil {
+			c.unread.Store(true) // the server closes next, the request not read
 			if _, err := c.write(q); err != nil {
 				return 0, err
 			}
@@ -160,15 +167,39 @@ func (c *Conn) write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// Close closes the connection and forgets it.
+// Close closes the connection and forgets it. After an answer to a
+// request that was not read whole it lingers first, as net/http does: it
+// half-closes (the client reads the answer, then EOF) and discards what
+// the client still sends, at most lingerBytes within lingerWait, so that
+// closing with unread data does not reset the connection (a reset can
+// destroy the answer before the client reads it).
 func (c *Conn) Close() error {
+	first := false
 	c.once.Do(func() {
+		first = true
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
 		c.l.mu.Unlock()
 	})
+	if first && c.unread.Load() {
+		return c.lingerClose()
+	}
 	return c.Conn.Close()
 }
+
+func (c *Conn) lingerClose() error {
+	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok && hc.CloseWrite() == nil {
+		c.Conn.SetReadDeadline(time.Now().Add(lingerWait))
+		io.CopyN(io.Discard, c.Conn, lingerBytes)
+	}
+	return c.Conn.Close()
+}
+
+// What a Close after an unread request discards at most.
+const (
+	lingerWait  = 500 * time.Millisecond
+	lingerBytes = 256 << 10
+)
 
 // BeginBody tells the connection that the current request's header was
 // read and routed: the read deadline becomes now + timeout (none for 0).
@@ -191,6 +222,7 @@ func (c *Conn) BeginBody(timeout time.Duration) {
 // connection after writing its answer. Safe on a nil Conn.
 func (c *Conn) AbandonBody() {
 	if c != nil {
+		c.unread.Store(true)
 		c.Conn.SetReadDeadline(time.Now())
 	}
 }
