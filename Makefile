@@ -3,9 +3,13 @@ SHELL := /bin/bash
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
+# The schema-driven fuzzer of the hostile-input suite (docs/schemathesis_test.go),
+# from PyPI, in a venv of its own under the user's cache.
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps capacity
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -21,6 +25,12 @@ build: ## compile every package and binary
 node-deps: ## install the npm web-push package the interop tests send with
 	@command -v npm >/dev/null || { echo "npm not found: apt-get install nodejs npm"; exit 1; }
 	cd tools/webpush-node && npm ci --no-audit --no-fund --loglevel=error
+
+py-deps: ## install the pinned schemathesis into a venv (prints SCHEMATHESIS=... for go test ./docs)
+	@command -v python3 >/dev/null || { echo "python3 not found: apt-get install python3 python3-venv"; exit 1; }
+	@test -x $(SCHEMATHESIS_VENV)/bin/st || { python3 -m venv $(SCHEMATHESIS_VENV) && \
+	  $(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION); } >&2
+	@echo SCHEMATHESIS=$(SCHEMATHESIS_VENV)/bin/st
 
 test: ## everything CI runs: lint, race tests on both storage backends against a real Cassandra, then make e2e
 	bash tools/test.sh
@@ -41,6 +51,10 @@ bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
+
+STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 1000 -stage-time 15s -p99-limit 0 -min-stages 1
+stall: ## 1,000 push API connections stalled mid-header/body/chunk while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the dev server
+	$(GO) run ./loadtest/cmd/loadtest notify $(STALL_FLAGS)
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \

@@ -136,6 +136,7 @@ func procSettings(t *testing.T) map[string]string {
 		"LISTEN":          "127.0.0.1:0",
 		"ROUTER_LISTEN":   "127.0.0.1:0",
 		"CRYPTO_KEY":      et.TestKey,
+		"NODE_SECRET":     et.TestSecret,
 		"ENDPOINT_URL":    "http://127.0.0.1:8082",
 		"DRAIN_WINDOW":    procDrainWindow.String(),
 		"STORAGE_TIMEOUT": "10s",
@@ -545,4 +546,19 @@ func TestHelloDuringSIGTERMDrainIsClosed(t *testing.T) {
 		t.Fatalf("exit status %d, want 0", code)
 	}
 	t.Logf("node exited %v after SIGTERM", time.Since(sigAt).Round(time.Millisecond))
+}
+
+// TestBinaryNeedsNodeSecret: autoconnect refuses to start without a node
+// secret (its node API would otherwise trust any caller).
+func TestBinaryNeedsNodeSecret(t *testing.T) {
+	settings := procSettings(t)
+	delete(settings, "NODE_SECRET")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, autoconnectBinary(t))
+	cmd.Env = procEnv(settings)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "node-secret is required") {
+		t.Fatalf("autoconnect without a node secret: %v\n%s", err, out)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ type cluster struct {
 	// heap (hold only; nil otherwise).
 	gcTraces []*probe.GCTrace
 	endpoint *proc.Proc // autoendpoint; nil for hold, or when autopush is both
+	secret   string     // the node secret of the run's tiers
 	// single: one process (autopush) holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
 	single      bool
@@ -93,6 +95,7 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 		return nil, err
 	}
 	key := token.GenerateKey()
+	c.secret = token.GenerateKey() // any random string does
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -112,6 +115,12 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 	if cfg.Sends() {
 		env := append(c.storageEnv("AUTOEND"),
 			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
+			"AUTOEND__NODE_SECRET="+c.secret)
+		if cfg.Stalls > 0 {
+			t := cfg.StallTimeout.String()
+			env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
+		}
+		env = append(env,
 			"AUTOEND__VERSION_FILE=")
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
@@ -186,6 +195,7 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 			env := append(c.storageEnv("AUTOCONNECT"),
 				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
 				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
+				"AUTOCONNECT__NODE_SECRET="+c.secret,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
 			env = append(env, passThrough("AUTOCONNECT__")...)
 			var watch func([]byte)

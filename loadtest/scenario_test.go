@@ -299,3 +299,35 @@ func checkDelivery(t *testing.T, rep *report.Report, want int64) {
 		t.Errorf("%d first arrivals timed, want %d", rep.Delivery.Latency.Count, want)
 	}
 }
+
+// TestNotifyStallsSmall: the small form of make stall. Stalled push API
+// connections (mid-header, mid-body, mid-chunk) are all closed by the
+// endpoint within its timeout and a second, while the rate offered
+// alongside is delivered exactly (its latency is reported, not judged
+// here: make stall measures it).
+func TestNotifyStallsSmall(t *testing.T) {
+	cfg := smallConfig(t, scenario.Notify)
+	cfg.UAs, cfg.Rates, cfg.Stalls = 40, []float64{40}, 30
+	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 1
+	if len(cfg.CQLHosts) > 0 {
+		cfg.StallTimeout = 2 * time.Second // autoendpoint takes it; the dev server runs 10s
+	}
+	rep := runScenario(t, cfg)
+	n := rep.Notify
+	if len(n.Stages) != 1 || len(n.Stalled) != 1 {
+		t.Fatalf("%d stages and %d stalled stages, want 1 each", len(n.Stages), len(n.Stalled))
+	}
+	s := n.Stalled[0]
+	if s.Stalls != cfg.Stalls || s.Closed != cfg.Stalls || len(s.Slowest) != 3 {
+		t.Errorf("stalls %+v", s)
+	}
+	for kind, d := range s.Slowest {
+		if d < cfg.StallTimeout.Seconds()-0.5 {
+			t.Errorf("%s stalls closed after %.2fs, before the endpoint's %s timeout: closed for another reason", kind, d, cfg.StallTimeout)
+		}
+	}
+	want := int64(s.Offered * max(cfg.StageTime, cfg.StallTimeout+time.Second).Seconds())
+	if s.Account.Accepted != want || s.Account.Delivered != want || s.Account.Lost != 0 {
+		t.Errorf("with stalls: %+v, want %d accepted and delivered", s.Account, want)
+	}
+}

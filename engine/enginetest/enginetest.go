@@ -25,12 +25,20 @@ import (
 // TestKey is a fixed CRYPTO_KEY for tests.
 const TestKey = "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4="
 
+// TestSecret is the node secret Config sets; Push and NodeCall send it
+// when given "".
+const TestSecret = "enginetest-node-secret"
+
+// NoSecret makes Push and NodeCall send no Authorization header.
+const NoSecret = "-"
+
 // Config returns a node config for tests: loopback listeners on free
 // ports, the test key, quick timeouts.
 func Config() engine.Config {
 	cfg := engine.DefaultConfig()
 	cfg.Listen, cfg.RouterListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.CryptoKey = TestKey
+	cfg.NodeSecret = TestSecret
 	cfg.EndpointURL = "http://127.0.0.1:8082"
 	cfg.DrainWindow = 200 * time.Millisecond
 	cfg.StorageTimeout = 10 * time.Second
@@ -265,21 +273,27 @@ func (c *Client) Ack(chid, version string) {
 }
 
 // Push delivers n through a node's internal API (as the endpoint tier
-// does) and returns the status.
+// does) and returns the status. secret "" sends TestSecret, NoSecret
+// none.
 func Push(t testing.TB, srv *engine.Server, uaid string, n *protocol.Notification, secret string) int {
 	t.Helper()
 	body := nodeapi.AppendNotification(nil, n)
 	return NodeCall(t, http.MethodPut, srv.NodeURL()+"/push/"+uaid, string(body), secret)
 }
 
-// NodeCall makes one internal API call and returns the status.
+// NodeCall makes one internal API call and returns the status. secret ""
+// sends TestSecret, NoSecret none.
 func NodeCall(t testing.TB, method, url, body, secret string) int {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if secret != "" {
+	switch secret {
+	case "":
+		req.Header.Set("Authorization", "Bearer "+TestSecret)
+	case NoSecret:
+	default:
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
 	resp, err := http.DefaultClient.Do(req)

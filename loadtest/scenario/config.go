@@ -128,6 +128,16 @@ type Config struct {
 	P99Limit time.Duration `conf:"p99-limit" for:"notify" help:"stop after the first rate whose p99 passes this (0: run all)"`
 	// MinStages run before P99Limit may stop the ladder. Default 3.
 	MinStages int `conf:"min-stages" for:"notify" help:"rates run before -p99-limit may stop the ladder"`
+	// Stalls, when above 0, runs each notify rate a second time while
+	// that many connections to the push API stall (a third each mid-
+	// header, mid-body, mid-chunk), and checks that the endpoint closes
+	// every one within StallTimeout + 1 s. Default 0.
+	Stalls int `conf:"stalls" for:"notify" help:"stalled push API connections held during a second run of each rate (0: none)"`
+	// StallTimeout is the endpoint's header-timeout and body-timeout in a
+	// stall run (autoendpoint's AUTOEND__HEADER_TIMEOUT and BODY_TIMEOUT);
+	// the dev server (embedded store) runs the API tier's default, 10s.
+	// Default 10s.
+	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's header and body timeouts in a -stalls run"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
 	// PushRate is the offered push rate of stored and churn. Default 1,000.
@@ -221,6 +231,7 @@ func Default(scenario string) Config {
 		Warmup:          3 * time.Second,
 		P99Limit:        50 * time.Millisecond,
 		MinStages:       3,
+		StallTimeout:    10 * time.Second,
 		Messages:        100000,
 		PushRate:        1000,
 		Duration:        100 * time.Second,
@@ -279,6 +290,10 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
 	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
 		return errors.New("loadtest: notify: -rates must list positive rates")
+	case c.Stalls < 0 || c.Stalls > 0 && c.StallTimeout < time.Second:
+		return errors.New("loadtest: notify: -stalls must not be negative, -stall-timeout at least 1s")
+	case c.Stalls > 0 && len(c.CQLHosts) == 0 && c.StallTimeout != 10*time.Second:
+		return errors.New("loadtest: notify: the dev server (embedded store) runs the API tier's 10s timeouts: -stall-timeout must be 10s")
 	case c.Scenario == Notify && (c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0 || c.MinStages < 1):
 		return errors.New("loadtest: notify: -stage-time must exceed -warmup, -grace must be positive, -min-stages at least 1")
 	case c.Scenario == Stored && c.Messages < 1:
