@@ -298,7 +298,7 @@ func TestKeepaliveAndHelloTimeout(t *testing.T) {
 	// ...one that does not is closed.
 	dead, _, _ := connected(t, srv)
 	dead.AnswerPings = false
-	text, _, err := dead.Next(5 * time.Second)
+	text, _, err := dead.Next(et.Patience)
 	if err != nil || text != "<ping>" {
 		t.Fatalf("no server ping: %q %v", text, err)
 	}

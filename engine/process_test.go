@@ -290,7 +290,7 @@ func TestEvictionAcrossProcesses(t *testing.T) {
 	}
 	// The hello on B evicts the older connection on A before it answers,
 	// so the close is on its way already; "a few seconds" on a busy box.
-	text, code, err := c1.Next(10 * time.Second)
+	text, code, err := c1.Next(et.Patience)
 	if !errors.Is(err, et.ErrClosed) || code != 4000 {
 		t.Fatalf("client on A: got %q code %d err %v, want close 4000 (connected elsewhere)", text, code, err)
 	}
@@ -353,7 +353,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 		}
 		// Delivered to the socket, and deliberately not acked.
 		for range perClient {
-			chid, v := readNotification(t, ag.c, 10*time.Second)
+			chid, v := readNotification(t, ag.c, et.Patience)
 			if chid != ag.chid || !slices.Contains(ag.versions, v) {
 				t.Fatalf("client %d got %s/%s, want one of %v on %s", i, chid, v, ag.versions, ag.chid)
 			}
@@ -428,7 +428,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 		}
 		var got []string
 		for range perClient {
-			chid, v := readNotification(t, c, 15*time.Second)
+			chid, v := readNotification(t, c, et.Patience)
 			if chid != ag.chid {
 				t.Fatalf("client %d: notification on channel %s, want %s", i, chid, ag.chid)
 			}

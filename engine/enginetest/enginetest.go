@@ -150,6 +150,11 @@ func (c *Client) Send(v any) {
 	c.SendRaw(string(b))
 }
 
+// Patience is how long a helper waits for something that must happen: a
+// reply, a close. Only a real failure reaches it; a CQL server or a
+// race-instrumented node on a loaded CI machine can stall for seconds.
+const Patience = 30 * time.Second
+
 // ErrClosed is returned by Next once the server closed; CloseCode says how.
 var ErrClosed = errors.New("closed by server")
 
@@ -183,7 +188,7 @@ func (c *Client) Next(timeout time.Duration) (string, ws.StatusCode, error) {
 // anything else.
 func (c *Client) Read() map[string]any {
 	c.t.Helper()
-	text, code, err := c.Next(5 * time.Second)
+	text, code, err := c.Next(Patience)
 	if err != nil {
 		c.t.Fatalf("read: %v (close code %d)", err, code)
 	}
@@ -198,7 +203,7 @@ func (c *Client) Read() map[string]any {
 func (c *Client) ExpectClose() ws.StatusCode {
 	c.t.Helper()
 	for {
-		text, code, err := c.Next(10 * time.Second)
+		text, code, err := c.Next(Patience)
 		if errors.Is(err, ErrClosed) {
 			return code
 		}
@@ -224,7 +229,7 @@ func (c *Client) Leave() []string {
 	c.SendFrame(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
 	var unread []string
 	for {
-		text, _, err := c.Next(10 * time.Second)
+		text, _, err := c.Next(Patience)
 		if err != nil {
 			// ErrClosed, or EOF from a server that closed without answering.
 			var ne net.Error
@@ -419,7 +424,7 @@ func (c *Client) roundTrip(fn func(text string)) {
 	chid := uuid.NewString()
 	c.Send(map[string]any{"messageType": "register", "channelID": chid})
 	for {
-		text, code, err := c.Next(10 * time.Second)
+		text, code, err := c.Next(Patience)
 		if err != nil {
 			c.t.Fatalf("round trip: %v (close code %d)", err, code)
 		}

@@ -175,7 +175,9 @@ func probe(kind, def string) (string, bool) {
 		if d == 0 {
 			return "1s", true
 		}
-		return (d * 3 / 4).Round(time.Millisecond).String(), true
+		// Longer, not shorter: the run's timeouts (storage, node API, hello)
+		// then hold on a loaded CI machine with a slow CQL server.
+		return (d * 3 / 2).Round(time.Millisecond).String(), true
 	case "int":
 		n, _ := strconv.Atoi(def)
 		if n > 1 {
