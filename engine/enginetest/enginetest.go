@@ -320,10 +320,11 @@ func Notification(chid, version, data string) *protocol.Notification {
 	return n
 }
 
-// Eventually polls cond until it holds or the timeout passes.
+// Eventually polls cond until it holds or the timeout passes; the timeout
+// is at least Patience, as cond is something that must happen.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(max(timeout, Patience))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
