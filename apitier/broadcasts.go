@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -74,7 +72,7 @@ func (s *Server) handlePublishBroadcast(ctx context.Context, c *app.RequestConte
 		return
 	}
 	id := c.Param("broadcaster") + "/" + c.Param("channel")
-	version, e := readSmallBody(c, storage.MaxBroadcastLen)
+	version, e := readVersion(c, st)
 	if e != nil {
 		s.writeError(c, st, e)
 		return
@@ -128,26 +126,18 @@ func (s *Server) handleBroadcasts(ctx context.Context, c *app.RequestContext, st
 	c.Data(http.StatusOK, "application/json", b)
 }
 
-// readSmallBody reads a body of at most limit bytes as a string.
-func readSmallBody(c *app.RequestContext, limit int) (string, *errno.HTTPError) {
-	if c.Request.Header.ContentLength() > limit {
-		c.SetConnectionClose()
+// readVersion reads a published version: the body, whole (readWhole),
+// at most storage.MaxBroadcastLen bytes (longer is 400, as any invalid
+// version).
+func readVersion(c *app.RequestContext, st *reqState) (string, *errno.HTTPError) {
+	var buf []byte
+	b, e := readWhole(c, storage.MaxBroadcastLen, &buf)
+	switch e {
+	case nil:
+		st.bodyRead = true
+		return string(b), nil
+	case errTooLarge:
 		return "", errBroadcastVersion
 	}
-	if !c.Request.IsBodyStream() {
-		if b := c.Request.Body(); len(b) <= limit {
-			return string(b), nil
-		}
-		return "", errBroadcastVersion
-	}
-	b, err := io.ReadAll(io.LimitReader(c.RequestBodyStream(), int64(limit)+1))
-	switch {
-	case err != nil && !errors.Is(err, io.EOF):
-		c.SetConnectionClose()
-		return "", errBody
-	case len(b) > limit:
-		c.SetConnectionClose()
-		return "", errBroadcastVersion
-	}
-	return string(b), nil
+	return "", e
 }

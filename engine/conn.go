@@ -19,12 +19,17 @@ import (
 // one at hand): with gnet's own state a connection must stay within the
 // idle connection budget (TestConnSize).
 type conn struct {
-	c   gnet.Conn
-	due int64 // wheel deadline, ms since the epoch; -1 when unscheduled
-	s   session.Session
+	c gnet.Conn
 
-	queued   bool  // in a wheel slot (the wheel's, under its lock)
+	// The wheel's, under its lock. The deadline is 32 bits, in ms from
+	// the wheel's start and compared wrapping (wheel.go), as the
+	// session's own times: 64 bits would put conn past its budget.
+	due       uint32
+	scheduled bool // due is a deadline; false: none
+	queued    bool // in a wheel slot
+
 	flushing uint8 // flushIdle, flushRunning, flushClosed
+	s        session.Session
 }
 
 const (

@@ -18,7 +18,7 @@ const maxOutbound = 256 << 10
 // HelloTimeout too.
 func (srv *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	srv.connections.Add(1)
-	cn := &conn{c: c, due: -1}
+	cn := &conn{c: c}
 	c.SetContext(cn)
 	lc := srv.begin(cn)
 	cn.s.Open(&lc.Ctx)

@@ -14,24 +14,35 @@ import (
 // Deadlines move lazily: a session's deadline may change while it sits in
 // a slot (activity pushes it later), and the slot re-files it when it comes
 // round, so activity costs no wheel operation at all.
+//
+// A connection's deadline is kept in 32 bits, ms from the wheel's start,
+// and compared with the current tick wrapping (after): deadlines lie at
+// most minutes ahead, far from the 24 days where that breaks.
 type wheel struct {
 	mu    sync.Mutex
 	res   time.Duration
 	slots [][]*conn
 	pos   int   // slot of the current tick
-	now   int64 // ms of the current tick
+	start int64 // ms since the epoch of the wheel's start
+	now   int64 // ms since the epoch of the current tick
 }
 
 func newWheel(res time.Duration, slots int, start time.Time) *wheel {
-	return &wheel{res: res, slots: make([][]*conn, slots), now: start.UnixMilli()}
+	return &wheel{res: res, slots: make([][]*conn, slots), start: start.UnixMilli(), now: start.UnixMilli()}
 }
+
+// rel is ms since the epoch as a conn's wrapping deadline.
+func (w *wheel) rel(ms int64) uint32 { return uint32(ms - w.start) }
+
+// after is a - b for wrapping deadlines: positive when a is later.
+func after(a, b uint32) int64 { return int64(int32(a - b)) }
 
 // schedule makes cn due at dueMS (ms since the epoch). A session already
 // in the wheel keeps its slot; only its deadline changes.
 func (w *wheel) schedule(cn *conn, dueMS int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cn.due = dueMS
+	cn.due, cn.scheduled = w.rel(dueMS), true
 	if !cn.queued {
 		cn.queued = true
 		w.file(cn)
@@ -41,13 +52,13 @@ func (w *wheel) schedule(cn *conn, dueMS int64) {
 // unschedule drops cn at its slot's next turn.
 func (w *wheel) unschedule(cn *conn) {
 	w.mu.Lock()
-	cn.due = -1
+	cn.scheduled = false
 	w.mu.Unlock()
 }
 
 // file puts cn in the slot of its deadline, at most one turn ahead; w.mu held.
 func (w *wheel) file(cn *conn) {
-	ahead := int((cn.due - w.now) / w.res.Milliseconds())
+	ahead := int(after(cn.due, w.rel(w.now)) / w.res.Milliseconds())
 	if ahead < 1 {
 		ahead = 1
 	}
@@ -72,8 +83,8 @@ func (w *wheel) advance(now time.Time, due []*conn) []*conn {
 		for _, cn := range slot {
 			cn.queued = false
 			switch {
-			case cn.due < 0:
-			case cn.due > w.now:
+			case !cn.scheduled:
+			case after(cn.due, w.rel(w.now)) > 0:
 				cn.queued = true
 				w.file(cn)
 			default:

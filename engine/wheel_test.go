@@ -40,3 +40,28 @@ func TestWheelFiresDueAndRefilesMoved(t *testing.T) {
 		t.Fatalf("refired: %d", len(due))
 	}
 }
+
+// TestWheelAcrossWrap: deadlines are 32-bit ms from the wheel's start and
+// wrap after 49.7 days; a node up that long still fires them in order.
+func TestWheelAcrossWrap(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	w := newWheel(100*time.Millisecond, 8, start)
+	// Run the wheel to 300 ms before the 32-bit deadline wraps.
+	now := start.Add((1<<32 - 300) * time.Millisecond)
+	w.now = now.UnixMilli()
+	a, b := &conn{}, &conn{}
+	w.schedule(a, now.UnixMilli()+200) // before the wrap
+	w.schedule(b, now.UnixMilli()+650) // after it
+	if due := w.advance(now.Add(100*time.Millisecond), nil); len(due) != 0 {
+		t.Fatalf("fired early: %d", len(due))
+	}
+	if due := w.advance(now.Add(300*time.Millisecond), nil); len(due) != 1 || due[0] != a {
+		t.Fatalf("at 300ms: %v, want only a", due)
+	}
+	if due := w.advance(now.Add(600*time.Millisecond), nil); len(due) != 0 {
+		t.Fatalf("b fired before its deadline, across the wrap: %d", len(due))
+	}
+	if due := w.advance(now.Add(700*time.Millisecond), nil); len(due) != 1 || due[0] != b {
+		t.Fatalf("at 700ms: %v, want only b", due)
+	}
+}

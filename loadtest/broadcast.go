@@ -41,7 +41,7 @@ func (r *run) broadcast(ctx context.Context) error {
 	if err != nil {
 		return errRun("node metrics", err)
 	}
-	if b.Baseline, err = r.pushStage(ctx, "no change", cfg.PushRate, nil); err != nil {
+	if b.Baseline, err = r.pushStage(ctx, "no change", cfg.PushRate, cfg.StageTime, nil); err != nil {
 		return err
 	}
 	before, err := r.serverView(ctx)
@@ -51,7 +51,7 @@ func (r *run) broadcast(ctx context.Context) error {
 	b.DeliverP99Baseline = before.deliver.since(start.deliver).bound(.99)
 	spacing := (cfg.StageTime - cfg.Warmup) / time.Duration(cfg.Changes+1)
 	var last atomic.Int64 // the instant of the last version made
-	if b.During, err = r.pushStage(ctx, "changes", cfg.PushRate, func(stop <-chan struct{}) {
+	if b.During, err = r.pushStage(ctx, "changes", cfg.PushRate, cfg.StageTime, func(stop <-chan struct{}) {
 		next := time.Now().Add(cfg.Warmup)
 		for range cfg.Changes {
 			next = next.Add(spacing)

@@ -23,11 +23,16 @@ func (r *run) notify(ctx context.Context) error {
 	n := &report.NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
 	r.rep.Notify = n
 	for i, rate := range cfg.Rates {
-		st, err := r.pushStage(ctx, fmt.Sprintf("%s/s", report.Num(rate)), rate, nil)
+		st, err := r.pushStage(ctx, fmt.Sprintf("%s/s", report.Num(rate)), rate, cfg.StageTime, nil)
 		if err != nil {
 			return err
 		}
 		n.Stages = append(n.Stages, st)
+		if cfg.Stalls > 0 {
+			if err := r.stallStage(ctx, n, rate); err != nil {
+				return err
+			}
+		}
 		if cfg.P99Limit > 0 && st.Latency.P99 > ms(cfg.P99Limit) {
 			if n.CrossedAt == 0 {
 				n.CrossedAt = rate
@@ -43,13 +48,14 @@ func (r *run) notify(ctx context.Context) error {
 	return nil
 }
 
-// pushStage offers rate pushes per second for StageTime (the workers
-// share it), the first Warmup left out of the histogram, and waits up to
+// pushStage offers rate pushes per second for d (the workers share it),
+// the first Warmup left out of the histogram, and waits up to
 // DeliveryGrace for them to arrive; during, when set, runs alongside until
-// the stage's pushes are answered.
-func (r *run) pushStage(ctx context.Context, name string, rate float64, during func(stop <-chan struct{})) (report.Stage, error) {
+// the stage's pushes are answered. It reports what was accepted and
+// delivered, how fast.
+func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.Duration, during func(stop <-chan struct{})) (report.Stage, error) {
 	cfg := &r.cfg
-	count := int64(rate * cfg.StageTime.Seconds())
+	count := int64(rate * d.Seconds())
 	sent0 := r.lastSample().Sent
 	t0 := r.now()
 	r.setPhase(name, count, func(s report.Sample) int64 { return s.Sent - sent0 })
@@ -62,9 +68,10 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, during f
 			during(stop)
 		}()
 	}
+	workers := float64(len(r.pool.ws))
 	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
-		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / float64(len(r.pool.ws)), Duration: cfg.StageTime,
-			Pick: sender.PickRoundRobin, Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
+		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: d, Pick: sender.PickRoundRobin,
+			Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
 	})
 	close(stop)
 	wg.Wait()
@@ -80,6 +87,30 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, during f
 		name, report.Num(rate), report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999,
 		st.Latency.Max, st.Account.Lost, report.CountsOrNone(st.Errors))
 	return st, nil
+}
+
+// stallStage offers rate again while cfg.Stalls connections stall
+// (stall.go), for at least the endpoint's timeout and a second.
+func (r *run) stallStage(ctx context.Context, n *report.NotifyReport, rate float64) error {
+	cfg := &r.cfg
+	limit := cfg.StallTimeout + time.Second
+	s, err := startStalls(ctx, r.cl.endpointURL, cfg.Stalls, limit+30*time.Second)
+	if err != nil {
+		return err
+	}
+	st, err := r.pushStage(ctx, fmt.Sprintf("%s/s with %d stalled connections", report.Num(rate), cfg.Stalls), rate,
+		max(cfg.StageTime, limit), nil)
+	ss := report.StallStage{Stage: st}
+	if ferr := s.finish(&ss, limit); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	n.Stalled = append(n.Stalled, ss)
+	r.logf("%d stalled connections: %d closed by the endpoint within %s (slowest %.2f s; by kind %v)",
+		ss.Stalls, ss.Closed, limit, ss.CloseMaxS, ss.Slowest)
+	return nil
 }
 
 // mergeStage adds up the workers' results of one rate.
