@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,6 +206,31 @@ type probeRun struct {
 	scylla  bool
 }
 
+// The probe run's broadcasts: the fake Megaphone's (megaphone-api-url,
+// which answers only megaphone-api-token) and the tokens of the publish
+// route (broadcast-tokens, broadcast-reader-tokens).
+const (
+	probeMegaphoneToken = "probe-megaphone-token"
+	probeMegaphoneID    = "probe/megaphone"
+	probeMegaphoneVer   = "v7"
+	probePublisher      = "probe-publisher-2-token"
+	probeReader         = "probe-reader-token-1"
+)
+
+// fakeMegaphone serves Megaphone's GET /v1/broadcasts on 127.0.0.1 to
+// the bearer token probeMegaphoneToken; others get 401.
+func fakeMegaphone(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+probeMegaphoneToken {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(w, `{"code":200,"broadcasts":{%q:%q}}`, probeMegaphoneID, probeMegaphoneVer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1/broadcasts"
+}
+
 // newRun chooses a value for every setting the server has (Describe, so
 // a new setting of either tier is covered without a change here; a new
 // string setting makes this fail until it is given a value).
@@ -241,10 +267,12 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"sender-time-zone":        "Europe/Paris",
 		"swrve-url":               "http://127.0.0.1:9/swrve",
 		"swrve-keys-file":         swrveKeys,
-		"broadcast-tokens":        "probe-publisher-1,probe-publisher-2",
-		"broadcast-reader-tokens": "probe-reader",
-		"megaphone-api-url":       "http://127.0.0.1:9/megaphone",
-		"megaphone-api-token":     "probe-megaphone-token",
+		"broadcast-tokens":        "probe-publisher-1-token," + probePublisher,
+		"broadcast-reader-tokens": probeReader,
+		"megaphone-api-url":       fakeMegaphone(t),
+		"megaphone-api-token":     probeMegaphoneToken,
+		// Small, so that check can pass it.
+		"msg-limit": "3",
 	}
 	if def := describeDefault("sender-interrupted"); def == "resend" {
 		strs["sender-interrupted"] = "fail"
@@ -401,7 +429,13 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 	// API with node-secret.
 	c := et.Dial(t, v["connect-listen"])
 	defer c.Close()
-	c.Hello("")
+	// The node polled megaphone-api-url with megaphone-api-token at
+	// start: a hello naming its broadcast learns the version.
+	hello := c.HelloBroadcasts("", map[string]string{probeMegaphoneID: "v0"})
+	uaid, _ := hello["uaid"].(string)
+	if b, _ := hello["broadcasts"].(map[string]any); b[probeMegaphoneID] != probeMegaphoneVer {
+		t.Errorf("hello with %s at v0: broadcasts %v, want the fake Megaphone's %s", probeMegaphoneID, b, probeMegaphoneVer)
+	}
 	chid := uuid.NewString()
 	reg := c.Register(chid, "")
 	endpoint, _ := reg["pushEndpoint"].(string)
@@ -443,6 +477,90 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 			t.Errorf("GET %s: %d %s", path, code, body)
 		}
 	}
+	r.checkBroadcasts(t)
+	r.checkMsgLimit(t, c, uaid, chid, endpoint)
+}
+
+// checkBroadcasts: the publish route takes broadcast-tokens, the list
+// broadcast-reader-tokens.
+func (r *probeRun) checkBroadcasts(t *testing.T) {
+	t.Helper()
+	v := r.vals
+	publish := v["endpoint-url"] + "/v1/broadcasts/probe/published"
+	for tok, want := range map[string]int{probeReader: 401, probePublisher: 201} {
+		req, _ := http.NewRequest(http.MethodPut, publish, strings.NewReader("p1"))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		et.Must(t, err, "publish")
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("PUT %s with %s: %d, want %d", publish, tok, resp.StatusCode, want)
+		}
+	}
+	if code, body := get(t, v["endpoint-url"]+"/v1/broadcasts", probeReader); code != 200 || !strings.Contains(body, `"probe/published":"p1"`) {
+		t.Errorf("GET /v1/broadcasts with broadcast-reader-tokens: %d %s", code, body)
+	}
+}
+
+// noConnection waits until the node has no connection open and no work
+// left of those it had.
+func (r *probeRun) noConnection(t *testing.T) {
+	t.Helper()
+	url := r.vals["endpoint-url"] // its /metrics has the node's series
+	et.Eventually(t, et.Patience, "the node to close every connection", func() bool {
+		v, ok := et.Metric(t, url, "autoconnect_connections")
+		return ok && v == 0
+	})
+	et.Settle(t, url)
+}
+
+// checkMsgLimit: a backlog one past msg-limit gets the whole pages of
+// message-page messages that fit within msg-limit (the page that passes it
+// is not sent, as in the reference), then the user is dropped (close 1000)
+// and its next hello gets a new uaid. With the default msg-limit the whole
+// backlog would arrive.
+func (r *probeRun) checkMsgLimit(t *testing.T, c *et.Client, uaid, chid, endpoint string) {
+	t.Helper()
+	v := r.vals
+	limit, err := strconv.Atoi(v["msg-limit"])
+	et.Must(t, err, "msg-limit")
+	page, err := strconv.Atoi(v["message-page"])
+	et.Must(t, err, "message-page")
+	c.Leave()
+	r.noConnection(t) // the node is done with it: pushes are stored, and it may take another (connect-max-connections)
+	for i := range limit + 1 {
+		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(fmt.Sprint("backlog ", i)))
+		req.Header.Set("TTL", "600")
+		req.Header.Set("Content-Encoding", "aes128gcm")
+		resp, err := http.DefaultClient.Do(req)
+		et.Must(t, err, "push")
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("backlog push %d: %d", i, resp.StatusCode)
+		}
+	}
+	c = et.Dial(t, v["connect-listen"])
+	defer c.Close()
+	if got := c.Hello(uaid); got != uaid {
+		t.Fatalf("the uaid was replaced at hello, before its backlog: %s", got)
+	}
+	for i := range limit / page * page {
+		n := c.Read()
+		if n["messageType"] != "notification" {
+			t.Fatalf("backlog message %d: %v", i, n)
+		}
+		c.Ack(chid, n["version"].(string))
+	}
+	if code := c.ExpectClose(); code != 1000 {
+		t.Fatalf("past msg-limit %d: closed with %d, want 1000", limit, code)
+	}
+	c.Close()
+	r.noConnection(t)
+	c = et.Dial(t, v["connect-listen"])
+	if got := c.Hello(uaid); got == uaid {
+		t.Errorf("past msg-limit %d the next hello kept the uaid", limit)
+	}
+	c.Leave()
 }
 
 // minimal are the settings a run needs besides the key: free loopback
