@@ -238,3 +238,58 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatalf("after a slot freed: %d %s", a.Status, a.Body)
 	}
 }
+
+// TestBroadcastRouteHardened: the publish route is behind the same guard
+// as the push route: a version body that stalls gets 408 at body-timeout,
+// an incomplete one 400, one too long or sent without a valid token is
+// answered without being read (the connection closes), and nothing of
+// them is stored; a whole chunked version is taken.
+func TestBroadcastRouteHardened(t *testing.T) {
+	const tok = "hostile-test-publisher"
+	store := newStore(t)
+	s := startServer(t, store, func(c *Config) {
+		quick(c)
+		c.BroadcastTokens = []string{tok}
+	})
+	head := func(auth, extra string) string {
+		return "PUT /v1/broadcasts/probe/hostile HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + auth + "\r\n" + extra
+	}
+	for name, tc := range map[string]struct {
+		sent     string
+		halfShut bool
+		status   int
+	}{
+		"mid-body":                  {head(tok, "Content-Length: 100\r\n\r\n\"v1"), false, http.StatusRequestTimeout},
+		"mid-chunk":                 {head(tok, "Transfer-Encoding: chunked\r\n\r\n10\r\n\"v1"), false, http.StatusRequestTimeout},
+		"incomplete chunked":        {head(tok, "Transfer-Encoding: chunked\r\n\r\n3\r\n\"v1\r\n"), true, http.StatusBadRequest},
+		"too long, announced":       {head(tok, "Content-Length: 1000000\r\n\r\n"), false, http.StatusBadRequest},
+		"too long, chunked":         {head(tok, "Transfer-Encoding: chunked\r\n\r\n200\r\n"+strings.Repeat("v", 512)+"\r\n"), false, http.StatusBadRequest},
+		"no token, body never sent": {head("wrong-token-0123456789", "Content-Length: 100\r\n\r\n"), false, http.StatusUnauthorized},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := apitiertest.Dial(t, s.Addr())
+			c.Write(tc.sent)
+			if tc.halfShut {
+				c.CloseWrite()
+			}
+			a := c.Answer()
+			if tc.status == http.StatusUnauthorized {
+				apitiertest.WantError(t, a, tc.status, errno.InvalidAuth)
+			} else {
+				wantJSONError(t, a, tc.status)
+			}
+			c.WantClosed()
+		})
+	}
+	if all, err := store.Broadcasts(t.Context()); err != nil || len(all) != 0 {
+		t.Fatalf("stored %v (%v) from versions that never arrived whole", all, err)
+	}
+	c := apitiertest.Dial(t, s.Addr())
+	c.Write(head(tok, "Transfer-Encoding: chunked\r\n\r\n3\r\n\"v1\r\n1\r\n\"\r\n0\r\n\r\n"))
+	if a := c.Answer(); a.Status != http.StatusCreated {
+		t.Fatalf("a whole chunked version: %d %s", a.Status, a.Body)
+	}
+	if all, err := store.Broadcasts(t.Context()); err != nil || all["probe/hostile"] != `"v1"` {
+		t.Fatalf("stored %v (%v), want probe/hostile at \"v1\"", all, err)
+	}
+}
