@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -55,6 +55,10 @@ capacity: ## load test this machine (200k idle user agents, latency ladder, exac
 STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 1000 -stage-time 15s -p99-limit 0 -min-stages 1
 stall: ## 1,000 push API connections stalled mid-header/body/chunk while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the dev server
 	$(GO) run ./loadtest/cmd/loadtest notify $(STALL_FLAGS)
+
+FANOUT_FLAGS ?= -uas 10000 -push-rate 200
+fanout: ## broadcast fan-out to 10,000 user agents while 200 pushes/s flow (docs/benchmarks.md); CQL_HOSTS: autoconnect and autoendpoint, else the single-node server
+	$(GO) run ./loadtest/cmd/loadtest broadcast $(FANOUT_FLAGS)
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \
