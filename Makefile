@@ -53,7 +53,7 @@ capacity: ## load test this machine (200k idle user agents, latency ladder, exac
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
 
 STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 1000 -stage-time 15s -p99-limit 0 -min-stages 1
-stall: ## 1,000 push API connections stalled mid-header/body/chunk while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the dev server
+stall: ## 1,000 push API connections stalled mid-header/body/chunk while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the single-node server
 	$(GO) run ./loadtest/cmd/loadtest notify $(STALL_FLAGS)
 
 FANOUT_FLAGS ?= -uas 10000 -push-rate 200

@@ -242,6 +242,11 @@ func (c *cluster) startSingle(ctx context.Context, key, port, logDir string) err
 		"-endpoint-listen", port, "-endpoint-url", c.endpointURL, "-log-level", "info"}
 	env := []string{"AUTOPUSH__CRYPTO_KEY=" + key}
 	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
+	if c.cfg.Stalls > 0 {
+		t := c.cfg.StallTimeout.String()
+		env = append(env, "AUTOPUSH__HEADER_TIMEOUT="+t, "AUTOPUSH__BODY_TIMEOUT="+t,
+			"AUTOPUSH__ENDPOINT_MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
+	}
 	ch, err := startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
 		filepath.Join(logDir, "autopush.log"), "autopush ready", nil)
 	if err != nil {

@@ -346,9 +346,7 @@ func TestNotifyStallsSmall(t *testing.T) {
 	cfg := smallConfig(t, scenario.Notify)
 	cfg.UAs, cfg.Rates, cfg.Stalls = 40, []float64{40}, 30
 	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 1
-	if len(cfg.CQLHosts) > 0 {
-		cfg.StallTimeout = 2 * time.Second // autoendpoint takes it; the dev server runs 10s
-	}
+	cfg.StallTimeout = 2 * time.Second
 	rep := runScenario(t, cfg)
 	n := rep.Notify
 	if len(n.Stages) != 1 || len(n.Stalled) != 1 {

@@ -139,9 +139,8 @@ type Config struct {
 	// every one within StallTimeout + 1 s. Default 0.
 	Stalls int `conf:"stalls" for:"notify" help:"stalled push API connections held during a second run of each rate (0: none)"`
 	// StallTimeout is the endpoint's header-timeout and body-timeout in a
-	// stall run (autoendpoint's AUTOEND__HEADER_TIMEOUT and BODY_TIMEOUT);
-	// the dev server (embedded store) runs the API tier's default, 10s.
-	// Default 10s.
+	// stall run (autoendpoint's AUTOEND__HEADER_TIMEOUT and BODY_TIMEOUT,
+	// the single-node server's AUTOPUSH__ ones). Default 10s.
 	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's header and body timeouts in a -stalls run"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
@@ -315,8 +314,6 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: notify: -rates must list positive rates")
 	case c.Stalls < 0 || c.Stalls > 0 && c.StallTimeout < time.Second:
 		return errors.New("loadtest: notify: -stalls must not be negative, -stall-timeout at least 1s")
-	case c.Stalls > 0 && len(c.CQLHosts) == 0 && c.StallTimeout != 10*time.Second:
-		return errors.New("loadtest: notify: the dev server (embedded store) runs the API tier's 10s timeouts: -stall-timeout must be 10s")
 	case c.Scenario == Notify && (c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0 || c.MinStages < 1):
 		return errors.New("loadtest: notify: -stage-time must exceed -warmup, -grace must be positive, -min-stages at least 1")
 	case c.Scenario == Stored && c.Messages < 1:
