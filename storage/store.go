@@ -83,6 +83,9 @@ type Store interface {
 	// only moves forward: a smaller value is ignored. 1 RT.
 	AdvanceCursor(ctx context.Context, uaid uuid.UUID, sortKey uint64) error
 
+	// PushStore: the outbound sender's pushes (push.go).
+	PushStore
+
 	// Health returns nil when the backend can serve reads and writes, or
 	// an error wrapping ErrUnavailable. 1 RT.
 	Health(ctx context.Context) error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gocql/gocql"
@@ -22,12 +23,15 @@ type Store struct {
 	channelTTL int // seconds, channel rows and cursor
 	refreshMS  int64
 	closed     atomic.Bool
+	// floors: "state/shard" -> the At the next due read of that push
+	// index shard starts at (pushes.go).
+	floors sync.Map
 }
 
 var _ storage.Store = (*Store)(nil)
 
 // requiredTables are what New checks exist before serving.
-var requiredTables = []string{"router", "message"}
+var requiredTables = []string{"router", "message", "push", "push_state"}
 
 // New connects to the cluster and checks that the schema is in place; it
 // never creates it (see ApplySchema). A cluster that cannot be reached
