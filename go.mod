@@ -9,6 +9,11 @@ require (
 )
 
 require (
+	github.com/reugn/go-quartz v0.15.2 // indirect
+	golang.org/x/time v0.14.0 // indirect
+)
+
+require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/bytedance/gopkg v0.1.4 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
