@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/autopush-go/autopush/storage"
@@ -30,7 +31,15 @@ func (s *Sender) loop(name string, start, interval time.Duration, fn func(contex
 // stalled: taken over). It stops as soon as a queue is full.
 func (s *Sender) sendScheduled(ctx context.Context) {
 	left := s.cfg.ScheduledPortion
-	for _, state := range []storage.PushState{storage.PushScheduled, storage.PushRetry, storage.PushInMemory} {
+	states := []storage.PushState{storage.PushScheduled, storage.PushRetry}
+	// Expired leases are rare (a node died) and their index is where
+	// every finished push's IN_MEMORY entry was deleted, so it is read
+	// once per tenth of a lease, not on every run.
+	if now := time.Now(); now.Sub(s.lastTakeover) >= s.cfg.Lease/10 {
+		s.lastTakeover = now
+		states = append(states, storage.PushInMemory)
+	}
+	for _, state := range states {
 		n, full := s.claimDue(ctx, jobScheduled, state, left)
 		left -= n
 		if full || left <= 0 {
@@ -61,17 +70,39 @@ func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushSta
 		}
 		return 0, false
 	}
+	// Claims are conditional writes (an LWT each on CQL): made 16 at a
+	// time, so a portion takes a few round trips, not one per push. A
+	// slot is reserved for each before its claim, in order, and the run
+	// stops at the first push that finds its queue full.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, claimConcurrency)
+	full := false
 	for i := range ps {
-		if !s.claim(job, &ps[i]) {
-			return len(ps), true
+		l := s.lanes[ps[i].Provider]
+		if l == nil {
+			continue
 		}
+		if !l.reserve() {
+			full = true
+			break
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.claimReserved(job, l, &ps[i])
+		}()
 	}
-	return len(ps), false
+	wg.Wait()
+	return len(ps), full
 }
 
+// claimConcurrency bounds the claims a job run makes at once.
+const claimConcurrency = 16
+
 // claim takes p for this node and queues it. It reports false only when
-// p's queue is full (the job stops there); a push another node won, or of
-// a provider this node does not have, is skipped.
+// p's queue is full; a push another node won, or of a provider this node
+// does not have, is skipped.
 func (s *Sender) claim(job string, p *storage.Push) bool {
 	l := s.lanes[p.Provider]
 	if l == nil {
@@ -80,28 +111,33 @@ func (s *Sender) claim(job string, p *storage.Push) bool {
 	if !l.reserve() {
 		return false
 	}
+	s.claimReserved(job, l, p)
+	return true
+}
+
+// claimReserved claims p into the queue slot reserved for it (released
+// when the claim is lost or p goes straight to a final state).
+func (s *Sender) claimReserved(job string, l *lane, p *storage.Push) {
 	now := time.Now()
 	next := advance(p, storage.PushInMemory, now.Add(s.cfg.Lease).UnixMilli(), now)
 	next.Owner = s.node
 	queue := s.interrupted(l, &next, now)
 	if err := s.update(p, next); err != nil {
 		l.release()
-		won := !errors.Is(err, storage.ErrConflict)
-		if won {
-			s.m.storageError(stageQueue)
-			s.log.Error("push not claimed", "job", job, "push", p.ID, "error", err)
-		} else {
+		if errors.Is(err, storage.ErrConflict) {
 			s.m.claim(job, false)
+			return
 		}
-		return true
+		s.m.storageError(stageQueue)
+		s.log.Error("push not claimed", "job", job, "push", p.ID, "error", err)
+		return
 	}
 	s.m.claim(job, true)
 	if !queue {
 		l.release()
-		return true
+		return
 	}
 	l.put(next)
-	return true
 }
 
 // interrupted handles a push whose last attempt is still IN_PROCESS: its

@@ -34,6 +34,9 @@ type Sender struct {
 	jobs    sync.WaitGroup // job loops and readers
 	sends   sync.WaitGroup // provider calls in flight
 	started bool
+	// lastTakeover is when SendScheduled last read expired leases (only
+	// its goroutine touches it).
+	lastTakeover time.Time
 }
 
 // New checks cfg against every provider's limits (the seed's rules) and

@@ -1,0 +1,152 @@
+package sender_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/scylla"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+)
+
+// orphan stores a push as a dead node left it: IN_MEMORY under its lease,
+// with an attempt IN_PROCESS when inProcess is set.
+func orphan(t *testing.T, store storage.Store, owner, user string, leaseLeft time.Duration, inProcess bool) storage.Push {
+	t.Helper()
+	now := time.Now()
+	p := storage.Push{
+		ID: uuid.Must(uuid.NewV7()), Provider: "swrve", Platform: "IOS", PrototypeKey: "Hello", PushKey: user,
+		Message: "Hello " + user, State: storage.PushInMemory, Owner: owner, At: now.Add(leaseLeft).UnixMilli(),
+		Created: now.UnixMilli(), Updated: now.UnixMilli(), Version: 1,
+	}
+	if inProcess {
+		p.Attempts = []storage.Attempt{{N: 1, Status: storage.AttemptInProcess, Node: owner, Started: now.UnixMilli()}}
+	}
+	if err := store.SavePush(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestInterruptedAndTakenOver: pushes a dead node held are taken over once
+// its lease expired; one whose attempt was IN_PROCESS is marked
+// INTERRUPTED and resent (default policy), or failed unsent (policy
+// fail); a restarted node takes its own pushes back at once.
+func TestInterruptedAndTakenOver(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := newStore(t)
+		queued := orphan(t, store, "dead", "queued", -time.Second, false)
+		inflight := orphan(t, store, "dead", "inflight", -time.Second, true)
+		own := orphan(t, store, "node-a", "own", time.Hour, true) // lease far from expiry
+		r := newRig(t, store, testConfig("node-a"))
+		wantAttempts(t, waitState(t, r.s, queued.ID, storage.PushSent), "OK//200")
+		p := waitState(t, r.s, inflight.ID, storage.PushSent)
+		wantAttempts(t, p, "INTERRUPTED/OTHER/0 OK//200")
+		wantAttempts(t, waitState(t, r.s, own.ID, storage.PushSent), "INTERRUPTED/OTHER/0 OK//200")
+
+		cfg := testConfig("node-b")
+		cfg.Interrupted = sender.PolicyFail
+		failing := orphan(t, store, "dead", "not-resent", -time.Second, true)
+		rb := newRig(t, store, cfg)
+		wantAttempts(t, waitState(t, rb.s, failing.ID, storage.PushFailed), "INTERRUPTED/OTHER/0")
+		for _, rec := range append(r.fake.Log(), rb.fake.Log()...) {
+			if rec.User == "not-resent" {
+				t.Fatal("policy fail resent an interrupted push")
+			}
+		}
+	})
+}
+
+// TestTwoNodesEachPushOnce: two sender nodes on one CQL keyspace, 10,000
+// pushes: the provider receives each exactly once.
+func TestTwoNodesEachPushOnce(t *testing.T) {
+	cfg := cqltest.Keyspace(t, "twonodes")
+	open := func() storage.Store {
+		s, err := scylla.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	fake := startFake(t)
+	const total = 10000
+	// Accepted by an API-only node: all PENDING, so the two sending nodes
+	// race for every push through their SendPending jobs.
+	api := testConfig("api")
+	api.Workers = false
+	front := startSender(t, open(), fake, api)
+	var wg sync.WaitGroup
+	errs := make(chan error, total)
+	sem := make(chan struct{}, 32)
+	for i := range total {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := front.Accept(context.Background(), hello(fmt.Sprintf("u%05d", i))); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	nodes := make([]*sender.Sender, 2)
+	for i := range nodes {
+		c := testConfig(fmt.Sprintf("node-%d", i))
+		c.PendingPortion, c.PendingInterval = 250, time.Second
+		c.QueueCapacity = 2000
+		nodes[i] = startSender(t, open(), fake, c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := fake.WaitCount(ctx, total); err != nil {
+		t.Fatal(err)
+	}
+	// Every push is SENT (so nothing more will be sent) before the log
+	// is checked.
+	for {
+		ps, _, err := front.List(ctx, storage.PushSent, "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := 0
+		for _, st := range []storage.PushState{storage.PushPending, storage.PushInMemory, storage.PushRetry} {
+			more, _, err := front.List(ctx, st, "", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left += len(more)
+		}
+		if left == 0 && len(ps) == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d pushes not finished", left)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the store
+	}
+	seen := map[string]int{}
+	for _, rec := range fake.Log() {
+		seen[rec.User]++
+	}
+	dups := 0
+	for u, n := range seen {
+		if n != 1 {
+			dups++
+			t.Errorf("%s received %d times", u, n)
+		}
+	}
+	if len(seen) != total || dups != 0 {
+		t.Fatalf("%d distinct pushes received, %d more than once; want %d exactly once", len(seen), dups, total)
+	}
+}
