@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/apitier/sender/swrve"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -90,7 +92,23 @@ type Config struct {
 	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
 	// VersionFile is served at /__version__. Default "version.json".
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
+
+	// PushAPIKeys are the keys of the outbound sender's API (POST /push,
+	// GET /push...), sent as "Authorization: Bearer <key>". Empty closes
+	// that API (401). Default empty.
+	PushAPIKeys []string `conf:"push-api-keys" help:"API keys of the push sender's routes (Authorization: Bearer); empty: closed"`
+	// The outbound sender (sender-*) and its Swrve provider (swrve-*);
+	// autoendpoint runs the sender's workers unless sender-workers is
+	// false. Defaults in sender.DefaultConfig and swrve.DefaultConfig.
+	SenderConfig
+	SwrveConfig
 }
+
+// SenderConfig and SwrveConfig name the settings Config embeds.
+type (
+	SenderConfig = sender.Config
+	SwrveConfig  = swrve.Config
+)
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
@@ -111,6 +129,8 @@ func DefaultConfig() Config {
 		RequestLog:         true,
 		LogLevel:           "info",
 		VersionFile:        "version.json",
+		SenderConfig:       sender.DefaultConfig(),
+		SwrveConfig:        swrve.DefaultConfig(),
 	}
 }
 
@@ -143,7 +163,13 @@ func (c *Config) Validate() error {
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err
 	}
-	return nil
+	if err := c.SenderConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.SwrveConfig.Validate(); err != nil {
+		return err
+	}
+	return c.SenderConfig.ValidateFor(swrve.Name, c.SwrveConfig.Limits())
 }
 
 // origin returns the scheme://host[:port] of an absolute http(s) URL,

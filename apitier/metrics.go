@@ -66,7 +66,8 @@ const (
 )
 
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
-	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod}
+	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod,
+	routePushPost, routePushGet, routePushList}
 
 // Outcomes of an accepted push (mNotifications).
 const (

@@ -55,6 +55,9 @@ func (s *Server) handleStatus(_ context.Context, c *app.RequestContext, _ *reqSt
 func (s *Server) handleMetrics(_ context.Context, c *app.RequestContext, _ *reqState) {
 	var b bytes.Buffer
 	s.metrics.set.WritePrometheus(&b)
+	if s.pushes != nil {
+		s.pushes.WriteMetrics(&b) // autosender_*
+	}
 	// go_goroutines, go_memstats_*, process_resident_memory_bytes, ...
 	metrics.WriteProcessMetrics(&b)
 	c.Data(http.StatusOK, "text/plain; version=0.0.4", b.Bytes())

@@ -41,6 +41,7 @@ type Server struct {
 	audience string // VAPID "aud": the endpoint URL's origin
 	location string // Location prefix: endpoint URL + "/m/"
 	started  time.Time
+	pushes   PushService // the outbound sender's API (push.go); nil: off
 
 	h        *server.Hertz
 	ln       *trackingListener
@@ -129,6 +130,10 @@ func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 	h.GET("/health", s.handle(routeHealth, s.handleHealth))
 	h.GET("/status", s.handle(routeStatus, s.handleStatus))
 	h.GET("/metrics", s.handle(routeMetrics, s.handleMetrics))
+	// The outbound sender's API (push.go).
+	h.POST("/push", s.handle(routePushPost, s.handlePushPost))
+	h.GET("/push/:id", s.handle(routePushGet, s.handlePushGet))
+	h.GET("/push", s.handle(routePushList, s.handlePushList))
 	h.NoRoute(s.handle(routeNotFound, func(_ context.Context, c *app.RequestContext, st *reqState) {
 		s.writeError(c, st, errNotFound)
 	}))
