@@ -269,7 +269,9 @@ func pushView(p *storage.Push) map[string]any {
 	}
 }
 
-func rfc3339(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+func rfc3339(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
 
 func nullable(s string) any {
 	if s == "" {
