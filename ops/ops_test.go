@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"encoding/json"
+	gobuild "go/build"
 	"io"
 	"net"
 	"os"
@@ -357,8 +358,8 @@ func TestDockerfile(t *testing.T) {
 	}
 	// Every package built is a command.
 	for _, pkg := range regexp.MustCompile(`\./[a-z/]+/cmd/[a-z]+`).FindAllString(build, -1) {
-		b, err := os.ReadFile(filepath.Join(root, pkg, "main.go"))
-		if err != nil || !strings.Contains(string(b), "\npackage main\n") {
+		p, err := gobuild.ImportDir(filepath.Join(root, pkg), 0)
+		if err != nil || !p.IsCommand() {
 			t.Errorf("Dockerfile builds %s, which is not a command: %v", pkg, err)
 		}
 	}
