@@ -11,7 +11,6 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/storage"
-	"github.com/autopush-go/autopush/storage/scylla"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 )
 
@@ -67,14 +66,7 @@ func TestInterruptedAndTakenOver(t *testing.T) {
 // pushes: the provider receives each exactly once.
 func TestTwoNodesEachPushOnce(t *testing.T) {
 	cfg := cqltest.Keyspace(t, "twonodes")
-	open := func() storage.Store {
-		s, err := scylla.New(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() storage.Store { return openCQL(t, cfg) }
 	fake := startFake(t)
 	const total = 10000
 	// Accepted by an API-only node: all PENDING, so the two sending nodes
@@ -149,4 +141,59 @@ func TestTwoNodesEachPushOnce(t *testing.T) {
 	if len(seen) != total || dups != 0 {
 		t.Fatalf("%d distinct pushes received, %d more than once; want %d exactly once", len(seen), dups, total)
 	}
+}
+
+// gatedList holds the first ListPushes (the recovery at Start) until the
+// test opens the gate.
+type gatedList struct {
+	storage.Store
+	once   sync.Once
+	listed chan struct{} // closed when recovery's first list call arrives
+	gate   chan struct{}
+}
+
+func (g *gatedList) ListPushes(ctx context.Context, st storage.PushState, cursor string, limit int) ([]storage.Push, string, error) {
+	first := false
+	g.once.Do(func() { first = true; close(g.listed) })
+	if first {
+		<-g.gate
+	}
+	return g.Store.ListPushes(ctx, st, cursor, limit)
+}
+
+// TestRecoveryBeforeQueue: while a restarted node takes back its earlier
+// run's pushes, this run queues nothing under its name (Accept stores
+// immediate pushes PENDING); otherwise recovery would take this run's
+// queued or in-flight pushes for leftovers and send them a second time.
+func TestRecoveryBeforeQueue(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := newStore(t)
+		left := orphan(t, store, "node-a", "left", time.Hour, false)
+		g := &gatedList{Store: store, listed: make(chan struct{}), gate: make(chan struct{})}
+		r := &rig{fake: startFake(t)}
+		r.s = launchSender(t, g, r.fake, testConfig("node-a"))
+		<-g.listed
+		var during []storage.Push
+		for i := range 20 {
+			during = append(during, r.accept(t, hello(fmt.Sprintf("during%02d", i))))
+			if st := during[i].State; st != storage.PushPending {
+				t.Fatalf("a push accepted during recovery is %s, want PENDING", st)
+			}
+		}
+		close(g.gate)
+		<-r.s.Ready()
+		if p := r.accept(t, hello("after")); p.State != storage.PushInMemory {
+			t.Fatalf("a push accepted after recovery is %s, want IN_MEMORY", p.State)
+		}
+		wantAttempts(t, waitState(t, r.s, left.ID, storage.PushSent), "OK//200")
+		for _, p := range during {
+			wantAttempts(t, waitState(t, r.s, p.ID, storage.PushSent), "OK//200")
+		}
+		seen := map[string]int{}
+		for _, rec := range r.fake.Log() {
+			if seen[rec.User]++; seen[rec.User] > 1 {
+				t.Errorf("%s received twice", rec.User)
+			}
+		}
+	})
 }

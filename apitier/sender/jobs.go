@@ -108,7 +108,7 @@ func (s *Sender) claim(job string, p *storage.Push) bool {
 	if l == nil {
 		return true
 	}
-	if !l.reserve() {
+	if !l.reserveSlot() { // recovery runs before the queue opens
 		return false
 	}
 	s.claimReserved(job, l, p)

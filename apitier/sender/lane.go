@@ -28,7 +28,7 @@ type lane struct {
 	pool     chan struct{}
 	busy     atomic.Int64 // sends in flight in the pool
 	limiter  *rate.Limiter
-	running  atomic.Bool // the reader runs: reserve may succeed
+	running  atomic.Bool // the queue is open: reserve may succeed
 	m        *laneMetrics
 }
 
@@ -46,9 +46,13 @@ func newLane(s *Sender, p provider.Provider) *lane {
 	return l
 }
 
-// reserve takes a queue slot if one is free and the reader runs.
-func (l *lane) reserve() bool {
-	for l.running.Load() {
+// reserve takes a queue slot if one is free and the queue is open
+// (running: recovery is over and Stop has not begun).
+func (l *lane) reserve() bool { return l.running.Load() && l.reserveSlot() }
+
+// reserveSlot takes a queue slot if one is free, open or not (recovery).
+func (l *lane) reserveSlot() bool {
+	for {
 		n := l.reserved.Load()
 		if n >= int64(cap(l.queue)) {
 			return false
@@ -57,7 +61,6 @@ func (l *lane) reserve() bool {
 			return true
 		}
 	}
-	return false
 }
 
 // release gives back a slot that will not be filled.

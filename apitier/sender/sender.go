@@ -34,6 +34,7 @@ type Sender struct {
 	jobs    sync.WaitGroup // job loops and readers
 	sends   sync.WaitGroup // provider calls in flight
 	started bool
+	ready   chan struct{} // closed when recovery ended and the queues opened
 	// lastTakeover is when SendScheduled last read expired leases (only
 	// its goroutine touches it).
 	lastTakeover time.Time
@@ -66,7 +67,8 @@ func New(cfg Config, store storage.PushStore, providers []provider.Provider, log
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sender{cfg: cfg, store: store, log: log.With("component", "sender"), loc: loc, node: node,
-		lanes: map[string]*lane{}, first: providers[0].Name(), m: newMetrics(), ctx: ctx, cancel: cancel}
+		lanes: map[string]*lane{}, first: providers[0].Name(), m: newMetrics(), ctx: ctx, cancel: cancel,
+		ready: make(chan struct{})}
 	for _, p := range providers {
 		if err := cfg.ValidateFor(p.Name(), p.Limits()); err != nil {
 			cancel()
@@ -84,32 +86,51 @@ func New(cfg Config, store storage.PushStore, providers []provider.Provider, log
 // Node is this sender node's name in leases.
 func (s *Sender) Node() string { return s.node }
 
-// Start begins sending when Workers is set: it takes back this node's own
-// leases (pushes it had queued before a restart), starts each provider's
-// reader and the two jobs. Without Workers it does nothing.
+// Start begins sending when Workers is set: it starts each provider's
+// reader, takes back this node's own leases (pushes it had queued before a
+// restart), then opens the queues to Accept and starts the two jobs.
+// Without Workers it does nothing.
 func (s *Sender) Start() error {
 	if !s.cfg.Workers || s.started {
 		return nil
 	}
 	s.started = true
 	for _, l := range s.lanes {
-		l.running.Store(true)
 		s.jobs.Add(1)
 		go l.read()
 	}
-	s.jobs.Add(2)
+	s.jobs.Add(1)
 	go func() {
 		defer s.jobs.Done()
+		// Recovery first, alone: until it ends nothing of this run is
+		// IN_MEMORY under this node's name (Accept stores immediate
+		// pushes PENDING, the jobs have not started), so every push it
+		// finds is an earlier run's. Were this run's pushes queued or
+		// being sent meanwhile, it would take them for leftovers and
+		// queue them a second time.
 		s.recover(s.ctx)
+		if s.ctx.Err() != nil {
+			return
+		}
+		for _, l := range s.lanes {
+			l.running.Store(true)
+		}
+		close(s.ready)
+		s.jobs.Add(1)
+		go func() {
+			defer s.jobs.Done()
+			s.loop(jobPending, s.cfg.PendingStart, s.cfg.PendingInterval, s.sendPending)
+		}()
 		s.loop(jobScheduled, s.cfg.ScheduledStart, s.cfg.ScheduledInterval, s.sendScheduled)
-	}()
-	go func() {
-		defer s.jobs.Done()
-		s.loop(jobPending, s.cfg.PendingStart, s.cfg.PendingInterval, s.sendPending)
 	}()
 	s.log.Info("sender started", "node", s.node, "providers", len(s.lanes), "queue_capacity", s.cfg.QueueCapacity)
 	return nil
 }
+
+// Ready is closed once Start's recovery has ended and the queues take
+// pushes: from then on Accept queues an immediate push (IN_MEMORY) when its
+// queue has room. Never closed without Workers, or when Stop came first.
+func (s *Sender) Ready() <-chan struct{} { return s.ready }
 
 // Stop ends the jobs and readers, waits (within ctx) for sends in flight
 // to finish and be recorded, and hands the pushes still queued back as

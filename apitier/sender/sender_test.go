@@ -48,15 +48,19 @@ func backends(t *testing.T, fn func(t *testing.T, newStore func(t *testing.T) st
 	t.Run("scylla", func(t *testing.T) {
 		t.Parallel()
 		cfg := cqltest.Keyspace(t, "sender")
-		fn(t, func(t *testing.T) storage.Store {
-			s, err := scylla.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		})
+		fn(t, func(t *testing.T) storage.Store { return openCQL(t, cfg) })
 	})
+}
+
+// openCQL opens a store on cfg's keyspace, closed when the test ends.
+func openCQL(t *testing.T, cfg scylla.Config) storage.Store {
+	t.Helper()
+	s, err := scylla.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // Keys of the fake campaigns.
@@ -89,7 +93,19 @@ type rig struct {
 	fake *swrvefake.Fake
 }
 
+// startSender starts a sender and, with workers, waits until it has
+// recovered and queues immediate pushes.
 func startSender(t *testing.T, store storage.Store, fake *swrvefake.Fake, cfg sender.Config) *sender.Sender {
+	t.Helper()
+	s := launchSender(t, store, fake, cfg)
+	if cfg.Workers {
+		<-s.Ready()
+	}
+	return s
+}
+
+// launchSender starts a sender, stopped when the test ends.
+func launchSender(t *testing.T, store storage.Store, fake *swrvefake.Fake, cfg sender.Config) *sender.Sender {
 	t.Helper()
 	keys := swrve.NewKeys(map[string]map[string]string{"Hello": {"IOS": keyHelloIOS, "ANDROID": keyHelloAndroid}})
 	client, err := swrve.New(swrveConfig(fake.URL()), keys)
