@@ -215,7 +215,12 @@ func PushExpired(updated, ttl int64, now time.Time) bool {
 // lightweight transactions (LWT, four round trips between replicas).
 type PushStore interface {
 	// SavePush stores a new push (Version 1) and its index entry,
-	// durably, before it returns. 1 RT.
+	// durably, before it returns. The id must be new (the sender makes a
+	// fresh v7 UUID). Saving an id that exists never changes the stored
+	// push, so a retried create is harmless: a backend refuses it with
+	// ErrConflict (embedded) or lets the stored push win (scylla: a plain
+	// write below every later change, so not a lightweight transaction).
+	// 1 RT (scylla: 2, the index entry and the push).
 	SavePush(ctx context.Context, p Push) error
 
 	// GetPush returns the push with its attempt log, or ErrNotFound
@@ -228,7 +233,10 @@ type PushStore interface {
 	// (prev.State, prev.At) to (next.State, next.At). When the stored
 	// version differs (another node claimed or changed it) nothing is
 	// written and ErrConflict is returned; a missing push is ErrNotFound.
-	// Embedded: 1 RT. Scylla: an LWT plus up to two index writes.
+	// An update whose outcome is unknown (a timeout) is settled before
+	// returning where the backend can, so ErrConflict never means "my own
+	// write applied". Embedded: 1 RT. Scylla: an LWT, plus two index
+	// writes when State or At change.
 	UpdatePush(ctx context.Context, prev *Push, next Push) error
 
 	// DuePushes returns up to limit pushes in state whose At <= before

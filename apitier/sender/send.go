@@ -13,9 +13,12 @@ import (
 
 // send makes one attempt at p, which this node holds IN_MEMORY:
 //
-//  1. the attempt row (IN_PROCESS) is written, renewing the lease, by a
-//     conditional update: if another node took the push over meanwhile,
-//     the update fails and nothing is sent;
+//  1. the attempt row (IN_PROCESS) is written by a conditional update: if
+//     another node took the push over meanwhile, the update fails and
+//     nothing is sent. The lease is renewed only when less than half of
+//     it is left (sender-lease > 2 × the provider's timeout, so the half
+//     left covers the call); an unchanged lease leaves the push's index
+//     entry where it is, two index writes fewer per push on CQL;
 //  2. the provider is called;
 //  3. the outcome (attempt OK or ERROR, the push's next state) is written.
 //
@@ -29,7 +32,11 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	if l.limits.Dedup {
 		a.DedupKey = p.ID.String()
 	}
-	started := advance(&p, storage.PushInMemory, now.Add(s.cfg.Lease).UnixMilli(), now)
+	lease := p.At
+	if time.UnixMilli(lease).Sub(now) < s.cfg.Lease/2 {
+		lease = now.Add(s.cfg.Lease).UnixMilli()
+	}
+	started := advance(&p, storage.PushInMemory, lease, now)
 	started.Owner = s.node
 	started.Attempts = append(started.Attempts, a)
 	if err := s.update(&p, started); err != nil {

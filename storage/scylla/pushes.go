@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,19 +19,26 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// The outbound sender's pushes: table push (one partition each, every write
-// a lightweight transaction) and its index push_state ((state, shard), at,
-// id). See schema.cql for why.
+// The outbound sender's pushes: table push (one partition each) and its
+// index push_state ((state, shard), at, id). See schema.cql for why.
+//
+// Every change of a push is a lightweight transaction (IF version = ?):
+// claims and the start of an attempt fence other nodes, so they must be
+// linearizable; and a plain write after a Paxos write of the same row
+// would be ordered by the writer's clock against the Paxos ballot's (the
+// coordinator's), so a writer whose clock runs behind would have its
+// outcome shadowed by the earlier attempt row, and the push would look
+// interrupted and be sent again. The create is the exception: a plain
+// write at timestamp 1 (createTimestamp), below every ballot, so every
+// later change wins over it whatever the clocks say, and a retried create
+// is harmless.
 const (
 	pushColumns = `provider, platform, prototype, push_key, message, cron, state, at, owner,
 		created, updated, version, ttl, attempts`
 	pushSet = `provider = ?, platform = ?, prototype = ?, push_key = ?, message = ?, cron = ?,
 		state = ?, at = ?, owner = ?, created = ?, updated = ?, version = ?, ttl = ?, attempts = ?`
-	// A push is created by an LWT too ("IF version = null": the row does
-	// not exist), so all writes of a row are Paxos writes: mixing them
-	// with plain writes (client timestamps) could order a later update
-	// before the create on a node whose clock runs behind.
-	qSavePush   = `UPDATE push SET ` + pushSet + ` WHERE id = ? IF version = null`
+	// UPDATE, never INSERT: no row marker outlives the cells.
+	qSavePush   = `UPDATE push USING TIMESTAMP 1 SET ` + pushSet + ` WHERE id = ?`
 	qUpdatePush = `UPDATE push USING TTL ? SET ` + pushSet + ` WHERE id = ? IF version = ?`
 	qGetPush    = `SELECT ` + pushColumns + ` FROM push WHERE id = ?`
 
@@ -78,8 +86,8 @@ func (s *Store) delIndex(ctx context.Context, state storage.PushState, at int64,
 	return s.query(ctx, qIndexDel, string(state), pushShard(id), at, uuidArg(id)).Exec()
 }
 
-// SavePush implements storage.PushStore: the index entry, then the push by
-// an LWT. 2 RT (the LWT's Paxos rounds are the replicas').
+// SavePush implements storage.PushStore: the index entry, then the push,
+// both plain writes (idempotent: the driver may retry them). 2 RT.
 func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
 	if err := storage.ValidatePush(&p); err != nil {
 		return fmt.Errorf("scylla: save push: %w", err)
@@ -97,14 +105,8 @@ func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
 	if err := s.addIndex(ctx, &p); err != nil {
 		return wrap("save push: index", err)
 	}
-	var cur *int64
-	applied, err := s.query(ctx, qSavePush, append(args, uuidArg(p.ID))...).
-		SerialConsistency(gocql.LocalSerial).ScanCAS(&cur)
-	if err != nil {
+	if err := s.query(ctx, qSavePush, append(args, uuidArg(p.ID))...).Exec(); err != nil {
 		return wrap("save push", err)
-	}
-	if !applied {
-		return fmt.Errorf("scylla: save push %s: exists: %w", p.ID, storage.ErrConflict)
 	}
 	return nil
 }
@@ -125,12 +127,17 @@ func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error)
 	return p, nil
 }
 
-func (s *Store) readPush(ctx context.Context, id uuid.UUID) (storage.Push, bool, error) {
+// readPush reads a push at the configured consistency, or at cl when given.
+func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consistency) (storage.Push, bool, error) {
 	p := storage.Push{ID: id}
 	var state, log string
 	var version *int64
 	var ttl int32
-	err := s.query(ctx, qGetPush, uuidArg(id)).Scan(&p.Provider, &p.Platform, &p.PrototypeKey, &p.PushKey,
+	q := s.query(ctx, qGetPush, uuidArg(id))
+	if len(cl) > 0 {
+		q = q.Consistency(cl[0])
+	}
+	err := q.Scan(&p.Provider, &p.Platform, &p.PrototypeKey, &p.PushKey,
 		&p.Message, &p.CronExpression, &state, &p.At, &p.Owner, &p.Created, &p.Updated, &version, &ttl, &log)
 	if errors.Is(err, gocql.ErrNotFound) || err == nil && version == nil {
 		return storage.Push{}, false, nil // no row, or only expired cells left
@@ -173,10 +180,17 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 	}
 	var cur *int64
 	args = append([]any{int32(next.TTL)}, args...)
+	// Not idempotent: a retry of a transaction that applied would find
+	// its own version and report a conflict. An error with an unknown
+	// outcome (a timeout) is settled by a serial read instead.
 	applied, err := s.query(ctx, qUpdatePush, append(args, uuidArg(next.ID), prev.Version)...).
-		SerialConsistency(gocql.LocalSerial).ScanCAS(&cur)
+		SerialConsistency(gocql.LocalSerial).Idempotent(false).ScanCAS(&cur)
 	if err != nil {
-		return wrap("update push", err)
+		if s.appliedAfterAll(ctx, &next) {
+			applied, err = true, nil
+		} else {
+			return wrap("update push", err)
+		}
 	}
 	if !applied {
 		if moved {
@@ -195,6 +209,17 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 		}
 	}
 	return nil
+}
+
+// appliedAfterAll reads the push at SERIAL consistency, which completes
+// any transaction still in flight on it, and reports whether next is what
+// is stored: an update whose answer was lost did apply. Written by
+// another node it cannot be: next carries this writer's version, time
+// and owner, and the attempt log it extended.
+func (s *Store) appliedAfterAll(ctx context.Context, next *storage.Push) bool {
+	got, found, err := s.readPush(ctx, next.ID, gocql.LocalSerial)
+	return err == nil && found && got.Version == next.Version && got.State == next.State && got.At == next.At &&
+		got.Owner == next.Owner && got.Updated == next.Updated && reflect.DeepEqual(got.Attempts, next.Attempts)
 }
 
 // indexEntry is one row of push_state.

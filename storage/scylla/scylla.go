@@ -112,6 +112,7 @@ func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
 	c.DefaultTimestamp = true
 	c.PoolConfig.HostSelectionPolicy = hostPolicy(cfg.LocalDC)
 	c.Logger = driverLogger{cfg.Logger}
+	c.QueryObserver = cfg.QueryObserver
 	if cfg.Username != "" {
 		c.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
 	}
