@@ -1,6 +1,7 @@
 package apitier
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -119,21 +120,12 @@ func (s *Server) handlePushPost(ctx context.Context, c *app.RequestContext, st *
 		s.writeError(c, st, err)
 		return
 	}
-	var b pushBody
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		s.writeError(c, st, badField("Invalid JSON body: "+jsonProblem(err)))
+	req, herr := parsePushBody(body)
+	if herr != nil {
+		s.writeError(c, st, herr)
 		return
 	}
-	if dec.More() {
-		s.writeError(c, st, badField("Invalid JSON body: more than one value"))
-		return
-	}
-	p, err2 := s.pushes.Accept(ctx, sender.Request{
-		Platform: str(b.Platform), PrototypeKey: str(b.MessagePrototypeKey), PushKey: str(b.PushKey),
-		Message: str(b.Message), CronExpression: str(b.CronExpression),
-	})
+	p, err2 := s.pushes.Accept(ctx, req)
 	var fe *sender.FieldError
 	switch {
 	case errors.As(err2, &fe):
@@ -147,10 +139,32 @@ func (s *Server) handlePushPost(ctx context.Context, c *app.RequestContext, st *
 	c.SetStatusCode(http.StatusCreated)
 }
 
+// parsePushBody decodes the seed's POST /push body: one JSON object with
+// only the seed's fields, each a string or null (null and absent are "").
+// The field rules are the sender's (sender.Sender.Accept).
+func parsePushBody(body []byte) (sender.Request, *errno.HTTPError) {
+	var b pushBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return sender.Request{}, badField("Invalid JSON body: " + jsonProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return sender.Request{}, badField("Invalid JSON body: more than one value")
+	}
+	return sender.Request{
+		Platform: str(b.Platform), PrototypeKey: str(b.MessagePrototypeKey), PushKey: str(b.PushKey),
+		Message: str(b.Message), CronExpression: str(b.CronExpression),
+	}, nil
+}
+
 // jsonProblem names what is wrong without echoing the decoder's Go types.
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
+		if te.Field == "" {
+			return "the body must be a JSON object"
+		}
 		return te.Field + " must be a string"
 	}
 	msg := err.Error()
