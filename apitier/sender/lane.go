@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +27,10 @@ type lane struct {
 	queue    chan storage.Push
 	reserved atomic.Int64 // slots reserved or filled, <= cap(queue)
 	pool     chan struct{}
-	busy     atomic.Int64 // sends in flight in the pool
-	limiter  *rate.Limiter
+	busy     atomic.Int64  // sends in flight in the pool
+	limiter  *rate.Limiter // the reader's pace
+	gate     *rate.Limiter // the provider calls' pace, one waiter at a time (gateMu)
+	gateMu   sync.Mutex
 	running  atomic.Bool // the queue is open: reserve may succeed
 	m        *laneMetrics
 }
@@ -38,9 +41,16 @@ func newLane(s *Sender, p provider.Provider) *lane {
 		s: s, p: p, limits: lim,
 		queue: make(chan storage.Push, s.cfg.QueueCapacity),
 		pool:  make(chan struct{}, lim.PoolSize()),
-		// Burst 1: a reader that fell behind (it sent itself while the
-		// pool was full) never catches up with a burst above the rate.
-		limiter: rate.NewLimiter(rate.Limit(lim.Rate), 1),
+		// The reader hands sends to the pool at the provider's rate. It
+		// may catch up a tenth of a second it was held up (a busy CPU
+		// wakes it late), or the rate would fall short for good; what
+		// it hands on early waits at the gate.
+		limiter: rate.NewLimiter(rate.Limit(lim.Rate), max(1, int(lim.Rate/10))),
+		// The gate paces the provider calls themselves, after the attempt
+		// row is written: however long that write took, the provider sees
+		// at most a hundredth of a second's calls above its rate (see
+		// pace).
+		gate: rate.NewLimiter(rate.Limit(lim.Rate), gateBurst(lim.Rate)),
 	}
 	l.m = s.m.lane(p.Name(), func() int { return len(l.queue) }, &l.busy, cap(l.pool))
 	return l
@@ -63,17 +73,37 @@ func (l *lane) reserveSlot() bool {
 	}
 }
 
+// gateBurst is how many calls the gate lets through at once after a
+// pause: a hundredth of a second's (3 at 300/s), at least 1. It makes up
+// a wake-up up to that late, which a busy CPU makes common at a few
+// milliseconds between calls, so the rate holds; and it bounds what the
+// provider sees in any second to rate + rate/100.
+func gateBurst(perSecond float64) int { return max(1, int(perSecond/100)) }
+
+// pace waits until the provider may be called again (the gate), one
+// sender at a time. Were several to wait on the limiter at once, each
+// would hold a reservation one interval after the other's, and after the
+// process had been held up (no CPU for a moment) all those past due would
+// call at once: a burst far above the provider's limit. Serialized, a
+// stall longer than the gate's burst costs its time instead; the
+// provider's limit comes first.
+func (l *lane) pace() {
+	l.gateMu.Lock()
+	defer l.gateMu.Unlock()
+	_ = l.gate.Wait(context.Background()) // never fails: n = 1 <= burst, no deadline
+}
+
 // release gives back a slot that will not be filled.
 func (l *lane) release() { l.reserved.Add(-1) }
 
 // put fills a reserved slot; it never blocks.
 func (l *lane) put(p storage.Push) { l.queue <- p }
 
-// read is the lane's one reader: it takes pushes in order, waits for the
-// provider's minimum delay since the previous send started, and hands the
-// send to the pool, or makes it itself when the pool is full (the seed's
-// CallerRunsPolicy: the pool never grows, and while the reader sends, no
-// new send starts).
+// read is the lane's one reader: it takes pushes in order, paced at the
+// provider's rate, and hands the send to the pool, or makes it itself when
+// the pool is full (the seed's CallerRunsPolicy: the pool never grows, and
+// while the reader sends, no new send starts). The minimum delay between
+// two provider calls is kept by the gate in send.
 func (l *lane) read() {
 	defer l.s.jobs.Done()
 	ctx := l.s.ctx

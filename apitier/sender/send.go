@@ -19,7 +19,8 @@ import (
 //     it is left (sender-lease > 2 × the provider's timeout, so the half
 //     left covers the call); an unchanged lease leaves the push's index
 //     entry where it is, two index writes fewer per push on CQL;
-//  2. the provider is called;
+//  2. the provider is called, no sooner than its minimum delay after the
+//     previous call (the gate);
 //  3. the outcome (attempt OK or ERROR, the push's next state) is written.
 //
 // A storage error at 1 leaves the push IN_MEMORY under this node's lease:
@@ -52,6 +53,9 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	n := &provider.Notification{
 		ID: p.ID.String(), Platform: p.Platform, PrototypeKey: p.PrototypeKey, Token: p.PushKey, Message: p.Message,
 	}
+	// The provider's minimum delay since the previous call; not cut short
+	// by Stop: the attempt row says this call is being made.
+	l.pace()
 	t0 := time.Now()
 	res := callProvider(l.p, n, l.limits.Timeout)
 	took := time.Since(t0)

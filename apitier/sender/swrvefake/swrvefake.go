@@ -115,6 +115,9 @@ func (f *Fake) Log() []Received {
 // Count is how many requests were received.
 func (f *Fake) Count() int { return int(f.received.Load()) }
 
+// InFlight is how many requests it is handling now.
+func (f *Fake) InFlight() int { return int(f.inflight.Load()) }
+
 // MaxInflight is the most requests it was handling at once.
 func (f *Fake) MaxInflight() int { return int(f.maxInflight.Load()) }
 
@@ -249,12 +252,17 @@ func reset(w http.ResponseWriter) {
 }
 
 // SeedLatency draws answer times from a log-normal distribution with the
-// seed's measured median (983 ms) and 99th percentile (5,956 ms): Swrve's
-// answer times under load.
+// seed's measured median (983 ms) and 99th percentile (5,956 ms), within
+// its measured minimum (233 ms) and maximum (7,701 ms): Swrve's answer
+// times under load. (Unbounded, the log-normal's tail would reach past a
+// sender's 30 s timeout about once in 100,000 draws, which the seed never
+// saw.)
 func SeedLatency(r *rand.Rand) func() time.Duration {
 	const (
 		median = 983 * time.Millisecond
 		p99    = 5956 * time.Millisecond
+		least  = 233 * time.Millisecond
+		most   = 7701 * time.Millisecond
 		z99    = 2.3263478740408408 // the standard normal's 99th percentile
 	)
 	sigma := math.Log(float64(p99)/float64(median)) / z99
@@ -263,6 +271,6 @@ func SeedLatency(r *rand.Rand) func() time.Duration {
 		mu.Lock()
 		z := r.NormFloat64()
 		mu.Unlock()
-		return time.Duration(float64(median) * math.Exp(sigma*z))
+		return min(max(time.Duration(float64(median)*math.Exp(sigma*z)), least), most)
 	}
 }
