@@ -207,8 +207,11 @@ func (s *Store) ListPushes(ctx context.Context, state storage.PushState, cursor 
 		return nil, "", err
 	}
 	defer s.mu.RUnlock()
+	// A page may hold fewer pushes than entries read (an expired push the
+	// sweeper has not reached yet): whether more follow is the index's
+	// to say, not the page's length.
 	out, last, err := s.readIndex(state, from, prefixEnd(statePrefix(state)), limit)
-	if err != nil || len(out) < limit || last == nil {
+	if err != nil || last == nil {
 		return out, "", err
 	}
 	return out, base64.RawURLEncoding.EncodeToString(last[2:]), nil
@@ -216,6 +219,9 @@ func (s *Store) ListPushes(ctx context.Context, state storage.PushState, cursor 
 
 // readIndex reads up to limit live pushes of state whose index keys are in
 // [from, upper), returning them and the last index key read.
+// readIndex reads up to limit index entries of state in [from, upper) and
+// the pushes they name that are still in state. The key returned is the
+// last entry read when limit entries were read (more may follow), else nil.
 func (s *Store) readIndex(state storage.PushState, from, upper []byte, limit int) ([]storage.Push, []byte, error) {
 	var ids []uuid.UUID
 	var last []byte
@@ -231,6 +237,9 @@ func (s *Store) readIndex(state storage.PushState, from, upper []byte, limit int
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return nil, nil, failed("read push index", err)
+	}
+	if len(ids) < limit {
+		last = nil // the range is read to its end
 	}
 	now := time.Now().UnixNano()
 	out := make([]storage.Push, 0, len(ids))

@@ -233,6 +233,12 @@ func testPushTTL(t *testing.T, s storage.Store) {
 	done := moved(p, storage.PushSent, now)
 	done.TTL = 1
 	must(t, s.UpdatePush(ctx(t), &p, done), "finish with a TTL")
+	// A push finished just after it, kept: listed after the expired one.
+	q := newPush(storage.PushInMemory, now+60_000)
+	must(t, s.SavePush(ctx(t), q), "save")
+	kept := moved(q, storage.PushSent, now+1)
+	kept.TTL = 3600
+	must(t, s.UpdatePush(ctx(t), &q, kept), "finish with a long TTL")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := s.GetPush(ctx(t), p.ID)
@@ -249,6 +255,22 @@ func testPushTTL(t *testing.T, s storage.Store) {
 	must(t, err, "list")
 	if slices.Contains(ids(got), p.ID.String()) {
 		t.Fatal("an expired push is still listed")
+	}
+	// Pages of one: a page the expired push leaves empty still says more
+	// follow, and the kept push is reached.
+	var listed []string
+	cursor := ""
+	for range 10 {
+		page, next, err := s.ListPushes(ctx(t), storage.PushSent, cursor, 1)
+		must(t, err, "list a page of one")
+		listed = append(listed, ids(page)...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if !slices.Contains(listed, q.ID.String()) || slices.Contains(listed, p.ID.String()) {
+		t.Fatalf("pages of one listed %v: want the kept push %s and not the expired %s", listed, q.ID, p.ID)
 	}
 }
 
