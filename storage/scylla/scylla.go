@@ -154,7 +154,7 @@ func checkSchema(ctx context.Context, session *gocql.Session, keyspace string) e
 	}
 	for _, t := range requiredTables {
 		if !found[t] {
-			return fmt.Errorf("check schema: table %s.%s does not exist: run scylla.ApplySchema first", keyspace, t)
+			return fmt.Errorf("check schema: table %s.%s does not exist: apply this version's schema first (cqlschema, or scylla.ApplySchema; docs/operations.md)", keyspace, t)
 		}
 	}
 	return nil
