@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps capacity
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps capacity sender-cluster
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ e2e: ## headless Firefox subscribes and receives pushes through the dev server (
 
 bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh bench $(BENCHTIME)
+
+sender-cluster: ## two sender nodes on one Cassandra keyspace, 10,000 pushes, each sent once (~5 min; starts Cassandra when CQL_HOSTS is unset)
+	bash tools/test.sh sender-cluster
 
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
