@@ -71,4 +71,14 @@ time with mean -session, offline -offline, reconnecting to a random
 engine) while pushes flow at -push-rate for -duration to random user
 agents, online or not. Then everyone reconnects and drains, with the same
 exactly-once accounting as stored.`,
+	Sender: `sender: the outbound sender (seed 002). autoendpoint (embedded store,
+or -cql-hosts) runs its workers against a fake Swrve in this process,
+paced at -provider-rate with its pool sized by -average-latency; the fake
+answers after -provider-latency (seed: p50 983 ms, p99 5,956 ms). POST
+/push is offered at -push-rate for -duration, above the provider's rate,
+so the queue stays full. Measured: the provider's sends per second over
+-measure after -warmup (must hold -provider-rate within -rate-tolerance),
+the pool never above its bound (the sender's pool gauge and the fake's
+concurrency), POST /push latency from its scheduled time (HDR: p50, p99),
+and every accepted push SENT and received once.`,
 }

@@ -78,6 +78,7 @@ Scenarios (each one's -help lists its flags):
   notify    open-loop push rates; end-to-end latency percentiles
   stored    pushes to offline user agents, reconnect and drain; exactly-once accounting
   churn     connects and disconnects while pushes flow; exactly-once accounting
+  sender    the outbound sender above its provider's rate limit (fake Swrve, the seed's latency)
   capacity  the standard profile of all four; writes docs/capacity.md
 
 The engines, the endpoint and the worker processes are started and stopped
