@@ -217,3 +217,56 @@ func TestRecoveryBeforeQueue(t *testing.T) {
 		}
 	})
 }
+
+// stallingStore holds every push update while stalled (a storage write
+// held up, as an fsync on a busy disk is).
+type stallingStore struct {
+	storage.Store
+	mu sync.RWMutex // held for writing while stalled
+}
+
+func (s *stallingStore) UpdatePush(ctx context.Context, prev *storage.Push, next storage.Push) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.Store.UpdatePush(ctx, prev, next)
+}
+
+// TestStalledWritesHoldNoCalls: sends wait at the provider's gate with
+// their attempt rows already written, so while the store holds every
+// write the provider still gets the calls of those ahead (a quarter of a
+// second's, at most an eighth of the pool: 25 here) instead of none. Before, a
+// stall cost the provider's rate its whole length.
+func TestStalledWritesHoldNoCalls(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := &stallingStore{Store: newStore(t)}
+		fake := startFake(t)
+		sc := swrveConfig(fake.URL())
+		sc.Rate, sc.AverageLatency = 100, 2*time.Second // a pool of 200, 25 ahead
+		cfg := testConfig("node-a")
+		cfg.ScheduledPortion, cfg.PendingPortion = 5, 5 // × 10 ms < their 100 ms interval
+		s := launchSwrve(t, store, sc, cfg)
+		<-s.Ready()
+		for i := range 300 {
+			if _, err := s.Accept(context.Background(), hello(fmt.Sprintf("u%03d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// A few tenths of a second in: the sends ahead are at the gate.
+		if err := fake.WaitCount(ctx, 50); err != nil {
+			t.Fatalf("provider got %d calls: %v", fake.Count(), err)
+		}
+		store.mu.Lock()
+		base := fake.Count()
+		stall, cancelStall := context.WithTimeout(ctx, 20*time.Second)
+		defer cancelStall()
+		if err := fake.WaitCount(stall, base+20); err != nil {
+			t.Errorf("while every write was held the provider got %d calls, want at least 20 (those ahead)", fake.Count()-base)
+		}
+		store.mu.Unlock()
+		if err := fake.WaitCount(ctx, 300); err != nil {
+			t.Fatalf("after the stall the provider got %d of 300: %v", fake.Count(), err)
+		}
+	})
+}

@@ -28,7 +28,7 @@ type lane struct {
 	reserved atomic.Int64 // slots reserved or filled, <= cap(queue)
 	pool     chan struct{}
 	busy     atomic.Int64  // sends in flight in the pool
-	limiter  *rate.Limiter // the reader's pace
+	ahead    chan struct{} // sends handed on that have not passed the gate yet (lookAhead)
 	gate     *rate.Limiter // the provider calls' pace, one waiter at a time (gateMu)
 	gateMu   sync.Mutex
 	running  atomic.Bool // the queue is open: reserve may succeed
@@ -41,11 +41,7 @@ func newLane(s *Sender, p provider.Provider) *lane {
 		s: s, p: p, limits: lim,
 		queue: make(chan storage.Push, s.cfg.QueueCapacity),
 		pool:  make(chan struct{}, lim.PoolSize()),
-		// The reader hands sends to the pool at the provider's rate. It
-		// may catch up a tenth of a second it was held up (a busy CPU
-		// wakes it late), or the rate would fall short for good; what
-		// it hands on early waits at the gate.
-		limiter: rate.NewLimiter(rate.Limit(lim.Rate), max(1, int(lim.Rate/10))),
+		ahead: make(chan struct{}, lookAhead(lim.Rate, lim.PoolSize())),
 		// The gate paces the provider calls themselves, after the attempt
 		// row is written: however long that write took, the provider sees
 		// at most a hundredth of a second's calls above its rate (see
@@ -73,6 +69,23 @@ func (l *lane) reserveSlot() bool {
 	}
 }
 
+// lookAhead is how many sends may have their attempt row written (or be
+// writing it) ahead of the gate: a quarter of a second of calls, at most
+// an eighth of the pool. The reader hands a send on only while fewer are
+// ahead, so in steady state the gate (the provider's rate) paces it, and
+// sends wait at the gate already recorded: a storage write that stalls
+// (an fsync held up by a busy disk: 0.2-0.7 s seen on the 2-core test
+// machine) holds up the sends behind it, not the provider calls, for as
+// long as those ahead last. Without it every stall cost the rate its
+// length (-1.7% over a minute at 300/s in docs/benchmarks.md). The sends
+// ahead hold pool slots: more would fill the seed's pool (600 at 300/s,
+// about 400 of them answering) and make the reader send itself (caller
+// runs), which stops it for a whole answer time (-3% in a run with a
+// quarter of the pool ahead).
+func lookAhead(perSecond float64, pool int) int {
+	return max(1, min(int(perSecond/4), pool/8))
+}
+
 // gateBurst is how many calls the gate lets through at once after a
 // pause: a hundredth of a second's (3 at 300/s), at least 1. It makes up
 // a wake-up up to that late, which a busy CPU makes common at a few
@@ -91,7 +104,12 @@ func (l *lane) pace() {
 	l.gateMu.Lock()
 	defer l.gateMu.Unlock()
 	_ = l.gate.Wait(context.Background()) // never fails: n = 1 <= burst, no deadline
+	l.passed()
 }
+
+// passed frees the look-ahead slot of a send that called pace or will
+// not call the provider.
+func (l *lane) passed() { <-l.ahead }
 
 // release gives back a slot that will not be filled.
 func (l *lane) release() { l.reserved.Add(-1) }
@@ -99,11 +117,12 @@ func (l *lane) release() { l.reserved.Add(-1) }
 // put fills a reserved slot; it never blocks.
 func (l *lane) put(p storage.Push) { l.queue <- p }
 
-// read is the lane's one reader: it takes pushes in order, paced at the
-// provider's rate, and hands the send to the pool, or makes it itself when
-// the pool is full (the seed's CallerRunsPolicy: the pool never grows, and
-// while the reader sends, no new send starts). The minimum delay between
-// two provider calls is kept by the gate in send.
+// read is the lane's one reader: it takes pushes in order, no more than
+// lookAhead of them ahead of the gate (so, in steady state, at the
+// provider's rate), and hands the send to the pool, or makes it itself
+// when the pool is full (the seed's CallerRunsPolicy: the pool never
+// grows, and while the reader sends, no new send starts). The minimum
+// delay between two provider calls is kept by the gate in send.
 func (l *lane) read() {
 	defer l.s.jobs.Done()
 	ctx := l.s.ctx
@@ -114,7 +133,9 @@ func (l *lane) read() {
 			return
 		case p = <-l.queue:
 		}
-		if err := l.limiter.Wait(ctx); err != nil {
+		select {
+		case l.ahead <- struct{}{}:
+		case <-ctx.Done():
 			// Stopping: back into the queue for drain to hand back.
 			l.queue <- p
 			return

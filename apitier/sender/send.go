@@ -41,6 +41,7 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	started.Owner = s.node
 	started.Attempts = append(started.Attempts, a)
 	if err := s.update(&p, started); err != nil {
+		l.passed() // no call: the next send may go ahead
 		if errors.Is(err, storage.ErrConflict) {
 			l.m.leaseLost.Inc()
 			s.log.Info("queued push taken over by another node; not sent", "push", p.ID)

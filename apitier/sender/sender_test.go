@@ -107,8 +107,15 @@ func startSender(t *testing.T, store storage.Store, fake *swrvefake.Fake, cfg se
 // launchSender starts a sender, stopped when the test ends.
 func launchSender(t *testing.T, store storage.Store, fake *swrvefake.Fake, cfg sender.Config) *sender.Sender {
 	t.Helper()
+	return launchSwrve(t, store, swrveConfig(fake.URL()), cfg)
+}
+
+// launchSwrve starts a sender with its Swrve client's config sc,
+// stopped when the test ends.
+func launchSwrve(t *testing.T, store storage.Store, sc swrve.Config, cfg sender.Config) *sender.Sender {
+	t.Helper()
 	keys := swrve.NewKeys(map[string]map[string]string{"Hello": {"IOS": keyHelloIOS, "ANDROID": keyHelloAndroid}})
-	client, err := swrve.New(swrveConfig(fake.URL()), keys)
+	client, err := swrve.New(sc, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
