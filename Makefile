@@ -3,15 +3,21 @@ SHELL := /bin/bash
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
+# The schema-driven fuzzer of the hostile-input suite (docs/schemathesis_test.go),
+# from PyPI, in a venv of its own under the user's cache.
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps capacity sender-cluster sender-bench
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall sender-cluster sender-bench
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-run: ## the whole service in one process over the embedded store (ws :8080, node API :8081, push API :8082)
-	$(GO) run ./tools/cmd/devserver -data-dir ./data
+run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API :8082; a dev key kept in ./data)
+	$(GO) run ./stack/cmd/autopush -connect-listen 127.0.0.1:8080 -router-listen 127.0.0.1:8081 \
+	  -endpoint-listen 127.0.0.1:8082 -endpoint-url http://127.0.0.1:8082 \
+	  -data-dir ./data/store -crypto-key-file ./data/crypto_key -drain-window 1s
 
 build: ## compile every package and binary
 	$(GO) build ./...
@@ -19,6 +25,12 @@ build: ## compile every package and binary
 node-deps: ## install the npm web-push package the interop tests send with
 	@command -v npm >/dev/null || { echo "npm not found: apt-get install nodejs npm"; exit 1; }
 	cd tools/webpush-node && npm ci --no-audit --no-fund --loglevel=error
+
+py-deps: ## install the pinned schemathesis into a venv (prints SCHEMATHESIS=... for go test ./docs)
+	@command -v python3 >/dev/null || { echo "python3 not found: apt-get install python3 python3-venv"; exit 1; }
+	@test -x $(SCHEMATHESIS_VENV)/bin/st || { python3 -m venv $(SCHEMATHESIS_VENV) && \
+	  $(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION); } >&2
+	@echo SCHEMATHESIS=$(SCHEMATHESIS_VENV)/bin/st
 
 test: ## everything CI runs: lint, race tests on both storage backends against a real Cassandra, then make e2e
 	bash tools/test.sh
@@ -29,10 +41,10 @@ test-stress: ## make test with a CPU hog on every core, and the engine, API tier
 test-unit: ## tests that need no CQL server (the Scylla backend's tests skip, saying why)
 	$(GO) test -race -count=1 ./...
 
-e2e: ## headless Firefox subscribes and receives pushes through the dev server (installs firefox-esr as root if missing)
-	@bash tools/e2e/firefox/install.sh
+e2e: ## headless Firefox through the single-node server, over ws:// and over wss:// via nginx (installs firefox-esr, nginx, certutil as root if missing)
+	@bash tools/e2e/firefox/install.sh firefox-esr:firefox-esr nginx:nginx certutil:libnss3-tools
 	@test -d tools/webpush-node/node_modules || ! command -v npm >/dev/null || $(MAKE) --no-print-directory node-deps
-	AUTOPUSH_E2E_FIREFOX=1 $(GO) test -count=1 -v -timeout 10m -run '^TestFirefox$$' ./tools/e2e/firefox/
+	AUTOPUSH_E2E_FIREFOX=1 $(GO) test -count=1 -v -timeout 12m -run '^TestFirefox(TLS)?$$' ./tools/e2e/firefox/
 
 bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh bench $(BENCHTIME)
@@ -45,6 +57,10 @@ sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s aga
 
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
+
+STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 1000 -stage-time 15s -p99-limit 0 -min-stages 1
+stall: ## 1,000 push API connections stalled mid-header/body/chunk while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the dev server
+	$(GO) run ./loadtest/cmd/loadtest notify $(STALL_FLAGS)
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	@set -e; for pkg in $$($(GO) list ./...); do \

@@ -29,8 +29,8 @@ type Config struct {
 	// shared with the connection nodes. Required.
 	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoconnect (tools/cmd/autokey makes one)"`
 	// NodeSecret is sent to the connection nodes' internal API as
-	// "Authorization: Bearer <secret>". Empty: none is sent, and the
-	// nodes then serve only loopback callers. Default "".
+	// "Authorization: Bearer <secret>", which refuses callers without it.
+	// Required: the connection nodes' node-secret. Default "".
 	NodeSecret string `conf:"node-secret" help:"shared secret for the connection nodes' internal API"`
 
 	// Storage settings (storage, data-dir, cql-*), shared with the other
@@ -61,9 +61,24 @@ type Config struct {
 	// StorageTimeout bounds the storage calls of one request, together
 	// (a push makes 2 to 5). Default 5s.
 	StorageTimeout time.Duration `conf:"storage-timeout" help:"timeout of a request's storage calls"`
-	// ReadTimeout bounds reading one request (headers and body).
-	// Default 10s.
-	ReadTimeout time.Duration `conf:"read-timeout" help:"timeout of reading one request"`
+	// HeaderTimeout bounds reading a request's header: from accept, or
+	// from the first byte of a later request on a keep-alive connection,
+	// to the end of the header. A client that is slower gets 408 (JSON)
+	// and the connection closes. Default 10s.
+	HeaderTimeout time.Duration `conf:"header-timeout" help:"time allowed to send a request's header"`
+	// BodyTimeout bounds reading a request's body once its header is in:
+	// the whole body (Content-Length, or chunked up to its last chunk)
+	// must arrive within it, else 408 (JSON), nothing stored, and the
+	// connection closes. Default 10s.
+	BodyTimeout time.Duration `conf:"body-timeout" help:"time allowed to send a request's body after its header"`
+	// WriteTimeout bounds each write of an answer: a client that does not
+	// read its answers is disconnected. Default 10s.
+	WriteTimeout time.Duration `conf:"write-timeout" help:"time allowed to write each part of an answer"`
+	// MaxConnections caps the connections open at once on the listener.
+	// Beyond it a new connection gets 503 (JSON, Retry-After) and is
+	// closed. In one process with a connection node the fds come out of
+	// the same limit as its websockets. Default 10000.
+	MaxConnections int `conf:"max-connections" help:"connections open at once; more are refused with 503"`
 	// IdleTimeout closes a keep-alive connection idle this long. Keep it
 	// above the idle timeout of the load balancer in front (AWS ELB: 60s),
 	// or the balancer may send a request down a connection being closed.
@@ -121,7 +136,10 @@ func DefaultConfig() Config {
 		NodeConnectTimeout: time.Second,
 		NodeIdleConns:      64,
 		StorageTimeout:     5 * time.Second,
-		ReadTimeout:        10 * time.Second,
+		HeaderTimeout:      10 * time.Second,
+		BodyTimeout:        10 * time.Second,
+		WriteTimeout:       10 * time.Second,
+		MaxConnections:     10000,
 		IdleTimeout:        75 * time.Second,
 		ShutdownTimeout:    10 * time.Second,
 		VAPIDSkew:          vapid.DefaultSkew,
@@ -148,15 +166,19 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: listen is required")
 	case c.CryptoKey == "":
 		return errors.New("apitier: config: crypto-key is required (tools/cmd/autokey prints one)")
+	case c.NodeSecret == "":
+		return errors.New("apitier: config: node-secret is required (the connection nodes' node-secret)")
 	case c.Settings.Validate() != nil:
 		return fmt.Errorf("apitier: config: %w", c.Settings.Validate())
 	case c.MaxDataBytes < 1 || c.MaxDataBytes > MaxMaxDataBytes:
 		return fmt.Errorf("apitier: config: max-data-bytes %d is outside 1..%d", c.MaxDataBytes, MaxMaxDataBytes)
-	case c.NodeTimeout <= 0 || c.NodeConnectTimeout <= 0 || c.StorageTimeout <= 0 || c.ReadTimeout <= 0 ||
-		c.IdleTimeout <= 0 || c.ShutdownTimeout <= 0:
+	case c.NodeTimeout <= 0 || c.NodeConnectTimeout <= 0 || c.StorageTimeout <= 0 || c.HeaderTimeout <= 0 ||
+		c.BodyTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 || c.ShutdownTimeout <= 0:
 		return errors.New("apitier: config: timeouts must be positive")
 	case c.NodeIdleConns < 1:
 		return errors.New("apitier: config: node-idle-conns must be >= 1")
+	case c.MaxConnections < 1:
+		return errors.New("apitier: config: max-connections must be >= 1")
 	case c.VAPIDSkew < 0 || c.VAPIDCache < 0:
 		return errors.New("apitier: config: vapid-skew and vapid-cache must not be negative")
 	}

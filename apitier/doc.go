@@ -9,7 +9,10 @@
 //	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status /metrics   ops.go
 //	OPTIONS (any path): the CORS preflight                             cors.go
 //
-// and JSON errors for unknown paths (404 errno 102) and methods (405).
+// and JSON errors for unknown paths (404 errno 102) and methods (405, with
+// Allow). The listener (internal/listener, wired in guard.go) bounds every
+// connection: header, body and write deadlines, a connection cap, and the
+// JSON answer for what Hertz would refuse in plain text.
 // Every error body is errno.HTTPError's {code, errno, error, message,
 // more_info} (errors.go), statuses and errnos from the one table in
 // internal/errno. The header rules are in headers.go, the routing to
@@ -30,8 +33,12 @@ package apitier
 // Differences from the reference (autopush-rs), each deliberate:
 //   - an unparsable TTL is errno 112 (the reference: 111); TTL is capped at
 //     30 days (the reference: 60);
-//   - a missing encryption header is errno 101 and an invalid one 110 (the
-//     reference: 110 for both); aesgcm requires Crypto-Key: dh=;
+//   - aesgcm requires Crypto-Key: dh=; Content-Encoding is compared in any
+//     case (the reference: exact); TTL, Topic, Urgency and
+//     Content-Encoding sent twice are refused (the reference takes the
+//     first); an empty Topic or Urgency is refused;
+//   - a body is read whole before anything is looked up: incomplete is
+//     400, slower than body-timeout 408, never a storage error;
 //   - an invalid Urgency is 400 with errno null;
 //   - an undecryptable DELETE /m id is 404 errno 102 (the reference: 400);
 //   - a user whose router type is not webpush gets 410 errno 106 and the

@@ -15,31 +15,34 @@ import (
 // the reference's (autopush-rs's error texts, autopush's for the ones it
 // alone defines). Package variables: answering an error allocates nothing.
 var (
-	errMissingTTL   = errno.MissingHeader.HTTPError("Missing TTL value")
-	errInvalidTTL   = errno.InvalidTTL.HTTPError("Invalid TTL header value")
-	errNegativeTTL  = errno.NegativeTTL.HTTPError("TTL must be greater than 0")
-	errTopicLength  = errno.InvalidTopic.HTTPError("Topic must be no greater than 32 characters")
-	errTopicChars   = errno.InvalidTopic.HTTPError("Topic must be URL and Filename safe Base64 alphabet")
-	errUrgency      = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Urgency must be very-low, low, normal or high"}
-	errTooLarge     = errno.PayloadTooLarge.HTTPError("")
-	errBody         = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Could not read the request body"}
-	errNoUser       = errno.ExpiredEndpoint.HTTPError("UAID not found")
-	errNoChannel    = errno.InvalidSubscription.HTTPError("No such subscription")
-	errUserDeleted  = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
-	errStorage      = errno.RetryBackoff.HTTPError("Database error while saving notification")
-	errStorageRead  = errno.RetryBackoff.HTTPError("Database error")
-	errInternal     = errno.Unknown.HTTPError("An unexpected server error occurred.")
-	errBadMessageID = errno.InvalidEndpoint.HTTPError("Invalid message ID")
-	errNotFound     = errno.InvalidEndpoint.HTTPError("Not Found")
-	errNoMethod     = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
+	errMissingTTL    = errno.MissingHeader.HTTPError("Missing TTL value")
+	errInvalidTTL    = errno.InvalidTTL.HTTPError("Invalid TTL header value")
+	errRepeatedTTL   = errno.InvalidTTL.HTTPError("TTL must be sent once")
+	errNegativeTTL   = errno.NegativeTTL.HTTPError("TTL must be greater than 0")
+	errTopicLength   = errno.InvalidTopic.HTTPError("Topic must be no greater than 32 characters")
+	errTopicChars    = errno.InvalidTopic.HTTPError("Topic must be URL and Filename safe Base64 alphabet")
+	errRepeatedTopic = errno.InvalidTopic.HTTPError("Topic must be sent once")
+	errUrgency       = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Urgency must be one of very-low, low, normal or high, sent once"}
+	errTooLarge      = errno.PayloadTooLarge.HTTPError("")
+	errBody          = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "The request body is incomplete or malformed"}
+	errBodyTimeout   = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
+	errNoUser        = errno.ExpiredEndpoint.HTTPError("UAID not found")
+	errNoChannel     = errno.InvalidSubscription.HTTPError("No such subscription")
+	errUserDeleted   = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
+	errStorage       = errno.RetryBackoff.HTTPError("Database error while saving notification")
+	errStorageRead   = errno.RetryBackoff.HTTPError("Database error")
+	errInternal      = errno.Unknown.HTTPError("An unexpected server error occurred.")
+	errBadMessageID  = errno.InvalidEndpoint.HTTPError("Invalid message ID")
+	errNotFound      = errno.InvalidEndpoint.HTTPError("Not Found")
+	errNoMethod      = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
 )
 
-// Crypto header errors: a body whose encryption headers are missing gets
-// errno 101 ("Missing necessary crypto keys"), one whose headers are
+// Crypto header errors: a body whose encryption headers are missing or
 // wrong for its Content-Encoding gets errno 110 ("Invalid crypto keys
-// specified"), with the reference's messages.
+// specified"), with the reference's messages; the reference never sends
+// 101 ("Missing necessary crypto keys"), and neither does this tier.
 func errMissingCrypto(msg string) *errno.HTTPError {
-	return errno.MissingCryptoKeys.HTTPError(msg)
+	return errno.InvalidCryptoKeys.HTTPError(msg)
 }
 
 func errInvalidCrypto(msg string) *errno.HTTPError {

@@ -14,23 +14,32 @@ import (
 // "aesgcm" draft), checked as the reference checks them
 // (autoendpoint's NotificationHeaders; autopush's WebPush schemas):
 //
-//   - TTL is required: missing 111; not an integer 112; negative 114
-//     (autopush-rs answers 111 for an unparsable value, the seed's error
-//     table and this tier's issue say 112). Values above 30 days are
-//     lowered to 30 days, not refused, and the effective value is echoed.
-//     Digits beyond int64 count as "very large" (RFC 7234 delta-seconds).
-//   - Topic: at most 32 characters of ^[0-9A-Za-z_-]+=*$, else 113.
+//   - TTL is required: missing 111; not an integer, or sent twice, 112;
+//     negative 114 (autopush-rs answers 111 for an unparsable value, the
+//     seed's error table and this tier's issue say 112). Values above 30
+//     days are lowered to 30 days, not refused, and the effective value
+//     is echoed. Digits beyond int64 count as "very large" (RFC 7234
+//     delta-seconds).
+//   - Topic: at most 32 characters of ^[0-9A-Za-z_-]+=*$, else 113; so
+//     an empty Topic is refused, as the reference's pattern refuses it.
 //     Trailing '=' padding is dropped before use (storage keeps topics
 //     in the url-safe alphabet only); it does not make another topic.
 //   - Urgency (RFC 8030 §5.3): very-low, low, normal or high, any case;
-//     anything else is refused with 400 and errno null. (autopush-rs maps
-//     an unknown value to normal; this tier's issue asks for 400.)
+//     anything else (empty included) is refused with 400 and errno null.
+//     (autopush-rs maps an unknown value to normal; this tier's issue
+//     asks for 400.)
 //   - A body needs Content-Encoding: "aes128gcm" (RFC 8188: the salt and
 //     key are in the body, so Encryption must not carry salt= nor
 //     Crypto-Key dh=), or the legacy "aesgcm" (needs Encryption: salt=
 //     and Crypto-Key: dh=, both base64url; Encryption-Key is refused).
-//     Missing headers get errno 101, wrong ones 110. A push without a body
-//     needs and keeps none of them.
+//     Content codings are case-insensitive (RFC 9110 §8.4.1): any case is
+//     taken and the lower-case name is kept (the reference compares
+//     exactly). Every fault, a missing header included, is errno 110, the
+//     reference's. A push without a body needs and keeps none of them.
+//   - TTL, Topic, Urgency and Content-Encoding are singletons: one sent
+//     twice is refused with its own errno (the reference silently takes
+//     the first). Encryption and Crypto-Key are lists; their first field
+//     line is read, as the reference reads it.
 //   - Encryption and Crypto-Key are stored as the reference stores them:
 //     double quotes removed and the '=' padding after each base64 value
 //     stripped. They reach the client under the reference's names:
@@ -49,10 +58,63 @@ type pushHeaders struct {
 	encoding, encryption, cryptoKey, encryptionKey string
 }
 
-// parseTTL reads the TTL header.
-func parseTTL(v []byte) (int64, *errno.HTTPError) {
-	if len(v) == 0 {
+// pushFields are the request's header fields the push rules read,
+// collected in one pass over the header; n counts the field lines of each
+// singleton.
+type pushFields struct {
+	ttl, topic, urgency, encoding        []byte
+	nTTL, nTopic, nUrgency, nEncoding    int
+	encryption, cryptoKey, encryptionKey []byte
+}
+
+// collect reads the push fields of req.
+func collect(req *hertzproto.RequestHeader) pushFields {
+	var f pushFields
+	req.VisitAll(func(k, v []byte) {
+		switch {
+		case equalFold(k, "ttl"):
+			f.ttl, f.nTTL = v, f.nTTL+1
+		case equalFold(k, "topic"):
+			f.topic, f.nTopic = v, f.nTopic+1
+		case equalFold(k, "urgency"):
+			f.urgency, f.nUrgency = v, f.nUrgency+1
+		case equalFold(k, "content-encoding"):
+			f.encoding, f.nEncoding = v, f.nEncoding+1
+		case equalFold(k, "encryption") && f.encryption == nil:
+			f.encryption = v
+		case equalFold(k, "crypto-key") && f.cryptoKey == nil:
+			f.cryptoKey = v
+		case equalFold(k, "encryption-key") && f.encryptionKey == nil:
+			f.encryptionKey = v
+		}
+	})
+	return f
+}
+
+// equalFold compares an ASCII header name without allocating.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// parseTTL reads the TTL header's n field lines (v: the last).
+func parseTTL(v []byte, n int) (int64, *errno.HTTPError) {
+	switch {
+	case n == 0 || len(v) == 0 && n == 1:
 		return 0, errMissingTTL
+	case n > 1:
+		return 0, errRepeatedTTL
 	}
 	neg := false
 	switch v[0] {
@@ -65,42 +127,45 @@ func parseTTL(v []byte) (int64, *errno.HTTPError) {
 	if len(v) == 0 {
 		return 0, errInvalidTTL
 	}
-	var n int64
+	var ttl int64
 	for _, c := range v {
 		if c < '0' || c > '9' {
 			return 0, errInvalidTTL
 		}
-		if n <= storage.MaxTTL { // saturate: anything larger is capped anyway
-			n = n*10 + int64(c-'0')
+		if ttl <= storage.MaxTTL { // saturate: anything larger is capped anyway
+			ttl = ttl*10 + int64(c-'0')
 		}
 	}
 	switch {
-	case neg && n > 0:
+	case neg && ttl > 0:
 		return 0, errNegativeTTL
-	case n > storage.MaxTTL:
-		n = storage.MaxTTL
+	case ttl > storage.MaxTTL:
+		ttl = storage.MaxTTL
 	}
-	return n, nil
+	return ttl, nil
 }
 
-// parseTopic checks the Topic header and returns it without padding.
-func parseTopic(v []byte) (string, *errno.HTTPError) {
-	if len(v) == 0 {
+// parseTopic checks the Topic header's n field lines (v: the last) and
+// returns the topic without padding; "" when there is none.
+func parseTopic(v []byte, n int) (string, *errno.HTTPError) {
+	switch {
+	case n == 0:
 		return "", nil
-	}
-	if len(v) > storage.MaxTopicLen {
+	case n > 1:
+		return "", errRepeatedTopic
+	case len(v) > storage.MaxTopicLen:
 		return "", errTopicLength
 	}
 	i := 0
 	for ; i < len(v) && isBase64URLChar(v[i]); i++ {
 	}
-	n := i
+	end := i
 	for ; i < len(v) && v[i] == '='; i++ {
 	}
-	if n == 0 || i != len(v) {
+	if end == 0 || i != len(v) {
 		return "", errTopicChars
 	}
-	return string(v[:n]), nil
+	return string(v[:end]), nil
 }
 
 func isBase64URLChar(c byte) bool {
@@ -110,45 +175,79 @@ func isBase64URLChar(c byte) bool {
 // Urgency values (RFC 8030 §5.3).
 var urgencies = [...]string{"very-low", "low", "normal", "high"}
 
-// parseUrgency checks the Urgency header; "" when absent.
-func parseUrgency(v []byte) (string, *errno.HTTPError) {
-	if len(v) == 0 {
+// parseUrgency checks the Urgency header's n field lines (v: the last);
+// "" when absent.
+func parseUrgency(v []byte, n int) (string, *errno.HTTPError) {
+	switch {
+	case n == 0:
 		return "", nil
+	case n > 1:
+		return "", errUrgency
 	}
 	for _, u := range urgencies {
-		if len(u) == len(v) && strings.EqualFold(u, string(v)) {
+		if equalFold(v, u) {
 			return u, nil
 		}
 	}
 	return "", errUrgency
 }
 
+// Content codings (RFC 8188, and the legacy draft), as kept.
+const (
+	encAES128GCM = "aes128gcm"
+	encAESGCM    = "aesgcm"
+)
+
+// parseEncoding checks the Content-Encoding header's n field lines (v:
+// the last) of a push with a body and returns the coding in lower case.
+func parseEncoding(v []byte, n int) (string, *errno.HTTPError) {
+	switch {
+	case n == 0 || n == 1 && len(v) == 0:
+		return "", errInvalidCrypto("Missing Content-Encoding header")
+	case n > 1:
+		return "", errInvalidCrypto("Content-Encoding must be sent once")
+	case equalFold(v, encAES128GCM):
+		return encAES128GCM, nil
+	case equalFold(v, encAESGCM):
+		return encAESGCM, nil
+	}
+	return "", errInvalidCrypto("Unknown Content-Encoding header")
+}
+
 // parseHeaders reads every push header of req; hasData says whether
 // the push has a body.
 func parseHeaders(req *hertzproto.RequestHeader, hasData bool) (pushHeaders, *errno.HTTPError) {
+	f := collect(req)
+	return f.parse(hasData)
+}
+
+// parse applies the header rules to the collected fields.
+func (f *pushFields) parse(hasData bool) (pushHeaders, *errno.HTTPError) {
 	var h pushHeaders
 	var e *errno.HTTPError
-	if h.ttl, e = parseTTL(req.Peek("TTL")); e != nil {
+	if h.ttl, e = parseTTL(f.ttl, f.nTTL); e != nil {
 		return h, e
 	}
-	if h.topic, e = parseTopic(req.Peek("Topic")); e != nil {
+	if h.topic, e = parseTopic(f.topic, f.nTopic); e != nil {
 		return h, e
 	}
-	if h.urgency, e = parseUrgency(req.Peek("Urgency")); e != nil {
+	if h.urgency, e = parseUrgency(f.urgency, f.nUrgency); e != nil {
 		return h, e
 	}
 	if !hasData {
 		return h, nil
 	}
-	h.encoding = string(req.Peek("Content-Encoding"))
-	if v := req.Peek("Encryption"); len(v) > 0 {
-		h.encryption = stripHeader(v)
+	if h.encoding, e = parseEncoding(f.encoding, f.nEncoding); e != nil {
+		return h, e
 	}
-	if v := req.Peek("Crypto-Key"); len(v) > 0 {
-		h.cryptoKey = stripHeader(v)
+	if len(f.encryption) > 0 {
+		h.encryption = stripHeader(f.encryption)
 	}
-	if v := req.Peek("Encryption-Key"); len(v) > 0 {
-		h.encryptionKey = string(v)
+	if len(f.cryptoKey) > 0 {
+		h.cryptoKey = stripHeader(f.cryptoKey)
+	}
+	if len(f.encryptionKey) > 0 {
+		h.encryptionKey = string(f.encryptionKey)
 	}
 	return h, h.checkEncryption()
 }
@@ -157,16 +256,14 @@ func parseHeaders(req *hertzproto.RequestHeader, hasData bool) (pushHeaders, *er
 // body.
 func (h *pushHeaders) checkEncryption() *errno.HTTPError {
 	switch h.encoding {
-	case "":
-		return errMissingCrypto("Missing Content-Encoding header")
-	case "aes128gcm":
+	case encAES128GCM:
 		if e := assertNotExists("aes128gcm Encryption", h.encryption, "salt"); e != nil {
 			return e
 		}
 		if e := assertNotExists("aes128gcm Crypto-Key", h.cryptoKey, "dh"); e != nil {
 			return e
 		}
-	case "aesgcm":
+	case encAESGCM:
 		if e := assertBase64ItemExists("Encryption", h.encryption, "salt"); e != nil {
 			return e
 		}

@@ -36,6 +36,7 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.CryptoKey = et.TestKey
+	cfg.NodeSecret = et.TestSecret
 	cfg.EndpointURL = testEndpointURL
 	cfg.VersionFile = ""
 	cfg.RequestLog = false

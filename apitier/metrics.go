@@ -46,6 +46,10 @@ const (
 	mVAPIDFailures = "autoendpoint_vapid_failures_total"
 	// mDeletes{result}: DELETE /m/{id}: deleted, invalid.
 	mDeletes = "autoendpoint_message_deletes_total"
+	// mConnections: connections open on the listener.
+	mConnections = "autoendpoint_connections"
+	// mConnsRefused: connections refused over max-connections.
+	mConnsRefused = "autoendpoint_connections_refused_total"
 )
 
 // Route labels of mRequests and mRequestSeconds.
@@ -63,11 +67,17 @@ const (
 	routeOptions   = "options"
 	routeNotFound  = "not_found"
 	routeNoMethod  = "method_not_allowed"
+	// routeUnparsed: requests Hertz refused before routing them: a
+	// header it could not parse, too large or too slow (400, 431, 408).
+	routeUnparsed = "unparsed"
+	// routeUnrouted: requests its router refused without a route: no
+	// Host, a path not starting with '/' (400).
+	routeUnrouted = "unrouted"
 )
 
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
 	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod,
-	routePushPost, routePushGet, routePushList}
+	routeUnparsed, routeUnrouted, routePushPost, routePushGet, routePushList}
 
 // Outcomes of an accepted push (mNotifications).
 const (
@@ -121,9 +131,12 @@ type apiMetrics struct {
 	vapidRules    sync.Map // rule -> *metrics.Counter
 	deleted       *metrics.Counter
 	deleteInvalid *metrics.Counter
+	connsRefused  *metrics.Counter
 }
 
-func newMetrics() *apiMetrics {
+// newMetrics makes the node's metrics; open reports the connections the
+// listener holds.
+func newMetrics(open func() int) *apiMetrics {
 	s := metrics.NewSet()
 	m := &apiMetrics{
 		set:           s,
@@ -142,7 +155,9 @@ func newMetrics() *apiMetrics {
 		vapidFailed:   s.NewCounter(mVAPID + `{result="failed"}`),
 		deleted:       s.NewCounter(mDeletes + `{result="deleted"}`),
 		deleteInvalid: s.NewCounter(mDeletes + `{result="invalid"}`),
+		connsRefused:  s.NewCounter(mConnsRefused),
 	}
+	s.NewGauge(mConnections, func() float64 { return float64(open()) })
 	for i, r := range routeLabels {
 		m.routeIdx[r] = i
 		m.requests = append(m.requests, map[int]*metrics.Counter{})

@@ -58,6 +58,9 @@ func (s *Server) handleMetrics(_ context.Context, c *app.RequestContext, _ *reqS
 	if s.pushes != nil {
 		s.pushes.WriteMetrics(&b) // autosender_*
 	}
+	for _, write := range s.extraMetrics {
+		write(&b)
+	}
 	// go_goroutines, go_memstats_*, process_resident_memory_bytes, ...
 	metrics.WriteProcessMetrics(&b)
 	c.Data(http.StatusOK, "text/plain; version=0.0.4", b.Bytes())

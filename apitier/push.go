@@ -115,11 +115,13 @@ func (s *Server) handlePushPost(ctx context.Context, c *app.RequestContext, st *
 	if !s.pushGate(c, st) {
 		return
 	}
-	body, err := readLimited(c, maxPushBody)
+	var buf []byte
+	body, err := readBodyUpTo(c, &buf, maxPushBody, errPushTooLarge)
 	if err != nil {
 		s.writeError(c, st, err)
 		return
 	}
+	st.bodyRead = true
 	req, herr := parsePushBody(body)
 	if herr != nil {
 		s.writeError(c, st, herr)
@@ -174,27 +176,7 @@ func jsonProblem(err error) string {
 	return msg
 }
 
-// readLimited reads the whole body, refusing one over limit.
-func readLimited(c *app.RequestContext, limit int) ([]byte, *errno.HTTPError) {
-	if c.Request.Header.ContentLength() > limit {
-		c.SetConnectionClose()
-		return nil, errPushTooLarge
-	}
-	if !c.Request.IsBodyStream() {
-		return c.Request.Body(), nil
-	}
-	b, err := io.ReadAll(io.LimitReader(c.RequestBodyStream(), int64(limit)+1))
-	if err != nil {
-		c.SetConnectionClose()
-		return nil, errBody
-	}
-	if len(b) > limit {
-		c.SetConnectionClose()
-		return nil, errPushTooLarge
-	}
-	return b, nil
-}
-
+// pushStorageError answers a failed sender call: 404, 400 or 503.
 func (s *Server) pushStorageError(c *app.RequestContext, st *reqState, op string, err error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		s.writeError(c, st, errPushNotFound)

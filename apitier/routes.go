@@ -10,11 +10,11 @@ type Route struct {
 // document in docs/ can be checked against the server itself. The CORS
 // preflight (OPTIONS on any path) and the JSON 404/405 answers are
 // middleware and fallbacks, not routes. Safe to call before Start, and
-// concurrently: it builds its own route table and serves nothing.
+// concurrently: it serves nothing.
 func (s *Server) Routes() []Route {
 	var out []Route
-	for _, r := range s.newHertz().Routes() {
-		out = append(out, Route{Method: r.Method, Path: r.Path})
+	for _, r := range s.routeTable() {
+		out = append(out, r.Route)
 	}
 	return out
 }

@@ -1,18 +1,21 @@
 package apitier
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
 
 	"github.com/cloudwego/hertz/pkg/app"
@@ -20,6 +23,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/common/config"
 	"github.com/cloudwego/hertz/pkg/common/hlog"
 	"github.com/cloudwego/hertz/pkg/network/standard"
+	hertzproto "github.com/cloudwego/hertz/pkg/protocol"
 
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/token"
@@ -42,9 +46,11 @@ type Server struct {
 	location string // Location prefix: endpoint URL + "/m/"
 	started  time.Time
 	pushes   PushService // the outbound sender's API (push.go); nil: off
+	// extraMetrics are other series /metrics serves (AlsoMetrics).
+	extraMetrics []func(io.Writer)
 
 	h        *server.Hertz
-	ln       *trackingListener
+	ln       *listener.Listener
 	done     chan error
 	draining atomic.Bool
 }
@@ -68,20 +74,19 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	}
 	hertzLogOnce.Do(quietHertz)
 	hertzLog.Store(log)
-	metrics := newMetrics()
 	s := &Server{
 		cfg: cfg, log: log, store: store, keys: keys,
-		vapid: newVerifier(cfg),
-		nodes: nodeapi.NewClient(nodeapi.ClientConfig{
-			Secret: cfg.NodeSecret, Timeout: cfg.NodeTimeout, ConnectTimeout: cfg.NodeConnectTimeout,
-			IdleConnsPerNode: cfg.NodeIdleConns, Observe: metrics.nodeCall,
-		}),
-		metrics:  metrics,
+		vapid:    newVerifier(cfg),
 		version:  dockerflow.Version(cfg.VersionFile),
 		audience: aud,
 		location: strings.TrimRight(cfg.EndpointURL, "/") + "/m/",
 		done:     make(chan error, 1),
 	}
+	s.metrics = newMetrics(s.openConns)
+	s.nodes = nodeapi.NewClient(nodeapi.ClientConfig{
+		Secret: cfg.NodeSecret, Timeout: cfg.NodeTimeout, ConnectTimeout: cfg.NodeConnectTimeout,
+		IdleConnsPerNode: cfg.NodeIdleConns, Observe: s.metrics.nodeCall,
+	})
 	return s, nil
 }
 
@@ -102,14 +107,21 @@ func newVerifier(cfg Config) *vapid.Verifier {
 func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 	opts = append([]config.Option{
 		server.WithHostPorts(s.cfg.Listen),
-		// Bodies are read by the handler, up to max-data-bytes + 1, so a
-		// body of any size gets the JSON 413 (Hertz's own limit answers
-		// in plain text). Smaller bodies arrive whole before the handler.
+		// Bodies are read by the handler (readBody), which gives a body
+		// of any size, an incomplete one or a slow one its JSON answer.
+		// Hertz reads at most 2 bytes of a body before the handler runs
+		// (the least its stream mode reads ahead), so the header
+		// deadline ends with the header and the body deadline
+		// (guard.go) covers the body.
 		server.WithStreamBody(true),
-		server.WithMaxRequestBodySize(s.cfg.MaxDataBytes + 1),
+		server.WithMaxRequestBodySize(1),
 		server.WithDisablePreParseMultipartForm(true),
 		server.WithMaxHeaderBytes(maxHeaderBytes),
-		server.WithReadTimeout(s.cfg.ReadTimeout),
+		// On a keep-alive connection Hertz waits idle-timeout for a
+		// request's first bytes, then sets this deadline for its header.
+		// The first request's header deadline starts at accept
+		// (internal/listener).
+		server.WithReadTimeout(s.cfg.HeaderTimeout),
 		// Not 0: the connection would close after each request on the
 		// standard transport (and on netpoll Hertz 0.10.6 then resets
 		// keep-alive connections sending requests back to back).
@@ -118,29 +130,57 @@ func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 		server.WithRedirectTrailingSlash(false),
 		server.WithHandleMethodNotAllowed(true),
 		server.WithDisablePrintRoute(true),
+		server.WithOnAccept(func(c net.Conn) context.Context { return listener.WithConn(context.Background(), c) }),
 	}, opts...)
 	h := server.New(opts...)
-	h.Use(s.cors)
-	h.POST("/wpush/:version/:token", s.handle(routeWPushV1, s.handlePush))
-	h.POST("/wpush/:token", s.handle(routeWPushV1, s.handlePush))
-	h.DELETE("/m/:message_id", s.handle(routeMessage, s.handleDelete))
-	h.GET("/__heartbeat__", s.handle(routeHeartbeat, s.handleHeartbeat))
-	h.GET("/__lbheartbeat__", s.handle(routeLB, s.handleLBHeartbeat))
-	h.GET("/__version__", s.handle(routeVersion, s.handleVersion))
-	h.GET("/health", s.handle(routeHealth, s.handleHealth))
-	h.GET("/status", s.handle(routeStatus, s.handleStatus))
-	h.GET("/metrics", s.handle(routeMetrics, s.handleMetrics))
-	// The outbound sender's API (push.go).
-	h.POST("/push", s.handle(routePushPost, s.handlePushPost))
-	h.GET("/push/:id", s.handle(routePushGet, s.handlePushGet))
-	h.GET("/push", s.handle(routePushList, s.handlePushList))
+	// An over-limit body announced with Expect: 100-continue is refused
+	// (413, by the handler) without asking the client to send it.
+	h.ContinueHandler = func(hdr *hertzproto.RequestHeader) bool { return hdr.ContentLength() <= s.bodyLimit(hdr) }
+	h.Use(s.guard, s.cors)
+	for _, r := range s.routeTable() {
+		h.Handle(r.Method, r.Path, s.handle(r.label, r.fn))
+	}
 	h.NoRoute(s.handle(routeNotFound, func(_ context.Context, c *app.RequestContext, st *reqState) {
 		s.writeError(c, st, errNotFound)
 	}))
-	h.NoMethod(s.handle(routeNoMethod, func(_ context.Context, c *app.RequestContext, st *reqState) {
-		s.writeError(c, st, errNoMethod)
-	}))
+	h.NoMethod(s.handle(routeNoMethod, s.handleNoMethod))
 	return h
+}
+
+// routeDef is one route: method and Hertz path, metric label, handler.
+type routeDef struct {
+	Route
+	label string
+	fn    handlerFunc
+}
+
+// routeTable lists every route newHertz registers (Routes and the Allow
+// of a 405 read it too).
+func (s *Server) routeTable() []routeDef {
+	return []routeDef{
+		{Route{http.MethodPost, "/wpush/:version/:token"}, routeWPushV1, s.handlePush},
+		{Route{http.MethodPost, "/wpush/:token"}, routeWPushV1, s.handlePush},
+		{Route{http.MethodDelete, "/m/:message_id"}, routeMessage, s.handleDelete},
+		{Route{http.MethodGet, "/__heartbeat__"}, routeHeartbeat, s.handleHeartbeat},
+		{Route{http.MethodGet, "/__lbheartbeat__"}, routeLB, s.handleLBHeartbeat},
+		{Route{http.MethodGet, "/__version__"}, routeVersion, s.handleVersion},
+		{Route{http.MethodGet, "/health"}, routeHealth, s.handleHealth},
+		{Route{http.MethodGet, "/status"}, routeStatus, s.handleStatus},
+		{Route{http.MethodGet, "/metrics"}, routeMetrics, s.handleMetrics},
+		// The outbound sender's API (push.go).
+		{Route{http.MethodPost, "/push"}, routePushPost, s.handlePushPost},
+		{Route{http.MethodGet, "/push/:id"}, routePushGet, s.handlePushGet},
+		{Route{http.MethodGet, "/push"}, routePushList, s.handlePushList},
+	}
+}
+
+// bodyLimit is the largest body the request's route reads: a POST /push
+// body (maxPushBody) or a push message (max-data-bytes).
+func (s *Server) bodyLimit(hdr *hertzproto.RequestHeader) int {
+	if p := hdr.RequestURI(); bytes.Equal(p, []byte("/push")) || bytes.HasPrefix(p, []byte("/push?")) {
+		return maxPushBody
+	}
+	return s.cfg.MaxDataBytes
 }
 
 // maxHeaderBytes bounds a request's header block: crypto headers are at
@@ -155,10 +195,18 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("apitier: listen %s: %w", s.cfg.Listen, err)
 	}
-	ln := newTrackingListener(raw)
+	ln := listener.New(raw, listener.Config{
+		MaxConns:      s.cfg.MaxConnections,
+		HeaderTimeout: s.cfg.HeaderTimeout,
+		WriteTimeout:  s.cfg.WriteTimeout,
+		Refusal:       rawAnswer(errTooManyConns),
+		OnRefuse:      s.metrics.connsRefused.Inc,
+		Unhandled:     s.unhandled,
+	})
 	s.ln = ln
 	// The standard transport (a goroutine per connection, as net/http)
-	// serves the tracking listener, which netpoll cannot (conns.go).
+	// serves the listener, which netpoll cannot: the listener caps
+	// connections, sets their deadlines and knows the idle ones.
 	s.h = s.newHertz(server.WithListener(ln), server.WithTransport(standard.NewTransporter))
 	s.started = time.Now()
 	go func() { s.done <- s.h.Run() }()
@@ -180,6 +228,23 @@ func (s *Server) Start() error {
 	s.log.Info("autoendpoint started", "listen", s.Addr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
+}
+
+// Config is the configuration the node runs with (what New was given).
+func (s *Server) Config() Config { return s.cfg }
+
+// AlsoMetrics adds write to what /metrics serves: it is called on each
+// scrape, after this node's own series and before the process metrics.
+// A process that runs a connection node too serves the node's series
+// there (stack). Call it before Start.
+func (s *Server) AlsoMetrics(write func(io.Writer)) { s.extraMetrics = append(s.extraMetrics, write) }
+
+// openConns is how many connections the listener holds (0 before Start).
+func (s *Server) openConns() int {
+	if s.ln == nil {
+		return 0
+	}
+	return s.ln.Open()
 }
 
 // Addr is the listen address with the real port ("" before Start).
@@ -206,7 +271,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for waiting := true; waiting; {
-		s.ln.t.wakeIdle()
+		s.ln.WakeIdle()
 		select {
 		case err = <-stopped:
 			waiting = false
@@ -236,6 +301,7 @@ type reqState struct {
 	vapid    bool
 	encoding string
 	dataLen  int
+	bodyRead bool // the handler read the whole body
 }
 
 var statePool = sync.Pool{New: func() any { return new(reqState) }}
@@ -249,6 +315,11 @@ func (s *Server) handle(route string, h handlerFunc) app.HandlerFunc {
 		st := statePool.Get().(*reqState)
 		*st = reqState{route: route}
 		h(ctx, c, st)
+		if !st.bodyRead && hasBody(c) {
+			// Never drain a body nobody wants: close after the answer.
+			c.SetConnectionClose()
+			listener.FromContext(ctx).AbandonBody()
+		}
 		s.finish(ctx, c, st, start)
 		statePool.Put(st)
 	}
@@ -305,7 +376,16 @@ func quietHertz() {
 type hertzWriter struct{}
 
 func (hertzWriter) Write(p []byte) (int, error) {
-	if l := hertzLog.Load(); l != nil {
+	l := hertzLog.Load()
+	switch {
+	case l == nil:
+	case bytes.Contains(p, []byte("HERTZ: Error=")):
+		// A request Hertz refused (unparsable, too large, too slow): the
+		// client's fault, counted in autoendpoint_requests_total
+		// {route="unparsed"}; at warn level a flood of them would flood
+		// the logs.
+		l.Debug(strings.TrimSpace(string(p)), "component", "hertz")
+	default:
 		l.Warn(strings.TrimSpace(string(p)), "component", "hertz")
 	}
 	return len(p), nil

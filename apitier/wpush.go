@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -21,9 +23,13 @@ import (
 )
 
 // handlePush is POST /wpush/{v1|v2}/{token} and /wpush/{token} (v1): an
-// application server's push (RFC 8030 §5). The checks run in this order,
-// so a request with several faults gets the reference's answer for the
-// one it cares most about:
+// application server's push (RFC 8030 §5). The body is read first, whole
+// (readBody), so that nothing is looked up or stored for a body that
+// never arrives complete and no storage deadline runs while a client
+// sends: a body that does not arrive within body-timeout gets 408, an
+// incomplete one 400. Then the checks run in this order, so a request
+// with several faults gets the reference's answer for the one it cares
+// most about:
 //
 //  1. the token decrypts, and its version matches the path: else 404
 //     errno 102;
@@ -51,6 +57,16 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	default:
 		st.route = routeWPushBad
 	}
+	pb := pushBufPool.Get().(*pushBuf)
+	defer pushBufPool.Put(pb)
+	body, bodyErr := s.readBody(c, pb)
+	switch {
+	case bodyErr == nil:
+		st.bodyRead = true
+	case bodyErr != errTooLarge:
+		s.writeError(c, st, bodyErr)
+		return
+	}
 	ep, err := s.keys.ParseToken(version, c.Param("token"))
 	if err != nil {
 		var te *token.EndpointError
@@ -75,12 +91,8 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		s.writeError(c, st, e)
 		return
 	}
-
-	pb := pushBufPool.Get().(*pushBuf)
-	defer pushBufPool.Put(pb)
-	body, e := s.readBody(c, pb)
-	if e != nil {
-		s.writeError(c, st, e)
+	if bodyErr != nil {
+		s.writeError(c, st, bodyErr)
 		return
 	}
 	h, e := parseHeaders(&c.Request.Header, len(body) > 0)
@@ -217,32 +229,53 @@ type pushBuf struct {
 
 var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
 
-// readBody returns the request body, refusing one over max-data-bytes
-// without reading more than one byte past the limit.
+// readBody returns the request body, whole: every byte of its
+// Content-Length, or a chunked body up to its last chunk. It refuses a
+// body over max-data-bytes (413) without reading more than one byte past
+// the limit, one that does not arrive within body-timeout (408), and one
+// that ends early or is malformed (400). On any error the connection
+// closes after the answer, the rest of the body unread.
 func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *errno.HTTPError) {
-	limit := s.cfg.MaxDataBytes
+	return readBodyUpTo(c, &pb.body, s.cfg.MaxDataBytes, errTooLarge)
+}
+
+// readBodyUpTo is readBody for any limit: buf is grown to limit+1 when
+// smaller, and tooLarge is the answer to a body over limit.
+func readBodyUpTo(c *app.RequestContext, buf *[]byte, limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
 	if c.Request.Header.ContentLength() > limit {
-		c.SetConnectionClose()
-		return nil, errTooLarge
+		return nil, tooLarge
 	}
 	if !c.Request.IsBodyStream() {
 		b := c.Request.Body()
 		if len(b) > limit {
-			return nil, errTooLarge
+			return nil, tooLarge
 		}
 		return b, nil
 	}
-	if cap(pb.body) < limit+1 {
-		pb.body = make([]byte, limit+1)
+	if cap(*buf) < limit+1 {
+		*buf = make([]byte, limit+1)
 	}
-	n, err := io.ReadFull(c.RequestBodyStream(), pb.body[:limit+1])
-	switch {
-	case err == nil: // limit+1 bytes: too many
-		c.SetConnectionClose()
-		return nil, errTooLarge
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return pb.body[:n], nil
+	b := (*buf)[:limit+1]
+	r := c.RequestBodyStream()
+	for n := 0; ; {
+		m, err := r.Read(b[n:])
+		n += m
+		switch {
+		case n > limit:
+			return nil, tooLarge
+		case err == io.EOF: // the stream's end: the body is complete
+			return b[:n], nil
+		case err == nil:
+			continue
+		case isTimeout(err):
+			return nil, errBodyTimeout
+		}
+		return nil, errBody
 	}
-	c.SetConnectionClose()
-	return nil, errBody
+}
+
+// isTimeout reports a read deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }

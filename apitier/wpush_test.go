@@ -188,10 +188,16 @@ func TestEncodingRules(t *testing.T) {
 		errno   errno.Code
 		want    map[string]string // stored headers when accepted
 	}{
-		{"no Content-Encoding", nil, errno.MissingCryptoKeys, nil},
+		{"no Content-Encoding", nil, errno.InvalidCryptoKeys, nil},
 		{"unknown encoding", []string{"Content-Encoding", "gzip"}, errno.InvalidCryptoKeys, nil},
 		{"legacy aesgcm128", []string{"Content-Encoding", "aesgcm128", "Encryption", "salt=abc", "Encryption-Key", "dh=abc"}, errno.InvalidCryptoKeys, nil},
 		{"aes128gcm", aes128gcm, ok, map[string]string{"encoding": "aes128gcm"}},
+		// Content codings are case-insensitive (RFC 9110 §8.4.1); the
+		// client gets the lower-case name.
+		{"AES128GCM", []string{"Content-Encoding", "AES128GCM"}, ok, map[string]string{"encoding": "aes128gcm"}},
+		{"AesGcm", []string{"Content-Encoding", "AesGcm", "Encryption", "salt=foo", "Crypto-Key", "dh=bar"},
+			ok, map[string]string{"encoding": "aesgcm", "encryption": "salt=foo", "crypto_key": "dh=bar"}},
+		{"empty Content-Encoding", []string{"Content-Encoding", ""}, errno.InvalidCryptoKeys, nil},
 		{"aes128gcm with salt", kv(aes128gcm, "Encryption", "salt=abc"), errno.InvalidCryptoKeys, nil},
 		{"aes128gcm with dh", kv(aes128gcm, "Crypto-Key", "dh=abc"), errno.InvalidCryptoKeys, nil},
 		{"aes128gcm with a bad Crypto-Key", kv(aes128gcm, "Crypto-Key", "p256ecdsa"), errno.InvalidCryptoKeys, nil},
@@ -204,13 +210,13 @@ func TestEncodingRules(t *testing.T) {
 		{"aesgcm quotes and padding stripped", []string{"Content-Encoding", "aesgcm", "Encryption", `salt="foo=="`,
 			"Crypto-Key", `keyid="p256dh";dh="deadbeef==",p256ecdsa="BF92=="`},
 			ok, map[string]string{"encoding": "aesgcm", "encryption": "salt=foo", "crypto_key": "keyid=p256dh;dh=deadbeef,p256ecdsa=BF92"}},
-		{"aesgcm without Encryption", []string{"Content-Encoding", "aesgcm", "Crypto-Key", "dh=bar"}, errno.MissingCryptoKeys, nil},
-		{"aesgcm without salt", []string{"Content-Encoding", "aesgcm", "Encryption", "rs=4096", "Crypto-Key", "dh=bar"}, errno.MissingCryptoKeys, nil},
+		{"aesgcm without Encryption", []string{"Content-Encoding", "aesgcm", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
+		{"aesgcm without salt", []string{"Content-Encoding", "aesgcm", "Encryption", "rs=4096", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
 		{"aesgcm with a bad salt", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=a+b/c", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
 		{"aesgcm with an empty salt", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
 		{"aesgcm with a bad Encryption", []string{"Content-Encoding", "aesgcm", "Encryption", "salt", "Crypto-Key", "dh=bar"}, errno.InvalidCryptoKeys, nil},
-		{"aesgcm without Crypto-Key", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo"}, errno.MissingCryptoKeys, nil},
-		{"aesgcm without dh", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "p256ecdsa=abc"}, errno.MissingCryptoKeys, nil},
+		{"aesgcm without Crypto-Key", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo"}, errno.InvalidCryptoKeys, nil},
+		{"aesgcm without dh", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "p256ecdsa=abc"}, errno.InvalidCryptoKeys, nil},
 		{"aesgcm with a bad dh", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "dh=a.b"}, errno.InvalidCryptoKeys, nil},
 		{"aesgcm with Encryption-Key", []string{"Content-Encoding", "aesgcm", "Encryption", "salt=foo", "Crypto-Key", "dh=bar", "Encryption-Key", "dh=x"}, errno.InvalidCryptoKeys, nil},
 		{"oversized crypto headers", kv(aes128gcm, "Crypto-Key", "p256ecdsa="+strings.Repeat("A", 5000)), errno.InvalidCryptoKeys, nil},
@@ -376,5 +382,49 @@ func TestDeleteMessage(t *testing.T) {
 	et.Must(t, err, "encrypt")
 	if r := perform(s, "DELETE", "/m/"+refID, nil); r.code != http.StatusNoContent {
 		t.Fatalf("DELETE reference id: %d %s", r.code, r.body)
+	}
+}
+
+// TestSingletonHeaders: TTL, Topic, Urgency and Content-Encoding sent
+// twice are refused (the reference takes the first); an empty Topic or
+// Urgency is refused as the OpenAPI patterns refuse them.
+func TestSingletonHeaders(t *testing.T) {
+	s := newServer(t, newStore(t), nil)
+	for _, c := range []struct {
+		name    string
+		headers []string
+		body    bool
+		status  int
+		errno   errno.Code
+	}{
+		{"TTL twice", []string{"TTL", "60", "TTL", "60"}, false, 400, errno.InvalidTTL},
+		{"TTL twice, differing", []string{"TTL", "0", "TTL", "600"}, false, 400, errno.InvalidTTL},
+		{"Topic twice", []string{"TTL", "60", "Topic", "a", "Topic", "b"}, false, 400, errno.InvalidTopic},
+		{"empty Topic", []string{"TTL", "60", "Topic", ""}, false, 400, errno.InvalidTopic},
+		{"Urgency twice", []string{"TTL", "60", "Urgency", "low", "Urgency", "low"}, false, 400, errno.None},
+		{"empty Urgency", []string{"TTL", "60", "Urgency", ""}, false, 400, errno.None},
+		{"Content-Encoding twice", []string{"TTL", "60", "Content-Encoding", "aes128gcm", "Content-Encoding", "aes128gcm"}, true, 400, errno.InvalidCryptoKeys},
+		{"Content-Encoding twice without a body", []string{"TTL", "60", "Content-Encoding", "aes128gcm", "Content-Encoding", "x"}, false, 201, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := subscribe(t, s, "", nil)
+			var body []byte
+			if c.body {
+				body = []byte("encrypted body")
+			}
+			var h []ut.Header
+			for i := 0; i+1 < len(c.headers); i += 2 {
+				h = append(h, ut.Header{Key: c.headers[i], Value: c.headers[i+1]})
+			}
+			r := perform(s, "POST", u.path, body, h...)
+			if c.status == 201 {
+				wantCreated(t, s, r, "60")
+				return
+			}
+			wantError(t, r, c.status, c.errno)
+			if ms := stored(t, s, u.uaid); len(ms) != 0 {
+				t.Fatalf("a refused push stored %d messages", len(ms))
+			}
+		})
 	}
 }

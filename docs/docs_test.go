@@ -30,6 +30,7 @@ import (
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/stack/single"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
@@ -67,7 +68,7 @@ var hertzParam = regexp.MustCompile(`:([A-Za-z_]+)`)
 // that each lists exactly the routes its server registers.
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	acfg := apitier.DefaultConfig()
-	acfg.CryptoKey = et.TestKey
+	acfg.CryptoKey, acfg.NodeSecret = et.TestKey, et.TestSecret
 	api, err := apitier.New(acfg, nil, quietLog())
 	if err != nil {
 		t.Fatal(err)
@@ -200,13 +201,16 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		node.check("node GET "+p, request(t, "GET", base+p, nil), 200)
 	}
 	n := et.Notification(sub.CHID, "docs-test-version-0123456789abcdef", "")
-	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, nodeapi.AppendNotification(nil, n)), 200)
+	nodeAuth := []string{"Authorization", "Bearer " + et.TestSecret}
+	node.check("node push", request(t, "PUT", base+"/push/"+sub.UAID, nodeapi.AppendNotification(nil, n), nodeAuth...), 200)
 	sub.Receive(t)
 	sub.Barrier() // the node has handled the ack: nothing in flight, a check runs now (200)
-	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), nodeapi.AppendNotification(nil, n)), 404)
-	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", nodeapi.AppendNotification(nil, n)), 400)
-	node.check("node notif", request(t, "PUT", base+"/notif/"+sub.UAID, nil), 200)
-	node.check("node evict, not older", request(t, "DELETE", base+"/notif/"+sub.UAID+"/1", nil), 404)
+	node.check("node push, not here", request(t, "PUT", base+"/push/"+strings.Repeat("ab", 16), nodeapi.AppendNotification(nil, n), nodeAuth...), 404)
+	node.check("node push, bad uaid", request(t, "PUT", base+"/push/nope", nodeapi.AppendNotification(nil, n), nodeAuth...), 400)
+	node.check("node push, no secret", request(t, "PUT", base+"/push/"+sub.UAID, nodeapi.AppendNotification(nil, n)), 401)
+	node.check("node push, too large", request(t, "PUT", base+"/push/"+sub.UAID, make([]byte, 1<<20), nodeAuth...), 413)
+	node.check("node notif", request(t, "PUT", base+"/notif/"+sub.UAID, nil, nodeAuth...), 200)
+	node.check("node evict, not older", request(t, "DELETE", base+"/notif/"+sub.UAID+"/1", nil, nodeAuth...), 404)
 }
 
 // TestGenerated checks the generated sections of errors.md and
@@ -214,17 +218,18 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 func TestGenerated(t *testing.T) {
 	table := errnoTable(t)
 	generated(t, "errors.md", "errnos", table)
-	// errors.md's prose names the errnos never sent: 108, 202, 900-903.
+	// errors.md's prose names the errnos never sent: 101, 108, 202, 900-903.
 	var unsent []string
 	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \|.*\| no \|$`).FindAllStringSubmatch(table, -1) {
 		unsent = append(unsent, m[1])
 	}
-	if strings.Join(unsent, ",") != "108,202,900,901,902,903" {
+	if strings.Join(unsent, ",") != "101,108,202,900,901,902,903" {
 		t.Errorf("the errnos never sent are now %v: update the prose of errors.md", unsent)
 	}
 	generated(t, "configuration.md", "autoconnect", settingsTable(settings.Describe(ptr(engine.DefaultConfig()), "AUTOCONNECT")))
 	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(ptr(apitier.DefaultConfig()), "AUTOEND")))
 	generated(t, "configuration.md", "autosender", settingsTable(settings.Describe(ptr(sendernode.DefaultConfig()), "AUTOSENDER")))
+	generated(t, "configuration.md", "autopush", settingsTable(settings.Describe(ptr(single.DefaultConfig()).Settings(), single.Prefix)))
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -259,15 +264,29 @@ func generated(t *testing.T, file, name, want string) {
 	t.Errorf("%s: section %s is out of date with the code; run go test ./docs -run TestGenerated -update\n--- have\n%s--- want\n%s", file, name, got, want)
 }
 
+// settingsTable renders settings; for a group's (the single-node
+// server's) with a column of the tiers each sets.
 func settingsTable(list []settings.Setting) string {
+	group := len(list) > 0 && list[0].Parts != nil
 	var b strings.Builder
-	b.WriteString("| flag | environment variable | default | what |\n| --- | --- | --- | --- |\n")
+	if group {
+		b.WriteString("| flag | environment variable | default | sets | what |\n| --- | --- | --- | --- | --- |\n")
+	} else {
+		b.WriteString("| flag | environment variable | default | what |\n| --- | --- | --- | --- |\n")
+	}
 	for _, s := range list {
 		def := "`" + s.Default + "`"
 		if s.Default == "" {
 			def = "(empty)"
 		}
-		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s |\n", s.Name, s.Env, def, strings.ReplaceAll(s.Help, "|", `\|`))
+		sets := ""
+		switch {
+		case len(s.Parts) > 1:
+			sets = "both tiers | "
+		case group:
+			sets = s.Parts[0] + " | "
+		}
+		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s%s |\n", s.Name, s.Env, def, sets, strings.ReplaceAll(s.Help, "|", `\|`))
 	}
 	return b.String()
 }

@@ -43,7 +43,7 @@ func startPushAPI(t *testing.T) (base string, s *sendernode.Sender) {
 	keys := filepath.Join(t.TempDir(), "keys.yaml")
 	os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    Hello:\n      IOS: k-ios\n      ANDROID: k-android\n"), 0o644)
 	cfg := apitier.DefaultConfig()
-	cfg.CryptoKey, cfg.Listen, cfg.PushAPIKeys = et.TestKey, "127.0.0.1:0", []string{"secret-key"}
+	cfg.CryptoKey, cfg.NodeSecret, cfg.Listen, cfg.PushAPIKeys = et.TestKey, et.TestSecret, "127.0.0.1:0", []string{"secret-key"}
 	cfg.Node, cfg.URL, cfg.KeysFile = "docs", fake.URL(), keys
 	cfg.ScheduledStart, cfg.PendingStart = 0, 0
 	srv, err := apitier.New(cfg, store, quietLog())

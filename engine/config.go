@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -22,9 +23,11 @@ type Config struct {
 	// NodeURL is how endpoint nodes reach this node's internal API; it
 	// is stored in router records. Default: http:// + RouterListen.
 	NodeURL string `conf:"node-url" help:"this node's internal API URL as other nodes reach it"`
-	// NodeSecret, when set, must be sent by callers of the internal API
-	// as "Authorization: Bearer <secret>". When empty, only loopback
-	// callers are accepted. Default "".
+	// NodeSecret must be sent by callers of the internal API as
+	// "Authorization: Bearer <secret>": the endpoint nodes and the other
+	// connection nodes. Required (any long random string, the same on
+	// every node of both tiers): without it any process that reaches the
+	// port, a local one included, could deliver to any client. Default "".
 	NodeSecret string `conf:"node-secret" help:"shared secret for the internal node API"`
 	// EndpointURL is the public base URL of the endpoint tier, used to
 	// mint push endpoints. Default "http://localhost:8082".
@@ -63,6 +66,25 @@ type Config struct {
 	StorageTimeout time.Duration `conf:"storage-timeout" help:"timeout of one storage call"`
 	// DrainWindow spreads the closing of clients on SIGTERM. Default 10s.
 	DrainWindow time.Duration `conf:"drain-window" help:"window over which clients are closed on shutdown"`
+	// NodeAPIHeaderTimeout bounds reading a node API request's header,
+	// NodeAPIBodyTimeout its body once the header is in (408), and
+	// NodeAPIIdleTimeout a keep-alive connection waiting for its next
+	// request. Defaults 5s, 5s and 120s (above the endpoint nodes'
+	// 90s keep-alive, so they close their idle connections first).
+	NodeAPIHeaderTimeout time.Duration `conf:"node-api-header-timeout" help:"time allowed to send a node API request's header"`
+	NodeAPIBodyTimeout   time.Duration `conf:"node-api-body-timeout" help:"time allowed to send a node API request's body"`
+	NodeAPIIdleTimeout   time.Duration `conf:"node-api-idle-timeout" help:"close node API keep-alive connections idle this long"`
+	// NodeAPIMaxConnections caps the node API's open connections; more
+	// are answered 503 and closed. Each endpoint node keeps up to its
+	// node-idle-conns (64) open to each connection node. Default 4096.
+	NodeAPIMaxConnections int `conf:"node-api-max-connections" help:"node API connections open at once; more are refused with 503"`
+	// MaxChannels bounds the channels (subscriptions) of one user agent,
+	// each a stored row: a register beyond it is answered status 429. The
+	// reference's own ceiling is 100,000 (autopush-rs stores at most that
+	// many channels per user agent, Bigtable's mutation limit); Firefox
+	// profiles hold tens. Counted once per connection, at its first
+	// register (docs/engine.md). 0: no limit. Default 100000.
+	MaxChannels int `conf:"max-channels" help:"channels per user agent; registers beyond get status 429 (0: no limit)"`
 	// MessagePage is how many stored messages are read per page. Default 10.
 	MessagePage int `conf:"message-page" help:"stored messages read per page"`
 	// CursorLag keeps a user's read cursor at least this far behind now.
@@ -104,10 +126,16 @@ func DefaultConfig() Config {
 		StorageTimeout: 5 * time.Second,
 		DrainWindow:    10 * time.Second,
 		MessagePage:    10,
-		CursorLag:      time.Minute,
-		GCPercent:      25,
-		LogLevel:       "info",
-		VersionFile:    "version.json",
+		MaxChannels:    100000,
+
+		NodeAPIHeaderTimeout:  5 * time.Second,
+		NodeAPIBodyTimeout:    5 * time.Second,
+		NodeAPIIdleTimeout:    120 * time.Second,
+		NodeAPIMaxConnections: 4096,
+		CursorLag:             time.Minute,
+		GCPercent:             25,
+		LogLevel:              "info",
+		VersionFile:           "version.json",
 	}
 }
 
@@ -120,16 +148,23 @@ func (c *Config) Validate() error {
 		return errors.New("engine: config: the internal node API must not share the public listener")
 	case c.CryptoKey == "":
 		return errors.New("engine: config: crypto-key is required (tools/cmd/autokey prints one)")
+	case c.NodeSecret == "":
+		return errors.New("engine: config: node-secret is required (any long random string, the same on every node of both tiers)")
+	case c.NodeAPIHeaderTimeout <= 0 || c.NodeAPIBodyTimeout <= 0 || c.NodeAPIIdleTimeout <= 0 || c.NodeAPIMaxConnections < 1:
+		return errors.New("engine: config: node-api timeouts and node-api-max-connections must be positive")
 	case c.Settings.Validate() != nil:
 		return fmt.Errorf("engine: config: %w", c.Settings.Validate())
 	case c.HelloTimeout <= 0 || c.PingInterval <= 0 || c.PongTimeout <= 0 || c.StorageTimeout <= 0:
 		return errors.New("engine: config: timeouts must be positive")
 	case c.MaxUnacked < 1 || c.MaxMessageSize < 1024 || c.StorageWorkers < 1 || c.MessagePage < 1:
 		return errors.New("engine: config: max-unacked, storage-workers, message-page must be >= 1 and max-message-size >= 1024")
+	case c.MaxChannels > session.MaxChannelLimit:
+		return fmt.Errorf("engine: config: max-channels must be at most %d", session.MaxChannelLimit)
 	case c.GCPercent < 10:
 		return errors.New("engine: config: gc-percent below 10 spends the node's CPU on GC")
-	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0 || c.CursorLag < 0:
-		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping, cursor-lag must not be negative")
+	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0 || c.CursorLag < 0 ||
+		c.MaxChannels < 0:
+		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping, cursor-lag, max-channels must not be negative")
 	}
 	if _, err := url.Parse(c.EndpointURL); err != nil {
 		return fmt.Errorf("engine: config: endpoint-url: %w", err)

@@ -298,7 +298,7 @@ func TestKeepaliveAndHelloTimeout(t *testing.T) {
 	// ...one that does not is closed.
 	dead, _, _ := connected(t, srv)
 	dead.AnswerPings = false
-	text, _, err := dead.Next(5 * time.Second)
+	text, _, err := dead.Next(et.Patience)
 	if err != nil || text != "<ping>" {
 		t.Fatalf("no server ping: %q %v", text, err)
 	}
@@ -331,7 +331,7 @@ func TestNodeAPIAuth(t *testing.T) {
 	srv, _ := node(t, func(c *engine.Config) { c.NodeSecret = "s3cret" })
 	_, uaid, chid := connected(t, srv)
 	n := et.Notification(chid, "v", "")
-	if code := et.Push(t, srv, uaid, n, ""); code != http.StatusUnauthorized {
+	if code := et.Push(t, srv, uaid, n, et.NoSecret); code != http.StatusUnauthorized {
 		t.Fatalf("no secret: %d", code)
 	}
 	if code := et.Push(t, srv, uaid, n, "wrong"); code != http.StatusUnauthorized {

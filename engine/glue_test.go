@@ -129,7 +129,7 @@ func glueServer(t *testing.T) (*Server, storage.Store) {
 	}
 	t.Cleanup(func() { store.Close() })
 	cfg := DefaultConfig()
-	cfg.CryptoKey = token.GenerateKey()
+	cfg.CryptoKey, cfg.NodeSecret = token.GenerateKey(), "glue-test-secret"
 	srv, err := New(cfg, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,15 @@ func (srv *Server) run(r *session.Result) {
 	case session.JobHello:
 		srv.hello(ctx, r)
 	case session.JobRegister:
+		if j.MaxChannels > 0 {
+			r.Err = srv.timed(func() (err error) {
+				r.Channels, err = srv.store.CountChannels(ctx, j.UAID, j.MaxChannels)
+				return err
+			})
+			if r.Full = r.Channels >= j.MaxChannels; r.Err != nil || r.Full {
+				return
+			}
+		}
 		r.Endpoint, r.Err = srv.keys.MakeEndpoint(srv.cfg.EndpointURL, j.UAID, j.CHID, j.Key)
 		if r.Err == nil {
 			r.Err = srv.timed(func() error { return srv.store.AddChannel(ctx, j.UAID, j.CHID) })

@@ -31,6 +31,8 @@ const (
 	mEvictions         = "autoconnect_evictions_total"
 	mPingsSent         = "autoconnect_pings_sent_total"
 	mAPIUnauthorized   = "autoconnect_node_api_unauthorized_total"
+	mAPIConnections    = "autoconnect_node_api_connections"
+	mAPIRefused        = "autoconnect_node_api_connections_refused_total"
 	mStorageSeconds    = "autoconnect_storage_seconds"
 	mDeliveryAck       = "autoconnect_delivery_ack_seconds"
 	mDraining          = "autoconnect_draining"
@@ -57,7 +59,7 @@ type engineMetrics struct {
 	session                                     *session.Metrics
 	sent, sentStored, storedOut                 *metrics.Counter
 	directBusy, directMiss, directOK, evictions *metrics.Counter
-	apiUnauthorized, storageErrors              *metrics.Counter
+	apiUnauthorized, apiRefused, storageErrors  *metrics.Counter
 	storageSeconds                              *metrics.PrometheusHistogram
 }
 
@@ -79,6 +81,7 @@ func newMetrics(srv *Server) *engineMetrics {
 		directMiss:      s.NewCounter(mDirectMiss),
 		directOK:        s.NewCounter(mDirectOK),
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
+		apiRefused:      s.NewCounter(mAPIRefused),
 		storageErrors:   s.NewCounter(mStorageErrors),
 		storageSeconds:  s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
 	}
@@ -89,6 +92,12 @@ func newMetrics(srv *Server) *engineMetrics {
 	s.NewGauge(mClients, func() float64 { return float64(srv.registry.len()) })
 	s.NewGauge(mInFlight, func() float64 { return float64(srv.env.InFlight.Load()) })
 	s.NewGauge(mPendingWork, func() float64 { return float64(srv.pending.Load()) })
+	s.NewGauge(mAPIConnections, func() float64 {
+		if srv.apiLn == nil {
+			return 0
+		}
+		return float64(srv.apiLn.Open())
+	})
 	s.NewGauge(mDraining, func() float64 {
 		if srv.env.Draining.Load() {
 			return 1

@@ -28,6 +28,7 @@ func (srv *Server) nodeRoutes() []nodeapi.Route {
 	return append(nodeapi.Routes(apiNode{srv}, nodeapi.ServerConfig{
 		Secret:       srv.cfg.NodeSecret,
 		MaxBody:      int64(srv.cfg.MaxMessageSize) * 2,
+		BodyTimeout:  srv.cfg.NodeAPIBodyTimeout,
 		Unauthorized: srv.metrics.apiUnauthorized.Inc,
 	}),
 		nodeapi.Route{Pattern: "GET /__heartbeat__", Handler: srv.handleHeartbeat},

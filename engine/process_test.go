@@ -136,6 +136,7 @@ func procSettings(t *testing.T) map[string]string {
 		"LISTEN":          "127.0.0.1:0",
 		"ROUTER_LISTEN":   "127.0.0.1:0",
 		"CRYPTO_KEY":      et.TestKey,
+		"NODE_SECRET":     et.TestSecret,
 		"ENDPOINT_URL":    "http://127.0.0.1:8082",
 		"DRAIN_WINDOW":    procDrainWindow.String(),
 		"STORAGE_TIMEOUT": "10s",
@@ -289,7 +290,7 @@ func TestEvictionAcrossProcesses(t *testing.T) {
 	}
 	// The hello on B evicts the older connection on A before it answers,
 	// so the close is on its way already; "a few seconds" on a busy box.
-	text, code, err := c1.Next(10 * time.Second)
+	text, code, err := c1.Next(et.Patience)
 	if !errors.Is(err, et.ErrClosed) || code != 4000 {
 		t.Fatalf("client on A: got %q code %d err %v, want close 4000 (connected elsewhere)", text, code, err)
 	}
@@ -352,7 +353,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 		}
 		// Delivered to the socket, and deliberately not acked.
 		for range perClient {
-			chid, v := readNotification(t, ag.c, 10*time.Second)
+			chid, v := readNotification(t, ag.c, et.Patience)
 			if chid != ag.chid || !slices.Contains(ag.versions, v) {
 				t.Fatalf("client %d got %s/%s, want one of %v on %s", i, chid, v, ag.versions, ag.chid)
 			}
@@ -427,7 +428,7 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 		}
 		var got []string
 		for range perClient {
-			chid, v := readNotification(t, c, 15*time.Second)
+			chid, v := readNotification(t, c, et.Patience)
 			if chid != ag.chid {
 				t.Fatalf("client %d: notification on channel %s, want %s", i, chid, ag.chid)
 			}
@@ -545,4 +546,19 @@ func TestHelloDuringSIGTERMDrainIsClosed(t *testing.T) {
 		t.Fatalf("exit status %d, want 0", code)
 	}
 	t.Logf("node exited %v after SIGTERM", time.Since(sigAt).Round(time.Millisecond))
+}
+
+// TestBinaryNeedsNodeSecret: autoconnect refuses to start without a node
+// secret (its node API would otherwise trust any caller).
+func TestBinaryNeedsNodeSecret(t *testing.T) {
+	settings := procSettings(t)
+	delete(settings, "NODE_SECRET")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, autoconnectBinary(t))
+	cmd.Env = procEnv(settings)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "node-secret is required") {
+		t.Fatalf("autoconnect without a node secret: %v\n%s", err, out)
+	}
 }

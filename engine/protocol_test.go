@@ -213,3 +213,46 @@ func TestClientThatNeverReadsIsCutOff(t *testing.T) {
 		t.Fatalf("bystander: %v", r)
 	}
 }
+
+// TestChannelLimitAndNilChannel: a user agent's channels are bounded by
+// max-channels, counted in storage across connections; the nil UUID is
+// an invalid channel.
+func TestChannelLimitAndNilChannel(t *testing.T) {
+	srv, store := node(t, func(c *engine.Config) { c.MaxChannels = 3 })
+	c := et.Dial(t, srv.Addr())
+	uaid := c.Hello("")
+	for i := range 3 {
+		if r := c.Register(uuid.NewString(), ""); r["status"] != 200.0 {
+			t.Fatalf("register %d: %v", i, r)
+		}
+	}
+	if r := c.Register(uuid.NewString(), ""); r["status"] != 429.0 || r["pushEndpoint"] != nil {
+		t.Fatalf("register past the limit: %v", r)
+	}
+	chids, err := store.Channels(context.Background(), parseUAID(t, uaid))
+	et.Must(t, err, "channels")
+	if len(chids) != 3 {
+		t.Fatalf("%d channels stored, want 3", len(chids))
+	}
+	// A new connection counts what is stored.
+	c.Close()
+	c = et.Dial(t, srv.Addr())
+	if got := c.Hello(uaid); got != uaid {
+		t.Fatalf("uaid %s, want %s", got, uaid)
+	}
+	if r := c.Register(uuid.NewString(), ""); r["status"] != 429.0 {
+		t.Fatalf("register past the limit on a new connection: %v", r)
+	}
+	c.Send(map[string]any{"messageType": "unregister", "channelID": chids[0].String()})
+	if r := c.Read(); r["status"] != 200.0 {
+		t.Fatalf("unregister: %v", r)
+	}
+	if r := c.Register(uuid.NewString(), ""); r["status"] != 200.0 {
+		t.Fatalf("register after an unregister: %v", r)
+	}
+
+	c.Send(map[string]any{"messageType": "register", "channelID": "00000000-0000-0000-0000-000000000000"})
+	if code := c.ExpectClose(); code != ws.StatusUnsupportedData {
+		t.Fatalf("nil channelID: close %d, want 1003", code)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
@@ -47,7 +49,7 @@ type Server struct {
 	booted   chan error
 	stopped  chan error
 	api      *http.Server
-	apiLn    net.Listener
+	apiLn    *listener.Listener
 	addr     string
 	nodeURL  string
 	started  time.Time
@@ -82,7 +84,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		Config: session.Config{
 			HelloTimeout: cfg.HelloTimeout, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
 			MinClientPing: cfg.MinClientPing, MaxUnacked: cfg.MaxUnacked, MaxMessageSize: cfg.MaxMessageSize,
-			MessagePage: cfg.MessagePage, CursorLag: cfg.CursorLag,
+			MessagePage: cfg.MessagePage, CursorLag: cfg.CursorLag, MaxChannels: cfg.MaxChannels,
 		},
 		Metrics: srv.metrics.session,
 		Log:     log,
@@ -104,16 +106,31 @@ func (srv *Server) Start() error {
 	if ceiling := int(limit) - fdReserve; srv.maxConns == 0 || srv.maxConns > ceiling {
 		srv.maxConns = max(ceiling, 1)
 	}
-	srv.apiLn, err = net.Listen("tcp", srv.cfg.RouterListen)
+	raw, err := net.Listen("tcp", srv.cfg.RouterListen)
 	if err != nil {
 		return fmt.Errorf("engine: node API listen %s: %w", srv.cfg.RouterListen, err)
 	}
+	srv.apiLn = listener.New(raw, listener.Config{
+		MaxConns: srv.cfg.NodeAPIMaxConnections,
+		Refusal:  []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+		OnRefuse: srv.metrics.apiRefused.Inc,
+	})
 	srv.nodeURL = srv.cfg.NodeURL
 	if srv.nodeURL == "" {
 		srv.nodeURL = "http://" + srv.apiLn.Addr().String()
 	}
 	srv.workers = newWorkers(srv.cfg.StorageWorkers, 1<<16)
-	srv.api = &http.Server{Handler: srv.nodeAPI(), ReadHeaderTimeout: 5 * time.Second}
+	// Header, body (nodeapi.ServerConfig.BodyTimeout), write and idle
+	// time limits on every connection; net/http sets the deadlines.
+	srv.api = &http.Server{
+		Handler:           srv.nodeAPI(),
+		ReadHeaderTimeout: srv.cfg.NodeAPIHeaderTimeout,
+		ReadTimeout:       srv.cfg.NodeAPIHeaderTimeout + srv.cfg.NodeAPIBodyTimeout,
+		WriteTimeout:      srv.cfg.NodeAPIHeaderTimeout + srv.cfg.NodeAPIBodyTimeout + loopWait + time.Second,
+		IdleTimeout:       srv.cfg.NodeAPIIdleTimeout,
+		MaxHeaderBytes:    8 << 10,
+		ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelDebug),
+	}
 	go srv.api.Serve(srv.apiLn)
 
 	opts := []gnet.Option{
@@ -185,6 +202,15 @@ func (srv *Server) RouterAddr() string { return srv.apiLn.Addr().String() }
 
 // NodeURL is the node API URL stored in router records.
 func (srv *Server) NodeURL() string { return srv.nodeURL }
+
+// Config is the configuration the node runs with (what New was given).
+// Safe for concurrent use.
+func (srv *Server) Config() Config { return srv.cfg }
+
+// WriteMetrics writes the node's metrics (autoconnect_*, without the
+// process metrics) in the Prometheus text format, for a process that
+// serves them with others on one /metrics. Safe for concurrent use.
+func (srv *Server) WriteMetrics(w io.Writer) { srv.metrics.set.WritePrometheus(w) }
 
 // Close stops everything at once, without draining: connections are
 // dropped. Use Drain for a graceful stop.

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,6 +118,10 @@ func ptr[T any](v T) *T { return &v }
 
 // Capacity runs the standard profile (flags adjust it), writes each
 // scenario's reports under -out and the summary document -doc.
+// keptSections starts what make capacity keeps of docs/capacity.md: the
+// sections written by hand from other targets' runs.
+const keptSections = "<!-- kept by make capacity: runs of other targets -->"
+
 func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p := DefaultProfile()
 	fs := flag.NewFlagSet("loadtest capacity", flag.ContinueOnError)
@@ -177,6 +182,13 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	doc, err := report.CapacityDoc(p.Out, p.StorageNote, reps, errs)
 	if err != nil {
 		return err
+	}
+	// Runs of other targets (make stall) keep their sections, from the
+	// first such heading on.
+	if old, err := os.ReadFile(p.Doc); err == nil {
+		if i := bytes.Index(old, []byte(keptSections)); i >= 0 {
+			doc = append(append(doc, '\n'), old[i:]...)
+		}
 	}
 	if err := os.WriteFile(p.Doc, doc, 0o644); err != nil {
 		return fmt.Errorf("loadtest: capacity: %w", err)

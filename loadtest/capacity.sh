@@ -27,5 +27,5 @@ if [ -z "${CQL_HOSTS:-}" ]; then
 	note="Apache Cassandra 5.0.9 started by tools/cql/start.sh, one node, heap $CQL_HEAP"
 fi
 
-go build -o loadtest/out/bin/ ./loadtest/cmd/loadtest ./engine/cmd/autoconnect ./apitier/cmd/autoendpoint ./tools/cmd/devserver
+go build -o loadtest/out/bin/ ./loadtest/cmd/loadtest ./engine/cmd/autoconnect ./apitier/cmd/autoendpoint ./stack/cmd/autopush
 loadtest/out/bin/loadtest capacity -bin-dir loadtest/out/bin -storage-note "$note" "$@"

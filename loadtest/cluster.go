@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,10 +37,11 @@ type cluster struct {
 	// gcTraces follow each engine's GODEBUG=gctrace=1 lines, for the live
 	// heap (hold only; nil otherwise).
 	gcTraces []*probe.GCTrace
-	endpoint *proc.Proc // autoendpoint; nil for hold, or when a devserver is both
-	// devserver: one process holds the engine and the endpoint (embedded
+	endpoint *proc.Proc // autoendpoint; nil for hold, or when autopush is both
+	secret   string     // the node secret of the run's tiers
+	// single: one process (autopush) holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
-	devserver   bool
+	single      bool
 	wsAddrs     []string
 	metricsURLs []string
 	endpointURL string
@@ -48,11 +50,11 @@ type cluster struct {
 func (c *cluster) info() report.ClusterInfo {
 	ci := report.ClusterInfo{Storage: c.storage, Engines: len(c.engines), EngineKind: "autoconnect", EngineAddrs: c.wsAddrs,
 		Keyspace: c.keyspace}
-	if c.endpoint != nil || c.devserver {
+	if c.endpoint != nil || c.single {
 		ci.Endpoint = c.endpointURL
 	}
-	if c.devserver {
-		ci.EngineKind = "devserver"
+	if c.single {
+		ci.EngineKind = "autopush"
 	}
 	if c.storage == "scylla" {
 		ci.CQLHosts = c.cfg.CQLHosts
@@ -79,11 +81,11 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 			c = nil
 		}
 	}()
-	c.devserver = c.storage == "embedded" && cfg.Sends()
+	c.single = c.storage == "embedded" && cfg.Sends()
 	var bins []string
 	switch {
-	case c.devserver:
-		bins = []string{"devserver"}
+	case c.single:
+		bins = []string{"autopush"}
 	case cfg.Sends():
 		bins = []string{"autoconnect", "autoendpoint"}
 	default:
@@ -93,6 +95,7 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 		return nil, err
 	}
 	key := token.GenerateKey()
+	c.secret = token.GenerateKey() // any random string does
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -103,8 +106,8 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 			return nil, err
 		}
 	}
-	if c.devserver {
-		return c, c.startDevserver(ctx, key, port, logDir)
+	if c.single {
+		return c, c.startSingle(ctx, key, port, logDir)
 	}
 	if err := c.startEngines(ctx, key, logDir); err != nil {
 		return nil, err
@@ -112,6 +115,12 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 	if cfg.Sends() {
 		env := append(c.storageEnv("AUTOEND"),
 			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
+			"AUTOEND__NODE_SECRET="+c.secret)
+		if cfg.Stalls > 0 {
+			t := cfg.StallTimeout.String()
+			env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
+		}
+		env = append(env,
 			"AUTOEND__VERSION_FILE=")
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
@@ -186,6 +195,7 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 			env := append(c.storageEnv("AUTOCONNECT"),
 				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
 				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
+				"AUTOCONNECT__NODE_SECRET="+c.secret,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
 			env = append(env, passThrough("AUTOCONNECT__")...)
 			var watch func([]byte)
@@ -211,20 +221,19 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 	return nil
 }
 
-// startDevserver runs both tiers in one process over the embedded store.
-func (c *cluster) startDevserver(ctx context.Context, key, port, logDir string) error {
+// startSingle runs both tiers in one process over the embedded store.
+func (c *cluster) startSingle(ctx context.Context, key, port, logDir string) error {
 	data := filepath.Join(c.dir, "dev")
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
 	}
-	// The devserver keeps its key in the data directory.
-	if err := os.WriteFile(filepath.Join(data, "crypto_key"), []byte(key+"\n"), 0o600); err != nil {
-		return err
-	}
-	args := []string{"-data-dir", data, "-ws", "127.0.0.1:0", "-node", "127.0.0.1:0", "-http", port,
-		"-endpoint-url", c.endpointURL, "-log-level", "info"}
-	ch, err := startChild(ctx, "devserver", filepath.Join(c.binDir, "devserver"), args, nil,
-		filepath.Join(logDir, "devserver.log"), "dev server ready", nil)
+	// The single-node server (stack/cmd/autopush), which applies the
+	// engine's GC target as autoconnect does.
+	args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
+		"-endpoint-listen", port, "-endpoint-url", c.endpointURL, "-log-level", "info"}
+	env := []string{"AUTOPUSH__CRYPTO_KEY=" + key}
+	ch, err := startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
+		filepath.Join(logDir, "autopush.log"), "autopush ready", nil)
 	if err != nil {
 		return err
 	}
@@ -296,7 +305,7 @@ func binaries(ctx context.Context, binDir, scratch string, bins []string, log io
 	}
 	dir := filepath.Join(scratch, "bin")
 	pkgs := map[string]string{"autoconnect": "./engine/cmd/autoconnect", "autoendpoint": "./apitier/cmd/autoendpoint",
-		"devserver": "./tools/cmd/devserver"}
+		"autopush": "./stack/cmd/autopush"}
 	args := []string{"build", "-o", dir + "/"}
 	for _, b := range bins {
 		args = append(args, pkgs[b])

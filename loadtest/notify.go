@@ -21,28 +21,17 @@ func (r *run) notify(ctx context.Context) error {
 	}
 	n := &report.NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
 	r.rep.Notify = n
-	workers := float64(len(r.pool.ws))
 	for i, rate := range cfg.Rates {
-		count := int64(rate * cfg.StageTime.Seconds())
-		sent0 := r.lastSample().Sent
-		t0 := r.now()
-		r.setPhase(fmt.Sprintf("%s/s", report.Num(rate)), count, func(s report.Sample) int64 { return s.Sent - sent0 })
-		evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
-			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: cfg.StageTime, Pick: sender.PickRoundRobin,
-				Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
-		})
-		if err != nil {
-			return errRun("send", err)
-		}
-		st, err := mergeStage(rate, evs)
+		st, err := r.notifyStage(ctx, rate, cfg.StageTime, "")
 		if err != nil {
 			return err
 		}
-		st.CPU = r.avgCPU(t0, r.now())
 		n.Stages = append(n.Stages, st)
-		r.logf("%s/s offered: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
-			report.Num(rate), report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999, st.Latency.Max,
-			st.Account.Lost, report.CountsOrNone(st.Errors))
+		if cfg.Stalls > 0 {
+			if err := r.stallStage(ctx, n, rate); err != nil {
+				return err
+			}
+		}
 		if cfg.P99Limit > 0 && st.Latency.P99 > ms(cfg.P99Limit) {
 			if n.CrossedAt == 0 {
 				n.CrossedAt = rate
@@ -55,6 +44,56 @@ func (r *run) notify(ctx context.Context) error {
 	if err := r.disconnectAll(ctx, "close"); err != nil {
 		return errRun("disconnect", err)
 	}
+	return nil
+}
+
+// notifyStage offers rate for d and reports what was accepted and
+// delivered, how fast.
+func (r *run) notifyStage(ctx context.Context, rate float64, d time.Duration, label string) (report.Stage, error) {
+	cfg := &r.cfg
+	count := int64(rate * d.Seconds())
+	sent0 := r.lastSample().Sent
+	t0 := r.now()
+	r.setPhase(fmt.Sprintf("%s/s%s", report.Num(rate), label), count, func(s report.Sample) int64 { return s.Sent - sent0 })
+	workers := float64(len(r.pool.ws))
+	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
+		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: d, Pick: sender.PickRoundRobin,
+			Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
+	})
+	if err != nil {
+		return report.Stage{}, errRun("send", err)
+	}
+	st, err := mergeStage(rate, evs)
+	if err != nil {
+		return st, err
+	}
+	st.CPU = r.avgCPU(t0, r.now())
+	r.logf("%s/s offered%s: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
+		report.Num(rate), label, report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999,
+		st.Latency.Max, st.Account.Lost, report.CountsOrNone(st.Errors))
+	return st, nil
+}
+
+// stallStage offers rate again while cfg.Stalls connections stall
+// (stall.go), for at least the endpoint's timeout and a second.
+func (r *run) stallStage(ctx context.Context, n *report.NotifyReport, rate float64) error {
+	cfg := &r.cfg
+	limit := cfg.StallTimeout + time.Second
+	s, err := startStalls(ctx, r.cl.endpointURL, cfg.Stalls, limit+30*time.Second)
+	if err != nil {
+		return err
+	}
+	st, err := r.notifyStage(ctx, rate, max(cfg.StageTime, limit), fmt.Sprintf(" with %d stalled connections", cfg.Stalls))
+	ss := report.StallStage{Stage: st}
+	if ferr := s.finish(&ss, limit); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	n.Stalled = append(n.Stalled, ss)
+	r.logf("%d stalled connections: %d closed by the endpoint within %s (slowest %.2f s; by kind %v)",
+		ss.Stalls, ss.Closed, limit, ss.CloseMaxS, ss.Slowest)
 	return nil
 }
 

@@ -137,8 +137,8 @@ func startFakeSwrve(latency string) (*swrvefake.Fake, *latencies, error) {
 // storage (a fresh keyspace, or an embedded store in a scratch directory),
 // sending to swrveURL with a prototype-key file of its own, and returns it
 // with the push API key it accepts.
-func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, swrveURL string) (c *cluster, apiKey string, err error) {
-	c = &cluster{cfg: cfg, log: log, storage: "embedded"}
+func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, swrveURL string) (_ *cluster, apiKey string, err error) {
+	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
 		c.storage = "scylla"
 	}
@@ -177,6 +177,7 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 	portion := strconv.Itoa(max(1, min(250, int(cfg.ProviderRate*0.8))))
 	env := append(c.storageEnv("AUTOEND"),
 		"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
+		"AUTOEND__NODE_SECRET="+token.GenerateKey(), // required; no connection node here to share it with
 		"AUTOEND__VERSION_FILE=", "AUTOEND__REQUEST_LOG=false", "AUTOEND__PUSH_API_KEYS="+apiKey,
 		"AUTOEND__SENDER_NODE=loadtest", "AUTOEND__SWRVE_URL="+swrveURL, "AUTOEND__SWRVE_KEYS_FILE="+keys,
 		"AUTOEND__SWRVE_RATE="+strconv.FormatFloat(cfg.ProviderRate, 'f', -1, 64),

@@ -367,6 +367,16 @@ func (r *run) verdict() {
 		}
 	}
 	if n := r.rep.Notify; n != nil {
+		for _, s := range n.Stalled {
+			if s.Closed != s.Stalls {
+				p = append(p, fmt.Sprintf("at %.0f/s: only %d of %d stalled connections closed by the endpoint within %.0f s",
+					s.Offered, s.Closed, s.Stalls, s.LimitS))
+			}
+			if !s.Account.Exact() {
+				p = append(p, fmt.Sprintf("at %.0f/s with stalls: %d lost, %d duplicated after ack", s.Offered,
+					s.Account.Lost, s.Account.DuplicatedAfterAck))
+			}
+		}
 		for _, s := range n.Stages {
 			if !s.Account.Exact() {
 				p = append(p, fmt.Sprintf("at %.0f/s: %d lost, %d duplicated after ack, %d bad content", s.Offered,

@@ -20,7 +20,7 @@ import (
 )
 
 // The scenarios run end to end at small N: the real autoconnect,
-// autoendpoint (or devserver) binaries, this test binary re-executed as
+// autoendpoint (or autopush) binaries, this test binary re-executed as
 // the worker processes. With CQL_HOSTS set (make test) they use two engine
 // processes on that Cassandra; without it, one engine on the embedded
 // store.
@@ -49,7 +49,7 @@ var (
 
 // testBinaries builds the service binaries the runs need (without the
 // race detector: they are the system under test, not this package):
-// autoconnect and autoendpoint on CQL, autoconnect and devserver on the
+// autoconnect and autoendpoint on CQL, autoconnect and autopush on the
 // embedded store, and autoendpoint for the sender scenario.
 func testBinaries(t *testing.T) string {
 	t.Helper()
@@ -60,7 +60,7 @@ func testBinaries(t *testing.T) string {
 		if binDir, buildErr = os.MkdirTemp("", "loadtest-bin-"); buildErr != nil {
 			return
 		}
-		bins := []string{"autoconnect", "devserver", "autoendpoint"} // autoendpoint: the sender scenario's
+		bins := []string{"autoconnect", "autopush", "autoendpoint"} // autoendpoint: the sender scenario's
 		if os.Getenv("CQL_HOSTS") != "" {
 			bins = []string{"autoconnect", "autoendpoint"}
 		}
@@ -332,5 +332,37 @@ func TestSenderSmall(t *testing.T) {
 	b, _ := os.ReadFile(rep.Files[1])
 	if !strings.Contains(string(b), "Provider sends per second") || !strings.Contains(string(b), "pool bound 20") {
 		t.Errorf("HTML report without the sender's charts")
+	}
+}
+
+// TestNotifyStallsSmall: the small form of make stall. Stalled push API
+// connections (mid-header, mid-body, mid-chunk) are all closed by the
+// endpoint within its timeout and a second, while the rate offered
+// alongside is delivered exactly (its latency is reported, not judged
+// here: make stall measures it).
+func TestNotifyStallsSmall(t *testing.T) {
+	cfg := smallConfig(t, scenario.Notify)
+	cfg.UAs, cfg.Rates, cfg.Stalls = 40, []float64{40}, 30
+	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 1
+	if len(cfg.CQLHosts) > 0 {
+		cfg.StallTimeout = 2 * time.Second // autoendpoint takes it; the dev server runs 10s
+	}
+	rep := runScenario(t, cfg)
+	n := rep.Notify
+	if len(n.Stages) != 1 || len(n.Stalled) != 1 {
+		t.Fatalf("%d stages and %d stalled stages, want 1 each", len(n.Stages), len(n.Stalled))
+	}
+	s := n.Stalled[0]
+	if s.Stalls != cfg.Stalls || s.Closed != cfg.Stalls || len(s.Slowest) != 3 {
+		t.Errorf("stalls %+v", s)
+	}
+	for kind, d := range s.Slowest {
+		if d < cfg.StallTimeout.Seconds()-0.5 {
+			t.Errorf("%s stalls closed after %.2fs, before the endpoint's %s timeout: closed for another reason", kind, d, cfg.StallTimeout)
+		}
+	}
+	want := int64(s.Offered * max(cfg.StageTime, cfg.StallTimeout+time.Second).Seconds())
+	if s.Account.Accepted != want || s.Account.Delivered != want || s.Account.Lost != 0 {
+		t.Errorf("with stalls: %+v, want %d accepted and delivered", s.Account, want)
 	}
 }

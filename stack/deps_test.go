@@ -34,6 +34,8 @@ func TestLayers(t *testing.T) {
 		"engine":  {"apitier", "stack", "storage/embedded", "storage/scylla", "storage/open"},
 		"apitier": {"engine", "stack", "storage/embedded", "storage/scylla", "storage/open"},
 		"stack":   {"engine/enginetest", "apitier/apitiertest", "stack/stacktest", "storage/open", "storage/embedded", "storage/scylla"},
+		// The single-node server's package: the main opens the store.
+		"stack/single": {"engine/enginetest", "apitier/apitiertest", "stack/stacktest", "storage/open", "storage/embedded", "storage/scylla"},
 	}
 	out, err := exec.Command("go", "list", module+"internal/...").Output()
 	if err != nil {

@@ -2,6 +2,8 @@ package stack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,8 +39,9 @@ type Config struct {
 	// all decrypt). Required.
 	CryptoKey string
 	// NodeSecret is the internal node API's shared secret, set on both
-	// tiers. Default "": none, and the node API serves only loopback
-	// callers.
+	// tiers. Default "": New makes a random one for this process (only
+	// its own API tier calls its node API, so nobody else needs it, and
+	// no other process, a local one included, can deliver through it).
 	NodeSecret string
 
 	// Engine is the connection node's config; New overrides its Listen,
@@ -71,6 +74,9 @@ func DefaultConfig() Config {
 // checks on their wired configs, then the stack's.
 func (c *Config) Validate() error {
 	ecfg, acfg := c.tiers()
+	if c.NodeSecret == "" { // New makes one
+		ecfg.NodeSecret, acfg.NodeSecret = "-", "-"
+	}
 	if err := ecfg.Validate(); err != nil {
 		return err
 	}
@@ -121,6 +127,11 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.NodeSecret == "" {
+		var b [32]byte
+		rand.Read(b[:])
+		cfg.NodeSecret = hex.EncodeToString(b[:])
+	}
 	ecfg, acfg := cfg.tiers()
 	node, err := engine.New(ecfg, store, log.With("tier", "autoconnect"))
 	if err != nil {
@@ -135,6 +146,10 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 		return nil, err
 	}
 	api.SetPushService(pushes)
+	// One process, one scrape: the API tier's /metrics serves the
+	// connection node's series too (the node API's serves its own), and
+	// the sender's (push.go).
+	api.AlsoMetrics(node.WriteMetrics)
 	return &Stack{node: node, api: api, pushes: pushes, endpointURL: acfg.EndpointURL}, nil
 }
 

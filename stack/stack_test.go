@@ -4,11 +4,16 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/engine"
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/stack"
@@ -134,5 +139,45 @@ func TestStartFailureClosesTheNode(t *testing.T) {
 	if c, err := net.Dial("tcp", st.WSAddr()); err == nil {
 		c.Close()
 		t.Fatalf("the websocket listener %s still accepts after a failed Start", st.WSAddr())
+	}
+}
+
+// TestNodeAPINeedsTheSecret: the one-process server's node API refuses
+// every caller without the node secret, loopback ones included, whether
+// the notification names the user agent's channel or one it never
+// registered; with no secret configured the stack makes one, which its
+// own API tier uses. The tiers themselves refuse to start without one.
+func TestNodeAPINeedsTheSecret(t *testing.T) {
+	s := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) { c.NodeSecret = "" }})
+	sub := s.Subscribe(t, "")
+	nodeURL := "http://" + s.NodeAddr()
+	for _, chid := range []string{sub.CHID, uuid.NewString()} {
+		for _, secret := range []string{et.NoSecret, et.TestSecret, "x"} {
+			if code := et.Push(t, s.Engine(), sub.UAID, et.Notification(chid, "injected", "ZGF0YQ"), secret); code != 401 {
+				t.Fatalf("push with secret %q to channel %s: %d, want 401", secret, chid, code)
+			}
+		}
+		if code := et.NodeCall(t, "DELETE", nodeURL+"/notif/"+sub.UAID+"/"+strconv.FormatInt(time.Now().UnixMilli(), 10), "", et.NoSecret); code != 401 {
+			t.Fatalf("evict without the secret: %d, want 401", code)
+		}
+	}
+	et.NothingMore(t, nodeURL, sub.Client)
+	// The API tier holds the generated secret: its push is delivered.
+	if r := s.Push(t, sub.Endpoint, sub, "through the API tier", nil); r.Status != 201 {
+		t.Fatalf("push: %d %s", r.Status, r.Body)
+	}
+	if got := sub.Receive(t); got != "through the API tier" {
+		t.Fatalf("received %q", got)
+	}
+
+	ecfg := et.Config()
+	ecfg.NodeSecret = ""
+	if _, err := engine.New(ecfg, nil, quiet); err == nil || !strings.Contains(err.Error(), "node-secret is required") {
+		t.Fatalf("engine without a node secret: %v", err)
+	}
+	acfg := apitier.DefaultConfig()
+	acfg.CryptoKey = et.TestKey
+	if _, err := apitier.New(acfg, nil, quiet); err == nil || !strings.Contains(err.Error(), "node-secret is required") {
+		t.Fatalf("apitier without a node secret: %v", err)
 	}
 }

@@ -53,6 +53,12 @@ type Store interface {
 	// without channels yields an empty slice. 1 RT (paged by the driver).
 	Channels(ctx context.Context, uaid uuid.UUID) ([]uuid.UUID, error)
 
+	// CountChannels counts the channels of uaid, stopping at limit (> 0):
+	// the result is min(channels, limit). A user without channels (or no
+	// user) counts 0. It reads at most limit channel keys: 1 RT per 5000
+	// of them (driver paging); local keys on the embedded backend.
+	CountChannels(ctx context.Context, uaid uuid.UUID, limit int) (int, error)
+
 	// HasChannel reports whether chid is subscribed for uaid. 1 RT.
 	HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error)
 

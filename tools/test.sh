@@ -87,6 +87,17 @@ if [ ! -d tools/webpush-node/node_modules ] && { command -v npm >/dev/null || [ 
 	make --no-print-directory node-deps
 fi
 
+# The schema-driven fuzzer (docs/schemathesis_test.go): schemathesis from
+# PyPI, pinned, in a venv. Without it the test fails in CI and skips
+# elsewhere, saying how to install it.
+echo "== installing schemathesis (make py-deps)" >&2
+if st=$(make --no-print-directory py-deps); then
+	export "${st?}"
+elif [ "${CI:-}" = true ]; then
+	echo "FAILED: could not install schemathesis (python3 and python3-venv are needed)" >&2
+	exit 1
+fi
+
 echo "== lint (go vet, staticcheck)" >&2
 make --no-print-directory lint
 run "go test -race (CQL_HOSTS=$CQL_HOSTS)" go test -race -count=1 -v -timeout 25m ./...
@@ -100,5 +111,5 @@ if [ -n "$started" ]; then
 fi
 
 # A real Firefox end to end; make e2e installs firefox-esr when missing.
-echo "== make e2e (headless Firefox through the dev server)" >&2
+echo "== make e2e (headless Firefox through the single-node server)" >&2
 make --no-print-directory e2e

@@ -25,12 +25,20 @@ import (
 // TestKey is a fixed CRYPTO_KEY for tests.
 const TestKey = "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4="
 
+// TestSecret is the node secret Config sets; Push and NodeCall send it
+// when given "".
+const TestSecret = "enginetest-node-secret"
+
+// NoSecret makes Push and NodeCall send no Authorization header.
+const NoSecret = "-"
+
 // Config returns a node config for tests: loopback listeners on free
 // ports, the test key, quick timeouts.
 func Config() engine.Config {
 	cfg := engine.DefaultConfig()
 	cfg.Listen, cfg.RouterListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.CryptoKey = TestKey
+	cfg.NodeSecret = TestSecret
 	cfg.EndpointURL = "http://127.0.0.1:8082"
 	cfg.DrainWindow = 200 * time.Millisecond
 	cfg.StorageTimeout = 10 * time.Second
@@ -142,6 +150,11 @@ func (c *Client) Send(v any) {
 	c.SendRaw(string(b))
 }
 
+// Patience is how long a helper waits for something that must happen: a
+// reply, a close. Only a real failure reaches it; a CQL server or a
+// race-instrumented node on a loaded CI machine can stall for seconds.
+const Patience = 30 * time.Second
+
 // ErrClosed is returned by Next once the server closed; CloseCode says how.
 var ErrClosed = errors.New("closed by server")
 
@@ -175,7 +188,7 @@ func (c *Client) Next(timeout time.Duration) (string, ws.StatusCode, error) {
 // anything else.
 func (c *Client) Read() map[string]any {
 	c.t.Helper()
-	text, code, err := c.Next(5 * time.Second)
+	text, code, err := c.Next(Patience)
 	if err != nil {
 		c.t.Fatalf("read: %v (close code %d)", err, code)
 	}
@@ -190,7 +203,7 @@ func (c *Client) Read() map[string]any {
 func (c *Client) ExpectClose() ws.StatusCode {
 	c.t.Helper()
 	for {
-		text, code, err := c.Next(10 * time.Second)
+		text, code, err := c.Next(Patience)
 		if errors.Is(err, ErrClosed) {
 			return code
 		}
@@ -216,7 +229,7 @@ func (c *Client) Leave() []string {
 	c.SendFrame(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
 	var unread []string
 	for {
-		text, _, err := c.Next(10 * time.Second)
+		text, _, err := c.Next(Patience)
 		if err != nil {
 			// ErrClosed, or EOF from a server that closed without answering.
 			var ne net.Error
@@ -265,21 +278,27 @@ func (c *Client) Ack(chid, version string) {
 }
 
 // Push delivers n through a node's internal API (as the endpoint tier
-// does) and returns the status.
+// does) and returns the status. secret "" sends TestSecret, NoSecret
+// none.
 func Push(t testing.TB, srv *engine.Server, uaid string, n *protocol.Notification, secret string) int {
 	t.Helper()
 	body := nodeapi.AppendNotification(nil, n)
 	return NodeCall(t, http.MethodPut, srv.NodeURL()+"/push/"+uaid, string(body), secret)
 }
 
-// NodeCall makes one internal API call and returns the status.
+// NodeCall makes one internal API call and returns the status. secret ""
+// sends TestSecret, NoSecret none.
 func NodeCall(t testing.TB, method, url, body, secret string) int {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if secret != "" {
+	switch secret {
+	case "":
+		req.Header.Set("Authorization", "Bearer "+TestSecret)
+	case NoSecret:
+	default:
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -301,10 +320,11 @@ func Notification(chid, version, data string) *protocol.Notification {
 	return n
 }
 
-// Eventually polls cond until it holds or the timeout passes.
+// Eventually polls cond until it holds or the timeout passes; the timeout
+// is at least Patience, as cond is something that must happen.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(max(timeout, Patience))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -405,7 +425,7 @@ func (c *Client) roundTrip(fn func(text string)) {
 	chid := uuid.NewString()
 	c.Send(map[string]any{"messageType": "register", "channelID": chid})
 	for {
-		text, code, err := c.Next(10 * time.Second)
+		text, code, err := c.Next(Patience)
 		if err != nil {
 			c.t.Fatalf("round trip: %v (close code %d)", err, code)
 		}

@@ -19,6 +19,7 @@ type Config struct {
 	MaxMessageSize int           // largest websocket message
 	MessagePage    int           // stored messages read per check
 	CursorLag      time.Duration // the read cursor stays this far behind now
+	MaxChannels    int           // channels per user agent; 0: no limit
 }
 
 // Metrics are the counters transitions move. The node makes them in its
@@ -37,7 +38,8 @@ type Metrics struct {
 // ErrorKinds label why a connection was closed or a message refused
 // (autoconnect_errors_total{kind}).
 var ErrorKinds = []string{"bad_frame", "bad_json", "unknown_type", "no_hello", "hello_timeout",
-	"pong_timeout", "ping_abuse", "bad_channel", "bad_key", "too_large", "storage", "binary_frame", "slow_reader"}
+	"pong_timeout", "ping_abuse", "bad_channel", "bad_key", "too_large", "storage", "binary_frame", "slow_reader",
+	"too_many_channels"}
 
 // NewMetrics registers the session counters in set under the names given,
 // and errors_total{kind} for every ErrorKinds entry under errorsName.

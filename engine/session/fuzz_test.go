@@ -22,6 +22,7 @@ type fuzzModel struct {
 	deleted  map[storage.MessageKey]bool
 	closing  bool // a close was asked for or Close ran
 	versions int
+	chans    int // the user's channels in the modelled store
 }
 
 // FuzzSession drives a session with a sequence of inputs (client bytes and
@@ -29,14 +30,16 @@ type fuzzModel struct {
 // timer ticks, closes) read from the fuzz input, and checks after each
 // that it never panics, never writes after asking to close, never asks to
 // delete a stored message it did not send (or twice), never has more than
-// MaxUnacked notifications in flight, and gives every one back on Close.
+// MaxUnacked notifications in flight, and gives every one back on Close;
+// never asks to register the nil UUID, and never lets the user's channels
+// pass MaxChannels by more than the registers it lets wait for storage.
 func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 1, 2, 0, 1, 5, 3, 1, 1, 6, 4, 9})
 	f.Add([]byte{0, 0, 1, 1, 3, 0, 5, 0, 3, 2, 1, 6, 1, 6, 3, 0, 3, 0, 9, 1})
 	f.Add([]byte{0, 7, 1, 0, 3, 0, 2, 0, 2, 0, 2, 0, 2, 0, 1, 6, 4, 200, 4, 100, 6, 0})
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 1, 10, 1, 11, 1, 12, 10, 5, 0x81, 0x85, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MessagePage, c.MaxMessageSize = 3, 4, 1024 })
+		h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MessagePage, c.MaxMessageSize, c.MaxChannels = 3, 4, 1024, 3 })
 		m := &fuzzModel{h: h, sent: map[string]storage.MessageKey{}, deleted: map[storage.MessageKey]bool{}}
 		m.step(h.s.Open)
 		for i := 0; i+1 < len(ops); i += 2 {
@@ -110,9 +113,11 @@ func (m *fuzzModel) apply(op, arg byte) {
 func (m *fuzzModel) clientInput(arg byte) []byte {
 	chid := "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f"
 	text := func(s string) []byte { return clientFrame(gws.OpText, []byte(s)) }
-	switch arg % 16 {
+	switch arg % 17 {
 	case 0:
 		return text(`{"messageType":"hello","use_webpush":true}`)
+	case 15:
+		return text(`{"messageType":"register","channelID":"00000000-0000-0000-0000-000000000000"}`)
 	case 1:
 		return text(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `"}`)
 	case 2:
@@ -176,6 +181,18 @@ func (m *fuzzModel) answer(arg byte) {
 		if arg%4 == 2 {
 			h.newer = !h.newer
 		}
+	case JobRegister:
+		if r.Err == nil && j.MaxChannels > 0 {
+			r.Channels = min(m.chans, j.MaxChannels)
+			r.Full = r.Channels >= j.MaxChannels
+		}
+		if r.Err == nil && !r.Full {
+			m.chans++
+		}
+	case JobUnregister:
+		if r.Err == nil && m.chans > 0 {
+			m.chans--
+		}
 	case JobCheck:
 		for i := range min(int(arg/2)%(j.Page+1), j.Page) {
 			m.versions++
@@ -236,7 +253,21 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 			}
 		}
 	}
+	regs := 0
+	for _, j := range m.queue {
+		if j.Kind == JobRegister {
+			regs++
+		}
+	}
 	for _, j := range h.jobs {
+		if j.Kind == JobRegister {
+			if j.CHID == ([16]byte{}) {
+				h.t.Fatalf("register job for the nil UUID")
+			}
+			if regs++; regs > maxRegsInFlight {
+				h.t.Fatalf("%d registers waiting for storage", regs)
+			}
+		}
 		if j.Kind == JobDelete {
 			if m.deleted[j.Message] || !m.sentKey(j.Message) {
 				h.t.Fatalf("delete of %+v: never sent, or deleted before", j.Message)
@@ -244,6 +275,9 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 			m.deleted[j.Message] = true
 		}
 		m.queue = append(m.queue, j)
+	}
+	if limit := h.env.Config.MaxChannels; m.chans > limit+maxRegsInFlight {
+		h.t.Fatalf("%d channels stored (max-channels %d)", m.chans, limit)
 	}
 	if n := h.env.InFlight.Load(); n < 0 || n > int64(h.env.Config.MaxUnacked) {
 		h.t.Fatalf("%d in flight (max unacked %d)", n, h.env.Config.MaxUnacked)

@@ -15,7 +15,9 @@ const (
 	// Cursor, Fresh.
 	JobHello JobKind = iota + 1
 	// JobRegister mints the endpoint for CHID (with the VAPID Key, if
-	// any) and adds the channel. Result: Endpoint.
+	// any) and adds the channel. With MaxChannels set it first counts the
+	// user's channels up to that limit, and at the limit adds nothing.
+	// Result: Endpoint; with MaxChannels, Channels and Full.
 	JobRegister
 	// JobUnregister removes the channel CHID.
 	JobUnregister
@@ -40,6 +42,7 @@ type Job struct {
 	CHID        [16]byte
 	ChannelID   string // register, unregister: as the client wrote it, for the reply
 	Key         []byte // register: the raw VAPID public key, or nil
+	MaxChannels int    // register: count the channels first, up to this
 	Cursor      uint64 // check, cursor
 	Page        int    // check
 	Message     storage.MessageKey
@@ -55,6 +58,8 @@ type Result struct {
 	Fresh  bool     // hello: the uaid was assigned now
 
 	Endpoint string // register
+	Channels int    // register with MaxChannels: the channels counted
+	Full     bool   // register with MaxChannels: at the limit, not added
 
 	Topics, Stamps []storage.Message // check
 	More           bool              // check: the page was full

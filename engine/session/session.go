@@ -33,6 +33,12 @@ type Session struct {
 	lastRead       uint32 // ms: the last inbound frame
 	lastClientPing uint32 // ms: the last client ping, when clientPinged
 
+	// The channel limit's state (channels.go), packed to keep the
+	// session in budget: the low 24 bits are the user's channels counted
+	// plus one (0: not counted yet), the high 8 the registers waiting for
+	// storage.
+	chanRegs uint32
+
 	state        uint8
 	registered   bool // hello done: the router record names this connection
 	pingOut      bool // a keepalive ping is unanswered

@@ -555,3 +555,84 @@ func TestNothingWrittenWhileClosing(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisterNilChannel: the nil UUID is an invalid channelID (no store
+// takes it): the connection closes with 1003, as for any other invalid
+// one, and no storage call is made.
+func TestRegisterNilChannel(t *testing.T) {
+	for _, typ := range []string{"register", "unregister"} {
+		h := newHarness(t, nil).ready(testUAID)
+		h.send(`{"messageType":"` + typ + `","channelID":"00000000-0000-0000-0000-000000000000"}`)
+		h.noJobs()
+		h.closedWith(ws.StatusUnsupportedData)
+		if h.errorsOf("bad_channel") != 1 {
+			t.Fatalf("%s: bad channel not counted", typ)
+		}
+	}
+}
+
+// TestChannelLimit: the first register counts the user's channels; from
+// then on the session refuses registers past max-channels with status 429
+// without a storage call; an unregister makes room again.
+func TestChannelLimit(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxChannels = 3 }).ready(testUAID)
+	register := func() Job {
+		t.Helper()
+		h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+		return h.job(JobRegister)
+	}
+	j := register()
+	if j.MaxChannels != 3 {
+		t.Fatalf("first register does not count: %+v", j)
+	}
+	h.done(&Result{Job: j, Channels: 1, Endpoint: "https://push.example/1"})
+	if m := h.message(); m["status"] != 200.0 {
+		t.Fatalf("reply %v", m)
+	}
+	j = register()
+	if j.MaxChannels != 0 {
+		t.Fatalf("count known, register counts again: %+v", j)
+	}
+	h.done(&Result{Job: j, Endpoint: "https://push.example/2"})
+	h.message()
+	// 3 channels now: the next is refused at once.
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	h.noJobs()
+	if m := h.message(); m["status"] != float64(StatusTooManyChannels) || m["pushEndpoint"] != nil || h.close {
+		t.Fatalf("over the limit: %v (close %v)", m, h.close)
+	}
+	if h.errorsOf("too_many_channels") != 1 {
+		t.Fatal("refusal not counted")
+	}
+	h.send(`{"messageType":"unregister","channelID":"` + uuid.NewString() + `"}`)
+	h.done(&Result{Job: h.job(JobUnregister)})
+	h.message()
+	j = register()
+	h.done(&Result{Job: j, Endpoint: "https://push.example/3"})
+	if m := h.message(); m["status"] != 200.0 {
+		t.Fatalf("after an unregister: %v", m)
+	}
+
+	// A worker that finds the user at the limit added nothing: 429.
+	h = newHarness(t, func(c *Config) { c.MaxChannels = 3 }).ready(testUAID)
+	j = register()
+	h.done(&Result{Job: j, Channels: 3, Full: true})
+	if m := h.message(); m["status"] != float64(StatusTooManyChannels) {
+		t.Fatalf("full store: %v", m)
+	}
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	h.noJobs()
+	h.message()
+
+	// Registers waiting for storage are bounded, and count against the
+	// limit.
+	h = newHarness(t, func(c *Config) { c.MaxChannels = 1000 }).ready(testUAID)
+	for range maxRegsInFlight {
+		register()
+	}
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	h.noJobs()
+	if m := h.message(); m["status"] != float64(StatusTooManyChannels) {
+		t.Fatalf("register %d in flight: %v", maxRegsInFlight+1, m)
+	}
+}

@@ -15,7 +15,7 @@ import (
 // ClientConfig configures a Client; zero fields take the defaults stated.
 type ClientConfig struct {
 	// Secret is the node secret sent as a bearer token; "" sends none
-	// (nodes then serve loopback callers only).
+	// (nodes then refuse every call).
 	Secret string
 	// Timeout bounds one call, connection included. Default 3s.
 	Timeout time.Duration

@@ -118,6 +118,21 @@ func DecodeNotification(buf []byte, n *protocol.Notification) error {
 	return nil
 }
 
+// CheckNotification refuses what a node must never deliver although it
+// decodes: an empty version (the client could not ack it) or a channelID
+// that is not a UUID, or is the nil UUID (never a registered channel).
+// Whether the user agent registered the channel is the API tier's check
+// (docs/engine.md, "Who may deliver").
+func CheckNotification(n *protocol.Notification) error {
+	if n.Version == "" {
+		return &protocol.DecodeError{Reason: "version is empty", Err: protocol.ErrInvalidField}
+	}
+	if chid, ok := protocol.ParseChannelID(n.ChannelID); !ok || chid == ([16]byte{}) {
+		return &protocol.DecodeError{Reason: "channelID is not a UUID (or is the nil UUID)", Err: protocol.ErrInvalidField}
+	}
+	return nil
+}
+
 // maxHeaders bounds the headers of a notification; autopush sends at
 // most four (encoding, encryption, crypto_key, encryption_key).
 const maxHeaders = 16

@@ -18,7 +18,7 @@
 // docs/nodeapi.yaml documents the same contract and is checked against it.
 //
 // Callers authenticate with "Authorization: Bearer <node secret>"; with no
-// secret configured only loopback callers are served. A shared secret,
+// secret configured every call is refused. A shared secret,
 // not an allow-list, because endpoint nodes scale and move while the
 // secret stays in the deployment's configuration.
 //

@@ -32,10 +32,12 @@ const (
 )
 
 // Answers lists every status each route answers: the statuses above, and
-// 400 (a malformed uaid, connected_at or body) and 401 (no or a wrong
-// node secret). docs/nodeapi.yaml documents exactly these.
+// 400 (a malformed uaid, connected_at or body), 401 (no or a wrong node
+// secret), 408 (a body slower than the body timeout) and 413 (a body over
+// its bound). docs/nodeapi.yaml documents exactly these.
 var Answers = map[string][]int{
-	RoutePush:  {StatusDelivered, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere, StatusBusy},
+	RoutePush: {StatusDelivered, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere,
+		http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, StatusBusy},
 	RouteNotif: {StatusChecking, StatusCheckLater, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere},
 	RouteDrop:  {StatusDropped, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere},
 }

@@ -2,10 +2,12 @@ package nodeapi
 
 import (
 	"crypto/subtle"
+	"errors"
 	"io"
-	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 
 	"github.com/autopush-go/autopush/internal/protocol"
 )
@@ -27,11 +29,14 @@ type Node interface {
 
 // ServerConfig configures Routes.
 type ServerConfig struct {
-	// Secret callers must send as a bearer token; "" serves loopback
-	// callers only.
+	// Secret callers must send as a bearer token. Required: with none,
+	// every call is refused.
 	Secret string
-	// MaxBody bounds a PUT /push body, bytes.
+	// MaxBody bounds a PUT /push body, bytes: a larger one gets 413.
 	MaxBody int64
+	// BodyTimeout bounds reading a PUT /push body once its header is in:
+	// a slower one gets 408. 0: the server's own read deadline only.
+	BodyTimeout time.Duration
 	// Unauthorized, if set, is called for each refused call (a metric).
 	Unauthorized func()
 }
@@ -71,12 +76,11 @@ func (h *handler) authed(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // Authorized reports whether r may call the API: its bearer token is
-// secret, or, with no secret, it comes from a loopback address.
+// secret. With no secret nobody may: a loopback caller is not trusted
+// either (any local process could inject notifications).
 func Authorized(r *http.Request, secret string) bool {
 	if secret == "" {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		ip := net.ParseIP(host)
-		return err == nil && ip != nil && ip.IsLoopback()
+		return false
 	}
 	want := "Bearer " + secret
 	got := r.Header.Get("Authorization")
@@ -96,13 +100,28 @@ func (h *handler) push(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, h.cfg.MaxBody))
-	if err != nil {
+	if h.cfg.BodyTimeout > 0 {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.BodyTimeout))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		http.Error(w, "body too slow", http.StatusRequestTimeout)
+		return
+	case err != nil:
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
 	var n protocol.Notification
-	if err := DecodeNotification(body, &n); err != nil {
+	err = DecodeNotification(body, &n)
+	if err == nil {
+		err = CheckNotification(&n)
+	}
+	if err != nil {
 		http.Error(w, "invalid notification: "+err.Error(), http.StatusBadRequest)
 		return
 	}

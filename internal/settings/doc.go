@@ -7,6 +7,10 @@
 // a `conf:"name"` tag and a `help:"..."` tag; supported kinds are string, bool, int, int64, float64,
 // time.Duration, and []string and []float64 (comma-separated).
 //
+// A Group loads several such structs as one set of settings (the
+// single-node server runs both tiers): shared names once, the other names
+// both have prefixed per struct, the rest as they are.
+//
 // Flags serves commands configured by their command line alone (the load
 // tester): the same struct tags, typed flags, no file and no environment.
 //

@@ -13,15 +13,15 @@ import (
 	"time"
 )
 
-// Load fills cfg (a pointer to a struct holding defaults) from the file
-// named by -config or PREFIX__CONFIG, then the environment, then args.
+// Load fills cfg (a pointer to a struct holding defaults, or a *Group of
+// several) from the file named by -config or PREFIX__CONFIG, then the
+// environment, then args.
 // It returns flag.ErrHelp after printing usage for -h/-help.
 func Load(cfg any, prefix string, args []string, env func(string) (string, bool), usage io.Writer) error {
-	v := reflect.ValueOf(cfg)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return errors.New("settings: Load needs a pointer to a struct")
+	fields, err := fieldsFor(cfg)
+	if err != nil {
+		return err
 	}
-	fields := fieldsOf(v.Elem())
 	fs := flag.NewFlagSet(strings.ToLower(prefix), flag.ContinueOnError)
 	fs.SetOutput(usage)
 	file := fs.String("config", "", "optional JSON file with settings (env "+prefix+"__CONFIG)")
@@ -51,7 +51,6 @@ func Load(cfg any, prefix string, args []string, env func(string) (string, bool)
 			}
 		}
 	}
-	var err error
 	fs.Visit(func(fl *flag.Flag) {
 		if f, ok := findField(fields, fl.Name); ok && err == nil {
 			if e := f.set(*flagValues[fl.Name]); e != nil {
@@ -93,13 +92,18 @@ func Flags(fs *flag.FlagSet, cfg any, keep func(reflect.StructTag) bool) {
 	}
 }
 
-// Describe lists every setting with its env name, default and help, in
-// field order: the configuration reference is generated from it. Default
-// is the value in cfg, as a flag or variable would give it.
+// Describe lists every setting of cfg (a pointer to a struct, or a
+// *Group) with its env name, default and help, in field order: the
+// configuration reference is generated from it. Default is the value in
+// cfg, as a flag or variable would give it. It panics when cfg is neither.
 func Describe(cfg any, prefix string) []Setting {
+	fields, err := fieldsFor(cfg)
+	if err != nil {
+		panic(err)
+	}
 	var out []Setting
-	for _, f := range fieldsOf(reflect.ValueOf(cfg).Elem()) {
-		out = append(out, Setting{Name: f.name, Env: envName(prefix, f.name), Default: f.String(), Help: f.help, Tag: f.tag})
+	for _, f := range fields {
+		out = append(out, Setting{Name: f.name, Env: envName(prefix, f.name), Default: f.String(), Help: f.help, Tag: f.tag, Parts: f.parts})
 	}
 	return out
 }
@@ -109,6 +113,21 @@ type Setting struct {
 	Name, Env, Default, Help string
 	// Tag is the field's struct tag, for callers' own tags.
 	Tag reflect.StructTag
+	// Parts names the parts of a Group whose field the setting sets (one,
+	// or several for a shared setting); nil outside a Group.
+	Parts []string
+}
+
+// fieldsFor lists the settings of a struct pointer or a *Group.
+func fieldsFor(cfg any) ([]field, error) {
+	if g, ok := cfg.(*Group); ok {
+		return g.fields, nil
+	}
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, errors.New("settings: need a pointer to a struct or a *Group")
+	}
+	return fieldsOf(v.Elem()), nil
 }
 
 func envName(prefix, name string) string {
@@ -121,6 +140,10 @@ type field struct {
 	name, help string
 	tag        reflect.StructTag
 	v          reflect.Value
+	// also are the fields of the other parts a shared Group setting
+	// sets too; parts names the parts (Group only).
+	also  []reflect.Value
+	parts []string
 }
 
 // fieldsOf lists the tagged fields of s in order, including those of
@@ -156,7 +179,19 @@ var (
 // Set parses s into the field (flag.Value).
 func (f field) Set(s string) error { return f.set(s) }
 
+// set parses s into the field, and copies the result to the fields of
+// the other parts that share it.
 func (f field) set(s string) error {
+	if err := f.parse(s); err != nil {
+		return err
+	}
+	for _, a := range f.also {
+		a.Set(f.v)
+	}
+	return nil
+}
+
+func (f field) parse(s string) error {
 	switch {
 	case f.v.Type() == durationType:
 		d, err := time.ParseDuration(s)

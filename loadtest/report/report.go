@@ -47,7 +47,7 @@ type Report struct {
 type ClusterInfo struct {
 	Storage     string   `json:"storage"`
 	Engines     int      `json:"engines"`
-	EngineKind  string   `json:"engine_kind"` // autoconnect, or devserver (engine and endpoint in one process)
+	EngineKind  string   `json:"engine_kind"` // autoconnect, or autopush (engine and endpoint in one process)
 	EnginePIDs  []int    `json:"engine_pids"`
 	EngineAddrs []string `json:"engine_addrs"`
 	Endpoint    string   `json:"endpoint_url,omitempty"`
@@ -120,6 +120,19 @@ type NotifyReport struct {
 	Stages    []Stage `json:"stages"`
 	P99Limit  float64 `json:"p99_limit_ms"`
 	CrossedAt float64 `json:"p99_crossed_at_per_s"` // first offered rate whose p99 passed the limit; 0: none
+	// Stalled holds, with -stalls, each rate run again while connections
+	// to the push API stall (Stages holds the same rates without them).
+	Stalled []StallStage `json:"stalled,omitempty"`
+}
+
+// StallStage is one rate offered while connections to the push API stall.
+type StallStage struct {
+	Stage
+	Stalls    int                `json:"stalls"`
+	Closed    int                `json:"closed"`          // closed by the endpoint within the limit
+	LimitS    float64            `json:"close_limit_s"`   // the endpoint's timeout + 1 s
+	CloseMaxS float64            `json:"close_max_s"`     // from connect to the endpoint's close
+	Slowest   map[string]float64 `json:"slowest_close_s"` // by where they stalled: header, body, chunk
 }
 
 // Stage is one offered rate.

@@ -42,7 +42,7 @@ type Config struct {
 
 	// CQLHosts is the ScyllaDB/Cassandra the engines and the endpoint
 	// share, host:port,... Empty: the embedded store, which only one
-	// process may open, so one engine process (the all-in-one devserver
+	// process may open, so one engine process (the single-node server, autopush,
 	// when pushes are sent). Default: $CQL_HOSTS.
 	CQLHosts []string `conf:"cql-hosts" for:"all" help:"shared CQL storage host:port,... (empty: embedded store, one engine process)"`
 	// CQLConsistency of every storage call. Default "ONE" (one local node).
@@ -60,9 +60,9 @@ type Config struct {
 	// is 0; an engine holds at most its fd limit less 256 (19,744 here).
 	// Default 18,000.
 	PerEngine int `conf:"per-engine" for:"hold,notify,stored,churn" help:"user agents per engine when -engines is 0"`
-	// BinDir holds autoconnect, autoendpoint and devserver. Default "":
+	// BinDir holds autoconnect, autoendpoint and autopush. Default "":
 	// build them from this module into a temporary directory.
-	BinDir string `conf:"bin-dir" for:"all" help:"directory with the autoconnect, autoendpoint and devserver binaries (empty: go build them)"`
+	BinDir string `conf:"bin-dir" for:"all" help:"directory with the autoconnect, autoendpoint and autopush binaries (empty: go build them)"`
 
 	// --- load generators
 
@@ -137,6 +137,16 @@ type Config struct {
 	P99Limit time.Duration `conf:"p99-limit" for:"notify" help:"stop after the first rate whose p99 passes this (0: run all)"`
 	// MinStages run before P99Limit may stop the ladder. Default 3.
 	MinStages int `conf:"min-stages" for:"notify" help:"rates run before -p99-limit may stop the ladder"`
+	// Stalls, when above 0, runs each notify rate a second time while
+	// that many connections to the push API stall (a third each mid-
+	// header, mid-body, mid-chunk), and checks that the endpoint closes
+	// every one within StallTimeout + 1 s. Default 0.
+	Stalls int `conf:"stalls" for:"notify" help:"stalled push API connections held during a second run of each rate (0: none)"`
+	// StallTimeout is the endpoint's header-timeout and body-timeout in a
+	// stall run (autoendpoint's AUTOEND__HEADER_TIMEOUT and BODY_TIMEOUT);
+	// the dev server (embedded store) runs the API tier's default, 10s.
+	// Default 10s.
+	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's header and body timeouts in a -stalls run"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
 	// PushRate is the offered push rate of stored, churn and sender.
@@ -252,6 +262,7 @@ func Default(scenario string) Config {
 		Warmup:          3 * time.Second,
 		P99Limit:        50 * time.Millisecond,
 		MinStages:       3,
+		StallTimeout:    10 * time.Second,
 		Messages:        100000,
 		PushRate:        1000,
 		Duration:        100 * time.Second,
@@ -319,6 +330,10 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
 	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
 		return errors.New("loadtest: notify: -rates must list positive rates")
+	case c.Stalls < 0 || c.Stalls > 0 && c.StallTimeout < time.Second:
+		return errors.New("loadtest: notify: -stalls must not be negative, -stall-timeout at least 1s")
+	case c.Stalls > 0 && len(c.CQLHosts) == 0 && c.StallTimeout != 10*time.Second:
+		return errors.New("loadtest: notify: the dev server (embedded store) runs the API tier's 10s timeouts: -stall-timeout must be 10s")
 	case c.Scenario == Notify && (c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0 || c.MinStages < 1):
 		return errors.New("loadtest: notify: -stage-time must exceed -warmup, -grace must be positive, -min-stages at least 1")
 	case c.Scenario == Stored && c.Messages < 1:

@@ -50,13 +50,14 @@ type Options struct {
 
 // Config is the stack's config in tests: the websocket and node API
 // listeners on free loopback ports, the HTTP API on a free port picked
-// first (the endpoint URL names it), the test CRYPTO_KEY, quick timeouts,
+// first (the endpoint URL names it), the test CRYPTO_KEY and node secret
+// (enginetest.TestKey, TestSecret), quick timeouts,
 // no version file, no request log.
 func Config(t testing.TB) stack.Config {
 	t.Helper()
 	cfg := stack.DefaultConfig()
 	cfg.WSListen, cfg.NodeListen, cfg.HTTPListen = "127.0.0.1:0", "127.0.0.1:0", et.FreeAddr(t)
-	cfg.CryptoKey = et.TestKey
+	cfg.CryptoKey, cfg.NodeSecret = et.TestKey, et.TestSecret
 	cfg.Engine.DrainWindow = 200 * time.Millisecond
 	cfg.Engine.StorageTimeout = 10 * time.Second
 	cfg.Engine.VersionFile = ""

@@ -60,6 +60,30 @@ func (s *Store) Channels(ctx context.Context, uaid uuid.UUID) ([]uuid.UUID, erro
 	return out, nil
 }
 
+// CountChannels implements storage.Store. One local range scan of at most
+// limit keys.
+func (s *Store) CountChannels(ctx context.Context, uaid uuid.UUID, limit int) (int, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return 0, fmt.Errorf("embedded: count channels: %w", err)
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("embedded: count channels: limit %d: %w", limit, storage.ErrInvalid)
+	}
+	if err := s.enter(ctx, "count channels"); err != nil {
+		return 0, err
+	}
+	defer s.mu.RUnlock()
+	n := 0
+	err := s.scan(channelPrefix(uaid), nil, func(_, _ []byte) (bool, error) {
+		n++
+		return n < limit, nil
+	})
+	if err != nil {
+		return 0, failed("count channels", err)
+	}
+	return n, nil
+}
+
 // HasChannel implements storage.Store. One local read.
 func (s *Store) HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error) {
 	if err := storage.ValidateChannel(uaid, chid); err != nil {

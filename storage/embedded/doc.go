@@ -1,6 +1,6 @@
 // Package embedded is the default storage backend: Pebble on local disk
 // inside the process, so one binary runs the whole service with nothing to
-// install. It is for a single node (the dev server, small deployments); a
+// install. It is for a single node (the single-node server autopush, small deployments); a
 // cluster of nodes shares storage/scylla instead.
 //
 // Writes are durable when they return: every batch commits with fsync, and

@@ -69,6 +69,34 @@ func (s *Store) Channels(ctx context.Context, uaid uuid.UUID) ([]uuid.UUID, erro
 	return out, nil
 }
 
+// CountChannels reads the chid of at most limit+1 clustering rows (one
+// more: a partition with static columns only yields one row whose chid is
+// null). 1 RT per 5000 rows (driver paging). Safe for concurrent use.
+func (s *Store) CountChannels(ctx context.Context, uaid uuid.UUID, limit int) (int, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return 0, fmt.Errorf("scylla: count channels: %w", err)
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("scylla: count channels: limit %d: %w", limit, storage.ErrInvalid)
+	}
+	if err := s.open("count channels"); err != nil {
+		return 0, err
+	}
+	n := 0
+	iter := s.query(ctx, qCountChannels, uuidArg(uaid), limit+1).Iter()
+	var chid uuid.UUID
+	for n < limit && iter.Scan((*[16]byte)(&chid)) {
+		if chid != uuid.Nil {
+			n++
+		}
+		chid = uuid.Nil
+	}
+	if err := iter.Close(); err != nil {
+		return 0, wrap("count channels", err)
+	}
+	return n, nil
+}
+
 // HasChannel reads the one channel row. 1 RT. Safe for concurrent use.
 func (s *Store) HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error) {
 	if err := storage.ValidateChannel(uaid, chid); err != nil {

@@ -27,6 +27,7 @@ const (
 	qRemoveChannel  = `DELETE FROM router WHERE uaid = ? AND chid = ?`
 	qChannels       = `SELECT chid FROM router WHERE uaid = ?`
 	qHasChannel     = `SELECT chid FROM router WHERE uaid = ? AND chid = ?`
+	qCountChannels  = `SELECT chid FROM router WHERE uaid = ? LIMIT ?`
 
 	// Messages.
 	qSaveMessage = `INSERT INTO message

@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -49,6 +50,48 @@ func testHundredsOfChannels(t *testing.T, s storage.Store) {
 		must(t, s.AddChannel(ctx(t), uaid, want[i]), "add")
 	}
 	hasChannels(t, s, uaid, want...)
+}
+
+func testCountChannels(t *testing.T, s storage.Store) {
+	uaid := uuid.New()
+	count := func(limit int) int {
+		t.Helper()
+		n, err := s.CountChannels(ctx(t), uaid, limit)
+		must(t, err, "count channels")
+		return n
+	}
+	if n := count(10); n != 0 {
+		t.Fatalf("no user: %d channels", n)
+	}
+	must(t, s.Connect(ctx(t), user(uaid, "node-a", nowMS())), "connect")
+	if n := count(10); n != 0 {
+		t.Fatalf("new user: %d channels", n)
+	}
+	chids := make([]uuid.UUID, 7)
+	for i := range chids {
+		chids[i] = uuid.New()
+		must(t, s.AddChannel(ctx(t), uaid, chids[i]), "add")
+	}
+	must(t, s.AddChannel(ctx(t), uaid, chids[0]), "add again")
+	for limit, want := range map[int]int{1: 1, 6: 6, 7: 7, 8: 7, 1000: 7} {
+		if n := count(limit); n != want {
+			t.Fatalf("limit %d: %d channels, want %d", limit, n, want)
+		}
+	}
+	must(t, s.RemoveChannel(ctx(t), uaid, chids[3]), "remove")
+	if n := count(100); n != 6 {
+		t.Fatalf("after a remove: %d channels, want 6", n)
+	}
+	// Another user's channels do not count.
+	if n, err := s.CountChannels(ctx(t), uuid.New(), 100); err != nil || n != 0 {
+		t.Fatalf("other user: %d, %v", n, err)
+	}
+	if _, err := s.CountChannels(ctx(t), uaid, 0); !errors.Is(err, storage.ErrInvalid) {
+		t.Fatalf("limit 0: %v, want ErrInvalid", err)
+	}
+	if _, err := s.CountChannels(ctx(t), uuid.Nil, 10); !errors.Is(err, storage.ErrInvalid) {
+		t.Fatalf("nil uaid: %v, want ErrInvalid", err)
+	}
 }
 
 func hasChannels(t testing.TB, s storage.Store, uaid uuid.UUID, want ...uuid.UUID) {

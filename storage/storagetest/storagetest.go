@@ -32,6 +32,7 @@ func Run(t *testing.T, h Harness) {
 		{"CursorOnlyMovesForward", testCursor},
 		{"Channels", testChannels},
 		{"HundredsOfChannels", testHundredsOfChannels},
+		{"CountChannels", testCountChannels},
 		{"TimestampMessagesPaging", testTimestampPaging},
 		{"NoRedeliveryAfterOutOfOrderAcks", testOutOfOrderAcks},
 		{"CursorSkipsAcked", testCursorSkipsAcked},

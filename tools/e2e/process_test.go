@@ -80,7 +80,7 @@ func startTiers(t *testing.T) *tiers {
 		return map[string]string{
 			prefix + "__STORAGE": "scylla", prefix + "__CQL_HOSTS": strings.Join(cfg.Hosts, ","),
 			prefix + "__CQL_KEYSPACE": cfg.Keyspace, prefix + "__CQL_CONSISTENCY": "ONE",
-			prefix + "__CRYPTO_KEY": et.TestKey, prefix + "__ENDPOINT_URL": "http://" + port,
+			prefix + "__CRYPTO_KEY": et.TestKey, prefix + "__NODE_SECRET": et.TestSecret, prefix + "__ENDPOINT_URL": "http://" + port,
 		}
 	}
 	aenv := storageEnv("AUTOENDPOINT")

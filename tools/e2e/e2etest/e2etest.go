@@ -94,7 +94,7 @@ type SendResult struct {
 }
 
 // Build compiles the module's packages (paths relative to the module
-// root, "./tools/cmd/devserver") into dir, which it creates.
+// root, "./stack/cmd/autopush") into dir, which it creates.
 func Build(t testing.TB, dir string, pkgs ...string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {

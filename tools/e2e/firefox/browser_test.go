@@ -29,16 +29,16 @@ func firefoxBinary(t *testing.T) string {
 	return path
 }
 
-// prefs returns the profile's user.js settings for a push server at
-// wsAddr. The push ones are what Firefox needs to use a plain ws://
-// server on loopback and deliver pushes without a shown notification
+// prefs returns the profile's user.js settings for the push server at
+// serverURL (ws:// or wss://). The push ones are what Firefox needs to use
+// a plain ws:// server on loopback (a wss:// one needs no testing pref) and deliver pushes without a shown notification
 // (which would otherwise burn the subscription's quota); the rest keeps a
 // headless run from reaching out to Mozilla's services, which CI cannot
 // reach and which would only add noise and delay.
-func prefs(wsAddr string) map[string]any {
+func prefs(serverURL string) map[string]any {
 	return map[string]any{
-		"dom.push.serverURL":                       "ws://" + wsAddr + "/",
-		"dom.push.testing.allowInsecureServerURL":  true,
+		"dom.push.serverURL":                       serverURL,
+		"dom.push.testing.allowInsecureServerURL":  strings.HasPrefix(serverURL, "ws:"),
 		"dom.push.enabled":                         true,
 		"dom.push.connection.enabled":              true,
 		"dom.push.testing.ignorePermission":        true,
@@ -51,7 +51,7 @@ func prefs(wsAddr string) map[string]any {
 		"dom.push.loglevel":                        "Debug",
 		"devtools.console.stdout.chrome":           true,
 		"devtools.console.stdout.content":          true,
-		// Reconnect soon after the dev server restarts: the backoff starts
+		// Reconnect soon after the server restarts: the backoff starts
 		// here and doubles (default 5 s).
 		"dom.push.retryBaseInterval": 500,
 
@@ -109,12 +109,13 @@ func prefs(wsAddr string) map[string]any {
 	}
 }
 
-// writeProfile makes a fresh profile directory with user.js.
-func writeProfile(t *testing.T, dir, wsAddr string) {
+// writeProfile makes a fresh profile directory with user.js for the
+// push server at serverURL.
+func writeProfile(t *testing.T, dir, serverURL string) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	p := prefs(wsAddr)
+	p := prefs(serverURL)
 	names := make([]string, 0, len(p))
 	for k := range p {
 		names = append(names, k)

@@ -66,7 +66,7 @@ func (s *sender) golang(payload []byte, topic string) (int, error) {
 func str(s string) *string { return &s }
 
 // TestFirefox: a real Firefox (firefox-esr, headless, fresh profile)
-// subscribes through the dev server and its service worker receives what
+// subscribes through the server and its service worker receives what
 // the npm web-push package and webpush-go send. Each scenario is a
 // subtest; the summary at the end lists them with their results.
 func TestFirefox(t *testing.T) {
@@ -79,7 +79,7 @@ func TestFirefox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Registered first, so it runs last: after Firefox and the dev server
+	// Registered first, so it runs last: after Firefox and the server
 	// have stopped and written their logs.
 	t.Cleanup(func() {
 		switch {
@@ -92,11 +92,11 @@ func TestFirefox(t *testing.T) {
 	})
 	t.Logf("logs in %s (kept if the test fails, or with AUTOPUSH_E2E_KEEP_LOGS=1)", logs)
 
-	d := newDevserver(t, filepath.Join(logs, "bin"), logs)
+	d := newServer(t, filepath.Join(logs, "bin"), logs)
 	d.start(t, d.ws)
 	pg := startPage(t)
 	profile := filepath.Join(logs, "profile")
-	writeProfile(t, profile, d.ws)
+	writeProfile(t, profile, "ws://"+d.ws+"/")
 	launched := time.Now()
 	ff := launch(t, ffBin, profile, pg.url(), filepath.Join(logs, "firefox.log"))
 	t.Logf("firefox started (pgid %d), page %s", ff.p.PID(), pg.url())
@@ -248,7 +248,7 @@ func brief(list []string) string {
 
 // burst sends n pushes at once with webpush-go; each must reach the
 // service worker once, and Firefox must ack every one.
-func burst(t *testing.T, d *devserver, pg *page, s *sender, n int) {
+func burst(t *testing.T, d *server, pg *page, s *sender, n int) {
 	const acked, inFlight = "autoconnect_notifications_acked_total", "autoconnect_notifications_in_flight"
 	m0, err := d.metrics()
 	if err != nil {
@@ -299,7 +299,7 @@ func burst(t *testing.T, d *devserver, pg *page, s *sender, n int) {
 // service worker must see only the newer push, once.
 //
 // The connection is cut from the server side, as the issue says: the dev
-// server is stopped by its PID. But the dev server is also the API tier
+// server is stopped by its PID. But the server is also the API tier
 // that must take (and store) those pushes, so it is started again on the
 // same data directory and HTTP port with its websocket listener on a
 // spare port, which keeps Firefox (whose profile names the usual port)
@@ -308,7 +308,7 @@ func burst(t *testing.T, d *devserver, pg *page, s *sender, n int) {
 // Topic replacement, the uaid surviving in Firefox across its reconnect
 // backoff, and delivery from storage to a service worker. (Killing
 // Firefox instead would test profile persistence, not the server.)
-func offline(t *testing.T, d *devserver, pg *page, s *sender, ff *browser) {
+func offline(t *testing.T, d *server, pg *page, s *sender, ff *browser) {
 	from := pg.mark()
 	d.stop(t)
 	d.start(t, et.FreeAddr(t))

@@ -1,0 +1,106 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/autopush-go/autopush/loadtest/report"
+)
+
+// The -stalls run of notify: connections to the push API that send part
+// of a request and then nothing, a third each stopping mid-header,
+// mid-body (Content-Length) and mid-chunk (a chunked body without its
+// last chunk), held while the rate is offered again. The endpoint must
+// close every one within its timeout plus a second, and the well-behaved
+// pushes keep their latency.
+
+// stallKinds are where a stalled connection stops, and what it sends.
+var stallKinds = []struct{ name, sent string }{
+	{"header", "POST /wpush/v1/stalled HTTP/1.1\r\nHost: loadtest\r\nTTL: 60\r\nContent-Le"},
+	{"body", "POST /wpush/v1/stalled HTTP/1.1\r\nHost: loadtest\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\n" +
+		"Content-Length: 100\r\n\r\n0123456789"},
+	{"chunk", "POST /wpush/v1/stalled HTTP/1.1\r\nHost: loadtest\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\n" +
+		"Transfer-Encoding: chunked\r\n\r\n10\r\n01234567"},
+}
+
+// stalls holds n stalled connections to the endpoint until each is
+// closed by it (or wait passes); done reports them.
+type stalls struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	closes  []time.Duration // per connection: connect to close; -1: never closed
+	kinds   []int
+	failure error
+}
+
+func startStalls(ctx context.Context, endpointURL string, n int, wait time.Duration) (*stalls, error) {
+	u, err := url.Parse(endpointURL)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: stalls: %w", err)
+	}
+	s := &stalls{closes: make([]time.Duration, n), kinds: make([]int, n)}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	for i := range n {
+		kind := i % len(stallKinds)
+		start := time.Now()
+		c, err := d.DialContext(ctx, "tcp", u.Host)
+		if err != nil {
+			s.wg.Wait()
+			return nil, fmt.Errorf("loadtest: stall connection %d: %w", i, err)
+		}
+		s.kinds[i] = kind
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer c.Close()
+			if _, err := io.WriteString(c, stallKinds[kind].sent); err != nil {
+				s.fail(fmt.Errorf("stall %d: write: %w", i, err))
+			}
+			// Read (and drop) the endpoint's answer until it closes.
+			c.SetReadDeadline(start.Add(wait))
+			_, err := io.Copy(io.Discard, c)
+			took := time.Since(start)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				took = -1
+			}
+			s.mu.Lock()
+			s.closes[i] = took
+			s.mu.Unlock()
+		}()
+	}
+	return s, nil
+}
+
+func (s *stalls) fail(err error) {
+	s.mu.Lock()
+	if s.failure == nil {
+		s.failure = err
+	}
+	s.mu.Unlock()
+}
+
+// finish waits for every stalled connection and fills st.
+func (s *stalls) finish(st *report.StallStage, limit time.Duration) error {
+	s.wg.Wait()
+	st.Stalls, st.LimitS, st.Slowest = len(s.closes), limit.Seconds(), map[string]float64{}
+	for i, d := range s.closes {
+		name := stallKinds[s.kinds[i]].name
+		if d < 0 {
+			st.Slowest[name] = -1
+			continue
+		}
+		if d <= limit {
+			st.Closed++
+		}
+		st.CloseMaxS = max(st.CloseMaxS, d.Seconds())
+		if cur, ok := st.Slowest[name]; !ok || cur >= 0 && d.Seconds() > cur {
+			st.Slowest[name] = d.Seconds()
+		}
+	}
+	return s.failure
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/autopush-go/autopush/internal/mozlog"
+	"github.com/autopush-go/autopush/stack/single"
+	"github.com/autopush-go/autopush/storage/open"
+)
+
+func main() {
+	if err := run(); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "autopush:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := single.Load(os.Args[1:], os.LookupEnv, os.Stderr)
+	if err != nil {
+		return err
+	}
+	log := mozlog.New(os.Stdout, "autopush", cfg.Engine.LogLevel)
+	// Subscribe before the ready line: a supervisor may send SIGTERM as
+	// soon as it sees the server up, and it must drain, not die.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	store, err := open.Store(ctx, cfg.Engine.Settings, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return single.Run(ctx, cfg, store, log)
+}

@@ -1,0 +1,532 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/stack/single"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
+)
+
+// The binary, built once for every test of the package.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary (not with -short)")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "autopush-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "autopush")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// source is how a run passes its settings.
+type source string
+
+const (
+	fromFlags source = "flags"
+	fromEnv   source = "env"
+	fromFile  source = "file"
+)
+
+// start runs the binary with vals passed through src (and extraEnv),
+// waits for its ready line, and stops it (SIGKILL) when the test ends.
+func start(t *testing.T, src source, vals map[string]string, extraEnv ...string) *proc.Proc {
+	t.Helper()
+	var args []string
+	// The child's environment: ours without any AUTOPUSH__ or GOGC.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, single.Prefix+"__") && !strings.HasPrefix(kv, "GOGC=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, extraEnv...)
+	kinds := kindsOf()
+	switch src {
+	case fromFlags:
+		for k, v := range vals {
+			args = append(args, "-"+k+"="+v)
+		}
+	case fromEnv:
+		for k, v := range vals {
+			env = append(env, settingEnv(k)+"="+v)
+		}
+	case fromFile:
+		// Native JSON types where the setting has one, as people write.
+		m := map[string]any{}
+		for k, v := range vals {
+			m[k] = v
+			switch kinds[k] {
+			case "int":
+				m[k], _ = strconv.Atoi(v)
+			case "bool":
+				m[k] = v == "true"
+			case "list":
+				m[k] = strings.Split(v, ",")
+			}
+		}
+		b, _ := json.Marshal(m)
+		file := filepath.Join(t.TempDir(), "autopush.json")
+		et.Must(t, os.WriteFile(file, b, 0o600), "write the config file")
+		args = append(args, "-config", file)
+	}
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = env
+	return e2etest.Start(t, cmd, single.ReadyMsg)
+}
+
+// settingEnv is a setting's variable, as Describe names it.
+func settingEnv(name string) string {
+	return single.Prefix + "__" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// kindsOf guesses each setting's kind from its default, for the JSON file
+// and the probe values: int, bool, duration, list (a comma in it or
+// cql-hosts), or string.
+func kindsOf() map[string]string {
+	cfg := single.DefaultConfig()
+	out := map[string]string{}
+	for _, s := range settings.Describe(cfg.Settings(), single.Prefix) {
+		out[s.Name] = kindOf(s)
+	}
+	return out
+}
+
+func kindOf(s settings.Setting) string {
+	if _, err := strconv.Atoi(s.Default); err == nil {
+		return "int"
+	}
+	if s.Default == "true" || s.Default == "false" {
+		return "bool"
+	}
+	if d, err := time.ParseDuration(s.Default); err == nil && d.String() == s.Default {
+		return "duration"
+	}
+	if _, err := strconv.ParseFloat(s.Default, 64); err == nil {
+		return "float"
+	}
+	if strings.Contains(s.Default, ",") || s.Name == "cql-hosts" {
+		return "list"
+	}
+	return "string"
+}
+
+// describeDefault is a setting's default ("" when there is none).
+func describeDefault(name string) string {
+	cfg := single.DefaultConfig()
+	for _, s := range settings.Describe(cfg.Settings(), single.Prefix) {
+		if s.Name == name {
+			return s.Default
+		}
+	}
+	return ""
+}
+
+// probe returns a value for a setting of kind from its default that
+// differs from it and that the server accepts: three quarters of a
+// duration (1s for 0), one less of an int above 1 (else one more), the
+// other boolean. Strings and lists have no generic value: the caller
+// names them.
+func probe(kind, def string) (string, bool) {
+	switch kind {
+	case "duration":
+		d, _ := time.ParseDuration(def)
+		if d == 0 {
+			return "1s", true
+		}
+		// Longer, not shorter: the run's timeouts (storage, node API, hello)
+		// then hold on a loaded CI machine with a slow CQL server.
+		return (d * 3 / 2).Round(time.Millisecond).String(), true
+	case "int":
+		n, _ := strconv.Atoi(def)
+		if n > 1 {
+			return strconv.Itoa(n - 1), true
+		}
+		return strconv.Itoa(n + 1), true
+	case "float":
+		x, _ := strconv.ParseFloat(def, 64)
+		if x == 0 {
+			return "1", true
+		}
+		return strconv.FormatFloat(x*3/4, 'f', -1, 64), true
+	case "bool":
+		return strconv.FormatBool(def != "true"), true
+	}
+	return "", false
+}
+
+// probeRun is one start of the server with every setting given a value that
+// is not its default, through one source.
+type probeRun struct {
+	dir     string
+	vals    map[string]string
+	version string // the version file's version
+	scylla  bool
+}
+
+// newRun chooses a value for every setting the server has (Describe, so
+// a new setting of either tier is covered without a change here; a new
+// string setting makes this fail until it is given a value).
+func newRun(t *testing.T, src source, scylla string) *probeRun {
+	t.Helper()
+	r := &probeRun{dir: t.TempDir(), vals: map[string]string{}, version: "probe-" + string(src)}
+	versionFile := filepath.Join(r.dir, "version.json")
+	et.Must(t, os.WriteFile(versionFile, fmt.Appendf(nil, `{"version":%q}`, r.version), 0o600), "version file")
+	swrveKeys := filepath.Join(r.dir, "swrve-keys.yaml")
+	et.Must(t, os.WriteFile(swrveKeys, []byte("swrve:\n  messagePrototypePushKeys:\n    Probe:\n      IOS: k-ios\n"), 0o600), "keys file")
+	ws, node, api := et.FreeAddr(t), et.FreeAddr(t), et.FreeAddr(t)
+	secret := make([]byte, 16)
+	rand.Read(secret)
+	strs := map[string]string{
+		"connect-listen":  ws,
+		"router-listen":   node,
+		"endpoint-listen": api,
+		"endpoint-url":    "http://" + api,
+		"node-url":        "http://" + node,
+		"node-secret":     hex.EncodeToString(secret),
+		"crypto-key":      token.GenerateKey(),
+		"storage":         "embedded",
+		"data-dir":        filepath.Join(r.dir, "store"),
+		"cql-hosts":       "127.0.0.2:9042,127.0.0.3:9042",
+		"cql-keyspace":    "probe_" + string(src),
+		"cql-consistency": "ONE",
+		"log-level":       "debug",
+		"version-file":    versionFile,
+
+		// Settings the outbound sender and broadcasts add to the tiers
+		// (unused until they are there).
+		"push-api-keys":           "probe-key-1,probe-key-2",
+		"sender-node":             "probe-node",
+		"sender-time-zone":        "Europe/Paris",
+		"swrve-url":               "http://127.0.0.1:9/swrve",
+		"swrve-keys-file":         swrveKeys,
+		"broadcast-tokens":        "probe-publisher-1,probe-publisher-2",
+		"broadcast-reader-tokens": "probe-reader",
+		"megaphone-api-url":       "http://127.0.0.1:9/megaphone",
+		"megaphone-api-token":     "probe-megaphone-token",
+	}
+	if def := describeDefault("sender-interrupted"); def == "resend" {
+		strs["sender-interrupted"] = "fail"
+	} else {
+		strs["sender-interrupted"] = "resend"
+	}
+	if scylla != "" {
+		// The backend too: the run stores in the CQL server's keyspace.
+		hosts, ks, _ := strings.Cut(scylla, "/")
+		strs["storage"], strs["cql-hosts"], strs["cql-keyspace"] = "scylla", hosts, ks
+		r.scylla = true
+	}
+	cfg := single.DefaultConfig()
+	for _, s := range settings.Describe(cfg.Settings(), single.Prefix) {
+		if s.Name == "crypto-key-file" {
+			continue // instead of crypto-key: TestCryptoKeyFile
+		}
+		v, ok := strs[s.Name]
+		if !ok {
+			v, ok = probe(kindOf(s), s.Default)
+		}
+		if !ok {
+			t.Fatalf("setting %s (default %q) has no probe value: give it one in newRun", s.Name, s.Default)
+		}
+		if v == s.Default && !(s.Name == "storage" && scylla == "") {
+			t.Fatalf("probe value of %s is its default %q", s.Name, v)
+		}
+		r.vals[s.Name] = v
+	}
+	return r
+}
+
+// settingsLine reads the settings in effect the server logged.
+func settingsLine(t *testing.T, p *proc.Proc) map[string]string {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(p.Output()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Fields struct {
+				Msg      string            `json:"msg"`
+				Settings map[string]string `json:"settings"`
+			}
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Fields.Msg == single.SettingsMsg {
+			return rec.Fields.Settings
+		}
+	}
+	t.Fatalf("no %q line in the output", single.SettingsMsg)
+	return nil
+}
+
+// fingerprint is how the settings line shows a secret.
+func fingerprint(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:])[:12]
+}
+
+func get(t *testing.T, url, secret string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestEverySettingFromEverySource starts the server three times, each
+// time with every setting set, through flags, variables, then a JSON
+// file, and checks each one applied: the running tiers' configuration as
+// the server logs it, and for those a client can see, behaviour (the
+// listeners, the endpoint URL, the crypto key and node secret on a push's
+// way, the version file, the GC target the runtime runs with, the data
+// directory, the backend when a CQL server is there). Then it stops the
+// server with SIGTERM: it drains and exits 0.
+func TestEverySettingFromEverySource(t *testing.T) {
+	binary(t)
+	for _, src := range []source{fromFlags, fromEnv, fromFile} {
+		t.Run(string(src), func(t *testing.T) {
+			scylla := ""
+			if src == fromFlags && (os.Getenv("CQL_HOSTS") != "" || e2etest.InCI()) {
+				cfg := cqltest.Keyspace(t, "autopush_single")
+				scylla = strings.Join(cfg.Hosts, ",") + "/" + cfg.Keyspace
+			} else if src == fromFlags {
+				t.Log("storage=scylla not exercised: " + cqltest.InstallHint)
+			}
+			r := newRun(t, src, scylla)
+			p := start(t, src, r.vals)
+			r.check(t, p)
+			p.Signal(syscall.SIGTERM)
+			select {
+			case <-p.Exited():
+			case <-time.After(time.Minute):
+				t.Fatal("no exit within a minute of SIGTERM")
+			}
+			if code := p.ExitCode(); code != 0 || !bytes.Contains(p.Output(), []byte(`"msg":"autopush stopped"`)) {
+				t.Fatalf("SIGTERM: exit %d, want 0 after a graceful stop", code)
+			}
+		})
+	}
+}
+
+func (r *probeRun) check(t *testing.T, p *proc.Proc) {
+	t.Helper()
+	v := r.vals
+	got := settingsLine(t, p)
+	for name, want := range v {
+		if single.Secret(name) {
+			want = fingerprint(want)
+		}
+		if got[name] != want {
+			t.Errorf("%s: the running server has %q, want %q", name, got[name], want)
+		}
+	}
+	for name := range got {
+		if _, ok := v[name]; !ok && name != "crypto-key-file" {
+			t.Errorf("the server has a setting %s the test does not know", name)
+		}
+	}
+	// The listeners and URLs, as the server reports and serves them.
+	for field, want := range map[string]string{"ws_listen": v["connect-listen"], "node_api": v["router-listen"],
+		"push_api": v["endpoint-listen"], "endpoint_url": v["endpoint-url"]} {
+		if p.Field(field) != want {
+			t.Errorf("ready line %s = %q, want %q", field, p.Field(field), want)
+		}
+	}
+	// The GC target in the runtime (GOGC unset): gc-percent.
+	if !bytes.Contains(p.Output(), []byte(`"gogc":`+v["gc-percent"]+`,`)) {
+		t.Errorf("the runtime's GC target is not gc-percent %s", v["gc-percent"])
+	}
+	// The soft fd limit raised to the hard one.
+	var lim syscall.Rlimit
+	et.Must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim), "getrlimit")
+	if !bytes.Contains(p.Output(), fmt.Appendf(nil, `"fd_limit":%d,`, lim.Max)) {
+		t.Errorf("the fd limit was not raised to the hard limit %d", lim.Max)
+	}
+	if code, body := get(t, v["endpoint-url"]+"/__version__", ""); code != 200 || !strings.Contains(body, r.version) {
+		t.Errorf("/__version__: %d %s, want the version file's %s", code, body, r.version)
+	}
+	if !r.scylla {
+		if _, err := os.Stat(v["data-dir"]); err != nil {
+			t.Errorf("the embedded store is not in data-dir: %v", err)
+		}
+	}
+
+	// A push on its way: the endpoint minted under endpoint-url with the
+	// crypto-key decrypts at the API tier, which delivers through the node
+	// API with node-secret.
+	c := et.Dial(t, v["connect-listen"])
+	defer c.Close()
+	c.Hello("")
+	chid := uuid.NewString()
+	reg := c.Register(chid, "")
+	endpoint, _ := reg["pushEndpoint"].(string)
+	if !strings.HasPrefix(endpoint, v["endpoint-url"]+"/wpush/v1/") {
+		t.Fatalf("endpoint %q is not under endpoint-url %s", endpoint, v["endpoint-url"])
+	}
+	keys, err := token.ParseKeys(v["crypto-key"])
+	et.Must(t, err, "parse the crypto key")
+	if _, err := keys.ParseToken("v1", endpoint[strings.LastIndex(endpoint, "/")+1:]); err != nil {
+		t.Errorf("the endpoint was not made with crypto-key: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader("probe"))
+	req.Header.Set("TTL", "0") // only a direct delivery (through the node API) can deliver it
+	req.Header.Set("Content-Encoding", "aes128gcm")
+	resp, err := http.DefaultClient.Do(req)
+	et.Must(t, err, "push")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+	if n := c.Read(); n["messageType"] != "notification" || n["channelID"] != chid {
+		t.Fatalf("notification %v", n)
+	}
+	// The node API takes node-secret, and nothing else.
+	uaidPath := "/notif/" + strings.Repeat("ab", 16)
+	if code := et.NodeCall(t, http.MethodPut, "http://"+v["router-listen"]+uaidPath, "", ""); code != http.StatusUnauthorized {
+		t.Errorf("node API without the secret: %d, want 401", code)
+	}
+	if code := et.NodeCall(t, http.MethodPut, "http://"+v["router-listen"]+uaidPath, "", v["node-secret"]); code == http.StatusUnauthorized {
+		t.Errorf("node API with node-secret: 401")
+	}
+	// One /metrics for both tiers, on the push API.
+	if code, body := get(t, v["endpoint-url"]+"/metrics", ""); code != 200 ||
+		!strings.Contains(body, "autoconnect_hellos_total 1") || !strings.Contains(body, "autoendpoint_") {
+		t.Errorf("/metrics: %d, want both tiers' series (the hello counted)", code)
+	}
+	for _, path := range []string{"/__heartbeat__", "/__lbheartbeat__", "/health", "/status"} {
+		if code, body := get(t, v["endpoint-url"]+path, ""); code != 200 {
+			t.Errorf("GET %s: %d %s", path, code, body)
+		}
+	}
+}
+
+// minimal are the settings a run needs besides the key: free loopback
+// ports, the endpoint URL naming the API's, a data directory.
+func minimal(t *testing.T, dir string) map[string]string {
+	api := et.FreeAddr(t)
+	return map[string]string{"connect-listen": et.FreeAddr(t), "router-listen": et.FreeAddr(t), "endpoint-listen": api,
+		"endpoint-url": "http://" + api, "data-dir": filepath.Join(dir, "store")}
+}
+
+// TestCryptoKeyFile: through each source, crypto-key-file makes a key on
+// the first start (mode 0600) that the server then uses, and keeps it
+// across a restart.
+func TestCryptoKeyFile(t *testing.T) {
+	binary(t)
+	for _, src := range []source{fromFlags, fromEnv, fromFile} {
+		t.Run(string(src), func(t *testing.T) {
+			dir := t.TempDir()
+			vals := minimal(t, dir)
+			vals["crypto-key-file"] = filepath.Join(dir, "keys", "crypto_key")
+			var first string
+			for i := range 2 {
+				p := start(t, src, vals)
+				b, err := os.ReadFile(vals["crypto-key-file"])
+				et.Must(t, err, "read the key file")
+				key := strings.TrimSpace(string(b))
+				if _, err := token.ParseKeys(key); err != nil {
+					t.Fatalf("the key file holds no key: %v", err)
+				}
+				if st, _ := os.Stat(vals["crypto-key-file"]); st.Mode().Perm() != 0o600 {
+					t.Errorf("key file mode %v, want 0600", st.Mode().Perm())
+				}
+				got := settingsLine(t, p)
+				if got["crypto-key"] != fingerprint(key) || got["crypto-key-file"] != vals["crypto-key-file"] {
+					t.Fatalf("start %d runs with crypto-key %s (file %s), want the file's %s", i, got["crypto-key"], got["crypto-key-file"], fingerprint(key))
+				}
+				if i == 0 {
+					first = key
+				} else if key != first {
+					t.Fatal("the key changed across a restart")
+				}
+				p.Stop(time.Minute)
+			}
+		})
+	}
+}
+
+// TestGOGCWins: with GOGC set, the runtime keeps it and gc-percent is not
+// applied (as autoconnect does).
+func TestGOGCWins(t *testing.T) {
+	binary(t)
+	vals := minimal(t, t.TempDir())
+	vals["crypto-key"], vals["gc-percent"] = token.GenerateKey(), "40"
+	p := start(t, fromFlags, vals, "GOGC=77")
+	if !bytes.Contains(p.Output(), []byte(`"gogc":77,`)) {
+		t.Fatal("GOGC=77 was not the runtime's GC target")
+	}
+}
+
+// TestRefusesBadSettings: the server exits 1 with a message naming the
+// setting, and starts nothing.
+func TestRefusesBadSettings(t *testing.T) {
+	bin := binary(t)
+	key := token.GenerateKey()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "crypto-key or crypto-key-file is required"},
+		{[]string{"-crypto-key", key, "-crypto-key-file", "/tmp/k"}, "not both"},
+		{[]string{"-crypto-key", "nope"}, "crypto-key"},
+		{[]string{"-crypto-key", key, "-listen", ":1"}, "flag provided but not defined: -listen"},
+		{[]string{"-crypto-key", key, "-max-unacked", "0"}, "max-unacked"},
+		{[]string{"-crypto-key", key, "-storage", "paper"}, "paper"},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%q: %v\n%s\nwant exit 1 saying %q", tc.args, err, out, tc.want)
+		}
+	}
+	out, err := exec.Command(bin, "-help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "AUTOPUSH__CONNECT_LISTEN") || !strings.Contains(string(out), "-crypto-key-file") {
+		t.Errorf("-help: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,156 @@
+package single
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/stack"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// Prefix is the prefix of the server's variables (AUTOPUSH__NAME,
+// AUTOPUSH__CONFIG for the JSON file).
+const Prefix = "AUTOPUSH"
+
+// The prefixes of the settings both tiers have under one name that are
+// not shared (Shared): listen becomes connect-listen (the websocket
+// listener) and endpoint-listen (the HTTP API).
+const (
+	ConnectPrefix  = "connect-"
+	EndpointPrefix = "endpoint-"
+)
+
+// Shared lists the settings both tiers have that take one value in one
+// process (each tier gets it): the key and secret they must agree on,
+// the endpoint URL, the logger's level, the version file, and every
+// storage setting (one store). Their names are the tiers' own.
+func Shared() []string {
+	names := []string{"crypto-key", "node-secret", "endpoint-url", "log-level", "version-file"}
+	for _, s := range settings.Describe(&storage.Settings{}, "") {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// Config of the single-node server: both tiers' configs whole, and the
+// server's own settings. DefaultConfig holds every default (the tiers').
+type Config struct {
+	Engine engine.Config
+	API    apitier.Config
+	Own    Options
+}
+
+// Options are the server's own settings, beside the tiers'.
+type Options struct {
+	// CryptoKeyFile names a file holding the crypto-key, for when
+	// crypto-key is not set: read at start, or, when there is no such
+	// file, made with a new key (mode 0600, its directory 0700) and kept,
+	// so endpoints stay valid across restarts. Back it up with the data:
+	// a lost key invalidates every endpoint handed out. Default "": the
+	// crypto-key setting is required.
+	CryptoKeyFile string `conf:"crypto-key-file" help:"file holding the crypto-key, made with a new key when missing (instead of crypto-key)"`
+}
+
+// DefaultConfig returns the defaults: the tiers' own.
+func DefaultConfig() Config {
+	return Config{Engine: engine.DefaultConfig(), API: apitier.DefaultConfig()}
+}
+
+// Settings returns the settings of c as one group bound to c's fields:
+// loading it sets them. A setting only one tier has keeps its name;
+// Shared ones appear once; the other names both tiers have get
+// ConnectPrefix or EndpointPrefix. It panics if the config structs clash
+// (a name both tiers have, prefixed, equal to another setting's), which
+// the package's tests catch.
+func (c *Config) Settings() *settings.Group {
+	g, err := settings.NewGroup(Shared(),
+		settings.Part{Name: "autoconnect", Cfg: &c.Engine, Prefix: ConnectPrefix},
+		settings.Part{Name: "autoendpoint", Cfg: &c.API, Prefix: EndpointPrefix},
+		settings.Part{Name: "autopush", Cfg: &c.Own},
+	)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// Load reads the configuration as the tier binaries read theirs:
+// defaults, the JSON file named by -config or AUTOPUSH__CONFIG, AUTOPUSH__
+// variables from env, then args. It returns flag.ErrHelp after printing
+// usage for -help, and Validate's error.
+func Load(args []string, env func(string) (string, bool), usage io.Writer) (Config, error) {
+	c := DefaultConfig()
+	if err := settings.Load(c.Settings(), Prefix, args, env, usage); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// Validate reports the first setting that cannot work: the key
+// settings, then each tier's checks on its wired config.
+func (c *Config) Validate() error {
+	key := c.Engine.CryptoKey
+	switch {
+	case key != "" && c.Own.CryptoKeyFile != "":
+		return errors.New("single: config: set crypto-key or crypto-key-file, not both")
+	case key == "" && c.Own.CryptoKeyFile == "":
+		return errors.New("single: config: crypto-key or crypto-key-file is required (tools/cmd/autokey prints a key)")
+	case key != "":
+		if _, err := token.ParseKeys(key); err != nil {
+			return fmt.Errorf("single: config: crypto-key: %w", err)
+		}
+	}
+	sc := c.Stack()
+	if sc.CryptoKey == "" {
+		sc.CryptoKey = "read from crypto-key-file at start"
+	}
+	return sc.Validate()
+}
+
+// Stack is the stack's config: the tiers' configs, with the fields the
+// stack sets on both taken from them (the tiers' listen addresses, the
+// shared endpoint URL, key and secret).
+func (c *Config) Stack() stack.Config {
+	return stack.Config{
+		WSListen:    c.Engine.Listen,
+		NodeListen:  c.Engine.RouterListen,
+		HTTPListen:  c.API.Listen,
+		EndpointURL: c.API.EndpointURL,
+		CryptoKey:   c.API.CryptoKey,
+		NodeSecret:  c.API.NodeSecret,
+		Engine:      c.Engine,
+		API:         c.API,
+	}
+}
+
+// StopTimeout bounds a graceful stop as the tier binaries bound theirs:
+// the connection node's 2 × drain-window + 30s, then the API tier's 1.5 ×
+// shutdown-timeout. A supervisor's stop timeout must exceed it.
+func (c *Config) StopTimeout() time.Duration {
+	return 2*c.Engine.DrainWindow + 30*time.Second + c.API.ShutdownTimeout*3/2
+}
+
+// Secret says whether a setting's value must not be logged: a name with
+// a word key(s), secret(s), token(s) or password(s), unless it names a
+// file (crypto-key, node-secret, push-api-keys; not cql-keyspace, not
+// crypto-key-file).
+func Secret(name string) bool {
+	words := strings.Split(name, "-")
+	if words[len(words)-1] == "file" {
+		return false
+	}
+	for _, w := range words {
+		switch strings.TrimSuffix(w, "s") {
+		case "key", "secret", "token", "password":
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,98 @@
+package single
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/internal/token"
+)
+
+func names(list []settings.Setting) []string {
+	var out []string
+	for _, s := range list {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// TestEveryTierSettingOnce: each setting of each tier is a setting of the
+// server, under its own name, or its tier's prefix when the other tier
+// has the name and it is not shared; shared ones set both tiers.
+func TestEveryTierSettingOnce(t *testing.T) {
+	cfg := DefaultConfig()
+	all := settings.Describe(cfg.Settings(), Prefix)
+	byName := map[string]settings.Setting{}
+	for _, s := range all {
+		if _, dup := byName[s.Name]; dup {
+			t.Errorf("%s twice", s.Name)
+		}
+		byName[s.Name] = s
+	}
+	connect := names(settings.Describe(new(engine.DefaultConfig()), ""))
+	endpoint := names(settings.Describe(new(apitier.DefaultConfig()), ""))
+	for tier, list := range map[string][]string{"autoconnect": connect, "autoendpoint": endpoint} {
+		other, prefix := endpoint, ConnectPrefix
+		if tier == "autoendpoint" {
+			other, prefix = connect, EndpointPrefix
+		}
+		for _, n := range list {
+			name := n
+			if slices.Contains(other, n) && !slices.Contains(Shared(), n) {
+				name = prefix + n
+			}
+			s, ok := byName[name]
+			if !ok || !slices.Contains(s.Parts, tier) {
+				t.Errorf("%s's %s is not the server's %s (%+v)", tier, n, name, s)
+			}
+			if slices.Contains(Shared(), n) && !slices.Equal(s.Parts, []string{"autoconnect", "autoendpoint"}) {
+				t.Errorf("shared %s sets %v", n, s.Parts)
+			}
+		}
+	}
+	if s := byName["crypto-key-file"]; !slices.Equal(s.Parts, []string{"autopush"}) {
+		t.Errorf("crypto-key-file: %+v", s)
+	}
+	for _, n := range []string{"connect-listen", "endpoint-listen", "connect-storage-timeout", "endpoint-storage-timeout", "ping-interval", "max-data-bytes"} {
+		if _, ok := byName[n]; !ok {
+			t.Errorf("no setting %s", n)
+		}
+	}
+}
+
+// TestLoadSharedAndPrefixed: a shared setting reaches both tiers, a
+// prefixed one its own, through file, env and flags in that precedence.
+func TestLoadSharedAndPrefixed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(file, []byte(`{"node-secret": "from-file", "max-unacked": 3, "endpoint-listen": "127.0.0.1:9"}`), 0o600)
+	key := token.GenerateKey()
+	env := map[string]string{"AUTOPUSH__CONFIG": file, "AUTOPUSH__CRYPTO_KEY": key, "AUTOPUSH__MAX_UNACKED": "4"}
+	c, err := Load([]string{"-connect-listen", "127.0.0.1:7", "-endpoint-url", "https://push.example.com"},
+		func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Engine.CryptoKey != key || c.API.CryptoKey != key || c.Engine.NodeSecret != "from-file" || c.API.NodeSecret != "from-file" ||
+		c.Engine.MaxUnacked != 4 || c.Engine.Listen != "127.0.0.1:7" || c.API.Listen != "127.0.0.1:9" ||
+		c.Engine.EndpointURL != "https://push.example.com" || c.API.EndpointURL != "https://push.example.com" {
+		t.Fatalf("engine %+v\napi %+v", c.Engine, c.API)
+	}
+	sc := c.Stack()
+	if sc.WSListen != "127.0.0.1:7" || sc.HTTPListen != "127.0.0.1:9" || sc.NodeListen != c.Engine.RouterListen || sc.NodeSecret != "from-file" {
+		t.Fatalf("stack config %+v", sc)
+	}
+}
+
+func TestSecret(t *testing.T) {
+	for name, want := range map[string]bool{"crypto-key": true, "node-secret": true, "push-api-keys": true, "crypto-key-file": false,
+		"cql-keyspace": false, "swrve-keys-file": false, "listen": false} {
+		if Secret(name) != want {
+			t.Errorf("Secret(%s) = %v", name, !want)
+		}
+	}
+}

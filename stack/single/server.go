@@ -1,0 +1,175 @@
+package single
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
+	"strings"
+	"syscall"
+
+	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/stack"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// ReadyMsg is the message of the line the server logs once it serves:
+// its fields name the addresses (websocket, ws_listen, node_api,
+// push_api, endpoint_url) and the GC target in effect (gogc).
+const ReadyMsg = "autopush ready"
+
+// SettingsMsg is the message of the line, logged at start, whose
+// "settings" field maps every setting to its value as the running tiers
+// hold it; secrets as "sha256:" and the first 12 hex digits of their
+// hash, so two nodes can be compared without showing them.
+const SettingsMsg = "settings in effect"
+
+// Server is a running single-node server. Shutdown is called once.
+type Server struct {
+	st  *stack.Stack
+	cfg Config
+	log *slog.Logger
+}
+
+// Start applies the process settings (the crypto-key file, the GC target
+// unless GOGC is set), then starts both tiers over store (the caller's:
+// it stays open) and logs SettingsMsg and ReadyMsg. The connection node
+// raises the soft fd limit to the hard one as it starts.
+func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if path := cfg.Own.CryptoKeyFile; path != "" {
+		key, made, err := keyFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if made {
+			log.Warn("made a new crypto-key: back it up with the data, endpoints need it", "file", path)
+		}
+		cfg.Engine.CryptoKey, cfg.API.CryptoKey = key, key
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(cfg.Engine.GCPercent)
+	}
+	st, err := stack.New(cfg.Stack(), store, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Start(); err != nil {
+		return nil, err
+	}
+	s := &Server{st: st, cfg: cfg, log: log}
+	log.Info(SettingsMsg, "settings", s.InEffect())
+	log.Info(ReadyMsg, "websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
+		"push_api", st.HTTPAddr(), "endpoint_url", st.EndpointURL(), "gogc", gcPercent())
+	return s, nil
+}
+
+// Stack is the running stack.
+func (s *Server) Stack() *stack.Stack { return s.st }
+
+// InEffect maps every setting to its value as the running tiers hold it
+// (their Config), secrets hashed (see SettingsMsg).
+func (s *Server) InEffect() map[string]string {
+	running := Config{Engine: s.st.Engine().Config(), API: s.st.API().Config(), Own: s.cfg.Own}
+	out := map[string]string{}
+	for _, st := range settings.Describe(running.Settings(), Prefix) {
+		v := st.Default // the running value: Describe reads the struct
+		if Secret(st.Name) && v != "" {
+			sum := sha256.Sum256([]byte(v))
+			v = "sha256:" + hex.EncodeToString(sum[:])[:12]
+		}
+		out[st.Name] = v
+	}
+	return out
+}
+
+// Shutdown stops gracefully: the connection node drains (its clients
+// closed over drain-window, their unacked messages stored), then the API
+// tier finishes the requests in flight.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.st.Shutdown(ctx)
+	if err == nil {
+		s.log.Info("autopush stopped")
+	}
+	return err
+}
+
+// Run starts the server, serves until ctx is done (the main's signal),
+// then shuts down within cfg.StopTimeout(). Each SIGHUP meanwhile reloads
+// the outbound sender's prototype keys (swrve-keys-file), as autoendpoint
+// does.
+func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	s, err := Start(cfg, store, log)
+	if err != nil {
+		return err
+	}
+	for done := false; !done; {
+		select {
+		case <-hup:
+			s.st.Pushes().Reload()
+		case <-ctx.Done():
+			done = true
+		}
+	}
+	log.Info("stopping: draining the connection node, then the API tier")
+	stop, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout())
+	defer cancel()
+	return s.Shutdown(stop)
+}
+
+// keyFile returns the crypto-key kept at path, making one (and the
+// directory) when the file does not exist; made says it did.
+func keyFile(path string) (key string, made bool, err error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		key = strings.TrimSpace(string(b))
+		if _, err := token.ParseKeys(key); err != nil {
+			return "", false, fmt.Errorf("single: crypto-key-file %s: %w", path, err)
+		}
+		return key, false, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+	}
+	key = token.GenerateKey()
+	// O_EXCL: two processes started at once on one directory must not
+	// each write a key of their own.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		f.Close()
+		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+	}
+	return key, true, nil
+}
+
+// gcPercent is the GC target the runtime runs with.
+func gcPercent() int64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	return int64(s[0].Value.Uint64())
+}
