@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
@@ -133,6 +134,79 @@ func TestFailuresOnOurSide(t *testing.T) {
 			if rec.User == "panic" || rec.User == "lost" {
 				t.Errorf("the provider received %s", rec.User)
 			}
+		}
+	})
+}
+
+// dedupSwrve is the Swrve client declared to collapse repeats by
+// Notification.ID, as FCM's collapse key and APNs' apns-collapse-id do;
+// it records the id of every call.
+type dedupSwrve struct {
+	provider.Provider
+	mu  sync.Mutex
+	ids map[string][]string // by device
+}
+
+func (d *dedupSwrve) Limits() provider.Limits {
+	l := d.Provider.Limits()
+	l.Dedup = true
+	return l
+}
+
+func (d *dedupSwrve) Send(ctx context.Context, n *provider.Notification) provider.Result {
+	d.mu.Lock()
+	d.ids[n.Token] = append(d.ids[n.Token], n.ID)
+	d.mu.Unlock()
+	return d.Provider.Send(ctx, n)
+}
+
+// TestInterruptedWithDedupKey: with a provider that collapses repeats,
+// each attempt records the push id as its dedup key and the provider is
+// called with it; a push interrupted in flight is sent again with the same
+// key (the device shows it once), even under sender-interrupted=fail,
+// which only applies to providers without one.
+func TestInterruptedWithDedupKey(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := newStore(t)
+		inflight := orphan(t, store, "dead", "inflight", -time.Second, true)
+		fake := startFake(t)
+		keys := swrve.NewKeys(map[string]map[string]string{"Hello": {"IOS": keyHelloIOS, "ANDROID": keyHelloAndroid}})
+		client, err := swrve.New(swrveConfig(fake.URL()), keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &dedupSwrve{Provider: client, ids: map[string][]string{}}
+		cfg := testConfig("node-a")
+		cfg.Interrupted = sender.PolicyFail
+		s, err := sender.New(cfg, store, []provider.Provider{d}, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Stop(context.Background()) })
+		<-s.Ready()
+		fresh, err := s.Accept(context.Background(), hello("fresh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := waitState(t, s, inflight.ID, storage.PushSent)
+		wantAttempts(t, p, "INTERRUPTED/OTHER/0 OK//200")
+		if k := p.Attempts[1].DedupKey; k != inflight.ID.String() {
+			t.Errorf("the resend's dedup key %q, want the push id %s", k, inflight.ID)
+		}
+		q := waitState(t, s, fresh.ID, storage.PushSent)
+		if k := q.Attempts[0].DedupKey; k != fresh.ID.String() {
+			t.Errorf("an attempt's dedup key %q, want the push id %s", k, fresh.ID)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if got := d.ids["inflight"]; len(got) != 1 || got[0] != inflight.ID.String() {
+			t.Errorf("the provider was called for the interrupted push with ids %q, want its id once", got)
+		}
+		if got := d.ids["fresh"]; len(got) != 1 || got[0] != fresh.ID.String() {
+			t.Errorf("the provider was called with ids %q, want the push id", got)
 		}
 	})
 }
