@@ -126,18 +126,15 @@ func (s *Server) handleBroadcasts(ctx context.Context, c *app.RequestContext, st
 	c.Data(http.StatusOK, "application/json", b)
 }
 
-// readVersion reads a published version: the body, whole (readWhole),
-// at most storage.MaxBroadcastLen bytes (longer is 400, as any invalid
-// version).
+// readVersion reads a published version: the body, whole
+// (readBodyUpTo), at most storage.MaxBroadcastLen bytes (longer is 400,
+// as any invalid version).
 func readVersion(c *app.RequestContext, st *reqState) (string, *errno.HTTPError) {
 	var buf []byte
-	b, e := readWhole(c, storage.MaxBroadcastLen, &buf)
-	switch e {
-	case nil:
-		st.bodyRead = true
-		return string(b), nil
-	case errTooLarge:
-		return "", errBroadcastVersion
+	b, e := readBodyUpTo(c, &buf, storage.MaxBroadcastLen, errBroadcastVersion)
+	if e != nil {
+		return "", e
 	}
-	return "", e
+	st.bodyRead = true
+	return string(b), nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/apitier/sender/swrve"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -115,7 +117,22 @@ type Config struct {
 	// for connection nodes polling this tier as their megaphone-api-url.
 	// Default none.
 	BroadcastReaderTokens []string `conf:"broadcast-reader-tokens" help:"bearer tokens that may list broadcasts (comma-separated)"`
+	// PushAPIKeys are the keys of the outbound sender's API (POST /push,
+	// GET /push...), sent as "Authorization: Bearer <key>". Empty closes
+	// that API (401). Default empty.
+	PushAPIKeys []string `conf:"push-api-keys" help:"API keys of the push sender's routes (Authorization: Bearer); empty: closed"`
+	// The outbound sender (sender-*) and its Swrve provider (swrve-*);
+	// autoendpoint runs the sender's workers unless sender-workers is
+	// false. Defaults in sender.DefaultConfig and swrve.DefaultConfig.
+	SenderConfig
+	SwrveConfig
 }
+
+// SenderConfig and SwrveConfig name the settings Config embeds.
+type (
+	SenderConfig = sender.Config
+	SwrveConfig  = swrve.Config
+)
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
@@ -139,6 +156,8 @@ func DefaultConfig() Config {
 		RequestLog:         true,
 		LogLevel:           "info",
 		VersionFile:        "version.json",
+		SenderConfig:       sender.DefaultConfig(),
+		SwrveConfig:        swrve.DefaultConfig(),
 	}
 }
 
@@ -180,7 +199,13 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("apitier: config: broadcast tokens must be at least %d characters without spaces", minBroadcastToken)
 		}
 	}
-	return nil
+	if err := c.SenderConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.SwrveConfig.Validate(); err != nil {
+		return err
+	}
+	return c.SenderConfig.ValidateFor(swrve.Name, c.SwrveConfig.Limits())
 }
 
 // minBroadcastToken keeps guessable tokens out of the publish route.

@@ -79,7 +79,7 @@ const (
 
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
 	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod,
-	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted}
+	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted, routePushPost, routePushGet, routePushList}
 
 // Outcomes of an accepted push (mNotifications).
 const (

@@ -57,6 +57,9 @@ func (s *Server) handleStatus(_ context.Context, c *app.RequestContext, _ *reqSt
 func (s *Server) handleMetrics(_ context.Context, c *app.RequestContext, _ *reqState) {
 	var b bytes.Buffer
 	s.metrics.set.WritePrometheus(&b)
+	if s.pushes != nil {
+		s.pushes.WriteMetrics(&b) // autosender_*
+	}
 	for _, write := range s.extraMetrics {
 		write(&b)
 	}

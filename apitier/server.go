@@ -45,6 +45,7 @@ type Server struct {
 	audience string // VAPID "aud": the endpoint URL's origin
 	location string // Location prefix: endpoint URL + "/m/"
 	started  time.Time
+	pushes   PushService // the outbound sender's API (push.go); nil: off
 	// extraMetrics are other series /metrics serves (AlsoMetrics).
 	extraMetrics []func(io.Writer)
 
@@ -134,7 +135,7 @@ func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 	h := server.New(opts...)
 	// An over-limit body announced with Expect: 100-continue is refused
 	// (413, by the handler) without asking the client to send it.
-	h.ContinueHandler = func(hdr *hertzproto.RequestHeader) bool { return hdr.ContentLength() <= s.cfg.MaxDataBytes }
+	h.ContinueHandler = func(hdr *hertzproto.RequestHeader) bool { return hdr.ContentLength() <= s.bodyLimit(hdr) }
 	h.Use(s.guard, s.cors)
 	for _, r := range s.routeTable() {
 		h.Handle(r.Method, r.Path, s.handle(r.label, r.fn))
@@ -168,7 +169,20 @@ func (s *Server) routeTable() []routeDef {
 		{Route{http.MethodGet, "/metrics"}, routeMetrics, s.handleMetrics},
 		{Route{http.MethodPut, "/v1/broadcasts/:broadcaster/:channel"}, routeBroadcastPut, s.handlePublishBroadcast},
 		{Route{http.MethodGet, "/v1/broadcasts"}, routeBroadcasts, s.handleBroadcasts},
+		// The outbound sender's API (push.go).
+		{Route{http.MethodPost, "/push"}, routePushPost, s.handlePushPost},
+		{Route{http.MethodGet, "/push/:id"}, routePushGet, s.handlePushGet},
+		{Route{http.MethodGet, "/push"}, routePushList, s.handlePushList},
 	}
+}
+
+// bodyLimit is the largest body the request's route reads: a POST /push
+// body (maxPushBody) or a push message (max-data-bytes).
+func (s *Server) bodyLimit(hdr *hertzproto.RequestHeader) int {
+	if p := hdr.RequestURI(); bytes.Equal(p, []byte("/push")) || bytes.HasPrefix(p, []byte("/push?")) {
+		return maxPushBody
+	}
+	return s.cfg.MaxDataBytes
 }
 
 // maxHeaderBytes bounds a request's header block: crypto headers are at

@@ -236,19 +236,19 @@ var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
 // that ends early or is malformed (400). On any error the connection
 // closes after the answer, the rest of the body unread.
 func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *errno.HTTPError) {
-	return readWhole(c, s.cfg.MaxDataBytes, &pb.body)
+	return readBodyUpTo(c, &pb.body, s.cfg.MaxDataBytes, errTooLarge)
 }
 
-// readWhole is readBody with any limit, reading a streamed body into
-// *buf (grown to limit+1 when needed).
-func readWhole(c *app.RequestContext, limit int, buf *[]byte) ([]byte, *errno.HTTPError) {
+// readBodyUpTo is readBody for any limit: buf is grown to limit+1 when
+// smaller, and tooLarge is the answer to a body over limit.
+func readBodyUpTo(c *app.RequestContext, buf *[]byte, limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
 	if c.Request.Header.ContentLength() > limit {
-		return nil, errTooLarge
+		return nil, tooLarge
 	}
 	if !c.Request.IsBodyStream() {
 		b := c.Request.Body()
 		if len(b) > limit {
-			return nil, errTooLarge
+			return nil, tooLarge
 		}
 		return b, nil
 	}
@@ -262,7 +262,7 @@ func readWhole(c *app.RequestContext, limit int, buf *[]byte) ([]byte, *errno.HT
 		n += m
 		switch {
 		case n > limit:
-			return nil, errTooLarge
+			return nil, tooLarge
 		case err == io.EOF: // the stream's end: the body is complete
 			return b[:n], nil
 		case err == nil:

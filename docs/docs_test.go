@@ -23,6 +23,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/sendernode"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
@@ -237,6 +238,7 @@ func TestGenerated(t *testing.T) {
 	}
 	generated(t, "configuration.md", "autoconnect", settingsTable(settings.Describe(ptr(engine.DefaultConfig()), "AUTOCONNECT")))
 	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(ptr(apitier.DefaultConfig()), "AUTOEND")))
+	generated(t, "configuration.md", "autosender", settingsTable(settings.Describe(ptr(sendernode.DefaultConfig()), "AUTOSENDER")))
 	generated(t, "configuration.md", "autopush", settingsTable(settings.Describe(ptr(single.DefaultConfig()).Settings(), single.Prefix)))
 }
 

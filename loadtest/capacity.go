@@ -66,8 +66,7 @@ type Profile struct {
 // DefaultProfile returns the defaults documented on Profile.
 func DefaultProfile() Profile {
 	return Profile{
-		// broadcast is run on its own (docs/benchmarks.md), not by the profile.
-		Scenarios: []string{scenario.Hold, scenario.Notify, scenario.Stored, scenario.Churn},
+		Scenarios: slices.Clone(scenario.CapacityNames),
 		HoldUAs:   200000, HoldRate: 1500, HoldSteps: 5,
 		NotifyUAs: 10000, NotifyRates: []float64{100, 250, 500, 750, 1000, 2000, 4000},
 		StoredUAs: 2000, Messages: 100000, StoredRate: 800,
@@ -142,6 +141,9 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	commit := gitDescribe()
 	cfgs := p.configs()
 	for i := range cfgs {
+		if !slices.Contains(scenario.CapacityNames, cfgs[i].Scenario) {
+			return fmt.Errorf("loadtest: capacity: %q is not a capacity scenario (%s)", cfgs[i].Scenario, strings.Join(scenario.CapacityNames, ", "))
+		}
 		cfgs[i].Commit = commit
 	}
 	for _, c := range cfgs {
@@ -165,7 +167,7 @@ func Capacity(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			ran[c.Scenario] = rep
 		}
 	}
-	for _, s := range scenario.Names {
+	for _, s := range scenario.CapacityNames {
 		switch rep, err := ran[s], error(nil); {
 		case rep != nil:
 			reps = append(reps, rep)

@@ -8,6 +8,9 @@
 // This package is the coordinator: Run runs one scenario (scenario.Config;
 // hold, notify, stored, churn or broadcast) against processes it starts and stops
 // itself, and Capacity runs the standard profile behind `make capacity`.
+// The sender scenario (outbound.go, `make sender-bench`) drives the
+// outbound sender instead: autoendpoint with its workers against a fake
+// Swrve in this process, POST /push from here, no user agents.
 // The rest has its own packages:
 //
 //	scenario  what a run is: the scenarios, Config, flags, validation

@@ -87,7 +87,10 @@ func (p *progress) render(s report.Sample, done, total int64) string {
 		}
 		return report.Num(float64(now-before) / dt)
 	}
-	fmt.Fprintf(&b, " | ua %s", report.Num(s.Connected))
+	sender := s.Engine.RSS == 0 && s.EndpointRSS > 0 // the sender scenario: no engines, no user agents
+	if !sender {
+		fmt.Fprintf(&b, " | ua %s", report.Num(s.Connected))
+	}
 	if s.Connects > 0 {
 		fmt.Fprintf(&b, " +%s/s", rate(s.Connects, p.prev.Connects))
 	}
@@ -99,6 +102,13 @@ func (p *progress) render(s report.Sample, done, total int64) string {
 	}
 	if s.Latency != nil {
 		fmt.Fprintf(&b, " p99 %.1fms", s.Latency.P99)
+	}
+	if sender {
+		if s.Response != nil {
+			fmt.Fprintf(&b, " POST p99 %.1fms", s.Response.P99)
+		}
+		fmt.Fprintf(&b, " | endpoint %.0f MiB | %s", float64(s.EndpointRSS)/(1<<20), time.Since(p.started).Round(time.Second))
+		return b.String()
 	}
 	fmt.Fprintf(&b, " | engines %.0f MiB", float64(s.Engine.RSS)/(1<<20))
 	if s.Connected > 0 {

@@ -81,6 +81,9 @@ func (r *run) execute(ctx context.Context) (err error) {
 		return fmt.Errorf("loadtest: %w", err)
 	}
 	r.prog = newProgress(r.log, r.cfg.Progress, r.cfg.SampleEvery)
+	if r.cfg.Scenario == scenario.Sender {
+		return r.outbound(ctx, logDir)
+	}
 	r.logf("starting %d engine(s) and %d worker(s); logs in %s", r.cfg.EngineCount(), r.cfg.WorkerCount(), logDir)
 	if r.cl, err = startCluster(ctx, &r.cfg, logDir, r.prog); err != nil {
 		return err
@@ -95,7 +98,7 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err := r.setupWorkers(ctx); err != nil {
 		return err
 	}
-	stop := r.monitor()
+	stop := r.monitor(r.sample)
 	defer func() {
 		stop()
 		r.rep.Series = r.series
@@ -159,8 +162,9 @@ func (r *run) setPhase(name string, total int64, cur func(report.Sample) int64) 
 	r.prog.phase(r.cfg.Scenario + ":" + name)
 }
 
-// monitor samples every SampleEvery until the returned stop is called.
-func (r *run) monitor() (stop func()) {
+// monitor samples every SampleEvery (r.sample, or the scenario's own)
+// until the returned stop is called.
+func (r *run) monitor(sample func() report.Sample) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -172,7 +176,7 @@ func (r *run) monitor() (stop func()) {
 			case <-quit:
 				return
 			}
-			s := r.sample()
+			s := sample()
 			r.mu.Lock()
 			r.series = append(r.series, s)
 			r.last = s
@@ -402,6 +406,9 @@ func (r *run) verdict() {
 	}
 	if b := r.rep.Broadcast; b != nil {
 		p = append(p, b.Problems()...)
+	}
+	if r.rep.Sender != nil {
+		p = append(p, r.rep.SenderProblems(r.cfg.RateTolerance)...)
 	}
 	r.rep.Problems = p
 	r.rep.Pass = len(p) == 0

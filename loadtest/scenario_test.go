@@ -50,7 +50,7 @@ var (
 // testBinaries builds the service binaries the runs need (without the
 // race detector: they are the system under test, not this package):
 // autoconnect and autoendpoint on CQL, autoconnect and autopush on the
-// embedded store.
+// embedded store, and autoendpoint for the sender scenario.
 func testBinaries(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
@@ -60,7 +60,7 @@ func testBinaries(t *testing.T) string {
 		if binDir, buildErr = os.MkdirTemp("", "loadtest-bin-"); buildErr != nil {
 			return
 		}
-		bins := []string{"autoconnect", "autopush"}
+		bins := []string{"autoconnect", "autopush", "autoendpoint"} // autoendpoint: the sender scenario's
 		if os.Getenv("CQL_HOSTS") != "" {
 			bins = []string{"autoconnect", "autoendpoint"}
 		}
@@ -334,6 +334,41 @@ func TestBroadcastSmall(t *testing.T) {
 		if s.Account.Accepted != want || s.Account.Delivered != want || !s.Account.Exact() || s.Latency.Count == 0 {
 			t.Errorf("%s stage: %+v, latency %+v; want %d delivered once", name, s.Account, s.Latency, want)
 		}
+	}
+}
+
+// TestSenderSmall runs the sender scenario at test size on the embedded
+// store: POSTs above the provider's rate, the provider paced at it, the
+// pool within its bound, every accepted push SENT and received once. The
+// rate's tolerance is wide here: make test runs on shared machines, and
+// speed is the full run's to measure (make sender-bench).
+func TestSenderSmall(t *testing.T) {
+	cfg := smallConfig(t, scenario.Sender)
+	cfg.CQLHosts = nil
+	cfg.PushRate, cfg.Duration, cfg.ProviderRate, cfg.ProviderLatency = 150, 6*time.Second, 100, "50ms"
+	// A pool of 20 (200 ms × 100/s): room for the answer's 50 ms and the
+	// two storage writes around it.
+	cfg.AverageLatency, cfg.Warmup, cfg.Measure, cfg.RateTolerance = 200*time.Millisecond, time.Second, 4*time.Second, 0.5
+	cfg.DrainTimeout = time.Minute
+	rep := runScenario(t, cfg)
+	s := rep.Sender
+	if s.Scheduled != 900 || s.Accepted != 900 || s.Sent != 900 || s.Received != 900 || s.Duplicates != 0 {
+		t.Errorf("scheduled %d, accepted %d, SENT %d, received %d, duplicates %d; want 900 each and none twice",
+			s.Scheduled, s.Accepted, s.Sent, s.Received, s.Duplicates)
+	}
+	// The pool holds average latency × rate = 20 sends; the fake never
+	// saw more at once than that and the reader's own send.
+	if s.PoolSize != 20 || s.ProviderMaxNow > s.PoolSize+1 || s.PoolBusyMax > s.PoolSize {
+		t.Errorf("pool bound %d, busy at most %d, provider in flight at most %d", s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow)
+	}
+	// Offered above the provider's rate, so pushes queued.
+	if len(s.PerSecond) < 8 || s.Measured <= 0 || s.Response.Count != 900 || s.Latency.P50 < 49 || s.Latency.P50 > 51 {
+		t.Errorf("%d seconds of sends, measured %.1f/s, %d POSTs timed, provider p50 %.0f ms", len(s.PerSecond), s.Measured,
+			s.Response.Count, s.Latency.P50)
+	}
+	b, _ := os.ReadFile(rep.Files[1])
+	if !strings.Contains(string(b), "Provider sends per second") || !strings.Contains(string(b), "pool bound 20") {
+		t.Errorf("HTML report without the sender's charts")
 	}
 }
 

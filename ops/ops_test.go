@@ -525,6 +525,12 @@ func TestDashboard(t *testing.T) {
 		"storage latency (autoendpoint)": "autoendpoint_storage_seconds_bucket",
 		"drain":                          "autoconnect_draining",
 		"broadcasts":                     "autoconnect_broadcast_fanout_seconds_bucket",
+		"sender: pushes received":        "autosender_pushes_received_total",
+		"sender: failures":               "autosender_failed_total",
+		"sender: provider send latency":  "autosender_send_seconds_bucket",
+		"sender: post /push latency":     "autosender_receive_seconds_bucket",
+		"sender: queue and sending pool": "autosender_pool_busy",
+		"sender: claims":                 "autosender_claims_total",
 	} {
 		found := false
 		for title, names := range plots {

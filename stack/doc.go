@@ -1,5 +1,6 @@
 // Package stack runs the whole push service in one process: a connection
-// node (engine) and an endpoint node (apitier) over one store, wired as a
+// node (engine) and an endpoint node (apitier, with the outbound sender
+// and its workers, as autoendpoint runs them) over one store, wired as a
 // deployment wires them: the endpoint URL is known before either tier
 // starts (the connection node mints endpoints under it, the endpoint node
 // checks VAPID audiences against its origin), both share the CRYPTO_KEY and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/sendernode"
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -49,8 +50,10 @@ type Config struct {
 	// holds few clients).
 	Engine engine.Config
 	// API is the endpoint node's config; New overrides its Listen,
-	// EndpointURL, CryptoKey and NodeSecret with the fields above. Default
-	// apitier.DefaultConfig().
+	// EndpointURL, CryptoKey and NodeSecret with the fields above. Its
+	// SenderConfig, SwrveConfig and PushAPIKeys run the outbound sender as
+	// autoendpoint does (workers on; the push API closed while
+	// PushAPIKeys is empty). Default apitier.DefaultConfig().
 	API apitier.Config
 }
 
@@ -107,6 +110,7 @@ func (c *Config) tiers() (engine.Config, apitier.Config) {
 type Stack struct {
 	node        *engine.Server
 	api         *apitier.Server
+	pushes      *sendernode.Sender
 	endpointURL string
 
 	stopOnce sync.Once
@@ -137,10 +141,16 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	pushes, err := sendernode.Build(acfg.SenderConfig, acfg.SwrveConfig, store, log.With("tier", "autoendpoint"))
+	if err != nil {
+		return nil, err
+	}
+	api.SetPushService(pushes)
 	// One process, one scrape: the API tier's /metrics serves the
-	// connection node's series too (the node API's serves its own).
+	// connection node's series too (the node API's serves its own), and
+	// the sender's (push.go).
 	api.AlsoMetrics(node.WriteMetrics)
-	return &Stack{node: node, api: api, endpointURL: acfg.EndpointURL}, nil
+	return &Stack{node: node, api: api, pushes: pushes, endpointURL: acfg.EndpointURL}, nil
 }
 
 // Start starts the connection node, then the API tier, and returns once
@@ -154,7 +164,7 @@ func (s *Stack) Start() error {
 		s.node.Close()
 		return err
 	}
-	return nil
+	return s.pushes.Start()
 }
 
 // Shutdown stops gracefully, as a deployment's SIGTERM does: the
@@ -164,7 +174,10 @@ func (s *Stack) Start() error {
 // the requests in flight. ctx bounds both. Calls after the first return
 // its result.
 func (s *Stack) Shutdown(ctx context.Context) error {
-	s.stopOnce.Do(func() { s.stopErr = errors.Join(s.node.Drain(ctx), s.api.Shutdown(ctx)) })
+	s.stopOnce.Do(func() {
+		s.stopErr = errors.Join(s.node.Drain(ctx), s.api.Shutdown(ctx), s.pushes.Stop(ctx))
+		s.pushes.Close()
+	})
 	return s.stopErr
 }
 
@@ -189,3 +202,6 @@ func (s *Stack) Engine() *engine.Server { return s.node }
 
 // API is the endpoint node.
 func (s *Stack) API() *apitier.Server { return s.api }
+
+// Pushes is the outbound sender the endpoint node's push API uses.
+func (s *Stack) Pushes() *sendernode.Sender { return s.pushes }

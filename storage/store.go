@@ -100,6 +100,9 @@ type Store interface {
 	// empty map when there is none. 1 RT.
 	Broadcasts(ctx context.Context) (map[string]string, error)
 
+	// PushStore: the outbound sender's pushes (push.go).
+	PushStore
+
 	// Health returns nil when the backend can serve reads and writes, or
 	// an error wrapping ErrUnavailable. 1 RT.
 	Health(ctx context.Context) error

@@ -8,6 +8,9 @@
 #   tools/test.sh stress        tests with a CPU hog on every core, then the
 #                               engine and API tier packages twice more
 #   tools/test.sh bench [TIME]  benchmarks (-benchtime TIME, default 1s)
+#   tools/test.sh sender-cluster  two sender nodes on one keyspace, 10,000
+#                               pushes each received once (make test runs
+#                               the same test with 1,500)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
@@ -48,6 +51,11 @@ fi
 if [ "$mode" = bench ]; then
 	go test -run '^$' -bench . -benchmem -benchtime "${2:-1s}" ./storage/...
 	exit 0
+fi
+if [ "$mode" = sender-cluster ]; then
+	SENDER_CLUSTER_PUSHES=${SENDER_CLUSTER_PUSHES:-10000} go test -count=1 -v -timeout 30m \
+		-run '^TestTwoNodesEachPushOnce$' ./apitier/sender/ 2>&1 | grep -v ' WARN '
+	exit "${PIPESTATUS[0]}"
 fi
 
 # run NAME CMD...: runs a go test command with -v into a log, prints one

@@ -43,7 +43,11 @@ svg{background:#fff;border:1px solid #ddd;margin:6px 0}
 		b.WriteString("<h2>Engine memory against connections (measured points and the fitted slope)</h2>\n" + memoryAgainstConns(r.Hold))
 		b.WriteString("<h2>Engine memory per connection against connections</h2>\n" + perConnAgainstConns(r.Hold))
 	}
-	b.WriteString("<h2>Connections, engine memory and goroutines over time</h2>\n" + connsOverTime(r))
+	if r.Sender != nil {
+		b.WriteString(senderCharts(r))
+	} else {
+		b.WriteString("<h2>Connections, engine memory and goroutines over time</h2>\n" + connsOverTime(r))
+	}
 	if hasPushes(r) {
 		b.WriteString("<h2>Push throughput over time</h2>\n" + throughputOverTime(r))
 	}

@@ -38,6 +38,7 @@ type Report struct {
 	Delivery *DeliveryReport `json:"delivery,omitempty"`
 	// Broadcast is the broadcast scenario's (broadcast.go).
 	Broadcast *BroadcastReport `json:"broadcast,omitempty"`
+	Sender    *SenderReport    `json:"sender,omitempty"`
 	Reasons   map[string]int64 `json:"reasons,omitempty"` // why handshakes failed and connections dropped
 	Pass      bool             `json:"pass"`
 	Problems  []string         `json:"problems,omitempty"`
@@ -207,8 +208,13 @@ func (r *Report) PrintSummary(w io.Writer) {
 	fmt.Fprintf(w, "\n== %s: %s\n", r.Scenario, r.Command)
 	fmt.Fprintf(w, "machine: %s, %d CPUs, %s RAM, %s, %s; load %s -> %s\n", r.Machine.CPU, r.Machine.CPUs,
 		gib(r.Machine.MemTotal), r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
-	fmt.Fprintf(w, "system: %d %s process(es) on %s storage, %d worker process(es), sources 127.0.0.2-%d\n",
-		r.Cluster.Engines, r.Cluster.EngineKind, r.Cluster.Storage, r.Cluster.Workers, 1+r.Config.SourceIPs)
+	if r.Sender != nil {
+		fmt.Fprintf(w, "system: autoendpoint with its sender workers on %s storage; a fake Swrve (%s latency) in the load tester\n",
+			r.Cluster.Storage, r.Config.ProviderLatency)
+	} else {
+		fmt.Fprintf(w, "system: %d %s process(es) on %s storage, %d worker process(es), sources 127.0.0.2-%d\n",
+			r.Cluster.Engines, r.Cluster.EngineKind, r.Cluster.Storage, r.Cluster.Workers, 1+r.Config.SourceIPs)
+	}
 	if c := r.Connect; c != nil {
 		fmt.Fprintf(w, "connect: %s of %s user agents in %.1fs (%s/s achieved, %s/s offered), %s attempts, %s failures; handshake p50 %.1f ms p99 %.1f ms max %.1f ms; cpu%% machine/engines/endpoint/workers %s\n",
 			Num(c.Connected), Num(c.Target), c.Seconds, Num(c.Achieved), Num(c.Offered), Num(c.Attempts), Num(c.Failures),
@@ -226,6 +232,8 @@ func (r *Report) PrintSummary(w io.Writer) {
 		r.printDelivery(w)
 	case r.Broadcast != nil:
 		r.printBroadcast(w)
+	case r.Sender != nil:
+		r.printSender(w)
 	}
 	verdict := "PASS"
 	if !r.Pass {
@@ -273,6 +281,9 @@ func (r *Report) printDelivery(w io.Writer) {
 		a.BadContent, a.Misrouted, a.Unknown, a.DeliveredDespiteError)
 }
 
+// SenderProblems are what fails a sender run, given the rate tolerance.
+func (r *Report) SenderProblems(tolerance float64) []string { return r.Sender.problems(tolerance) }
+
 // everyNth picks about n samples spread over the series, the last
 // included.
 func everyNth(ss []Sample, n int) []Sample {
@@ -290,7 +301,11 @@ func everyNth(ss []Sample, n int) []Sample {
 // resultLine is one grep-able line of the headline figures.
 func (r *Report) resultLine() string {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "RESULT scenario=%s uas=%d engines=%d storage=%s", r.Scenario, r.Config.UAs, r.Cluster.Engines, r.Cluster.Storage)
+	if r.Sender != nil { // no user agents, no engines
+		fmt.Fprintf(b, "RESULT scenario=%s storage=%s", r.Scenario, r.Cluster.Storage)
+	} else {
+		fmt.Fprintf(b, "RESULT scenario=%s uas=%d engines=%d storage=%s", r.Scenario, r.Config.UAs, r.Cluster.Engines, r.Cluster.Storage)
+	}
 	if c := r.Connect; c != nil {
 		fmt.Fprintf(b, " connected=%d connect_per_s=%.0f connect_failures=%d", c.Connected, c.Achieved, c.Failures)
 	}
@@ -309,6 +324,8 @@ func (r *Report) resultLine() string {
 			a.Accepted, a.Delivered, a.Lost, a.DuplicatedAfterAck, r.Delivery.DrainRate)
 	case r.Broadcast != nil:
 		b.WriteString(r.broadcastResult())
+	case r.Sender != nil:
+		b.WriteString(r.Sender.resultFields())
 	}
 	return b.String()
 }

@@ -21,17 +21,25 @@ const (
 	// the change takes to reach every user agent, and what it does to the
 	// pushes' latency.
 	Broadcast = "broadcast"
+	// Sender is the outbound sender (seed 002): POST /push above the
+	// provider's rate limit against a fake Swrve with the seed's latency.
+	Sender = "sender"
 )
 
 // Names lists every scenario.
-var Names = []string{Hold, Notify, Stored, Churn, Broadcast}
+var Names = []string{Hold, Notify, Stored, Churn, Broadcast, Sender}
+
+// CapacityNames are the scenarios of the capacity profile (make capacity,
+// docs/capacity.md); broadcast and sender have their own runs (make
+// fanout, make sender-bench; docs/benchmarks.md).
+var CapacityNames = []string{Hold, Notify, Stored, Churn}
 
 // Config is one run. Default holds every default; the command's flags
 // fill it (internal/settings: a field's `conf` tag is its flag). A field's
 // `for` tag lists the scenarios that read it ("all": every one); its -help
 // lists only those.
 type Config struct {
-	// Scenario is hold, notify, stored, churn or broadcast.
+	// Scenario is hold, notify, stored, churn, broadcast or sender.
 	Scenario string
 
 	// --- the system under test
@@ -51,11 +59,11 @@ type Config struct {
 	KeepKeyspace bool `conf:"keep-keyspace" for:"all" help:"keep the run's CQL keyspace (for a post-mortem)"`
 	// Engines is how many autoconnect processes to start. Default 0:
 	// ceil(UAs / PerEngine).
-	Engines int `conf:"engines" for:"all" help:"autoconnect processes to start (0: ceil(uas / per-engine))"`
+	Engines int `conf:"engines" for:"hold,notify,stored,churn" help:"autoconnect processes to start (0: ceil(uas / per-engine))"`
 	// PerEngine is the most user agents one engine is given when Engines
 	// is 0; an engine holds at most its fd limit less 256 (19,744 here).
 	// Default 18,000.
-	PerEngine int `conf:"per-engine" for:"all" help:"user agents per engine when -engines is 0"`
+	PerEngine int `conf:"per-engine" for:"hold,notify,stored,churn" help:"user agents per engine when -engines is 0"`
 	// BinDir holds autoconnect, autoendpoint and autopush. Default "":
 	// build them from this module into a temporary directory.
 	BinDir string `conf:"bin-dir" for:"all" help:"directory with the autoconnect, autoendpoint and autopush binaries (empty: go build them)"`
@@ -64,39 +72,39 @@ type Config struct {
 
 	// Workers is how many worker processes hold the user agents. Default
 	// 0: ceil(UAs / PerWorker).
-	Workers int `conf:"workers" for:"all" help:"worker processes (0: ceil(uas / per-worker))"`
+	Workers int `conf:"workers" for:"hold,notify,stored,churn" help:"worker processes (0: ceil(uas / per-worker))"`
 	// PerWorker is the most user agents one worker is given when Workers
 	// is 0: a process may hold at most 20,000 files here. Default 18,000.
-	PerWorker int `conf:"per-worker" for:"all" help:"user agents per worker when -workers is 0"`
+	PerWorker int `conf:"per-worker" for:"hold,notify,stored,churn" help:"user agents per worker when -workers is 0"`
 	// Loops is the number of epoll event loops per worker. Default 1.
-	Loops int `conf:"loops" for:"all" help:"epoll event loops per worker"`
+	Loops int `conf:"loops" for:"hold,notify,stored,churn" help:"epoll event loops per worker"`
 	// SourceIPs spreads user agents over 127.0.0.2 .. 127.0.0.(1+SourceIPs)
 	// so ephemeral ports never run out. Default 250.
-	SourceIPs int `conf:"source-ips" for:"all" help:"source addresses 127.0.0.2 .. 127.0.0.(1+n)"`
+	SourceIPs int `conf:"source-ips" for:"hold,notify,stored,churn" help:"source addresses 127.0.0.2 .. 127.0.0.(1+n)"`
 
 	// --- user agents
 
 	// UAs is the number of user agents. Default: hold 10,000; notify
 	// 2,000; stored 2,000; churn 2,000.
-	UAs int `conf:"uas" for:"all" help:"user agents"`
+	UAs int `conf:"uas" for:"hold,notify,stored,churn" help:"user agents"`
 	// Channels each user agent registers. Default 1.
-	Channels int `conf:"channels" for:"all" help:"channels registered per user agent"`
+	Channels int `conf:"channels" for:"hold,notify,stored,churn" help:"channels registered per user agent"`
 	// ConnectRate is new connections started per second, over all
 	// workers. Default 1,000.
-	ConnectRate float64 `conf:"connect-rate" for:"all" help:"connections started per second (all workers)"`
+	ConnectRate float64 `conf:"connect-rate" for:"hold,notify,stored,churn" help:"connections started per second (all workers)"`
 	// MaxPending bounds handshakes in progress (connect to the last
 	// register reply), over all workers; the ramp waits beyond it, and
 	// the achieved connect rate says so. Default 2,000.
-	MaxPending int `conf:"max-pending" for:"all" help:"handshakes in progress at most (all workers)"`
+	MaxPending int `conf:"max-pending" for:"hold,notify,stored,churn" help:"handshakes in progress at most (all workers)"`
 	// ConnectTimeout bounds one handshake. Default 30s.
-	ConnectTimeout time.Duration `conf:"connect-timeout" for:"all" help:"time allowed from connect to the last register reply"`
+	ConnectTimeout time.Duration `conf:"connect-timeout" for:"hold,notify,stored,churn" help:"time allowed from connect to the last register reply"`
 	// ConnectRetries is how often a failed handshake is retried (each
 	// failure is counted). Default 3.
-	ConnectRetries int `conf:"connect-retries" for:"all" help:"retries of a failed handshake"`
+	ConnectRetries int `conf:"connect-retries" for:"hold,notify,stored,churn" help:"retries of a failed handshake"`
 	// PingInterval is how often an idle user agent sends "{}" (Firefox:
 	// about every 30 minutes); the engine's own websocket pings are
 	// answered whatever it is. 0: never. Default 30m.
-	PingInterval time.Duration `conf:"ping-interval" for:"all" help:"user agent {} ping interval, jittered ±10% (0: never)"`
+	PingInterval time.Duration `conf:"ping-interval" for:"hold,notify,stored,churn" help:"user agent {} ping interval, jittered ±10% (0: never)"`
 
 	// --- hold
 
@@ -125,9 +133,11 @@ type Config struct {
 	// StageTime is how long each notify rate (each broadcast stage) is
 	// offered. Default 15s.
 	StageTime time.Duration `conf:"stage-time" for:"notify,broadcast" help:"duration of each offered rate"`
-	// Warmup is the start of each stage that is sent but left out of the
-	// stage's histogram. Default 3s.
-	Warmup time.Duration `conf:"warmup" for:"notify,broadcast" help:"start of each stage left out of its histogram"`
+	// Warmup is the start of each notify or broadcast stage that is sent
+	// but left out of the stage's histogram; for sender, the start of the
+	// provider's sends left out of the measured window. Default 3s
+	// (sender: 10s).
+	Warmup time.Duration `conf:"warmup" for:"notify,broadcast,sender" help:"start left out of the measurement (notify, broadcast: of each stage; sender: of the provider's sends)"`
 	// P99Limit stops the notify ladder after the first rate whose p99
 	// passes it, once MinStages ran. 0: run every rate. Default 50ms.
 	P99Limit time.Duration `conf:"p99-limit" for:"notify" help:"stop after the first rate whose p99 passes this (0: run all)"`
@@ -144,11 +154,13 @@ type Config struct {
 	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's header and body timeouts in a -stalls run"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
-	// PushRate is the offered push rate of stored, churn and broadcast.
-	// Default 1,000 (broadcast: 500).
-	PushRate float64 `conf:"push-rate" for:"stored,churn,broadcast" help:"offered push rate per second"`
-	// Duration of churn's push phase. Default 100s.
-	Duration time.Duration `conf:"duration" for:"churn" help:"how long pushes flow while user agents churn"`
+	// PushRate is the offered push rate of stored, churn, broadcast and
+	// sender. Default 1,000 (broadcast: 500; sender: 500, well above the
+	// provider's 300/s).
+	PushRate float64 `conf:"push-rate" for:"stored,churn,broadcast,sender" help:"offered push rate per second"`
+	// Duration of churn's push phase, and of sender's POSTs. Default 100s
+	// (sender: 80s).
+	Duration time.Duration `conf:"duration" for:"churn,sender" help:"how long pushes are offered"`
 	// SessionMean and OfflineMean are the means of churn's exponentially
 	// distributed online and offline times. Defaults 10s and 2s.
 	SessionMean time.Duration `conf:"session" for:"churn" help:"mean time a user agent stays connected"`
@@ -161,19 +173,39 @@ type Config struct {
 	// new signature per push, as the web-push libraries do. Default 0.
 	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn,broadcast" help:"reuse a VAPID JWT this long (0: sign every push)"`
 	// SenderConns bounds HTTP connections per worker. Default 64.
-	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast" help:"HTTP connections to the endpoint per worker"`
+	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast,sender" help:"HTTP connections to the endpoint per worker"`
 	// MaxInFlight bounds pushes in flight per worker; a push due beyond
 	// it is not sent and counted as an error ("sender: in-flight cap"),
 	// so the schedule never waits. Default 4,096.
-	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn,broadcast" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
+	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn,broadcast,sender" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
 	// PushTimeout bounds one POST. Default 10s.
-	PushTimeout time.Duration `conf:"push-timeout" for:"notify,stored,churn,broadcast" help:"timeout of one POST"`
+	PushTimeout time.Duration `conf:"push-timeout" for:"notify,stored,churn,broadcast,sender" help:"timeout of one POST"`
 	// DeliveryGrace is how long a notify stage waits for its accepted
 	// pushes to arrive after its last POST. Default 10s.
 	DeliveryGrace time.Duration `conf:"grace" for:"notify,broadcast" help:"wait for a stage's pushes to arrive after its last POST"`
-	// DrainTimeout bounds the wait for every accepted push to be acked.
-	// Default 2m.
-	DrainTimeout time.Duration `conf:"drain-timeout" for:"stored,churn" help:"wait for every accepted push to arrive"`
+	// DrainTimeout bounds the wait for every accepted push to be acked
+	// (sender: SENT). Default 2m (sender: 5m).
+	DrainTimeout time.Duration `conf:"drain-timeout" for:"stored,churn,sender" help:"wait for every accepted push to arrive (sender: to be SENT)"`
+
+	// --- sender (the outbound sender and its fake provider)
+
+	// ProviderRate is the provider's rate limit the sender is configured
+	// with (swrve-rate), sends per second. Default 300 (the seed's).
+	ProviderRate float64 `conf:"provider-rate" for:"sender" help:"the provider's rate limit the sender paces at (swrve-rate), per second"`
+	// ProviderLatency is how the fake provider delays each answer: "seed"
+	// (log-normal with the seed's measured p50 983 ms and p99 5,956 ms)
+	// or a fixed duration. Default "seed".
+	ProviderLatency string `conf:"provider-latency" for:"sender" help:"fake provider answer time: seed (p50 983ms, p99 5956ms) or a fixed duration"`
+	// AverageLatency sizes the sender's pool (swrve-average-latency): the
+	// pool holds AverageLatency × ProviderRate sends. Default 2s (600 at
+	// 300/s, the seed's sizing).
+	AverageLatency time.Duration `conf:"average-latency" for:"sender" help:"the sender's expected provider latency (swrve-average-latency; sizes its pool)"`
+	// Measure is the window over which the provider's send rate is
+	// measured, after Warmup. Default 1m.
+	Measure time.Duration `conf:"measure" for:"sender" help:"window over which the provider's send rate is measured"`
+	// RateTolerance fails the run when the measured rate is further than
+	// this fraction from ProviderRate. Default 0.01 (1%).
+	RateTolerance float64 `conf:"rate-tolerance" for:"sender" help:"fail when the provider's rate is further than this fraction from -provider-rate"`
 	// Quiet is how long to listen for late duplicates after the drain.
 	// Default 3s.
 	Quiet time.Duration `conf:"quiet" for:"stored,churn" help:"listen this long for late duplicates after the drain"`
@@ -259,6 +291,11 @@ func Default(scenario string) Config {
 		SenderConns:     64,
 		MaxInFlight:     4096,
 		PushTimeout:     10 * time.Second,
+		ProviderRate:    300,
+		ProviderLatency: "seed",
+		AverageLatency:  2 * time.Second,
+		Measure:         time.Minute,
+		RateTolerance:   0.01,
 		DeliveryGrace:   10 * time.Second,
 		DrainTimeout:    2 * time.Minute,
 		Quiet:           3 * time.Second,
@@ -270,7 +307,7 @@ func Default(scenario string) Config {
 		SampleEvery:     time.Second,
 		Command:         strings.Join(os.Args, " "),
 	}
-	if h := os.Getenv("CQL_HOSTS"); h != "" {
+	if h := os.Getenv("CQL_HOSTS"); h != "" && scenario != Sender {
 		c.CQLHosts = strings.Split(h, ",")
 	}
 	switch scenario {
@@ -278,6 +315,9 @@ func Default(scenario string) Config {
 		c.UAs = 10000
 	case Broadcast:
 		c.UAs, c.Broadcasts, c.PushRate = 10000, 1, 500
+	case Sender:
+		// The embedded store unless -cql-hosts names a cluster.
+		c.PushRate, c.Duration, c.Warmup, c.DrainTimeout = 500, 80*time.Second, 10*time.Second, 5*time.Minute
 	}
 	return c
 }
@@ -322,6 +362,8 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: -push-rate and -drain-timeout must be positive, -quiet not negative")
 	case c.Scenario == Churn && (c.Duration <= 0 || c.SessionMean <= 0 || c.OfflineMean <= 0):
 		return errors.New("loadtest: churn: -duration, -session and -offline must be positive")
+	case c.Scenario == Sender:
+		return c.validateSender()
 	case c.Sends() && (c.PayloadSize < minPayload || c.PayloadSize > ledger.MaxPayload):
 		return fmt.Errorf("loadtest: -payload must be %d..%d bytes", minPayload, ledger.MaxPayload)
 	case c.Sends() && (c.TTL < 1 || c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
@@ -350,8 +392,52 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Sends reports whether the scenario posts pushes.
-func (c *Config) Sends() bool { return c.Scenario != Hold }
+// validateSender checks the sender scenario's settings: the offered
+// pushes must outlast the measured window at the provider's rate, or the
+// window would see the queue run dry.
+func (c *Config) validateSender() error {
+	switch {
+	case c.PushRate <= 0 || c.Duration <= 0 || c.ProviderRate <= 0 || c.AverageLatency <= 0 || c.Measure <= 0 || c.Warmup < 0:
+		return errors.New("loadtest: sender: -push-rate, -duration, -provider-rate, -average-latency and -measure must be positive, -warmup not negative")
+	case c.RateTolerance <= 0 || c.RateTolerance >= 1:
+		return errors.New("loadtest: sender: -rate-tolerance must be in (0, 1)")
+	case c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.DrainTimeout <= 0:
+		return errors.New("loadtest: sender: -sender-conns, -max-in-flight, -push-timeout and -drain-timeout must be positive")
+	case c.Progress != "auto" && c.Progress != "bar" && c.Progress != "lines" && c.Progress != "off" || c.Out == "":
+		return errors.New("loadtest: -progress must be auto, bar, lines or off, and -out is required")
+	}
+	if _, err := c.ProviderLatencyFunc(); err != nil {
+		return err
+	}
+	if c.PushRate <= c.ProviderRate {
+		return fmt.Errorf("loadtest: sender: -push-rate (%.0f/s) must be above -provider-rate (%.0f/s): the sender is measured with its queue full",
+			c.PushRate, c.ProviderRate)
+	}
+	pushes := c.PushRate * c.Duration.Seconds()
+	if need := c.ProviderRate * (c.Warmup + c.Measure).Seconds() * 1.05; pushes < need {
+		return fmt.Errorf("loadtest: sender: %.0f pushes (-push-rate × -duration) run out before the window ends: "+
+			"the provider sends %.0f/s for -warmup + -measure (%s), %.0f pushes and 5%% more; offer more",
+			pushes, c.ProviderRate, c.Warmup+c.Measure, need/1.05)
+	}
+	return nil
+}
+
+// ProviderLatencyFunc parses ProviderLatency: the seed's distribution
+// (nil: the caller draws from swrvefake.SeedLatency), or a fixed answer
+// time.
+func (c *Config) ProviderLatencyFunc() (fixed *time.Duration, err error) {
+	if c.ProviderLatency == "seed" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(c.ProviderLatency)
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("loadtest: sender: -provider-latency %q is not seed or a duration", c.ProviderLatency)
+	}
+	return &d, nil
+}
+
+// Sends reports whether the scenario posts pushes to user agents.
+func (c *Config) Sends() bool { return c.Scenario != Hold && c.Scenario != Sender }
 
 // EngineCount is the number of engine processes the run starts.
 func (c *Config) EngineCount() int {

@@ -66,3 +66,41 @@ func TestSizing(t *testing.T) {
 		t.Errorf("more workers than user agents: %d", cfg.WorkerCount())
 	}
 }
+
+func TestSenderFlags(t *testing.T) {
+	t.Setenv("CQL_HOSTS", "127.0.0.1:9042")
+	var help bytes.Buffer
+	if _, err := ParseFlags(Sender, []string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, want := range []string{"-push-rate", "-duration", "-provider-rate", "-provider-latency", "-average-latency", "-measure", "-warmup", "-rate-tolerance"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("sender help lacks %s", want)
+		}
+	}
+	for _, notSender := range []string{"-uas", "-rates", "-payload", "-session"} {
+		if strings.Contains(help.String(), notSender+" ") {
+			t.Errorf("sender help lists %s", notSender)
+		}
+	}
+	// The embedded store unless -cql-hosts says otherwise, whatever
+	// CQL_HOSTS; the seed's figures by default.
+	cfg, err := ParseFlags(Sender, nil, io.Discard)
+	if err != nil || len(cfg.CQLHosts) != 0 || cfg.ProviderRate != 300 || cfg.PushRate != 500 || cfg.ProviderLatency != "seed" ||
+		cfg.Measure != time.Minute || cfg.RateTolerance != 0.01 {
+		t.Errorf("sender defaults %+v %v", cfg, err)
+	}
+	if cfg, err := ParseFlags(Sender, []string{"-cql-hosts", "127.0.0.1:9042", "-provider-latency", "20ms"}, io.Discard); err != nil ||
+		len(cfg.CQLHosts) != 1 {
+		t.Errorf("sender on CQL: %+v %v", cfg, err)
+	}
+	for _, args := range [][]string{
+		{"-push-rate", "300"},                     // not above the provider's rate: the queue would not fill
+		{"-push-rate", "310", "-duration", "70s"}, // 21,700 pushes run out before 10 s + 1 min at 300/s (and 5% more)
+		{"-duration", "30s"}, {"-provider-latency", "often"}, {"-rate-tolerance", "0"}, {"-measure", "0s"}, {"-provider-rate", "-1"},
+	} {
+		if _, err := ParseFlags(Sender, args, io.Discard); err == nil {
+			t.Errorf("ParseFlags(sender, %q) accepted", args)
+		}
+	}
+}

@@ -81,4 +81,14 @@ times. Reported: both stages' push latency, the endpoint's deliver-call
 p99 (the server's side), the engines' fan-out time, and how long a change
 took to reach the user agents; every connected one must end with the last
 version and never be sent one twice. Needs -cql-hosts (CQL_HOSTS).`,
+	Sender: `sender: the outbound sender (seed 002). autoendpoint (embedded store,
+or -cql-hosts) runs its workers against a fake Swrve in this process,
+paced at -provider-rate with its pool sized by -average-latency; the fake
+answers after -provider-latency (seed: p50 983 ms, p99 5,956 ms). POST
+/push is offered at -push-rate for -duration, above the provider's rate,
+so the queue stays full. Measured: the provider's sends per second over
+-measure after -warmup (must hold -provider-rate within -rate-tolerance),
+the pool never above its bound (the sender's pool gauge and the fake's
+concurrency), POST /push latency from its scheduled time (HDR: p50, p99),
+and every accepted push SENT and received once.`,
 }

@@ -193,7 +193,7 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	req.Header.Set("Authorization", auth)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		s.count("transport: " + transportReason(err))
+		s.count("transport: " + TransportReason(err))
 		return
 	}
 	defer resp.Body.Close()
@@ -202,7 +202,7 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	if status == http.StatusCreated {
 		s.accepted.Add(1)
 	} else {
-		s.count(statusReason(status, reply))
+		s.count(StatusReason(status, reply))
 	}
 }
 
@@ -266,8 +266,8 @@ func (s *Sender) ErrorTotal() int64 {
 	return n
 }
 
-// statusReason is how a refused push is counted: status and errno.
-func statusReason(status int, body []byte) string {
+// StatusReason is how a refused push is counted: status and errno.
+func StatusReason(status int, body []byte) string {
 	var e struct {
 		Errno int `json:"errno"`
 	}
@@ -277,10 +277,10 @@ func statusReason(status int, body []byte) string {
 	return fmt.Sprintf("HTTP %d", status)
 }
 
-// transportReason names a failed request by its cause: a timeout, an
+// TransportReason names a failed request by its cause: a timeout, an
 // errno, or the error without the request's URL (one key per cause, not
 // per endpoint).
-func transportReason(err error) string {
+func TransportReason(err error) string {
 	var ne net.Error
 	var en unix.Errno
 	var ue *url.Error

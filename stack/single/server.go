@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
+	"syscall"
 
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
@@ -103,13 +105,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Run starts the server, serves until ctx is done (the main's signal),
-// then shuts down within cfg.StopTimeout().
+// then shuts down within cfg.StopTimeout(). Each SIGHUP meanwhile reloads
+// the outbound sender's prototype keys (swrve-keys-file), as autoendpoint
+// does.
 func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	s, err := Start(cfg, store, log)
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	for done := false; !done; {
+		select {
+		case <-hup:
+			s.st.Pushes().Reload()
+		case <-ctx.Done():
+			done = true
+		}
+	}
 	log.Info("stopping: draining the connection node, then the API tier")
 	stop, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout())
 	defer cancel()

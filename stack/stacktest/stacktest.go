@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/stack"
@@ -28,6 +31,8 @@ type Stack struct {
 	// Store is the embedded store both tiers use (through Options.Through
 	// when set); the checks (Stored, NodeID) read it directly.
 	Store *embedded.Store
+	// Swrve is the fake push provider the outbound sender sends to.
+	Swrve *swrvefake.Fake
 }
 
 // Options change what StartWith runs. The zero value is Start's.
@@ -58,8 +63,26 @@ func Config(t testing.TB) stack.Config {
 	cfg.Engine.VersionFile = ""
 	cfg.API.VersionFile, cfg.API.RequestLog = "", false
 	cfg.API.ShutdownTimeout = 5 * time.Second
+	// The outbound sender: its API open to PushAPIKey, its jobs quick,
+	// and its provider on loopback (StartWith points it at a fake Swrve;
+	// nothing listens on port 1).
+	cfg.API.PushAPIKeys = []string{PushAPIKey}
+	cfg.API.SwrveConfig.URL = "http://127.0.0.1:1/push"
+	cfg.API.SwrveConfig.Timeout = 5 * time.Second
+	cfg.API.SenderConfig.Node = "stacktest"
+	cfg.API.SenderConfig.ScheduledStart, cfg.API.SenderConfig.PendingStart = 0, 0
+	cfg.API.SenderConfig.ScheduledInterval, cfg.API.SenderConfig.PendingInterval = 100*time.Millisecond, 100*time.Millisecond
+	cfg.API.SenderConfig.ScheduledPortion, cfg.API.SenderConfig.PendingPortion = 20, 20
 	return cfg
 }
+
+// PushAPIKey opens the outbound sender's API of a test stack
+// (Authorization: Bearer PushAPIKey).
+const PushAPIKey = "stacktest-push-api-key"
+
+// PushPrototype is the message prototype a test stack's Swrve keys map
+// (on IOS and ANDROID); any other fails with MESSAGE_PROTOTYPE_KEY.
+const PushPrototype = "Hello"
 
 // Start runs both tiers until the test ends.
 func Start(t testing.TB) *Stack { return StartWith(t, Options{}) }
@@ -79,6 +102,16 @@ func StartWith(t testing.TB, o Options) *Stack {
 		through = o.Through(store)
 	}
 	cfg := Config(t)
+	fake, err := swrvefake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	keys := filepath.Join(t.TempDir(), "swrve-keys.yaml")
+	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    '"+PushPrototype+"': {IOS: k-ios, ANDROID: k-android}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.API.SwrveConfig.URL, cfg.API.SwrveConfig.KeysFile = fake.URL(), keys
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
@@ -96,7 +129,7 @@ func StartWith(t testing.TB, o Options) *Stack {
 			t.Errorf("stack shutdown: %v", err)
 		}
 	})
-	return &Stack{Stack: st, Store: store}
+	return &Stack{Stack: st, Store: store, Swrve: fake}
 }
 
 // NodeID is the node_id of uaid's router record ("" when none is named).

@@ -125,6 +125,42 @@ func (s *Stack) Exercise(t testing.TB) {
 	for _, u := range []string{s.EndpointURL() + "/__heartbeat__", "http://" + s.NodeAddr() + "/__heartbeat__"} {
 		want("GET "+u, apitiertest.Send(t, http.MethodGet, u, nil), 200)
 	}
+	s.ExercisePushAPI(t)
+}
+
+// ExercisePushAPI drives the outbound sender through its API: an
+// immediate push sent, one with an unmapped prototype failed, a scheduled
+// one, refusals (bad body, no key), and the queries; it returns once the
+// sends are recorded.
+func (s *Stack) ExercisePushAPI(t testing.TB) {
+	t.Helper()
+	post := func(body string, key string) apitiertest.Answer {
+		return apitiertest.Send(t, http.MethodPost, s.EndpointURL()+"/push", []byte(body), "Authorization", "Bearer "+key,
+			"Content-Type", "application/json")
+	}
+	sent := post(`{"platform":"IOS","messagePrototypeKey":"`+PushPrototype+`","pushKey":"stacktest-device","message":"hi","cronExpression":null}`, PushAPIKey)
+	failed := post(`{"platform":"ANDROID","messagePrototypeKey":"Unmapped","pushKey":"stacktest-device","message":"hi"}`, PushAPIKey)
+	later := post(`{"platform":"IOS","messagePrototypeKey":"`+PushPrototype+`","pushKey":"d","message":"m","cronExpression":"0 0 9 1 1 ? 2099"}`, PushAPIKey)
+	for what, a := range map[string]apitiertest.Answer{"immediate push": sent, "unmapped push": failed, "scheduled push": later} {
+		if a.Status != http.StatusCreated || a.Header.Get("Location") == "" {
+			t.Fatalf("POST /push (%s): %d %s", what, a.Status, a.Body)
+		}
+	}
+	if a := post(`{"platform":"WINDOWS"}`, PushAPIKey); a.Status != http.StatusBadRequest {
+		t.Fatalf("POST /push with a bad platform: %d %s", a.Status, a.Body)
+	}
+	if a := post(`{}`, "wrong"); a.Status != http.StatusUnauthorized {
+		t.Fatalf("POST /push with a wrong key: %d %s", a.Status, a.Body)
+	}
+	for loc, state := range map[string]string{sent.Header.Get("Location"): "SENT", failed.Header.Get("Location"): "FAILED"} {
+		et.Eventually(t, 30*time.Second, "the push at "+loc+" to be "+state, func() bool {
+			a := apitiertest.Send(t, http.MethodGet, s.EndpointURL()+loc, nil, "Authorization", "Bearer "+PushAPIKey)
+			return a.Status == http.StatusOK && a.JSON(t)["state"] == state
+		})
+	}
+	if a := apitiertest.Send(t, http.MethodGet, s.EndpointURL()+"/push?state=SCHEDULED", nil, "Authorization", "Bearer "+PushAPIKey); a.Status != http.StatusOK {
+		t.Fatalf("GET /push?state=SCHEDULED: %d %s", a.Status, a.Body)
+	}
 }
 
 func topicFor(i int) string { return "t" + base64.RawURLEncoding.EncodeToString([]byte{byte(i)}) }

@@ -96,6 +96,8 @@ func (s *Store) expire(entry []byte, now time.Time) error {
 		if found && rec.ExpiresAt <= now.UnixNano() {
 			return s.dropLocked(uaid)
 		}
+	case prefixPush:
+		return s.expirePush(key, entry, now)
 	case prefixMessage:
 		m, found, err := s.getMessage(key)
 		if err != nil {

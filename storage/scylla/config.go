@@ -74,6 +74,10 @@ type Config struct {
 	Username string
 	Password string
 
+	// QueryObserver, when set, sees every query attempt (tests count the
+	// statements a caller makes; diagnostics time them). Default nil.
+	QueryObserver gocql.QueryObserver
+
 	// Logger receives the driver's own messages (reconnect attempts while
 	// a node is down, schema events), at Warn level. Default
 	// slog.Default().

@@ -114,14 +114,16 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 
 func TestSchemaStatements(t *testing.T) {
 	stmts := schemaStatements("ks", testReplication)
-	if len(stmts) != 4 {
-		t.Fatalf("%d statements, want 4:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
-	}
 	want := []string{
 		"CREATE KEYSPACE IF NOT EXISTS ks\n  WITH replication = " + testReplication,
 		"CREATE TABLE IF NOT EXISTS ks.router (",
 		"CREATE TABLE IF NOT EXISTS ks.message (",
 		"CREATE TABLE IF NOT EXISTS ks.broadcast (",
+		"CREATE TABLE IF NOT EXISTS ks.push (",
+		"CREATE TABLE IF NOT EXISTS ks.push_state (",
+	}
+	if len(stmts) != len(want) {
+		t.Fatalf("%d statements, want %d:\n%s", len(stmts), len(want), strings.Join(stmts, "\n---\n"))
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(stmts[i], w) {

@@ -8,12 +8,14 @@
 //
 // # Design
 //
-// Three tables (schema.cql): router holds one partition per user agent,
+// Five tables (schema.cql): router, message and broadcast are the push
+// service's, push and push_state the outbound sender's (pushes.go).
+// router holds one partition per user agent,
 // whose static columns are the router record and whose clustering rows are
 // the subscribed channels, so dropping a user is one partition delete;
 // message holds one partition per user agent with topic and timestamp
 // messages as clustering rows.
-// A third, broadcast, holds the broadcast (megaphone) versions in one
+// broadcast holds the broadcast (megaphone) versions in one
 // small partition that every connection node reads whole when it polls.
 //
 // Every ordering rule of the storage contract (newest connection wins, a
@@ -31,8 +33,12 @@
 //   - Never create or alter tables on the hot path: New only checks that the
 //     schema exists; ApplySchema (an operator step, or a test) is the only
 //     code that runs DDL.
-//   - Never use lightweight transactions or logged batches: batches are
-//     unlogged and confined to one partition, so they are a single mutation.
+//   - Never use lightweight transactions on router or message, nor logged
+//     batches anywhere: batches are unlogged and confined to one partition,
+//     so they are a single mutation. The outbound sender's push table is
+//     the one place with LWTs (pushes.go): a claim must exclude every
+//     other node, which no timestamp rule can say. Its rows are only ever
+//     changed by LWTs, never by plain writes, except the create.
 //   - Never write to the message table or the router cursor without an
 //     explicit timestamp from timestamps.go: a clock-assigned timestamp
 //     orders writes by arrival, not by the data, and breaks the rules.

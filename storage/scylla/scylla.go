@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gocql/gocql"
@@ -22,12 +23,15 @@ type Store struct {
 	channelTTL int // seconds, channel rows and cursor
 	refreshMS  int64
 	closed     atomic.Bool
+	// floors: "state/shard" -> the At the next due read of that push
+	// index shard starts at (pushes.go).
+	floors sync.Map
 }
 
 var _ storage.Store = (*Store)(nil)
 
 // requiredTables are what New checks exist before serving.
-var requiredTables = []string{"router", "message", "broadcast"}
+var requiredTables = []string{"router", "message", "broadcast", "push", "push_state"}
 
 // New connects to the cluster and checks that the schema is in place; it
 // never creates it (see ApplySchema). A cluster that cannot be reached
@@ -108,6 +112,7 @@ func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
 	c.DefaultTimestamp = true
 	c.PoolConfig.HostSelectionPolicy = hostPolicy(cfg.LocalDC)
 	c.Logger = driverLogger{cfg.Logger}
+	c.QueryObserver = cfg.QueryObserver
 	if cfg.Username != "" {
 		c.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
 	}
@@ -149,7 +154,7 @@ func checkSchema(ctx context.Context, session *gocql.Session, keyspace string) e
 	}
 	for _, t := range requiredTables {
 		if !found[t] {
-			return fmt.Errorf("check schema: table %s.%s does not exist: run scylla.ApplySchema first", keyspace, t)
+			return fmt.Errorf("check schema: table %s.%s does not exist: apply this version's schema first (cqlschema, or scylla.ApplySchema; docs/operations.md)", keyspace, t)
 		}
 	}
 	return nil

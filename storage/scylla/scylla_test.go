@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,15 @@ func TestNewWithoutSchema(t *testing.T) {
 	ok(t, admin(t).Query("SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ?", cfg.Keyspace).Scan(&n), "count tables")
 	if n != 0 {
 		t.Fatalf("New created %d tables", n)
+	}
+	// An upgrade whose schema was not applied: the tables of the version
+	// before the outbound sender (router, message, broadcast), not push.
+	for _, stmt := range schemaStatements(cfg.Keyspace, testReplication)[1:4] {
+		ok(t, admin(t).Query(stmt).Exec(), "create "+firstLine(stmt))
+	}
+	_, err = New(tctx(t), cfg)
+	if err == nil || !strings.Contains(err.Error(), "table "+cfg.Keyspace+".push does not exist") || !strings.Contains(err.Error(), "cqlschema") {
+		t.Fatalf("New on the schema before the sender: %v, want the missing push table and cqlschema named", err)
 	}
 }
 

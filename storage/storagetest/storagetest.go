@@ -49,6 +49,15 @@ func Run(t *testing.T, h Harness) {
 		{"InvalidBroadcastsRejected", testInvalidBroadcasts},
 		{"Health", testHealth},
 		{"ClosedStoreUnavailable", testClosed},
+		// The outbound sender's pushes (pushes.go).
+		{"PushRoundTrip", testPushRoundTrip},
+		{"PushCompareAndSet", testPushCompareAndSet},
+		{"PushConcurrentClaimsOneWinner", testPushConcurrentClaims},
+		{"PushDueIndex", testPushDue},
+		{"PushListPaging", testPushList},
+		{"PushTTLExpiry", testPushTTL},
+		{"PushInvalidInputRejected", testPushInvalid},
+		{"PushClosedStoreUnavailable", testPushClosed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/sendernode"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/storage/open"
@@ -59,16 +60,34 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The outbound sender: its API on this node, its workers too unless
+	// sender-workers is false.
+	pushes, err := sendernode.Build(cfg.SenderConfig, cfg.SwrveConfig, store, log)
+	if err != nil {
+		return err
+	}
+	defer pushes.Close()
+	srv.SetPushService(pushes)
 	// Subscribe before Start logs the start line: a supervisor may send
 	// SIGTERM as soon as it sees the node up, and it must stop gracefully.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	s := <-sig
-	log.Info("signal received, shutting down", "signal", s.String())
+	if err := pushes.Start(); err != nil {
+		return err
+	}
+	for s := range sig {
+		if s == syscall.SIGHUP {
+			pushes.Reload() // the provider's prototype keys
+			continue
+		}
+		log.Info("signal received, shutting down", "signal", s.String())
+		break
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+cfg.ShutdownTimeout/2)
 	defer cancel()
-	return srv.Shutdown(ctx)
+	err = srv.Shutdown(ctx)
+	return errors.Join(err, pushes.Stop(ctx))
 }

@@ -1,0 +1,220 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/autopush-go/autopush/storage"
+)
+
+// loop runs fn after start, then again every interval after each run ends
+// (a fixed delay, as the seed's jobs), until Stop.
+func (s *Sender) loop(name string, start, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTimer(start)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		fn(s.ctx)
+		t.Reset(interval)
+	}
+}
+
+// sendScheduled is the seed's SendScheduledJob: it queues up to a portion
+// of due pushes: SCHEDULED ones whose window came, RETRY ones whose delay
+// passed, and IN_MEMORY ones whose node's lease expired (the node died or
+// stalled: taken over). It stops as soon as a queue is full.
+func (s *Sender) sendScheduled(ctx context.Context) {
+	left := s.cfg.ScheduledPortion
+	states := []storage.PushState{storage.PushScheduled, storage.PushRetry}
+	// Expired leases are rare (a node died) and their index is where
+	// every finished push's IN_MEMORY entry was deleted, so it is read
+	// once per tenth of a lease, not on every run.
+	if now := time.Now(); now.Sub(s.lastTakeover) >= s.cfg.Lease/10 {
+		s.lastTakeover = now
+		states = append(states, storage.PushInMemory)
+	}
+	for _, state := range states {
+		n, full := s.claimDue(ctx, jobScheduled, state, left)
+		left -= n
+		if full || left <= 0 {
+			return
+		}
+	}
+}
+
+// sendPending is the seed's SendPendingJob: it queues up to a portion of
+// PENDING pushes, stopping as soon as a queue is full.
+func (s *Sender) sendPending(ctx context.Context) {
+	s.claimDue(ctx, jobPending, storage.PushPending, s.cfg.PendingPortion)
+}
+
+// claimDue reads up to limit due pushes of state and queues each it can
+// claim. It returns how many it read and whether a queue was full.
+func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushState, limit int) (int, bool) {
+	if limit <= 0 {
+		return 0, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	ps, err := s.store.DuePushes(rctx, state, time.Now().UnixMilli(), limit)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.m.storageError(stageQueue)
+			s.log.Error("due pushes not read", "job", job, "state", state, "error", err)
+		}
+		return 0, false
+	}
+	// Claims are conditional writes (an LWT each on CQL): made 16 at a
+	// time, so a portion takes a few round trips, not one per push. A
+	// slot is reserved for each before its claim, in order, and the run
+	// stops at the first push that finds its queue full.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, claimConcurrency)
+	full := false
+	for i := range ps {
+		l := s.lanes[ps[i].Provider]
+		if l == nil {
+			continue
+		}
+		if !l.reserve() {
+			full = true
+			break
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.claimReserved(job, l, &ps[i])
+		}()
+	}
+	wg.Wait()
+	return len(ps), full
+}
+
+// claimConcurrency bounds the claims a job run makes at once.
+const claimConcurrency = 16
+
+// claim takes p for this node and queues it. It reports false only when
+// p's queue is full; a push another node won, or of a provider this node
+// does not have, is skipped.
+func (s *Sender) claim(job string, p *storage.Push) bool {
+	l := s.lanes[p.Provider]
+	if l == nil {
+		return true
+	}
+	if !l.reserveSlot() { // recovery runs before the queue opens
+		return false
+	}
+	s.claimReserved(job, l, p)
+	return true
+}
+
+// claimReserved claims p into the queue slot reserved for it (released
+// when the claim is lost or p goes straight to a final state).
+func (s *Sender) claimReserved(job string, l *lane, p *storage.Push) {
+	now := time.Now()
+	next := advance(p, storage.PushInMemory, now.Add(s.cfg.Lease).UnixMilli(), now)
+	next.Owner = s.node
+	queue := s.interrupted(l, &next, now)
+	if err := s.update(p, next); err != nil {
+		l.release()
+		if errors.Is(err, storage.ErrConflict) {
+			s.m.claim(job, false)
+			return
+		}
+		s.m.storageError(stageQueue)
+		s.log.Error("push not claimed", "job", job, "push", p.ID, "error", err)
+		return
+	}
+	s.m.claim(job, true)
+	if !queue {
+		l.release()
+		return
+	}
+	l.put(next)
+}
+
+// interrupted handles a push whose last attempt is still IN_PROCESS: its
+// node stopped during the provider call, so the provider may or may not
+// have it. The attempt is marked INTERRUPTED. A provider with a dedup key
+// gets it again under the same key; otherwise the policy decides: resend
+// (default), or fail the push. An interrupted attempt counts: a push that
+// had no attempt left is GIVEN_UP. It reports whether to queue n.
+func (s *Sender) interrupted(l *lane, n *storage.Push, now time.Time) bool {
+	a := n.LastAttempt()
+	if a == nil || a.Status != storage.AttemptInProcess {
+		return true
+	}
+	l.m.interrupted.Inc()
+	a.Status = storage.AttemptInterrupted
+	a.ErrorType = storage.ErrorOther
+	a.Cause = "node " + a.Node + " stopped during this attempt: the provider may have received it"
+	switch {
+	case !l.limits.Dedup && s.cfg.Interrupted == PolicyFail:
+		a.Cause += "; not resent (sender-interrupted=fail)"
+		s.fail(l, n, now)
+		return false
+	case a.N >= s.cfg.MaxAttempts:
+		s.finish(n, storage.PushGivenUp, now)
+		l.m.givenUp.Inc()
+		return false
+	}
+	return true
+}
+
+// recover takes back, at start, the pushes this node had IN_MEMORY when it
+// stopped (queued or being sent), without waiting for their leases: it is
+// the only node that names itself so. Those that do not fit the queue go
+// back to PENDING.
+func (s *Sender) recover(ctx context.Context) {
+	cursor, n := "", 0
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+		ps, next, err := s.store.ListPushes(rctx, storage.PushInMemory, cursor, storage.MaxPushPage)
+		cancel()
+		if err != nil {
+			s.m.storageError(stageQueue)
+			s.log.Error("own pushes not recovered; they are taken back when their leases expire", "error", err)
+			return
+		}
+		for i := range ps {
+			if ps[i].Owner != s.node {
+				continue
+			}
+			n++
+			if !s.claim(jobRecover, &ps[i]) {
+				s.toPending(&ps[i])
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if n > 0 {
+		s.log.Info("recovered this node's pushes", "node", s.node, "pushes", n)
+	}
+}
+
+// toPending hands a push back to the SendPending job.
+func (s *Sender) toPending(p *storage.Push) {
+	now := time.Now()
+	next := advance(p, storage.PushPending, now.UnixMilli(), now)
+	if l := s.lanes[p.Provider]; l != nil {
+		s.interrupted(l, &next, now)
+		if next.State.Final() {
+			_ = s.update(p, next)
+			return
+		}
+		next.State, next.At, next.TTL = storage.PushPending, now.UnixMilli(), 0
+	}
+	if err := s.update(p, next); err != nil && !errors.Is(err, storage.ErrConflict) {
+		s.m.storageError(stageQueue)
+	}
+}

@@ -1,0 +1,175 @@
+package sender
+
+import (
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/autopush-go/autopush/storage"
+)
+
+// Metric names of the sender, one place (docs/metrics.md and the
+// dashboard are checked against them). Each names the seed's metric it
+// carries; labelled families are listed by their name.
+const (
+	// mReceived{kind="immediate"|"scheduled"}: pushes accepted
+	// (immediatePushReceived, scheduledPushReceived).
+	mReceived = "autosender_pushes_received_total"
+	// mWentPending: immediate pushes that found the queue full and were
+	// stored PENDING (immediatePushWentPending).
+	mWentPending = "autosender_pushes_went_pending_total"
+	// mReceiveSeconds: time to accept a push, storage write included
+	// (receivingTime).
+	mReceiveSeconds = "autosender_receive_seconds"
+	// mSent{provider}: pushes the provider accepted (sendingSuccess).
+	mSent = "autosender_sent_total"
+	// mSendSeconds{provider}: provider answer time (sendingTime).
+	mSendSeconds = "autosender_send_seconds"
+	// mFailed{provider,error_type}: pushes FAILED, by error type
+	// PROVIDER, MESSAGE_PROTOTYPE_KEY, OTHER (their sum is sendingFail;
+	// each is providerSendingError — the seed's swrveSendingError —,
+	// messagePrototypeKeySendingError, otherSendingError).
+	mFailed = "autosender_failed_total"
+	// mAttemptsFailed{provider}: attempts that failed with an error that
+	// allows a retry (sendingAttemptFailed).
+	mAttemptsFailed = "autosender_attempts_failed_total"
+	// mGivenUp{provider}: pushes that used every attempt (sendingGivenUp).
+	mGivenUp = "autosender_given_up_total"
+	// mStorageErrors{stage}: storage failures while receiving a push
+	// (notStoredExceptionWhileReceiving), recording an attempt
+	// (notStoredExceptionWhileAttempt) and reading or claiming for the
+	// queue (notStoredExceptionReadingQueue).
+	mStorageErrors = "autosender_storage_errors_total"
+	// mQueueSize{provider}: pushes in the queue (queueSize).
+	mQueueSize = "autosender_queue_size"
+	// mPoolBusy{provider}: sends in flight in the pool
+	// (sendingThreadPoolSize); mPoolSize{provider}: its bound.
+	mPoolBusy = "autosender_pool_busy"
+	mPoolSize = "autosender_pool_size"
+	// mCallerRuns{provider}: sends the reader made itself because the
+	// pool was full.
+	mCallerRuns = "autosender_caller_runs_total"
+	// mInterrupted{provider}: pushes found with an attempt IN_PROCESS
+	// after their node stopped.
+	mInterrupted = "autosender_interrupted_total"
+	// mClaims{job,result="claimed"|"lost"}: pushes the jobs claimed, and
+	// claims another node won.
+	mClaims = "autosender_claims_total"
+	// mLeaseLost{provider}: queued pushes dropped because another node
+	// took them over before the attempt started.
+	mLeaseLost = "autosender_lease_lost_total"
+	// mKeysReloads{result="ok"|"error"}: reloads of a provider's mapping.
+	mKeysReloads = "autosender_keys_reloads_total"
+)
+
+// Storage stages of mStorageErrors.
+const (
+	stageReceive = "receive"
+	stageAttempt = "attempt"
+	stageQueue   = "queue"
+)
+
+// Job names (mClaims, logs).
+const (
+	jobScheduled = "send_scheduled"
+	jobPending   = "send_pending"
+	jobRecover   = "recover"
+)
+
+// secondsBuckets: receive times (sub-ms on local disk) up to provider
+// answers (the seed saw up to 7.7 s) and timeouts.
+var secondsBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 4, 5, 6, 8, 10, 15, 30}
+
+type senderMetrics struct {
+	set            *metrics.Set
+	received       map[bool]*metrics.Counter // by scheduled
+	wentPending    *metrics.Counter
+	receiveSeconds *metrics.PrometheusHistogram
+	storageErrors  map[string]*metrics.Counter
+	claims         map[[2]string]*metrics.Counter
+	reloadOK       *metrics.Counter
+	reloadError    *metrics.Counter
+}
+
+func newMetrics() *senderMetrics {
+	s := metrics.NewSet()
+	m := &senderMetrics{
+		set: s,
+		received: map[bool]*metrics.Counter{
+			false: s.NewCounter(mReceived + `{kind="immediate"}`),
+			true:  s.NewCounter(mReceived + `{kind="scheduled"}`),
+		},
+		wentPending:    s.NewCounter(mWentPending),
+		receiveSeconds: s.NewPrometheusHistogramExt(mReceiveSeconds, secondsBuckets),
+		storageErrors:  map[string]*metrics.Counter{},
+		claims:         map[[2]string]*metrics.Counter{},
+		reloadOK:       s.NewCounter(mKeysReloads + `{result="ok"}`),
+		reloadError:    s.NewCounter(mKeysReloads + `{result="error"}`),
+	}
+	for _, st := range []string{stageReceive, stageAttempt, stageQueue} {
+		m.storageErrors[st] = s.NewCounter(mStorageErrors + `{stage="` + st + `"}`)
+	}
+	for _, job := range []string{jobScheduled, jobPending, jobRecover} {
+		for _, r := range []string{"claimed", "lost"} {
+			m.claims[[2]string{job, r}] = s.NewCounter(mClaims + `{job="` + job + `",result="` + r + `"}`)
+		}
+	}
+	return m
+}
+
+// laneMetrics are one provider's.
+type laneMetrics struct {
+	sent, attemptsFailed, givenUp, callerRuns, interrupted, leaseLost *metrics.Counter
+	failed                                                            map[storage.ErrorType]*metrics.Counter
+	sendSeconds                                                       *metrics.PrometheusHistogram
+}
+
+func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, poolSize int) *laneMetrics {
+	s, l := m.set, `{provider="`+name+`"}`
+	lm := &laneMetrics{
+		sent: s.NewCounter(mSent + l), attemptsFailed: s.NewCounter(mAttemptsFailed + l),
+		givenUp: s.NewCounter(mGivenUp + l), callerRuns: s.NewCounter(mCallerRuns + l),
+		interrupted: s.NewCounter(mInterrupted + l), leaseLost: s.NewCounter(mLeaseLost + l),
+		failed:      map[storage.ErrorType]*metrics.Counter{},
+		sendSeconds: s.NewPrometheusHistogramExt(mSendSeconds+l, secondsBuckets),
+	}
+	for _, t := range []storage.ErrorType{storage.ErrorProvider, storage.ErrorPrototypeKey, storage.ErrorOther} {
+		lm.failed[t] = s.NewCounter(mFailed + `{provider="` + name + `",error_type="` + string(t) + `"}`)
+	}
+	s.NewGauge(mQueueSize+l, func() float64 { return float64(queue()) })
+	s.NewGauge(mPoolBusy+l, func() float64 { return float64(busy.Load()) })
+	s.NewGauge(mPoolSize+l, func() float64 { return float64(poolSize) })
+	return lm
+}
+
+func (m *senderMetrics) storageError(stage string) { m.storageErrors[stage].Inc() }
+
+func (m *senderMetrics) claim(job string, won bool) {
+	r := "lost"
+	if won {
+		r = "claimed"
+	}
+	m.claims[[2]string{job, r}].Inc()
+}
+
+func (m *senderMetrics) receive(start time.Time, scheduled, pending bool) {
+	m.receiveSeconds.UpdateDuration(start)
+	m.received[scheduled].Inc()
+	if pending {
+		m.wentPending.Inc()
+	}
+}
+
+// WriteMetrics writes the sender's metrics in the Prometheus text format.
+func (s *Sender) WriteMetrics(w io.Writer) { s.m.set.WritePrometheus(w) }
+
+// KeysReloaded counts a reload of a provider's mapping (nil: it worked).
+func (s *Sender) KeysReloaded(err error) {
+	if err != nil {
+		s.m.reloadError.Inc()
+		return
+	}
+	s.m.reloadOK.Inc()
+}

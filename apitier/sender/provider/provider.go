@@ -1,0 +1,145 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Provider sends notifications through one third-party push service.
+// Send is called from many goroutines at once (the sender's pool) and must
+// be safe for concurrent use; it must return by ctx's deadline.
+type Provider interface {
+	// Name is the provider's key in storage and metrics ("swrve").
+	Name() string
+	// Limits declares how the sender must drive it.
+	Limits() Limits
+	// Send makes one attempt. It never panics on anything the service
+	// answers; every outcome is a Result.
+	Send(ctx context.Context, n *Notification) Result
+}
+
+// Limits is what a provider declares about its service.
+type Limits struct {
+	// Rate is the most sends per second the service accepts (its rate
+	// limit): the sender's reader starts sends no closer together than
+	// 1/Rate (the seed's delayMillis).
+	Rate float64
+	// AverageLatency is the expected average answer time; with Rate it
+	// sizes the pool of concurrent sends (the seed's
+	// averageProcessingMillis / delayMillis).
+	AverageLatency time.Duration
+	// Timeout bounds one send.
+	Timeout time.Duration
+	// Dedup reports that the service collapses repeats of a notification
+	// with the same Notification.ID (a collapse or idempotency key), so
+	// a send interrupted by a crash can be repeated safely.
+	Dedup bool
+}
+
+// Delay is the minimum time between two sends.
+func (l Limits) Delay() time.Duration { return time.Duration(float64(time.Second) / l.Rate) }
+
+// PoolSize is the seed's bound on concurrent sends: AverageLatency / Delay,
+// at least 1.
+func (l Limits) PoolSize() int {
+	return max(1, int(l.AverageLatency/l.Delay()))
+}
+
+// Validate reports limits the sender cannot work with.
+func (l Limits) Validate() error {
+	switch {
+	case l.Rate <= 0 || l.Rate > 1e6:
+		return fmt.Errorf("rate %v is outside (0, 1e6] per second", l.Rate)
+	case l.AverageLatency <= 0:
+		return fmt.Errorf("average latency %s is not positive", l.AverageLatency)
+	case l.Timeout <= 0:
+		return fmt.Errorf("timeout %s is not positive", l.Timeout)
+	}
+	return nil
+}
+
+// Priority is the delivery priority a provider maps to its own (FCM
+// "HIGH"/"NORMAL", APNs 10/5).
+type Priority int
+
+// Priorities.
+const (
+	Normal Priority = iota
+	High
+)
+
+// Notification is one push to one device.
+type Notification struct {
+	// ID is the push id. Providers that take a collapse or idempotency key
+	// send it there, so that a repeat replaces instead of showing twice.
+	ID string
+	// Platform is "IOS" or "ANDROID".
+	Platform string
+	// PrototypeKey names the message prototype (Swrve: mapped to the
+	// campaign's push_key).
+	PrototypeKey string
+	// Token is the device's key at the provider (Swrve user id, FCM
+	// registration token, APNs device token).
+	Token   string
+	Message string
+	// Priority, TTL (0: the provider's default) and CollapseKey ("":
+	// ID) are for providers that have them.
+	Priority    Priority
+	TTL         time.Duration
+	CollapseKey string
+	// Data is extra key-value payload for providers that carry it.
+	Data map[string]string
+}
+
+// Verdict classifies the outcome of one send.
+type Verdict int
+
+// Verdicts. The seed's rules decide them: 429, 500, 502, 503 and 504 are
+// Retry; any other 4xx or 5xx is Fail.
+const (
+	// Sent: the service accepted the notification.
+	Sent Verdict = iota
+	// Retry: try again later (after RetryAfter when the service named a
+	// time); the push goes to RETRY until it runs out of attempts.
+	Retry
+	// Fail: the service refused it for good; the push is FAILED.
+	Fail
+	// DeviceGone: the device's token is no longer valid (FCM
+	// UNREGISTERED, APNs 410): the push is FAILED, and bridges drop the
+	// registration.
+	DeviceGone
+	// NoPrototypeKey: the provider has no mapping for the push's
+	// prototype and platform (the seed's MESSAGE_PROTOTYPE_KEY error).
+	NoPrototypeKey
+	// Broken: a runtime error on our side (the seed's OTHER); the push is
+	// FAILED with Err as the cause.
+	Broken
+)
+
+var verdictNames = [...]string{"sent", "retry", "fail", "device_gone", "no_prototype_key", "broken"}
+
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
+}
+
+// Result is the outcome of one send.
+type Result struct {
+	Verdict Verdict
+	// Status is the HTTP status the service answered (0: no answer).
+	Status int
+	// Reason is the service's own error code, when it has one.
+	Reason string
+	// Message is the service's error text (or what the sender should
+	// record for a transport failure).
+	Message string
+	// RetryAfter is the wait the service asked for (Retry-After), 0 when
+	// none.
+	RetryAfter time.Duration
+	// Err is the cause of a Broken verdict, or of a Retry that got no
+	// answer (timeout, reset, refused).
+	Err error
+}

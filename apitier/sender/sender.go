@@ -1,0 +1,315 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/sender/provider"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// Sender accepts, stores and sends outbound pushes. Safe for concurrent
+// use; Start and Stop are called once each.
+type Sender struct {
+	cfg   Config
+	store storage.PushStore
+	log   *slog.Logger
+	loc   *time.Location
+	node  string
+	lanes map[string]*lane
+	first string // the provider of requests that name none
+	m     *senderMetrics
+
+	ctx     context.Context // cancelled by Stop: jobs and readers end
+	cancel  context.CancelFunc
+	jobs    sync.WaitGroup // job loops and readers
+	sends   sync.WaitGroup // provider calls in flight
+	started bool
+	ready   chan struct{} // closed when recovery ended and the queues opened
+	// lastTakeover is when SendScheduled last read expired leases (only
+	// its goroutine touches it).
+	lastTakeover time.Time
+}
+
+// New checks cfg against every provider's limits (the seed's rules) and
+// prepares a sender; Start runs its workers. The first provider is the
+// one requests without a provider go to.
+func New(cfg Config, store storage.PushStore, providers []provider.Provider, log *slog.Logger) (*Sender, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(providers) == 0 {
+		return nil, errors.New("sender: no provider")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	loc, _ := loadLocation(cfg.TimeZone)
+	node := cfg.Node
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return nil, fmt.Errorf("sender: sender-node is empty and the host name is unknown: %v", err)
+		}
+		node = h
+	}
+	if len(node) > storage.MaxPushField {
+		return nil, fmt.Errorf("sender: config: sender-node is over %d bytes", storage.MaxPushField)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Sender{cfg: cfg, store: store, log: log.With("component", "sender"), loc: loc, node: node,
+		lanes: map[string]*lane{}, first: providers[0].Name(), m: newMetrics(), ctx: ctx, cancel: cancel,
+		ready: make(chan struct{})}
+	for _, p := range providers {
+		if err := cfg.ValidateFor(p.Name(), p.Limits()); err != nil {
+			cancel()
+			return nil, err
+		}
+		if _, dup := s.lanes[p.Name()]; dup {
+			cancel()
+			return nil, fmt.Errorf("sender: provider %s given twice", p.Name())
+		}
+		s.lanes[p.Name()] = newLane(s, p)
+	}
+	return s, nil
+}
+
+// Node is this sender node's name in leases.
+func (s *Sender) Node() string { return s.node }
+
+// Start begins sending when Workers is set: it starts each provider's
+// reader, takes back this node's own leases (pushes it had queued before a
+// restart), then opens the queues to Accept and starts the two jobs.
+// Without Workers it does nothing.
+func (s *Sender) Start() error {
+	if !s.cfg.Workers || s.started {
+		return nil
+	}
+	s.started = true
+	for _, l := range s.lanes {
+		s.jobs.Add(1)
+		go l.read()
+	}
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		// Recovery first, alone: until it ends nothing of this run is
+		// IN_MEMORY under this node's name (Accept stores immediate
+		// pushes PENDING, the jobs have not started), so every push it
+		// finds is an earlier run's. Were this run's pushes queued or
+		// being sent meanwhile, it would take them for leftovers and
+		// queue them a second time.
+		s.recover(s.ctx)
+		if s.ctx.Err() != nil {
+			return
+		}
+		for _, l := range s.lanes {
+			l.running.Store(true)
+		}
+		close(s.ready)
+		s.jobs.Add(1)
+		go func() {
+			defer s.jobs.Done()
+			s.loop(jobPending, s.cfg.PendingStart, s.cfg.PendingInterval, s.sendPending)
+		}()
+		s.loop(jobScheduled, s.cfg.ScheduledStart, s.cfg.ScheduledInterval, s.sendScheduled)
+	}()
+	s.log.Info("sender started", "node", s.node, "providers", len(s.lanes), "queue_capacity", s.cfg.QueueCapacity)
+	return nil
+}
+
+// Ready is closed once Start's recovery has ended and the queues take
+// pushes: from then on Accept queues an immediate push (IN_MEMORY) when its
+// queue has room. Never closed without Workers, or when Stop came first.
+func (s *Sender) Ready() <-chan struct{} { return s.ready }
+
+// Stop ends the jobs and readers, waits (within ctx) for sends in flight
+// to finish and be recorded, and hands the pushes still queued back as
+// PENDING so any node sends them at once. A push it cannot hand back
+// keeps this node's lease: a restart takes it back, another node takes it
+// over when the lease expires. Nothing is lost either way.
+func (s *Sender) Stop(ctx context.Context) error {
+	s.cancel()
+	if !s.started {
+		return nil
+	}
+	waitCtx(ctx, &s.jobs)
+	for _, l := range s.lanes {
+		l.running.Store(false)
+	}
+	err := waitCtx(ctx, &s.sends)
+	released := 0
+	for _, l := range s.lanes {
+		released += l.drain(ctx)
+	}
+	s.log.Info("sender stopped", "node", s.node, "released", released)
+	return err
+}
+
+// waitCtx waits for wg or ctx, whichever is first.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sender: stop: %w", ctx.Err())
+	}
+}
+
+// Request is a push to accept: the seed's POST /push body.
+type Request struct {
+	Platform       string
+	PrototypeKey   string
+	PushKey        string
+	Message        string
+	CronExpression string // "" for an immediate push
+	// Provider names the provider; "" is the first one configured.
+	Provider string
+}
+
+// FieldError is a request field out of the rules; nothing was stored.
+type FieldError struct {
+	Field  string // the JSON name
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// MaxMessageBytes is the longest message per platform: what fits an APNs
+// alert (a 4 KiB payload with its JSON around it) and an FCM notification
+// (4 KiB of data) once the provider has added its own fields.
+var MaxMessageBytes = map[string]int{"IOS": 2048, "ANDROID": 3072}
+
+// validate checks r; a *FieldError names the first field out of rules.
+func (s *Sender) validate(r *Request, now time.Time) (time.Time, error) {
+	limit, ok := MaxMessageBytes[r.Platform]
+	switch {
+	case !ok:
+		return time.Time{}, &FieldError{"platform", "must be IOS or ANDROID"}
+	case strings.TrimSpace(r.PrototypeKey) == "":
+		return time.Time{}, &FieldError{"messagePrototypeKey", "must not be empty"}
+	case len(r.PrototypeKey) > storage.MaxPushField:
+		return time.Time{}, &FieldError{"messagePrototypeKey", fmt.Sprintf("must be at most %d bytes", storage.MaxPushField)}
+	case strings.TrimSpace(r.PushKey) == "":
+		return time.Time{}, &FieldError{"pushKey", "must not be empty"}
+	case len(r.PushKey) > storage.MaxPushField:
+		return time.Time{}, &FieldError{"pushKey", fmt.Sprintf("must be at most %d bytes", storage.MaxPushField)}
+	case strings.TrimSpace(r.Message) == "":
+		return time.Time{}, &FieldError{"message", "must not be empty"}
+	case !utf8.ValidString(r.Message):
+		return time.Time{}, &FieldError{"message", "must be UTF-8"}
+	case len(r.Message) > limit:
+		return time.Time{}, &FieldError{"message", fmt.Sprintf("is %d bytes, over the %d bytes of a %s push", len(r.Message), limit, r.Platform)}
+	case len(r.CronExpression) > storage.MaxPushField:
+		return time.Time{}, &FieldError{"cronExpression", fmt.Sprintf("must be at most %d bytes", storage.MaxPushField)}
+	}
+	if r.Provider == "" {
+		r.Provider = s.first
+	}
+	if s.lanes[r.Provider] == nil {
+		return time.Time{}, &FieldError{"provider", fmt.Sprintf("%q is not configured", r.Provider)}
+	}
+	if r.CronExpression == "" {
+		return time.Time{}, nil
+	}
+	next, err := nextAllowed(r.CronExpression, s.loc, now)
+	if err != nil {
+		return time.Time{}, &FieldError{"cronExpression", "is not a Quartz cron expression: " + err.Error()}
+	}
+	return next, nil
+}
+
+// Accept validates r, stores the push durably and queues it when it is
+// immediate and its queue has room (IN_MEMORY), else leaves it PENDING
+// (or SCHEDULED for its cron window). The push is stored before Accept
+// returns; on a storage error nothing is queued and the error wraps
+// storage.ErrUnavailable (or another storage kind). A *FieldError means
+// r broke a rule and nothing was stored.
+func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
+	start := time.Now()
+	due, err := s.validate(&r, start)
+	if err != nil {
+		return storage.Push{}, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return storage.Push{}, fmt.Errorf("sender: push id: %w", err)
+	}
+	now := start.UnixMilli()
+	p := storage.Push{
+		ID: id, Provider: r.Provider, Platform: r.Platform, PrototypeKey: r.PrototypeKey, PushKey: r.PushKey,
+		Message: r.Message, CronExpression: r.CronExpression, Created: now, Updated: now, Version: 1,
+	}
+	l := s.lanes[r.Provider]
+	queued := false
+	switch {
+	case r.CronExpression != "":
+		p.State, p.At = storage.PushScheduled, due.UnixMilli()
+	case l.reserve():
+		queued = true
+		p.State, p.Owner, p.At = storage.PushInMemory, s.node, start.Add(s.cfg.Lease).UnixMilli()
+	default:
+		p.State, p.At = storage.PushPending, now
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	if err := s.store.SavePush(sctx, p); err != nil {
+		if queued {
+			l.release()
+		}
+		s.m.storageError(stageReceive)
+		return storage.Push{}, fmt.Errorf("sender: accept: %w", err)
+	}
+	if queued {
+		l.put(p)
+	}
+	s.m.receive(start, r.CronExpression != "", p.State == storage.PushPending)
+	return p, nil
+}
+
+// Get returns a push with its attempt log (storage.ErrNotFound when there
+// is none, or it was finished longer ago than the retention).
+func (s *Sender) Get(ctx context.Context, id uuid.UUID) (storage.Push, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	return s.store.GetPush(ctx, id)
+}
+
+// List pages through the pushes in state (storage.PushStore.ListPushes).
+func (s *Sender) List(ctx context.Context, state storage.PushState, cursor string, limit int) ([]storage.Push, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	return s.store.ListPushes(ctx, state, cursor, limit)
+}
+
+// update writes next over prev with the sender's storage timeout.
+func (s *Sender) update(prev *storage.Push, next storage.Push) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+	defer cancel()
+	return s.store.UpdatePush(ctx, prev, next)
+}
+
+// advance returns p one version on, into state at (ms), stamped now.
+func advance(p *storage.Push, state storage.PushState, at int64, now time.Time) storage.Push {
+	n := *p
+	n.Attempts = append([]storage.Attempt(nil), p.Attempts...)
+	n.State, n.At, n.Version, n.Updated, n.Owner = state, at, p.Version+1, now.UnixMilli(), ""
+	return n
+}
+
+// finish makes n final: kept for the retention, then gone.
+func (s *Sender) finish(n *storage.Push, state storage.PushState, now time.Time) {
+	n.State, n.At, n.Owner = state, now.UnixMilli(), ""
+	n.TTL = int64(s.cfg.Retention / time.Second)
+}

@@ -1,0 +1,136 @@
+package sender_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+)
+
+// statements counts the first attempt of each CQL statement a store
+// makes, by kind.
+type statements struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *statements) ObserveQuery(_ context.Context, q gocql.ObservedQuery) {
+	if q.Attempt != 0 {
+		return // a driver retry: not a statement the caller made
+	}
+	s := strings.Join(strings.Fields(q.Statement), " ")
+	var kind string
+	switch {
+	case strings.Contains(s, " IF "):
+		kind = "lwt"
+	case strings.HasPrefix(s, "UPDATE push ") || strings.HasPrefix(s, "INSERT INTO push "):
+		kind = "push write"
+	case strings.HasPrefix(s, "INSERT INTO push_state") || strings.HasPrefix(s, "DELETE FROM push_state"):
+		kind = "index write"
+	case strings.Contains(s, " FROM push_state "):
+		kind = "index read"
+	case strings.Contains(s, " FROM push "):
+		kind = "push read"
+	default:
+		kind = "other"
+	}
+	c.mu.Lock()
+	c.n[kind]++
+	c.mu.Unlock()
+}
+
+func (c *statements) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.n
+	c.n = map[string]int{}
+	return m
+}
+
+// TestStatementsPerPush counts the CQL statements a push costs on its way
+// to SENT, immediate (accepted by the sending node: create, attempt,
+// outcome) and pending (accepted by a node without workers, then claimed),
+// and holds the lightweight transactions (LWT, four round trips between
+// replicas each) to the ones correctness needs: the claim and the
+// attempt's start, which fence other nodes, and the outcome, a write over
+// a Paxos-written row (see storage/scylla/pushes.go). The create is a
+// plain write.
+func TestStatementsPerPush(t *testing.T) {
+	cfg := cqltest.Keyspace(t, "stmts")
+	count := &statements{n: map[string]int{}}
+	open := func(observe bool) storage.Store {
+		c := cfg
+		if observe {
+			c.QueryObserver = count
+		}
+		return openCQL(t, c)
+	}
+	fake := startFake(t)
+	const n = 200
+	node := testConfig("node-a")
+	node.Lease = time.Minute // far from expiry: no takeover reads find anything
+	worker := startSender(t, open(true), fake, node)
+	api := testConfig("api")
+	api.Workers = false
+	front := startSender(t, open(true), fake, api)
+	watch := open(false)
+	for _, path := range []struct {
+		name      string
+		accept    *sender.Sender
+		state     storage.PushState
+		lwt, push int // per push
+	}{
+		{"immediate", worker, storage.PushInMemory, 2, 1},
+		{"pending", front, storage.PushPending, 3, 1},
+	} {
+		count.take()
+		ids := make([]uuid.UUID, n)
+		t0 := time.Now()
+		for i := range n {
+			p, err := path.accept.Accept(context.Background(), hello(fmt.Sprintf("%s%03d", path.name, i)))
+			if err != nil || p.State != path.state {
+				t.Fatalf("%s: accept: %v, %s", path.name, err, p.State)
+			}
+			ids[i] = p.ID
+		}
+		accepted := time.Since(t0)
+		for _, id := range ids {
+			waitStored(t, watch, id, storage.PushSent)
+		}
+		got := count.take()
+		t.Logf("%s: %d pushes accepted one after another in %s (%.2f ms each), all SENT %s after the first",
+			path.name, n, accepted.Round(time.Millisecond), float64(accepted.Microseconds())/1000/n, time.Since(t0).Round(time.Millisecond))
+		per := func(k string) float64 { return float64(got[k]) / n }
+		t.Logf("%s: per push: %.2f LWT, %.2f plain push writes, %.2f index writes, %.2f push reads; %d index reads in all (the jobs' polls)",
+			path.name, per("lwt"), per("push write"), per("index write"), per("push read"), got["index read"])
+		if got["lwt"] != path.lwt*n || got["push write"] != path.push*n {
+			t.Errorf("%s: %d LWTs and %d plain push writes for %d pushes, want %d and %d per push",
+				path.name, got["lwt"], got["push write"], n, path.lwt, path.push)
+		}
+	}
+}
+
+// waitStored polls store (not a sender) until the push is in want.
+func waitStored(t *testing.T, store storage.Store, id uuid.UUID, want storage.PushState) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, err := store.GetPush(context.Background(), id)
+		if err == nil && p.State == want {
+			return
+		}
+		if err == nil && p.State.Final() || time.Now().After(deadline) {
+			t.Fatalf("push %s is %s (%v), want %s", id, p.State, err, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the store's answer
+	}
+}

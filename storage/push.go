@@ -1,0 +1,254 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// PushState is where an outbound push (the sender's, seed 002) is in its
+// life cycle. The names are the seed's, and so is the meaning of each.
+type PushState string
+
+// The seed's states. Final ones (GIVEN_UP, SENT, FAILED) never change again.
+const (
+	// PushScheduled waits for its cron window (At is the next fire time).
+	PushScheduled PushState = "SCHEDULED"
+	// PushPending found the queue full when it was received or read; the
+	// SendPending job queues it when there is room (At: when it went
+	// pending).
+	PushPending PushState = "PENDING"
+	// PushInMemory is in a sender node's queue or being sent, under that
+	// node's lease (Owner; At is when the lease expires).
+	PushInMemory PushState = "IN_MEMORY"
+	// PushRetry failed with a retryable error; At is the next try.
+	PushRetry PushState = "RETRY"
+	// PushGivenUp used every attempt it had on retryable errors.
+	PushGivenUp PushState = "GIVEN_UP"
+	// PushSent was accepted by the provider.
+	PushSent PushState = "SENT"
+	// PushFailed failed with an error that allows no retry.
+	PushFailed PushState = "FAILED"
+)
+
+// PushStates lists every state, in life-cycle order.
+var PushStates = []PushState{PushScheduled, PushPending, PushInMemory, PushRetry, PushGivenUp, PushSent, PushFailed}
+
+// Valid reports whether s is one of the seed's states.
+func (s PushState) Valid() bool {
+	for _, v := range PushStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Final reports whether s is a state a push never leaves.
+func (s PushState) Final() bool { return s == PushGivenUp || s == PushSent || s == PushFailed }
+
+// AttemptStatus is the status of one send attempt (the seed's
+// SEND_ATTEMPTS.STATUS, plus INTERRUPTED).
+type AttemptStatus string
+
+// Attempt statuses.
+const (
+	// AttemptInProcess is written before the provider is called.
+	AttemptInProcess AttemptStatus = "IN_PROCESS"
+	AttemptOK        AttemptStatus = "OK"
+	AttemptError     AttemptStatus = "ERROR"
+	// AttemptInterrupted marks an attempt found IN_PROCESS after its node
+	// stopped: the provider may or may not have received it.
+	AttemptInterrupted AttemptStatus = "INTERRUPTED"
+)
+
+// ErrorType classifies a failed attempt (the seed's ERROR_TYPE; its SWRVE
+// is PROVIDER here, since providers are pluggable).
+type ErrorType string
+
+// Error types.
+const (
+	ErrorProvider     ErrorType = "PROVIDER"
+	ErrorPrototypeKey ErrorType = "MESSAGE_PROTOTYPE_KEY"
+	ErrorOther        ErrorType = "OTHER"
+)
+
+// Attempt is one try to send a push: the seed's SEND_ATTEMPTS row.
+type Attempt struct {
+	// N numbers the push's attempts from 1.
+	N      int           `json:"n"`
+	Status AttemptStatus `json:"status"`
+	// Node is the sender node that made it.
+	Node string `json:"node,omitempty"`
+	// Started is when the attempt row was written, ms since the epoch.
+	Started int64 `json:"started"`
+	// Millis is how long the provider call took (0 while IN_PROCESS).
+	Millis    int64     `json:"millis"`
+	ErrorType ErrorType `json:"errorType,omitempty"`
+	// ProviderCode is the provider's HTTP status (0: none).
+	ProviderCode int `json:"providerCode,omitempty"`
+	// ProviderReason is the provider's own error code when it has one
+	// (FCM "UNREGISTERED", APNs "BadDeviceToken").
+	ProviderReason string `json:"providerReason,omitempty"`
+	// ProviderMessage is the provider's error text.
+	ProviderMessage string `json:"providerMessage,omitempty"`
+	// Cause is the error of an OTHER failure or an interruption.
+	Cause string `json:"cause,omitempty"`
+	// DedupKey is the key the provider was given to collapse repeats
+	// (the push id), "" when the provider takes none.
+	DedupKey string `json:"dedupKey,omitempty"`
+}
+
+// Push is an outbound push and its attempt log.
+type Push struct {
+	// ID is a version 7 UUID: ids sort by creation time.
+	ID uuid.UUID
+	// Provider names the provider that sends it ("swrve").
+	Provider     string
+	Platform     string // "IOS" or "ANDROID"
+	PrototypeKey string // the message prototype (mapped to a campaign)
+	PushKey      string // the device's (user's) key at the provider
+	Message      string
+	// CronExpression, when set, restricts sending to the times it
+	// allows (Quartz syntax).
+	CronExpression string
+	State          PushState
+	// At is when the state needs attention, ms since the epoch: the due
+	// time (SCHEDULED, RETRY), when it went pending (PENDING), the lease
+	// expiry (IN_MEMORY), when it finished (final states). The stores
+	// index pushes by (State, At).
+	At int64
+	// Owner is the sender node holding the lease (IN_MEMORY), else "".
+	Owner string
+	// Created and Updated are ms since the epoch.
+	Created, Updated int64
+	// Version counts the writes of the push: 1 when saved, +1 by each
+	// UpdatePush. Conditional updates compare it.
+	Version int64
+	// TTL, seconds, makes the push (and its index entry) expire that long
+	// after this write; 0 keeps it. The sender sets it on final states.
+	TTL int64
+	// Attempts is the attempt log, oldest first.
+	Attempts []Attempt
+}
+
+// LastAttempt returns the newest attempt, or nil.
+func (p *Push) LastAttempt() *Attempt {
+	if len(p.Attempts) == 0 {
+		return nil
+	}
+	return &p.Attempts[len(p.Attempts)-1]
+}
+
+// Bounds of pushes every backend enforces (the API tier's are stricter).
+const (
+	MaxPushText     = 4096 // bytes of Message
+	MaxPushField    = 256  // bytes of PushKey, PrototypeKey, CronExpression, Provider, Owner
+	MaxPushAttempts = 100  // entries of the attempt log
+	MaxPushTTL      = 10 * 365 * 24 * 3600
+	MaxPushPage     = 1000
+	// MaxPushBackdate is how far before now the At of a push in a
+	// non-final state may be when it is written. Every writer stamps At
+	// with a due time, a lease expiry or its own now, so only clock skew
+	// makes it earlier; the scylla backend relies on this to read due
+	// entries from a floor instead of from the start of the index (where
+	// the tombstones of moved entries lie).
+	MaxPushBackdate = time.Minute
+)
+
+// ValidatePush checks a push passed to SavePush or UpdatePush.
+func ValidatePush(p *Push) error {
+	switch {
+	case p.ID == uuid.Nil:
+		return fmt.Errorf("push id is the nil UUID: %w", ErrInvalid)
+	case !p.State.Valid():
+		return fmt.Errorf("push state %q is not a push state: %w", p.State, ErrInvalid)
+	case p.Version < 1:
+		return fmt.Errorf("push version %d is not positive: %w", p.Version, ErrInvalid)
+	case p.At < 0 || p.Created <= 0:
+		return fmt.Errorf("push times at=%d created=%d: %w", p.At, p.Created, ErrInvalid)
+	case !p.State.Final() && p.At < time.Now().Add(-MaxPushBackdate).UnixMilli():
+		return fmt.Errorf("push at %d is more than %s before now: %w", p.At, MaxPushBackdate, ErrInvalid)
+	case p.TTL < 0 || p.TTL > MaxPushTTL:
+		return fmt.Errorf("push ttl %d is outside 0..%d: %w", p.TTL, MaxPushTTL, ErrInvalid)
+	case len(p.Message) > MaxPushText || !utf8.ValidString(p.Message):
+		return fmt.Errorf("push message is not UTF-8 of at most %d bytes: %w", MaxPushText, ErrInvalid)
+	case len(p.Attempts) > MaxPushAttempts:
+		return fmt.Errorf("push has %d attempts, over %d: %w", len(p.Attempts), MaxPushAttempts, ErrInvalid)
+	}
+	for _, f := range []string{p.Provider, p.Platform, p.PrototypeKey, p.PushKey, p.CronExpression, p.Owner} {
+		if len(f) > MaxPushField {
+			return fmt.Errorf("push field of %d bytes, over %d: %w", len(f), MaxPushField, ErrInvalid)
+		}
+	}
+	if p.Provider == "" || p.PushKey == "" {
+		return fmt.Errorf("push without provider or push key: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// ValidatePushPage checks a state and page size passed to the readers.
+func ValidatePushPage(state PushState, limit int) error {
+	if !state.Valid() {
+		return fmt.Errorf("push state %q is not a push state: %w", state, ErrInvalid)
+	}
+	if limit <= 0 || limit > MaxPushPage {
+		return fmt.Errorf("limit %d is outside 1..%d: %w", limit, MaxPushPage, ErrInvalid)
+	}
+	return nil
+}
+
+// PushExpired reports whether a push written with ttl at updated (ms) has
+// expired at now.
+func PushExpired(updated, ttl int64, now time.Time) bool {
+	return ttl > 0 && now.UnixMilli() >= updated+ttl*1000
+}
+
+// PushStore is the part of Store the outbound sender uses: pushes with
+// their state, due time and attempt log, indexed by (state, time) so that
+// the sender's jobs read bounded portions of due pushes and never scan
+// them all. Every method is safe for concurrent use. Costs are stated as
+// for Store ("RT"); the scylla backend's conditional writes are
+// lightweight transactions (LWT, four round trips between replicas).
+type PushStore interface {
+	// SavePush stores a new push (Version 1) and its index entry,
+	// durably, before it returns. The id must be new (the sender makes a
+	// fresh v7 UUID). Saving an id that exists never changes the stored
+	// push, so a retried create is harmless: a backend refuses it with
+	// ErrConflict (embedded) or lets the stored push win (scylla: a plain
+	// write below every later change, so not a lightweight transaction).
+	// 1 RT (scylla: 2, the index entry and the push).
+	SavePush(ctx context.Context, p Push) error
+
+	// GetPush returns the push with its attempt log, or ErrNotFound
+	// (also once its TTL has passed). 1 RT.
+	GetPush(ctx context.Context, id uuid.UUID) (Push, error)
+
+	// UpdatePush replaces the push with next, which must have the same
+	// ID and Version prev.Version+1, only if the stored version is still
+	// prev.Version (a compare-and-set), and moves its index entry from
+	// (prev.State, prev.At) to (next.State, next.At). When the stored
+	// version differs (another node claimed or changed it) nothing is
+	// written and ErrConflict is returned; a missing push is ErrNotFound.
+	// An update whose outcome is unknown (a timeout) is settled before
+	// returning where the backend can, so ErrConflict never means "my own
+	// write applied". Embedded: 1 RT. Scylla: an LWT, plus two index
+	// writes when State or At change.
+	UpdatePush(ctx context.Context, prev *Push, next Push) error
+
+	// DuePushes returns up to limit pushes in state whose At <= before
+	// (ms), the oldest At first. It reads only index entries that are
+	// due, so its cost is bounded by limit, never by how many pushes
+	// exist. 1 RT (scylla: one per index shard, in parallel, then one
+	// read per push, in parallel).
+	DuePushes(ctx context.Context, state PushState, before int64, limit int) ([]Push, error)
+
+	// ListPushes pages through the pushes in state for operators, in the
+	// index's order (by At within a shard). Pass "" for the first page
+	// and the returned cursor for the next; "" back means no more. The
+	// cursor is opaque and only valid for the same state.
+	ListPushes(ctx context.Context, state PushState, cursor string, limit int) ([]Push, string, error)
+}

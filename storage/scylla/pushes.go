@@ -1,0 +1,435 @@
+package scylla
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/storage"
+)
+
+// The outbound sender's pushes: table push (one partition each) and its
+// index push_state ((state, shard), at, id). See schema.cql for why.
+//
+// Every change of a push is a lightweight transaction (IF version = ?):
+// claims and the start of an attempt fence other nodes, so they must be
+// linearizable; and a plain write after a Paxos write of the same row
+// would be ordered by the writer's clock against the Paxos ballot's (the
+// coordinator's), so a writer whose clock runs behind would have its
+// outcome shadowed by the earlier attempt row, and the push would look
+// interrupted and be sent again. The create is the exception: a plain
+// write at timestamp 1 (createTimestamp), below every ballot, so every
+// later change wins over it whatever the clocks say, and a retried create
+// is harmless.
+const (
+	pushColumns = `provider, platform, prototype, push_key, message, cron, state, at, owner,
+		created, updated, version, ttl, attempts`
+	pushSet = `provider = ?, platform = ?, prototype = ?, push_key = ?, message = ?, cron = ?,
+		state = ?, at = ?, owner = ?, created = ?, updated = ?, version = ?, ttl = ?, attempts = ?`
+	// UPDATE, never INSERT: no row marker outlives the cells.
+	qSavePush   = `UPDATE push USING TIMESTAMP 1 SET ` + pushSet + ` WHERE id = ?`
+	qUpdatePush = `UPDATE push USING TTL ? SET ` + pushSet + ` WHERE id = ? IF version = ?`
+	qGetPush    = `SELECT ` + pushColumns + ` FROM push WHERE id = ?`
+
+	qIndexAdd = `INSERT INTO push_state (state, shard, at, id, version) VALUES (?, ?, ?, ?, ?) USING TTL ?`
+	qIndexDel = `DELETE FROM push_state WHERE state = ? AND shard = ? AND at = ? AND id = ?`
+	qIndexDue = `SELECT at, id, version FROM push_state
+		WHERE state = ? AND shard = ? AND at >= ? AND at <= ? LIMIT ?`
+	qIndexPage = `SELECT at, id, version FROM push_state
+		WHERE state = ? AND shard = ? AND (at, id) > (?, ?) LIMIT ?`
+)
+
+// pushShards is how many partitions each state's index has. Changing it
+// orphans the entries of the shards that go away: it is part of the schema.
+const pushShards = 16
+
+// floorMargin is how far below the due time of its last read a state
+// shard's read floor stays: entries are written with At no earlier than
+// storage.MaxPushBackdate before the writer's now, and this leaves a
+// minute more for clock skew between nodes and a write's latency. The
+// reads walk the tombstones of the entries deleted within that window:
+// at 300 pushes a second, about 2,000 per shard.
+const floorMargin = storage.MaxPushBackdate + time.Minute
+
+func pushShard(id uuid.UUID) int8 { return int8(id[15] % pushShards) }
+
+// pushArgs are the values of pushSet, in order.
+func pushArgs(p *storage.Push) ([]any, error) {
+	log, err := json.Marshal(p.Attempts)
+	if err != nil {
+		return nil, err
+	}
+	return []any{p.Provider, p.Platform, p.PrototypeKey, p.PushKey, p.Message, p.CronExpression,
+		string(p.State), p.At, p.Owner, p.Created, p.Updated, p.Version, int32(p.TTL), string(log)}, nil
+}
+
+// indexTTL is the TTL of p's index entry: the push's own, so the entries of
+// finished pushes expire with them.
+func indexTTL(p *storage.Push) int32 { return int32(min(p.TTL, math.MaxInt32)) }
+
+func (s *Store) addIndex(ctx context.Context, p *storage.Push) error {
+	return s.query(ctx, qIndexAdd, string(p.State), pushShard(p.ID), p.At, uuidArg(p.ID), p.Version, indexTTL(p)).Exec()
+}
+
+func (s *Store) delIndex(ctx context.Context, state storage.PushState, at int64, id uuid.UUID) error {
+	return s.query(ctx, qIndexDel, string(state), pushShard(id), at, uuidArg(id)).Exec()
+}
+
+// SavePush implements storage.PushStore: the index entry, then the push,
+// both plain writes (idempotent: the driver may retry them). 2 RT.
+func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
+	if err := storage.ValidatePush(&p); err != nil {
+		return fmt.Errorf("scylla: save push: %w", err)
+	}
+	if p.Version != 1 || p.TTL != 0 {
+		return fmt.Errorf("scylla: save push: a new push has version 1 and no TTL: %w", storage.ErrInvalid)
+	}
+	if err := s.open("save push"); err != nil {
+		return err
+	}
+	args, err := pushArgs(&p)
+	if err != nil {
+		return fmt.Errorf("scylla: save push: %w", err)
+	}
+	if err := s.addIndex(ctx, &p); err != nil {
+		return wrap("save push: index", err)
+	}
+	if err := s.query(ctx, qSavePush, append(args, uuidArg(p.ID))...).Exec(); err != nil {
+		return wrap("save push", err)
+	}
+	return nil
+}
+
+// GetPush implements storage.PushStore. 1 RT, at SERIAL consistency's
+// partner: the configured consistency sees every committed LWT.
+func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error) {
+	if err := s.open("get push"); err != nil {
+		return storage.Push{}, err
+	}
+	p, found, err := s.readPush(ctx, id)
+	if err != nil {
+		return storage.Push{}, wrap("get push", err)
+	}
+	if !found {
+		return storage.Push{}, fmt.Errorf("scylla: get push %s: %w", id, storage.ErrNotFound)
+	}
+	return p, nil
+}
+
+// readPush reads a push at the configured consistency, or at cl when given.
+func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consistency) (storage.Push, bool, error) {
+	p := storage.Push{ID: id}
+	var state, log string
+	var version *int64
+	var ttl int32
+	q := s.query(ctx, qGetPush, uuidArg(id))
+	if len(cl) > 0 {
+		q = q.Consistency(cl[0])
+	}
+	err := q.Scan(&p.Provider, &p.Platform, &p.PrototypeKey, &p.PushKey,
+		&p.Message, &p.CronExpression, &state, &p.At, &p.Owner, &p.Created, &p.Updated, &version, &ttl, &log)
+	if errors.Is(err, gocql.ErrNotFound) || err == nil && version == nil {
+		return storage.Push{}, false, nil // no row, or only expired cells left
+	}
+	if err != nil {
+		return storage.Push{}, false, err
+	}
+	p.State, p.Version, p.TTL = storage.PushState(state), *version, int64(ttl)
+	if log != "" {
+		if err := json.Unmarshal([]byte(log), &p.Attempts); err != nil {
+			return storage.Push{}, false, fmt.Errorf("push %s: attempt log: %w", id, err)
+		}
+	}
+	return p, true, nil
+}
+
+// UpdatePush implements storage.PushStore: the new index entry first, then
+// the LWT, then the old entry's delete, so a crash between the steps leaves
+// a stale entry (skipped by readers), never a push its state's index does
+// not list. 3 RT when the state or At changes, else 1.
+func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage.Push) error {
+	if err := storage.ValidatePush(&next); err != nil {
+		return fmt.Errorf("scylla: update push: %w", err)
+	}
+	if next.ID != prev.ID || next.Version != prev.Version+1 {
+		return fmt.Errorf("scylla: update push: next must be prev's id at version %d: %w", prev.Version+1, storage.ErrInvalid)
+	}
+	if err := s.open("update push"); err != nil {
+		return err
+	}
+	args, err := pushArgs(&next)
+	if err != nil {
+		return fmt.Errorf("scylla: update push: %w", err)
+	}
+	moved := prev.State != next.State || prev.At != next.At || next.TTL != prev.TTL
+	if moved {
+		if err := s.addIndex(ctx, &next); err != nil {
+			return wrap("update push: index", err)
+		}
+	}
+	var cur *int64
+	args = append([]any{int32(next.TTL)}, args...)
+	// Not idempotent: a retry of a transaction that applied would find
+	// its own version and report a conflict. An error with an unknown
+	// outcome (a timeout) is settled by a serial read instead.
+	applied, err := s.query(ctx, qUpdatePush, append(args, uuidArg(next.ID), prev.Version)...).
+		SerialConsistency(gocql.LocalSerial).Idempotent(false).ScanCAS(&cur)
+	if err != nil {
+		if s.appliedAfterAll(ctx, &next) {
+			applied, err = true, nil
+		} else {
+			return wrap("update push", err)
+		}
+	}
+	if !applied {
+		if moved {
+			// Ours alone; readers would skip it anyway (see DuePushes).
+			_ = s.delIndex(ctx, next.State, next.At, next.ID)
+		}
+		if cur == nil {
+			return fmt.Errorf("scylla: update push %s: %w", next.ID, storage.ErrNotFound)
+		}
+		return fmt.Errorf("scylla: update push %s: version %d, not %d: %w", next.ID, *cur, prev.Version, storage.ErrConflict)
+	}
+	if moved && (prev.State != next.State || prev.At != next.At) {
+		if err := s.delIndex(ctx, prev.State, prev.At, prev.ID); err != nil {
+			// The push is updated; the old entry is merely stale now.
+			return nil
+		}
+	}
+	return nil
+}
+
+// appliedAfterAll reads the push at SERIAL consistency, which completes
+// any transaction still in flight on it, and reports whether next is what
+// is stored: an update whose answer was lost did apply. Written by
+// another node it cannot be: next carries this writer's version, time
+// and owner, and the attempt log it extended.
+func (s *Store) appliedAfterAll(ctx context.Context, next *storage.Push) bool {
+	got, found, err := s.readPush(ctx, next.ID, gocql.LocalSerial)
+	return err == nil && found && got.Version == next.Version && got.State == next.State && got.At == next.At &&
+		got.Owner == next.Owner && got.Updated == next.Updated && reflect.DeepEqual(got.Attempts, next.Attempts)
+}
+
+// indexEntry is one row of push_state.
+type indexEntry struct {
+	shard   int8
+	at      int64
+	id      uuid.UUID
+	version int64
+}
+
+// DuePushes implements storage.PushStore: one bounded slice of each shard
+// of the state's index (in parallel), then a read of each push (in
+// parallel).
+//
+// Each shard's read starts at a floor this node keeps: entries are only
+// ever written with At at or after their writer's now (a due time, a lease
+// expiry, the moment of a move), so everything below the last read's due
+// time less floorMargin is gone or stale, and reading from the partition's
+// start would only walk over the tombstones of entries already moved on.
+// The first read after start walks them once.
+func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before int64, limit int) ([]storage.Push, error) {
+	if err := storage.ValidatePushPage(state, limit); err != nil {
+		return nil, fmt.Errorf("scylla: due pushes: %w", err)
+	}
+	if err := s.open("due pushes"); err != nil {
+		return nil, err
+	}
+	var (
+		mu      sync.Mutex
+		entries []indexEntry
+		wg      sync.WaitGroup
+		errs    = make([]error, pushShards)
+	)
+	for shard := range int8(pushShards) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := string(state) + "/" + strconv.Itoa(int(shard))
+			floor := s.floor(key)
+			iter := s.query(ctx, qIndexDue, string(state), shard, floor, before, limit).Iter()
+			var got []indexEntry
+			var e indexEntry
+			var id [16]byte
+			for iter.Scan(&e.at, &id, &e.version) {
+				e.shard, e.id = shard, id
+				got = append(got, e)
+			}
+			if errs[shard] = iter.Close(); errs[shard] != nil {
+				return
+			}
+			next := before - floorMargin.Milliseconds()
+			if len(got) > 0 {
+				next = min(next, got[0].at)
+			}
+			s.raiseFloor(key, next)
+			mu.Lock()
+			entries = append(entries, got...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, wrap("due pushes: index", err)
+	}
+	slices.SortFunc(entries, func(a, b indexEntry) int {
+		if a.at != b.at {
+			return cmpInt(a.at, b.at)
+		}
+		return strings.Compare(a.id.String(), b.id.String())
+	})
+	return s.resolve(ctx, state, entries[:min(len(entries), limit)], true)
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// floor returns the lowest At the next due read of a state shard starts at.
+func (s *Store) floor(key string) int64 {
+	if v, ok := s.floors.Load(key); ok {
+		return v.(int64)
+	}
+	return math.MinInt64
+}
+
+// raiseFloor moves a shard's floor up to at (never down: concurrent reads
+// of one shard each compute a safe floor, and the lower one is safe too,
+// but an older read finishing last must not drop a floor already raised).
+func (s *Store) raiseFloor(key string, at int64) {
+	for {
+		old, ok := s.floors.Load(key)
+		if ok && old.(int64) >= at {
+			return
+		}
+		if ok && s.floors.CompareAndSwap(key, old, at) || !ok && func() bool {
+			_, loaded := s.floors.LoadOrStore(key, at)
+			return !loaded
+		}() {
+			return
+		}
+	}
+}
+
+// resolve reads the pushes the entries name (16 at a time) and keeps those
+// still in state. An entry the push has moved past (its version is not
+// newer than the push's, but the state or At differ) is stale: when prune
+// is set it is deleted. An entry newer than its push belongs to an update
+// in flight and is skipped, never deleted: its LWT may still apply.
+func (s *Store) resolve(ctx context.Context, state storage.PushState, entries []indexEntry, prune bool) ([]storage.Push, error) {
+	pushes := make([]storage.Push, len(entries))
+	live := make([]bool, len(entries))
+	errs := make([]error, len(entries))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			p, found, err := s.readPush(ctx, e.id)
+			if err != nil || !found {
+				errs[i] = err
+				return
+			}
+			if p.State == state && p.At == e.at && p.Version >= e.version {
+				pushes[i], live[i] = p, true
+				return
+			}
+			if prune && p.Version >= e.version {
+				_ = s.delIndex(ctx, state, e.at, e.id)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, wrap("read pushes", err)
+	}
+	out := make([]storage.Push, 0, len(entries))
+	for i := range pushes {
+		if live[i] {
+			out = append(out, pushes[i])
+		}
+	}
+	return out, nil
+}
+
+// ListPushes implements storage.PushStore, shard after shard. The cursor
+// is "shard.at.id" of the last entry read.
+func (s *Store) ListPushes(ctx context.Context, state storage.PushState, cursor string, limit int) ([]storage.Push, string, error) {
+	if err := storage.ValidatePushPage(state, limit); err != nil {
+		return nil, "", fmt.Errorf("scylla: list pushes: %w", err)
+	}
+	shard, at, id := int8(0), int64(math.MinInt64), uuid.Nil
+	if cursor != "" {
+		var err error
+		if shard, at, id, err = parseCursor(cursor); err != nil {
+			return nil, "", fmt.Errorf("scylla: list pushes: %w", err)
+		}
+	}
+	if err := s.open("list pushes"); err != nil {
+		return nil, "", err
+	}
+	var out []storage.Push
+	for shard < pushShards {
+		want := limit - len(out)
+		iter := s.query(ctx, qIndexPage, string(state), shard, at, uuidArg(id), want).Iter()
+		var got []indexEntry
+		var e indexEntry
+		var raw [16]byte
+		for iter.Scan(&e.at, &raw, &e.version) {
+			e.shard, e.id = shard, raw
+			got = append(got, e)
+		}
+		if err := iter.Close(); err != nil {
+			return nil, "", wrap("list pushes", err)
+		}
+		live, err := s.resolve(ctx, state, got, false)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, live...)
+		if len(got) < want { // this shard is done
+			shard, at, id = shard+1, math.MinInt64, uuid.Nil
+			continue
+		}
+		last := got[len(got)-1]
+		if len(out) >= limit {
+			return out, fmt.Sprintf("%d.%d.%s", last.shard, last.at, last.id), nil
+		}
+		at, id = last.at, last.id // more of this shard (some entries were stale)
+	}
+	return out, "", nil
+}
+
+func parseCursor(c string) (int8, int64, uuid.UUID, error) {
+	parts := strings.Split(c, ".")
+	if len(parts) != 3 {
+		return 0, 0, uuid.Nil, fmt.Errorf("bad cursor: %w", storage.ErrInvalid)
+	}
+	shard, err1 := strconv.Atoi(parts[0])
+	at, err2 := strconv.ParseInt(parts[1], 10, 64)
+	id, err3 := uuid.Parse(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil || shard < 0 || shard >= pushShards {
+		return 0, 0, uuid.Nil, fmt.Errorf("bad cursor: %w", storage.ErrInvalid)
+	}
+	return int8(shard), at, id, nil
+}
