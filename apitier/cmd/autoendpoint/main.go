@@ -3,29 +3,18 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/storage/open"
 )
 
-func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "autoendpoint:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("autoendpoint", run) }
 
 // envPrefix is the reference's (autoendpoint reads AUTOEND__*);
 // envAlias is also read, for symmetry with AUTOCONNECT__.
@@ -68,24 +57,14 @@ func run() error {
 	}
 	defer pushes.Close()
 	srv.SetPushService(pushes)
-	// Subscribe before Start logs the start line: a supervisor may send
-	// SIGTERM as soon as it sees the node up, and it must stop gracefully.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	sig := cli.Subscribe(true) // before Start logs the start line
 	if err := srv.Start(); err != nil {
 		return err
 	}
 	if err := pushes.Start(); err != nil {
 		return err
 	}
-	for s := range sig {
-		if s == syscall.SIGHUP {
-			pushes.Reload() // the provider's prototype keys
-			continue
-		}
-		log.Info("signal received, shutting down", "signal", s.String())
-		break
-	}
+	sig.Wait(log, pushes.Reload) // SIGHUP: the provider's prototype keys
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+cfg.ShutdownTimeout/2)
 	defer cancel()
 	err = srv.Shutdown(ctx)

@@ -3,27 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/storage/open"
 )
 
-func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "autosender:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("autosender", run) }
 
 func run() error {
 	cfg := sendernode.DefaultConfig()
@@ -44,8 +33,7 @@ func run() error {
 		return err
 	}
 	defer s.Close()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	sig := cli.Subscribe(true)
 	ops, err := sendernode.ServeOps(cfg.Listen, s, store, cfg.VersionFile)
 	if err != nil {
 		return err
@@ -54,14 +42,7 @@ func run() error {
 		return err
 	}
 	log.Info("autosender started", "listen", ops.Addr(), "node", s.Node())
-	for got := range sig {
-		if got == syscall.SIGHUP {
-			s.Reload()
-			continue
-		}
-		log.Info("signal received, shutting down", "signal", got.String())
-		break
-	}
+	sig.Wait(log, s.Reload)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return errors.Join(ops.Shutdown(ctx), s.Stop(ctx))

@@ -2,29 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/storage/open"
 )
 
-func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "autoconnect:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("autoconnect", run) }
 
 func run() error {
 	cfg := engine.DefaultConfig()
@@ -44,14 +32,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// Subscribe before Start logs the start line: a supervisor may send
-	// SIGTERM as soon as it sees the node up, and it must drain, not die.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	sig := cli.Subscribe(false) // before Start logs the start line
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	<-sig
+	sig.Wait(log, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainWindow*2+30e9)
 	defer cancel()
 	return srv.Drain(ctx)

@@ -2,27 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/stack/single"
 	"github.com/autopush-go/autopush/storage/open"
 )
 
-func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "autopush:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("autopush", run) }
 
 func run() error {
 	cfg, err := single.Load(os.Args[1:], os.LookupEnv, os.Stderr)
