@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/json"
 	"context"
 	"fmt"
 	"time"
@@ -133,7 +134,49 @@ type Push struct {
 	TTL int64
 	// Attempts is the attempt log, oldest first.
 	Attempts []Attempt
+	// Bridge is set on a WebPush notification to a bridged (FCM, APNs)
+	// user, which the API tier hands to the sender; nil on a push of the
+	// sender's own API.
+	Bridge *PushBridge
 }
+
+// PushBridge is what the sender needs to deliver a WebPush notification
+// to a bridged user through its provider, and to drop the user when the
+// provider says the device is gone.
+type PushBridge struct {
+	UAID uuid.UUID `json:"uaid"`
+	CHID uuid.UUID `json:"chid"`
+	// AppID is the registration's app id: which credentials, FCM project
+	// or APNs topic the provider sends with.
+	AppID string `json:"app_id"`
+	// TTL is the notification's WebPush TTL in seconds, counted from the
+	// push's Created: once it has passed the push is not sent. 0 is "now
+	// or never": sent once, never retried past the first attempt's
+	// moment (the providers are told to deliver only to a reachable
+	// device).
+	TTL int64 `json:"ttl"`
+	// Urgency is the RFC 8030 Urgency header ("" when absent); Topic
+	// the Topic header, the provider's collapse key.
+	Urgency string `json:"urgency,omitempty"`
+	Topic   string `json:"topic,omitempty"`
+	// Data is the notification as Firefox for Android and iOS read it:
+	// chid, and for a push with a payload body (base64url), con, and for
+	// aesgcm enc and cryptokey.
+	Data map[string]string `json:"data"`
+}
+
+// Expires is when a bridged push stops being worth sending (ms since the
+// epoch); 0 for TTL 0, which is sent once whatever the clock says.
+func (b *PushBridge) Expires(created int64) int64 {
+	if b.TTL == 0 {
+		return 0
+	}
+	return created + b.TTL*1000
+}
+
+// MaxPushBridge bounds a bridged push's Bridge, as JSON: a 4 KiB payload
+// in base64url with its encryption headers and ids fits well under it.
+const MaxPushBridge = 16 << 10
 
 // LastAttempt returns the newest attempt, or nil.
 func (p *Push) LastAttempt() *Attempt {
@@ -186,6 +229,12 @@ func ValidatePush(p *Push) error {
 	}
 	if p.Provider == "" || p.PushKey == "" {
 		return fmt.Errorf("push without provider or push key: %w", ErrInvalid)
+	}
+	if p.Bridge != nil {
+		b, err := json.Marshal(p.Bridge)
+		if err != nil || len(b) > MaxPushBridge {
+			return fmt.Errorf("push bridge is not JSON of at most %d bytes: %w", MaxPushBridge, ErrInvalid)
+		}
 	}
 	return nil
 }

@@ -34,9 +34,9 @@ import (
 // is harmless.
 const (
 	pushColumns = `provider, platform, prototype, push_key, message, cron, state, at, owner,
-		created, updated, version, ttl, attempts`
+		created, updated, version, ttl, attempts, bridge`
 	pushSet = `provider = ?, platform = ?, prototype = ?, push_key = ?, message = ?, cron = ?,
-		state = ?, at = ?, owner = ?, created = ?, updated = ?, version = ?, ttl = ?, attempts = ?`
+		state = ?, at = ?, owner = ?, created = ?, updated = ?, version = ?, ttl = ?, attempts = ?, bridge = ?`
 	// UPDATE, never INSERT: no row marker outlives the cells.
 	qSavePush   = `UPDATE push USING TIMESTAMP 1 SET ` + pushSet + ` WHERE id = ?`
 	qUpdatePush = `UPDATE push USING TTL ? SET ` + pushSet + ` WHERE id = ? IF version = ?`
@@ -70,8 +70,16 @@ func pushArgs(p *storage.Push) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	bridge := ""
+	if p.Bridge != nil {
+		b, err := json.Marshal(p.Bridge)
+		if err != nil {
+			return nil, err
+		}
+		bridge = string(b)
+	}
 	return []any{p.Provider, p.Platform, p.PrototypeKey, p.PushKey, p.Message, p.CronExpression,
-		string(p.State), p.At, p.Owner, p.Created, p.Updated, p.Version, int32(p.TTL), string(log)}, nil
+		string(p.State), p.At, p.Owner, p.Created, p.Updated, p.Version, int32(p.TTL), string(log), bridge}, nil
 }
 
 // indexTTL is the TTL of p's index entry: the push's own, so the entries of
@@ -130,7 +138,7 @@ func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error)
 // readPush reads a push at the configured consistency, or at cl when given.
 func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consistency) (storage.Push, bool, error) {
 	p := storage.Push{ID: id}
-	var state, log string
+	var state, log, bridge string
 	var version *int64
 	var ttl int32
 	q := s.query(ctx, qGetPush, uuidArg(id))
@@ -138,7 +146,7 @@ func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consiste
 		q = q.Consistency(cl[0])
 	}
 	err := q.Scan(&p.Provider, &p.Platform, &p.PrototypeKey, &p.PushKey,
-		&p.Message, &p.CronExpression, &state, &p.At, &p.Owner, &p.Created, &p.Updated, &version, &ttl, &log)
+		&p.Message, &p.CronExpression, &state, &p.At, &p.Owner, &p.Created, &p.Updated, &version, &ttl, &log, &bridge)
 	if errors.Is(err, gocql.ErrNotFound) || err == nil && version == nil {
 		return storage.Push{}, false, nil // no row, or only expired cells left
 	}
@@ -149,6 +157,12 @@ func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consiste
 	if log != "" {
 		if err := json.Unmarshal([]byte(log), &p.Attempts); err != nil {
 			return storage.Push{}, false, fmt.Errorf("push %s: attempt log: %w", id, err)
+		}
+	}
+	if bridge != "" {
+		p.Bridge = new(storage.PushBridge)
+		if err := json.Unmarshal([]byte(bridge), p.Bridge); err != nil {
+			return storage.Push{}, false, fmt.Errorf("push %s: bridge: %w", id, err)
 		}
 	}
 	return p, true, nil

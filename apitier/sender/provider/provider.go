@@ -69,6 +69,17 @@ const (
 	High
 )
 
+// PriorityOf maps a WebPush Urgency (RFC 8030 §5.3) to a provider
+// priority: "very-low" and "low" may wait for the device's next wake-up
+// (Normal); "normal", "high" and no urgency wake it (High), as a push to
+// a websocket client is delivered at once.
+func PriorityOf(urgency string) Priority {
+	if urgency == "very-low" || urgency == "low" {
+		return Normal
+	}
+	return High
+}
+
 // Notification is one push to one device.
 type Notification struct {
 	// ID is the push id. Providers that take a collapse or idempotency key
@@ -79,12 +90,18 @@ type Notification struct {
 	// PrototypeKey names the message prototype (Swrve: mapped to the
 	// campaign's push_key).
 	PrototypeKey string
+	// AppID names the application at the provider whose credentials,
+	// project or topic the bridges (FCM, APNs) send with: the
+	// registration's app id.
+	AppID string
 	// Token is the device's key at the provider (Swrve user id, FCM
 	// registration token, APNs device token).
 	Token   string
 	Message string
-	// Priority, TTL (0: the provider's default) and CollapseKey ("":
-	// ID) are for providers that have them.
+	// Priority, TTL and CollapseKey ("": ID) are for providers that
+	// have them. TTL 0 is the provider's default for Swrve; for the
+	// bridges it is a WebPush TTL of 0, "now or never" (FCM raises it
+	// to its minimum, APNs sends apns-expiration 0).
 	Priority    Priority
 	TTL         time.Duration
 	CollapseKey string
