@@ -26,7 +26,7 @@ var (
 	errTooLarge      = errno.PayloadTooLarge.HTTPError("")
 	errBody          = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "The request body is incomplete or malformed"}
 	errBodyTimeout   = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
-	errNoUser        = errno.ExpiredEndpoint.HTTPError("UAID not found")
+	errNoUser        = errno.InvalidSubscription.HTTPError("UAID not found")
 	errNoChannel     = errno.InvalidSubscription.HTTPError("No such subscription")
 	errUserDeleted   = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
 	errStorage       = errno.RetryBackoff.HTTPError("Database error while saving notification")

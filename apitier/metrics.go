@@ -23,7 +23,7 @@ const (
 	// mErrors{errno}: error replies by errno ("none" for errno null).
 	mErrors = "autoendpoint_errors_total"
 	// mNotifications{outcome}: accepted pushes: direct (written to a
-	// client's socket), stored, dropped (TTL 0, nobody connected).
+X
 	mNotifications = "autoendpoint_notifications_total"
 	// mNotificationBytes: size of the accepted payloads (base64url).
 	mNotificationBytes = "autoendpoint_notification_data_bytes"
@@ -86,6 +86,7 @@ const (
 	outcomeDirect  = "direct"
 	outcomeStored  = "stored"
 	outcomeDropped = "dropped"
+	outcomeBridged = "bridged" // queued to a bridge's provider (bridged.go)
 )
 
 // Node call results (mNodeCalls{call,result}; call is nodeapi.Call).
@@ -169,7 +170,7 @@ func newMetrics(open func() int) *apiMetrics {
 	for _, in := range errno.Table() {
 		m.errnos[in.Errno] = s.NewCounter(mErrors + `{errno="` + strconv.Itoa(int(in.Errno)) + `"}`)
 	}
-	for _, o := range []string{outcomeDirect, outcomeStored, outcomeDropped} {
+	for _, o := range []string{outcomeDirect, outcomeStored, outcomeDropped, outcomeBridged} {
 		m.outcomes[o] = s.NewCounter(mNotifications + `{outcome="` + o + `"}`)
 	}
 	for _, e := range []string{"aes128gcm", "aesgcm", "none"} {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
@@ -45,7 +46,8 @@ type Server struct {
 	audience string // VAPID "aud": the endpoint URL's origin
 	location string // Location prefix: endpoint URL + "/m/"
 	started  time.Time
-	pushes   PushService // the outbound sender's API (push.go); nil: off
+	pushes   PushService     // the outbound sender's API (push.go); nil: off
+	bridges  *bridge.Bridges // the mobile bridges (bridged.go); nil: none
 	// extraMetrics are other series /metrics serves (AlsoMetrics).
 	extraMetrics []func(io.Writer)
 

@@ -98,5 +98,5 @@ func TestVAPIDBeforeStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60")...), 401, errno.InvalidAuth)
-	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60", "Authorization", key.auth(t, testEndpointURL))...), 410, errno.ExpiredEndpoint)
+	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60", "Authorization", key.auth(t, testEndpointURL))...), 410, errno.InvalidSubscription)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/internal/token"
@@ -38,12 +39,13 @@ import (
 //     with: else 401 errno 109 (the reference checks the signature after
 //     the user lookup; doing it first keeps unauthenticated pushes from
 //     costing storage reads);
-//  3. the router record exists (else 410 errno 103), is a webpush user
-//     (else 410 errno 106) and has the channel (else 410 errno 106);
+//  3. the router record exists, is a webpush or bridged (fcm, gcm, apns)
+//     user and has the channel: else 410 errno 106;
 //  4. the body is at most max-data-bytes: else 413 errno 104;
 //  5. the headers (headers.go): else 400.
 //
-// An accepted push is routed (router.go) and answered 201 Created with
+// An accepted push is routed (router.go; a bridged user's is queued to
+// the sender, bridged.go) and answered 201 Created with
 // Location: {endpoint-url}/m/{message id} and the effective TTL, whether
 // it was delivered, stored or (TTL 0, nobody connected) dropped, as the
 // reference answers.
@@ -124,7 +126,12 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	}
 	st.encoding, st.dataLen = h.encoding, len(n.Data)
 
-	outcome, e := s.route(ctx, sctx, &user, &n, pb)
+	outcome, e := outcomeBridged, (*errno.HTTPError)(nil)
+	if user.RouterType == storage.RouterWebPush {
+		outcome, e = s.route(ctx, sctx, &user, &n, pb)
+	} else {
+		e = s.routeBridged(sctx, &user, ep.CHID, &h, n.Data)
+	}
 	if e != nil {
 		s.writeError(c, st, e)
 		return
@@ -174,11 +181,9 @@ func (s *Server) subscription(ctx context.Context, uaid uuid.UUID, chid [16]byte
 	case err != nil:
 		return user, s.storageError("read router record", err)
 	}
-	if user.RouterType != storage.RouterWebPush {
-		// Bridged users (fcm, apns) are routed by the bridge tier, which
-		// does not exist yet. The reference answers an unusable router
-		// type with 410 errno 106 (and drops the user; this tier keeps
-		// the record for the bridges).
+	if user.RouterType != storage.RouterWebPush && !bridge.IsBridged(user.RouterType) {
+		// The reference answers an unusable router type with 410 errno
+		// 106 (and drops the user; this tier keeps the record).
 		return user, errNoChannel
 	}
 	start := time.Now()

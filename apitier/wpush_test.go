@@ -65,19 +65,25 @@ func TestSubscriptionErrors(t *testing.T) {
 	r := perform(s, "POST", ep[len(s.cfg.EndpointURL):], nil, hdr("TTL", "60")...)
 	wantError(t, r, http.StatusGone, errno.InvalidSubscription)
 
-	// A bridged user: 410 errno 106 until bridges exist; the record stays.
+	// A router type no bridge routes (the reference's adm): 410 errno
+	// 106; the record stays.
 	b := subscribe(t, s, "", nil)
-	et.Must(t, s.store.Connect(ctx, storage.User{UAID: b.uaid, RouterType: "fcm", ConnectedAt: time.Now().UnixMilli() + 1}), "connect")
+	et.Must(t, s.store.Connect(ctx, storage.User{UAID: b.uaid, RouterType: "adm", ConnectedAt: time.Now().UnixMilli() + 1}), "connect")
 	r = perform(s, "POST", b.path, nil, hdr("TTL", "60")...)
 	wantError(t, r, http.StatusGone, errno.InvalidSubscription)
 	if _, err := s.store.GetUser(ctx, b.uaid); err != nil {
 		t.Fatalf("bridged user's record: %v", err)
 	}
 
-	// Unknown user: 410 errno 103.
+	// A bridged user on a node without the sender: 503, retry later.
+	f := subscribe(t, s, "", nil)
+	et.Must(t, s.store.Connect(ctx, storage.User{UAID: f.uaid, RouterType: "fcm", ConnectedAt: time.Now().UnixMilli() + 1}), "connect")
+	wantError(t, perform(s, "POST", f.path, nil, hdr("TTL", "60")...), http.StatusServiceUnavailable, errno.RetryBackoff)
+
+	// Unknown user: 410 errno 106, the reference's NoSubscription.
 	et.Must(t, s.store.DropUser(ctx, u.uaid), "drop")
 	r = perform(s, "POST", u.path, nil, hdr("TTL", "60")...)
-	if m := wantError(t, r, http.StatusGone, errno.ExpiredEndpoint); m["message"] != "UAID not found" {
+	if m := wantError(t, r, http.StatusGone, errno.InvalidSubscription); m["message"] != "UAID not found" {
 		t.Fatalf("message %v", m["message"])
 	}
 }

@@ -150,10 +150,7 @@ type PushBridge struct {
 	// or APNs topic the provider sends with.
 	AppID string `json:"app_id"`
 	// TTL is the notification's WebPush TTL in seconds, counted from the
-	// push's Created: once it has passed the push is not sent. 0 is "now
-	// or never": sent once, never retried past the first attempt's
-	// moment (the providers are told to deliver only to a reachable
-	// device).
+	// push's Created: once it has passed the push is not sent (Expires).
 	TTL int64 `json:"ttl"`
 	// Urgency is the RFC 8030 Urgency header ("" when absent); Topic
 	// the Topic header, the provider's collapse key.
@@ -165,14 +162,16 @@ type PushBridge struct {
 	Data map[string]string `json:"data"`
 }
 
-// Expires is when a bridged push stops being worth sending (ms since the
-// epoch); 0 for TTL 0, which is sent once whatever the clock says.
+// Expires is when a bridged push stops being worth sending, ms since the
+// epoch. TTL 0 ("now or never") gets MinBridgeTTL: a provider's hiccup is
+// retried within it, and the providers still hear TTL 0 (APNs:
+// apns-expiration 0; FCM raises it to its own minimum, 60 s, anyway).
 func (b *PushBridge) Expires(created int64) int64 {
-	if b.TTL == 0 {
-		return 0
-	}
-	return created + b.TTL*1000
+	return created + max(b.TTL, MinBridgeTTL)*1000
 }
+
+// MinBridgeTTL is the least time, in seconds, a bridged push is tried for.
+const MinBridgeTTL = 60
 
 // MaxPushBridge bounds a bridged push's Bridge, as JSON: a 4 KiB payload
 // in base64url with its encryption headers and ids fits well under it.

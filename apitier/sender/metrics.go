@@ -7,6 +7,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -60,6 +61,15 @@ const (
 	// mLeaseLost{provider}: queued pushes dropped because another node
 	// took them over before the attempt started.
 	mLeaseLost = "autosender_lease_lost_total"
+	// mAttempts{provider,verdict}: provider calls by verdict (sent,
+	// retry, fail, device_gone, no_prototype_key, broken).
+	mAttempts = "autosender_attempts_total"
+	// mAuthFailures{provider}: calls the provider refused for our
+	// credentials (each also logged as an error).
+	mAuthFailures = "autosender_auth_failures_total"
+	// mExpired{provider}: bridged notifications FAILED unsent because
+	// their TTL passed while they waited.
+	mExpired = "autosender_expired_total"
 	// mKeysReloads{result="ok"|"error"}: reloads of a provider's mapping.
 	mKeysReloads = "autosender_keys_reloads_total"
 )
@@ -122,6 +132,8 @@ func newMetrics() *senderMetrics {
 // laneMetrics are one provider's.
 type laneMetrics struct {
 	sent, attemptsFailed, givenUp, callerRuns, interrupted, leaseLost *metrics.Counter
+	authFailures, expired                                             *metrics.Counter
+	verdicts                                                          []*metrics.Counter // by provider.Verdict
 	failed                                                            map[storage.ErrorType]*metrics.Counter
 	sendSeconds                                                       *metrics.PrometheusHistogram
 }
@@ -132,16 +144,26 @@ func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, 
 		sent: s.NewCounter(mSent + l), attemptsFailed: s.NewCounter(mAttemptsFailed + l),
 		givenUp: s.NewCounter(mGivenUp + l), callerRuns: s.NewCounter(mCallerRuns + l),
 		interrupted: s.NewCounter(mInterrupted + l), leaseLost: s.NewCounter(mLeaseLost + l),
+		authFailures: s.NewCounter(mAuthFailures + l), expired: s.NewCounter(mExpired + l),
 		failed:      map[storage.ErrorType]*metrics.Counter{},
 		sendSeconds: s.NewPrometheusHistogramExt(mSendSeconds+l, secondsBuckets),
 	}
 	for _, t := range []storage.ErrorType{storage.ErrorProvider, storage.ErrorPrototypeKey, storage.ErrorOther} {
 		lm.failed[t] = s.NewCounter(mFailed + `{provider="` + name + `",error_type="` + string(t) + `"}`)
 	}
+	for v := provider.Sent; v <= provider.Broken; v++ {
+		lm.verdicts = append(lm.verdicts, s.NewCounter(mAttempts+`{provider="`+name+`",verdict="`+v.String()+`"}`))
+	}
 	s.NewGauge(mQueueSize+l, func() float64 { return float64(queue()) })
 	s.NewGauge(mPoolBusy+l, func() float64 { return float64(busy.Load()) })
 	s.NewGauge(mPoolSize+l, func() float64 { return float64(poolSize) })
 	return lm
+}
+
+func (lm *laneMetrics) verdict(v provider.Verdict) {
+	if int(v) >= 0 && int(v) < len(lm.verdicts) {
+		lm.verdicts[v].Inc()
+	}
 }
 
 func (m *senderMetrics) storageError(stage string) { m.storageErrors[stage].Inc() }

@@ -29,6 +29,12 @@ import (
 // IN_PROCESS after the lease and handled as interrupted.
 func (s *Sender) send(l *lane, p storage.Push) {
 	now := time.Now()
+	n, ok := notification(&p, now)
+	if !ok {
+		l.passed() // no call
+		s.expire(l, &p, now)
+		return
+	}
 	a := storage.Attempt{N: len(p.Attempts) + 1, Status: storage.AttemptInProcess, Node: s.node, Started: now.UnixMilli()}
 	if l.limits.Dedup {
 		a.DedupKey = p.ID.String()
@@ -51,9 +57,6 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		s.log.Error("attempt not recorded; the push waits for its lease to expire", "push", p.ID, "error", err)
 		return
 	}
-	n := &provider.Notification{
-		ID: p.ID.String(), Platform: p.Platform, PrototypeKey: p.PrototypeKey, Token: p.PushKey, Message: p.Message,
-	}
 	// The provider's minimum delay since the previous call; not cut short
 	// by Stop: the attempt row says this call is being made.
 	l.pace()
@@ -63,7 +66,55 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	l.m.sendSeconds.Update(took.Seconds())
 	next := s.outcome(l, &started, res, took, time.Now())
 	s.record(&started, next)
+	if res.Verdict == provider.DeviceGone && p.Bridge != nil && s.gone != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		s.gone(ctx, next)
+		cancel()
+	}
 }
+
+// notification is what the provider is given for p at now; false when p
+// is a bridged notification whose TTL has passed.
+func notification(p *storage.Push, now time.Time) (*provider.Notification, bool) {
+	n := &provider.Notification{
+		ID: p.ID.String(), Platform: p.Platform, PrototypeKey: p.PrototypeKey, Token: p.PushKey, Message: p.Message,
+	}
+	b := p.Bridge
+	if b == nil {
+		return n, true
+	}
+	left := time.UnixMilli(b.Expires(p.Created)).Sub(now)
+	if left <= 0 {
+		return nil, false
+	}
+	n.AppID, n.Data, n.CollapseKey, n.Priority = b.AppID, b.Data, b.Topic, provider.PriorityOf(b.Urgency)
+	if b.TTL > 0 {
+		// What is left of it, in whole seconds (at least one: 0 would
+		// mean "now or never" to the provider).
+		n.TTL = max(left.Truncate(time.Second), time.Second)
+	}
+	return n, true
+}
+
+// expire finishes a bridged push whose TTL passed before it could be sent
+// (it waited in a queue, or for retries): FAILED, with the cause in an
+// attempt that made no call, so GET /push/{id} says why.
+func (s *Sender) expire(l *lane, p *storage.Push, now time.Time) {
+	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
+	next.Attempts = append(next.Attempts, storage.Attempt{
+		N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther,
+		Node: s.node, Started: now.UnixMilli(), Cause: "the notification's TTL passed before it could be sent",
+	})
+	s.fail(l, &next, now)
+	l.m.expired.Inc()
+	s.record(p, next)
+}
+
+// OnDeviceGone sets fn, called after a bridged push's provider said its
+// device is gone (FCM UNREGISTERED, APNs 410) and the outcome is stored:
+// the API tier drops the registration there. ctx bounds fn. Call before
+// Start.
+func (s *Sender) OnDeviceGone(fn func(ctx context.Context, p storage.Push)) { s.gone = fn }
 
 // callProvider calls Send with its timeout, turning a panic into a Broken
 // verdict (the seed's "RuntimeException while sending").
@@ -88,6 +139,12 @@ func (s *Sender) outcome(l *lane, p *storage.Push, res provider.Result, took tim
 	a.ProviderCode, a.ProviderReason, a.ProviderMessage = res.Status, res.Reason, res.Message
 	if res.Err != nil {
 		a.Cause = res.Err.Error()
+	}
+	l.m.verdict(res.Verdict)
+	if res.Auth {
+		l.m.authFailures.Inc()
+		s.log.Error("the provider refused our credentials", "provider", l.p.Name(), "push", p.ID,
+			"status", res.Status, "reason", res.Reason, "message", res.Message, "error", res.Err)
 	}
 	switch res.Verdict {
 	case provider.Sent:

@@ -28,6 +28,7 @@ type Sender struct {
 	lanes map[string]*lane
 	first string // the provider of requests that name none
 	m     *senderMetrics
+	gone  func(ctx context.Context, p storage.Push) // OnDeviceGone
 
 	ctx     context.Context // cancelled by Stop: jobs and readers end
 	cancel  context.CancelFunc
@@ -176,6 +177,12 @@ type Request struct {
 	CronExpression string // "" for an immediate push
 	// Provider names the provider; "" is the first one configured.
 	Provider string
+	// Bridge makes this a WebPush notification to a bridged user (the
+	// API tier's): Provider names the bridge, PushKey is the device's
+	// token, Platform the device's; PrototypeKey, Message and
+	// CronExpression stay empty. Bridges take nothing else, and the other
+	// providers never take one.
+	Bridge *storage.PushBridge
 }
 
 // FieldError is a request field out of the rules; nothing was stored.
@@ -193,6 +200,18 @@ var MaxMessageBytes = map[string]int{"IOS": 2048, "ANDROID": 3072}
 
 // validate checks r; a *FieldError names the first field out of rules.
 func (s *Sender) validate(r *Request, now time.Time) (time.Time, error) {
+	if r.Provider == "" {
+		r.Provider = s.first
+	}
+	l := s.lanes[r.Provider]
+	switch {
+	case l == nil:
+		return time.Time{}, &FieldError{"provider", fmt.Sprintf("%q is not configured", r.Provider)}
+	case l.limits.Bridge != (r.Bridge != nil):
+		return time.Time{}, &FieldError{"provider", fmt.Sprintf("%q is a bridge: it takes only WebPush notifications to bridged users", r.Provider)}
+	case r.Bridge != nil:
+		return time.Time{}, validateBridge(r)
+	}
 	limit, ok := MaxMessageBytes[r.Platform]
 	switch {
 	case !ok:
@@ -214,12 +233,6 @@ func (s *Sender) validate(r *Request, now time.Time) (time.Time, error) {
 	case len(r.CronExpression) > storage.MaxPushField:
 		return time.Time{}, &FieldError{"cronExpression", fmt.Sprintf("must be at most %d bytes", storage.MaxPushField)}
 	}
-	if r.Provider == "" {
-		r.Provider = s.first
-	}
-	if s.lanes[r.Provider] == nil {
-		return time.Time{}, &FieldError{"provider", fmt.Sprintf("%q is not configured", r.Provider)}
-	}
 	if r.CronExpression == "" {
 		return time.Time{}, nil
 	}
@@ -228,6 +241,25 @@ func (s *Sender) validate(r *Request, now time.Time) (time.Time, error) {
 		return time.Time{}, &FieldError{"cronExpression", "is not a Quartz cron expression: " + err.Error()}
 	}
 	return next, nil
+}
+
+// validateBridge checks a bridged notification: the API tier built it,
+// so a fault here is a bug there, reported as a field error all the same.
+func validateBridge(r *Request) error {
+	b := r.Bridge
+	switch {
+	case r.Message != "" || r.PrototypeKey != "" || r.CronExpression != "":
+		return &FieldError{"bridge", "a bridged notification has no message, prototype or cron expression"}
+	case r.Platform != "IOS" && r.Platform != "ANDROID":
+		return &FieldError{"platform", "must be IOS or ANDROID"}
+	case r.PushKey == "" || len(r.PushKey) > storage.MaxPushField:
+		return &FieldError{"pushKey", fmt.Sprintf("the device token must be 1 to %d bytes", storage.MaxPushField)}
+	case b.AppID == "" || len(b.AppID) > storage.MaxPushField:
+		return &FieldError{"bridge", fmt.Sprintf("the app id must be 1 to %d bytes", storage.MaxPushField)}
+	case b.TTL < 0:
+		return &FieldError{"bridge", "negative TTL"}
+	}
+	return nil
 }
 
 // Accept validates r, stores the push durably and queues it when it is
@@ -250,6 +282,7 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	p := storage.Push{
 		ID: id, Provider: r.Provider, Platform: r.Platform, PrototypeKey: r.PrototypeKey, PushKey: r.PushKey,
 		Message: r.Message, CronExpression: r.CronExpression, Created: now, Updated: now, Version: 1,
+		Bridge: r.Bridge,
 	}
 	l := s.lanes[r.Provider]
 	queued := false

@@ -35,6 +35,10 @@ type Limits struct {
 	// with the same Notification.ID (a collapse or idempotency key), so
 	// a send interrupted by a crash can be repeated safely.
 	Dedup bool
+	// Bridge reports a bridge (FCM, APNs): it takes only the API tier's
+	// WebPush notifications to bridged users (Notification.AppID, Data),
+	// never the push API's prototype messages.
+	Bridge bool
 }
 
 // Delay is the minimum time between two sends.
@@ -159,4 +163,8 @@ type Result struct {
 	// Err is the cause of a Broken verdict, or of a Retry that got no
 	// answer (timeout, reset, refused).
 	Err error
+	// Auth reports that the service refused our credentials (a 401 or
+	// 403, a token endpoint's refusal): the operator has to act, so the
+	// sender logs it as an error and counts it apart.
+	Auth bool
 }

@@ -1,0 +1,62 @@
+package apitier
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/bridge"
+	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// Pushes to bridged users (Firefox for Android and iOS, registered through
+// the registration API): checked exactly as a websocket user's, then
+// handed to the outbound sender, which stores the notification durably
+// before the 201 and sends it to FCM or APNs with its retries and rate
+// limits. The reference sends inline instead: one slow provider call held
+// the application server's request, and a provider error lost the push.
+
+// SetBridges wires the configured bridges: the registration routes' app
+// ids and the push route's routing. Without them every app id is unknown
+// and a bridged user's push answers 500 errno 900. Call before Start.
+func (s *Server) SetBridges(b *bridge.Bridges) { s.bridges = b }
+
+var (
+	errBridgeConfig = errno.BridgeConfig.HTTPError("This registration's bridge is not configured on this server")
+	errBridgeRecord = errno.InvalidSubscription.HTTPError("Registration without a bridge token")
+	errBridgeOff    = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.RetryBackoff, Message: "The bridges' sender is not running on this node"}
+)
+
+// routeBridged queues n for u, a bridged user, through the sender.
+func (s *Server) routeBridged(ctx context.Context, u *storage.User, chid [16]byte, h *pushHeaders, body string) *errno.HTTPError {
+	if s.pushes == nil {
+		return errBridgeOff
+	}
+	req, err := s.bridges.Request(u, &bridge.Notification{
+		CHID: uuid.UUID(chid), TTL: h.ttl, Urgency: h.urgency, Topic: h.topic,
+		Body: body, Encoding: h.encoding, Encryption: h.encryption, CryptoKey: h.cryptoKey,
+	})
+	switch {
+	case errors.Is(err, bridge.ErrTooLarge):
+		return errno.PayloadTooLarge.HTTPError(err.Error())
+	case errors.Is(err, bridge.ErrBadRecord):
+		return errBridgeRecord
+	case err != nil:
+		return errBridgeConfig
+	}
+	_, err = s.pushes.Accept(ctx, req)
+	var fe *sender.FieldError
+	switch {
+	case errors.As(err, &fe):
+		// The request is this tier's own making: a bug, not the caller's.
+		s.log.Error("the sender refused a bridged notification", "field", fe.Field, "reason", fe.Reason)
+		return errInternal
+	case err != nil:
+		return s.storageError("queue bridged notification", err)
+	}
+	return nil
+}
