@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -64,6 +65,7 @@ type Bridge struct {
 type Bridges struct {
 	byProvider map[string]*bridge
 	log        *slog.Logger
+	set        *metrics.Set
 	gone       *metrics.Counter
 	goneKept   *metrics.Counter
 	misconfig  *metrics.Counter
@@ -75,7 +77,7 @@ type bridge struct {
 }
 
 // New returns the bridges; fcm and apns may be nil (not configured).
-func New(fcm, apns *Bridge, log *slog.Logger, set *metrics.Set) *Bridges {
+func New(fcm, apns *Bridge, log *slog.Logger) *Bridges {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -90,14 +92,16 @@ func New(fcm, apns *Bridge, log *slog.Logger, set *metrics.Set) *Bridges {
 		}
 		b.byProvider[name] = br
 	}
-	if set == nil {
-		set = metrics.NewSet()
-	}
+	set := metrics.NewSet()
+	b.set = set
 	b.gone = set.NewCounter(mDropped + `{result="dropped"}`)
 	b.goneKept = set.NewCounter(mDropped + `{result="kept"}`)
 	b.misconfig = set.NewCounter(mMisconfigured)
 	return b
 }
+
+// WriteMetrics writes the bridges' metrics in the Prometheus text format.
+func (b *Bridges) WriteMetrics(w io.Writer) { b.set.WritePrometheus(w) }
 
 // Metric names (docs/metrics.md).
 const (

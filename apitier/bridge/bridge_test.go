@@ -1,0 +1,160 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/embedded"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func limit(n int) DataCheck {
+	return func(d map[string]string) error {
+		size := 0
+		for k, v := range d {
+			size += len(k) + len(v)
+		}
+		if size > n {
+			return fmt.Errorf("%d bytes over %d", size, n)
+		}
+		return nil
+	}
+}
+
+func testBridges() *Bridges {
+	return New(&Bridge{AppIDs: []string{"android"}, Check: limit(200)},
+		&Bridge{AppIDs: []string{"ios"}}, quiet())
+}
+
+func TestKnown(t *testing.T) {
+	b := testBridges()
+	for _, c := range []struct {
+		typ, app string
+		want     bool
+	}{
+		{"fcm", "android", true}, {"gcm", "android", true}, {"apns", "ios", true},
+		{"fcm", "ios", false}, {"apns", "android", false}, {"adm", "android", false},
+		{"webpush", "anything", true}, {"FCM", "android", false},
+	} {
+		if got := b.Known(c.typ, c.app); got != c.want {
+			t.Errorf("Known(%q, %q) = %v, want %v", c.typ, c.app, got, c.want)
+		}
+	}
+	if New(nil, nil, quiet()).Known("fcm", "android") {
+		t.Error("no bridges configured, yet fcm is known")
+	}
+}
+
+func TestData(t *testing.T) {
+	chid := uuid.MustParse("deadbeef-13f9-4639-87f9-2ff731824f34")
+	for _, c := range []struct {
+		name string
+		n    Notification
+		want map[string]string
+	}{
+		{"empty", Notification{CHID: chid}, map[string]string{"chid": chid.String()}},
+		{"aes128gcm", Notification{CHID: chid, Body: "AAEC", Encoding: "aes128gcm"},
+			map[string]string{"chid": chid.String(), "body": "AAEC", "con": "aes128gcm"}},
+		{"aesgcm", Notification{CHID: chid, Body: "AAEC", Encoding: "aesgcm", Encryption: "salt=abc", CryptoKey: "dh=def"},
+			map[string]string{"chid": chid.String(), "body": "AAEC", "con": "aesgcm", "enc": "salt=abc", "cryptokey": "dh=def"}},
+	} {
+		got := Data(&c.n)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: data %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRequest(t *testing.T) {
+	b := testBridges()
+	uaid, chid := uuid.New(), uuid.New()
+	fcmUser := storage.User{UAID: uaid, RouterType: "gcm", RouterData: RouterData("gcm", "android", "tok-12345678")}
+	n := Notification{CHID: chid, TTL: 300, Urgency: "low", Topic: "t1", Body: "AAEC", Encoding: "aes128gcm"}
+	r, err := b.Request(&fcmUser, &n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Provider != "fcm" || r.Platform != "ANDROID" || r.PushKey != "tok-12345678" || r.Message != "" ||
+		r.Bridge.UAID != uaid || r.Bridge.CHID != chid || r.Bridge.AppID != "android" || r.Bridge.TTL != 300 ||
+		r.Bridge.Urgency != "low" || r.Bridge.Topic != "t1" || r.Bridge.Data["body"] != "AAEC" {
+		t.Fatalf("request %+v bridge %+v", r, r.Bridge)
+	}
+	apnsUser := storage.User{UAID: uaid, RouterType: "apns", RouterData: RouterData("apns", "ios", "abcdef0123456789")}
+	if r, err := b.Request(&apnsUser, &n); err != nil || r.Provider != "apns" || r.Platform != "IOS" || r.Bridge.AppID != "ios" {
+		t.Fatalf("apns: %+v %v", r, err)
+	}
+
+	big := n
+	big.Body = strings.Repeat("A", 300)
+	if _, err := b.Request(&fcmUser, &big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over the limit: %v", err)
+	}
+	gone := storage.User{UAID: uaid, RouterType: "fcm", RouterData: RouterData("fcm", "retired-app", "tok-12345678")}
+	if _, err := b.Request(&gone, &n); !errors.Is(err, ErrNotConfigured) {
+		t.Fatalf("unconfigured app id: %v", err)
+	}
+	broken := storage.User{UAID: uaid, RouterType: "fcm", RouterData: map[string]string{KeyAppID: "android"}}
+	if _, err := b.Request(&broken, &n); !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("no token: %v", err)
+	}
+	var buf bytes.Buffer
+	b.WriteMetrics(&buf)
+	if !strings.Contains(buf.String(), mMisconfigured+" 1") {
+		t.Fatalf("misconfiguration not counted:\n%s", buf.String())
+	}
+}
+
+// TestDeviceGone: the registration is dropped when the gone push carried
+// its current token, kept when the device registered a new one since.
+func TestDeviceGone(t *testing.T) {
+	store, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	ctx := context.Background()
+	b := New(&Bridge{AppIDs: []string{"android"}}, nil, quiet())
+	gone := b.DeviceGone(store)
+	register := func(token string) uuid.UUID {
+		u := storage.User{UAID: uuid.New(), RouterType: "fcm", RouterData: RouterData("fcm", "android", token),
+			ConnectedAt: time.Now().UnixMilli()}
+		if err := store.Connect(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		return u.UAID
+	}
+	push := func(uaid uuid.UUID, token string) storage.Push {
+		return storage.Push{ID: uuid.New(), Provider: "fcm", PushKey: token, Bridge: &storage.PushBridge{UAID: uaid, AppID: "android"}}
+	}
+
+	a := register("old-token-1")
+	gone(ctx, push(a, "old-token-1"))
+	if _, err := store.GetUser(ctx, a); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("gone device's registration: %v, want dropped", err)
+	}
+	gone(ctx, push(a, "old-token-1")) // a second verdict for a dropped user: nothing to do
+
+	k := register("new-token-2")
+	gone(ctx, push(k, "old-token-1"))
+	if _, err := store.GetUser(ctx, k); err != nil {
+		t.Fatalf("a verdict about an old token dropped the registration: %v", err)
+	}
+	var buf bytes.Buffer
+	b.WriteMetrics(&buf)
+	for _, want := range []string{mDropped + `{result="dropped"} 1`, mDropped + `{result="kept"} 1`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, buf.String())
+		}
+	}
+}
