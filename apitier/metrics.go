@@ -23,7 +23,7 @@ const (
 	// mErrors{errno}: error replies by errno ("none" for errno null).
 	mErrors = "autoendpoint_errors_total"
 	// mNotifications{outcome}: accepted pushes: direct (written to a
-X
+	X
 	mNotifications = "autoendpoint_notifications_total"
 	// mNotificationBytes: size of the accepted payloads (base64url).
 	mNotificationBytes = "autoendpoint_notification_data_bytes"

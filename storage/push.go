@@ -1,8 +1,8 @@
 package storage
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 	"unicode/utf8"
