@@ -55,11 +55,14 @@ type BridgeApps interface {
 	Known(routerType, appID string) bool
 }
 
-// SetBridgeApps wires the bridges' app ids; call before Start. Without
+// SetBridgeApps wires the bridges' app ids. Safe at any time, from any
+// goroutine (a reload of the bridges' configuration may swap it). Without
 // it (nil) no bridge app id is known: fcm, gcm and apns registrations
 // answer 400, and only the webpush type registers (it takes any app id,
 // as the reference's webpush router does).
-func (s *Server) SetBridgeApps(b BridgeApps) { s.bridgeApps = b }
+func (s *Server) SetBridgeApps(b BridgeApps) { s.bridgeApps.Store(&bridgeAppsRef{b}) }
+
+type bridgeAppsRef struct{ BridgeApps }
 
 // Router types of the registration API (storage.User.RouterType).
 const (
@@ -256,7 +259,8 @@ func (s *Server) knownApp(routerType, appID string) bool {
 	if routerType == storage.RouterWebPush {
 		return true
 	}
-	return s.bridgeApps != nil && s.bridgeApps.Known(routerType, appID)
+	ref := s.bridgeApps.Load()
+	return ref != nil && ref.BridgeApps != nil && ref.Known(routerType, appID)
 }
 
 // readRegistrationBody reads a body of at most maxRegistrationBody.

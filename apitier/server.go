@@ -47,7 +47,7 @@ type Server struct {
 	started  time.Time
 	pushes   PushService // the outbound sender's API (push.go); nil: off
 	// bridgeApps knows the bridges' app ids (registration.go); nil: none.
-	bridgeApps BridgeApps
+	bridgeApps atomic.Pointer[bridgeAppsRef]
 	// extraMetrics are other series /metrics serves (AlsoMetrics).
 	extraMetrics []func(io.Writer)
 
