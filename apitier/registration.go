@@ -34,13 +34,16 @@ import (
 // anything else is 400 errno 108. The routes under {uaid} need
 // "Authorization: Bearer <secret>", the secret the POST answered
 // (internal/bridgeauth; any bridge-auth-keys key verifies); without
-// bridge-auth-keys every route answers 401. The checks run in the
-// reference's order: the uaid parses (else 410 errno 103), the secret
-// (401 errno 109), the type (400 errno 108), the user exists (410 errno
-// 103); then, unlike the reference, the user's router type must be the
-// path's (fcm and gcm count as one; else 400 errno 108), so that one
-// bridge's client cannot rewrite another's record. The body's token and
-// the app id are checked last (400, errno null, as the reference).
+// bridge-auth-keys every route answers 401. The checks run in this
+// order: the type (else 400 errno 108), a bearer secret is present (401
+// errno 109), the uaid parses (410 errno 103), the secret verifies (401
+// errno 109), the user exists (410 errno 103); then, unlike the
+// reference, the user's router type must be the path's (fcm and gcm
+// count as one; else 400 errno 108), so that one bridge's client cannot
+// rewrite another's record. The body's token and the app id are checked
+// last (400, errno null, as the reference). The reference checks the
+// uaid and the secret before the type; a request with one fault gets
+// the same answer either way.
 //
 // Answers: the reference's field names ("uaid", "channelID", "endpoint",
 // "secret"; "uaid" and "channelIDs" for the GET; UUIDs dashed). The
@@ -291,43 +294,63 @@ func (s *Server) handleRegister(ctx context.Context, c *app.RequestContext, st *
 		s.writeError(c, st, e)
 		return
 	}
-	in, e := parseRegistrationBody(body, routerType, true)
-	if e != nil {
-		s.writeError(c, st, e)
-		return
-	}
-	if !s.knownApp(routerType, appID) {
-		s.writeError(c, st, errAppID)
+	in, ok := s.tokenInput(c, st, body)
+	if !ok {
 		return
 	}
 	uaid := uuid.New()
-	if in.chid == uuid.Nil {
-		in.chid = uuid.New()
-	}
-	endpoint, err := s.keys.MakeEndpoint(s.cfg.EndpointURL, uaid, in.chid, in.key)
-	if err != nil {
-		s.log.Error("registration: make endpoint", "error", err)
-		s.writeError(c, st, errInternal)
+	endpoint, ok := s.newChannel(c, st, uaid, &in)
+	if !ok {
 		return
 	}
 	secret := bridgeauth.Secret(s.cfg.BridgeAuthKeys[0], uaid)
 
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
 	defer cancel()
-	if err := s.timed(func() error { return s.store.AddChannel(sctx, uaid, in.chid) }); err != nil {
-		s.writeError(c, st, s.storageError("registration: add channel", err))
+	if !s.stored(c, st, "add channel", func() error { return s.store.AddChannel(sctx, uaid, in.chid) }) {
 		return
 	}
 	u := storage.User{UAID: uaid, RouterType: routerType, RouterData: routerData(routerType, appID, &in),
 		ConnectedAt: time.Now().UnixMilli()}
-	if err := s.timed(func() error { return s.store.Connect(sctx, u) }); err != nil {
-		s.writeError(c, st, s.storageError("registration: add user", err))
+	if !s.stored(c, st, "add user", func() error { return s.store.Connect(sctx, u) }) {
 		s.undoChannel(uaid, in.chid)
 		return
 	}
 	writeJSON(c, http.StatusOK, map[string]string{
 		"uaid": uaid.String(), "channelID": in.chid.String(), "endpoint": endpoint, "secret": secret,
 	})
+}
+
+// tokenInput parses a body with a token (POST registration, PUT) for
+// the path's type, and checks the path's app id; or answers and returns
+// false.
+func (s *Server) tokenInput(c *app.RequestContext, st *reqState, body []byte) (registrationInput, bool) {
+	routerType := c.Param("type")
+	in, e := parseRegistrationBody(body, routerType, true)
+	if e == nil && !s.knownApp(routerType, c.Param("app_id")) {
+		e = errAppID
+	}
+	if e != nil {
+		s.writeError(c, st, e)
+		return in, false
+	}
+	return in, true
+}
+
+// newChannel picks the channel id (the body's, or a new one) and makes
+// its endpoint; or answers and returns false.
+func (s *Server) newChannel(c *app.RequestContext, st *reqState, uaid uuid.UUID, in *registrationInput) (string, bool) {
+	if in.chid == uuid.Nil {
+		in.chid = uuid.New()
+	}
+	endpoint, err := s.keys.MakeEndpoint(s.cfg.EndpointURL, uaid, in.chid, in.key)
+	if err != nil {
+		// The key was checked: this is a bug or a bad endpoint-url.
+		s.log.Error("registration: make endpoint", "error", err)
+		s.writeError(c, st, errInternal)
+		return "", false
+	}
+	return endpoint, true
 }
 
 // undoChannel removes the channel of a registration whose record could
@@ -355,9 +378,8 @@ func (s *Server) regAuth(c *app.RequestContext, st *reqState) (uuid.UUID, bool) 
 	if !s.regGate(c, st) {
 		return uuid.Nil, false
 	}
-	uaid, err := uuid.Parse(c.Param("uaid"))
-	if err != nil || uaid == uuid.Nil {
-		s.writeError(c, st, errNoUser)
+	if !validRouterType(c.Param("type")) {
+		s.writeError(c, st, errRouterType)
 		return uuid.Nil, false
 	}
 	secret, ok := bridgeauth.FromAuthorization(string(c.Request.Header.Peek("Authorization")))
@@ -365,12 +387,13 @@ func (s *Server) regAuth(c *app.RequestContext, st *reqState) (uuid.UUID, bool) 
 		s.refuseReg(c, st, errRegNoAuth, authMissing)
 		return uuid.Nil, false
 	}
-	if !bridgeauth.Verify(s.cfg.BridgeAuthKeys, uaid, secret) {
-		s.refuseReg(c, st, errRegAuth, authInvalid)
+	uaid, err := uuid.Parse(c.Param("uaid"))
+	if err != nil || uaid == uuid.Nil {
+		s.writeError(c, st, errNoUser)
 		return uuid.Nil, false
 	}
-	if !validRouterType(c.Param("type")) {
-		s.writeError(c, st, errRouterType)
+	if !bridgeauth.Verify(s.cfg.BridgeAuthKeys, uaid, secret) {
+		s.refuseReg(c, st, errRegAuth, authInvalid)
 		return uuid.Nil, false
 	}
 	return uaid, true
@@ -394,57 +417,59 @@ func (s *Server) regLookup(sctx context.Context, c *app.RequestContext, st *reqS
 	return u, true
 }
 
-// regUser is regAuth then regLookup, for the routes without a body.
-func (s *Server) regUser(sctx context.Context, c *app.RequestContext, st *reqState) (storage.User, bool) {
-	uaid, ok := s.regAuth(c, st)
-	if !ok {
-		return storage.User{}, false
+// regHandler is a handler of a route under {uaid}, called once the
+// checks passed with the record, and the body (withBody routes); sctx
+// bounds its storage calls.
+type regHandler func(sctx context.Context, c *app.RequestContext, st *reqState, u storage.User, body []byte)
+
+// regRoute runs regAuth, reads the body (withBody) before the record so
+// that no storage deadline runs while a client sends, runs regLookup,
+// then h.
+func (s *Server) regRoute(withBody bool, h regHandler) handlerFunc {
+	return func(ctx context.Context, c *app.RequestContext, st *reqState) {
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
+		defer cancel()
+		uaid, ok := s.regAuth(c, st)
+		if !ok {
+			return
+		}
+		var body []byte
+		if withBody {
+			var e *errno.HTTPError
+			if body, e = s.readRegistrationBody(c, st); e != nil {
+				s.writeError(c, st, e)
+				return
+			}
+		}
+		if u, ok := s.regLookup(sctx, c, st, uaid); ok {
+			h(sctx, c, st, u, body)
+		}
 	}
-	return s.regLookup(sctx, c, st, uaid)
 }
 
-// regUserWithBody is regAuth, the body, then regLookup: the body is read
-// before the record so that no storage deadline runs while a client
-// sends.
-func (s *Server) regUserWithBody(sctx context.Context, c *app.RequestContext, st *reqState) (storage.User, []byte, bool) {
-	uaid, ok := s.regAuth(c, st)
-	if !ok {
-		return storage.User{}, nil, false
+// stored runs one storage call (timed); on failure it answers (503
+// errno 201 or 500) and returns false.
+func (s *Server) stored(c *app.RequestContext, st *reqState, what string, call func() error) bool {
+	if err := s.timed(call); err != nil {
+		s.writeError(c, st, s.storageError("registration: "+what, err))
+		return false
 	}
-	body, e := s.readRegistrationBody(c, st)
-	if e != nil {
-		s.writeError(c, st, e)
-		return storage.User{}, nil, false
-	}
-	u, ok := s.regLookup(sctx, c, st, uaid)
-	return u, body, ok
+	return true
 }
 
 // handleRegUpdate is PUT /v1/{type}/{app_id}/registration/{uaid}: the
 // bridge has a new token for the client. A gcm record updated through
 // an fcm path becomes fcm (the reference stores the path's type). A
 // webpush record has no bridge data: nothing is written.
-func (s *Server) handleRegUpdate(ctx context.Context, c *app.RequestContext, st *reqState) {
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
-	defer cancel()
+func (s *Server) handleRegUpdate(sctx context.Context, c *app.RequestContext, st *reqState, u storage.User, body []byte) {
 	routerType, appID := c.Param("type"), c.Param("app_id")
-	u, body, ok := s.regUserWithBody(sctx, c, st)
+	in, ok := s.tokenInput(c, st, body)
 	if !ok {
-		return
-	}
-	in, e := parseRegistrationBody(body, routerType, true)
-	if e != nil {
-		s.writeError(c, st, e)
-		return
-	}
-	if !s.knownApp(routerType, appID) {
-		s.writeError(c, st, errAppID)
 		return
 	}
 	if routerType != storage.RouterWebPush {
 		u.RouterType, u.RouterData = routerType, routerData(routerType, appID, &in)
-		if err := s.refresh(sctx, &u); err != nil {
-			s.writeError(c, st, s.storageError("registration: update router record", err))
+		if !s.stored(c, st, "update router record", func() error { return s.refresh(sctx, &u) }) {
 			return
 		}
 	}
@@ -457,7 +482,7 @@ func (s *Server) handleRegUpdate(ctx context.Context, c *app.RequestContext, st 
 func (s *Server) refresh(ctx context.Context, u *storage.User) error {
 	u.ConnectedAt = max(time.Now().UnixMilli(), u.ConnectedAt+1)
 	u.LastConnect = 0
-	err := s.timed(func() error { return s.store.Connect(ctx, *u) })
+	err := s.store.Connect(ctx, *u)
 	if errors.Is(err, storage.ErrConflict) {
 		return errors.Join(storage.ErrUnavailable, err)
 	}
@@ -468,22 +493,14 @@ func (s *Server) refresh(ctx context.Context, u *storage.User) error {
 // channel ids. Mobile clients call it daily, so it also refreshes a
 // bridged record's expiry, as the reference does; a failed refresh is
 // logged, the list still answered.
-func (s *Server) handleRegGet(ctx context.Context, c *app.RequestContext, st *reqState) {
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
-	defer cancel()
-	u, ok := s.regUser(sctx, c, st)
-	if !ok {
-		return
-	}
+func (s *Server) handleRegGet(sctx context.Context, c *app.RequestContext, st *reqState, u storage.User, _ []byte) {
 	if u.RouterType != storage.RouterWebPush {
-		if err := s.refresh(sctx, &u); err != nil {
+		if err := s.timed(func() error { return s.refresh(sctx, &u) }); err != nil {
 			s.log.Warn("registration: refresh router record", "error", err)
 		}
 	}
 	var chids []uuid.UUID
-	err := s.timed(func() (err error) { chids, err = s.store.Channels(sctx, u.UAID); return err })
-	if err != nil {
-		s.writeError(c, st, s.storageError("registration: list channels", err))
+	if !s.stored(c, st, "list channels", func() (err error) { chids, err = s.store.Channels(sctx, u.UAID); return err }) {
 		return
 	}
 	ids := make([]string, len(chids))
@@ -495,15 +512,8 @@ func (s *Server) handleRegGet(ctx context.Context, c *app.RequestContext, st *re
 
 // handleRegDelete is DELETE /v1/{type}/{app_id}/registration/{uaid}:
 // the record, its channels and stored messages go.
-func (s *Server) handleRegDelete(ctx context.Context, c *app.RequestContext, st *reqState) {
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
-	defer cancel()
-	u, ok := s.regUser(sctx, c, st)
-	if !ok {
-		return
-	}
-	if err := s.timed(func() error { return s.store.DropUser(sctx, u.UAID) }); err != nil {
-		s.writeError(c, st, s.storageError("registration: drop user", err))
+func (s *Server) handleRegDelete(sctx context.Context, c *app.RequestContext, st *reqState, u storage.User, _ []byte) {
+	if !s.stored(c, st, "drop user", func() error { return s.store.DropUser(sctx, u.UAID) }) {
 		return
 	}
 	writeJSON(c, http.StatusOK, struct{}{})
@@ -512,29 +522,17 @@ func (s *Server) handleRegDelete(ctx context.Context, c *app.RequestContext, st 
 // handleRegSubscribe is POST .../registration/{uaid}/subscription: a
 // new channel (the body's channelID, or a new one), with a v2 endpoint
 // when the body has a key. The body may be empty.
-func (s *Server) handleRegSubscribe(ctx context.Context, c *app.RequestContext, st *reqState) {
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
-	defer cancel()
-	u, body, ok := s.regUserWithBody(sctx, c, st)
-	if !ok {
-		return
-	}
+func (s *Server) handleRegSubscribe(sctx context.Context, c *app.RequestContext, st *reqState, u storage.User, body []byte) {
 	in, e := parseRegistrationBody(body, u.RouterType, false)
 	if e != nil {
 		s.writeError(c, st, e)
 		return
 	}
-	if in.chid == uuid.Nil {
-		in.chid = uuid.New()
-	}
-	endpoint, err := s.keys.MakeEndpoint(s.cfg.EndpointURL, u.UAID, in.chid, in.key)
-	if err != nil {
-		s.log.Error("registration: make endpoint", "error", err)
-		s.writeError(c, st, errInternal)
+	endpoint, ok := s.newChannel(c, st, u.UAID, &in)
+	if !ok {
 		return
 	}
-	if err := s.timed(func() error { return s.store.AddChannel(sctx, u.UAID, in.chid) }); err != nil {
-		s.writeError(c, st, s.storageError("registration: add channel", err))
+	if !s.stored(c, st, "add channel", func() error { return s.store.AddChannel(sctx, u.UAID, in.chid) }) {
 		return
 	}
 	writeJSON(c, http.StatusOK, map[string]string{"channelID": in.chid.String(), "endpoint": endpoint})
@@ -543,29 +541,21 @@ func (s *Server) handleRegSubscribe(ctx context.Context, c *app.RequestContext, 
 // handleRegUnsubscribe is DELETE .../registration/{uaid}/subscription/{chid}.
 // A channel id that is not a UUID, or not subscribed, is 410 errno 106,
 // as in the reference.
-func (s *Server) handleRegUnsubscribe(ctx context.Context, c *app.RequestContext, st *reqState) {
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
-	defer cancel()
-	u, ok := s.regUser(sctx, c, st)
-	if !ok {
-		return
-	}
+func (s *Server) handleRegUnsubscribe(sctx context.Context, c *app.RequestContext, st *reqState, u storage.User, _ []byte) {
 	chid, err := uuid.Parse(c.Param("chid"))
 	if err != nil || chid == uuid.Nil {
 		s.writeError(c, st, errNoChannel)
 		return
 	}
 	var has bool
-	if err := s.timed(func() (err error) { has, err = s.store.HasChannel(sctx, u.UAID, chid); return err }); err != nil {
-		s.writeError(c, st, s.storageError("registration: read channel", err))
+	if !s.stored(c, st, "read channel", func() (err error) { has, err = s.store.HasChannel(sctx, u.UAID, chid); return err }) {
 		return
 	}
 	if !has {
 		s.writeError(c, st, errNoChannel)
 		return
 	}
-	if err := s.timed(func() error { return s.store.RemoveChannel(sctx, u.UAID, chid) }); err != nil {
-		s.writeError(c, st, s.storageError("registration: remove channel", err))
+	if !s.stored(c, st, "remove channel", func() error { return s.store.RemoveChannel(sctx, u.UAID, chid) }) {
 		return
 	}
 	writeJSON(c, http.StatusOK, struct{}{})

@@ -332,6 +332,10 @@ func TestRegistrationTypeChecks(t *testing.T) {
 	reg := register(t, s, "fcm", "fcm-app", `{"token":"fcm-token-0123"}`)
 	auth := bearer(reg.Secret)
 	wantError(t, regCall(s, http.MethodGet, "adm", "fcm-app", reg.UAID, "", nil, auth...), 400, errno.InvalidRouterType)
+	// The type is checked first: before the secret and the uaid.
+	wantError(t, regCall(s, http.MethodGet, "adm", "fcm-app", "nope", "", nil), 400, errno.InvalidRouterType)
+	// A missing secret before a bad uaid.
+	wantError(t, regCall(s, http.MethodGet, "fcm", "fcm-app", "nope", "", nil), 401, errno.InvalidAuth)
 	wantError(t, regCall(s, http.MethodGet, "apns", "firefox", reg.UAID, "", nil, auth...), 400, errno.InvalidRouterType)
 	wantError(t, regCall(s, http.MethodDelete, "webpush", "x", reg.UAID, "", nil, auth...), 400, errno.InvalidRouterType)
 	if r := regCall(s, http.MethodGet, "gcm", "gcm-app", reg.UAID, "", nil, auth...); r.code != 200 {

@@ -178,12 +178,12 @@ func (s *Server) routeTable() []routeDef {
 		// The bridge registration API (registration.go). The GET is
 		// served with and without the trailing slash seed 004 shows.
 		{Route{http.MethodPost, "/v1/:type/:app_id/registration"}, routeRegNew, s.handleRegister},
-		{Route{http.MethodPut, "/v1/:type/:app_id/registration/:uaid"}, routeRegUpdate, s.handleRegUpdate},
-		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid"}, routeRegGet, s.handleRegGet},
-		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid/"}, routeRegGet, s.handleRegGet},
-		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid"}, routeRegDelete, s.handleRegDelete},
-		{Route{http.MethodPost, "/v1/:type/:app_id/registration/:uaid/subscription"}, routeRegSub, s.handleRegSubscribe},
-		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid/subscription/:chid"}, routeRegUnsub, s.handleRegUnsubscribe},
+		{Route{http.MethodPut, "/v1/:type/:app_id/registration/:uaid"}, routeRegUpdate, s.regRoute(true, s.handleRegUpdate)},
+		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid"}, routeRegGet, s.regRoute(false, s.handleRegGet)},
+		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid/"}, routeRegGet, s.regRoute(false, s.handleRegGet)},
+		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid"}, routeRegDelete, s.regRoute(false, s.handleRegDelete)},
+		{Route{http.MethodPost, "/v1/:type/:app_id/registration/:uaid/subscription"}, routeRegSub, s.regRoute(true, s.handleRegSubscribe)},
+		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid/subscription/:chid"}, routeRegUnsub, s.regRoute(false, s.handleRegUnsubscribe)},
 	}
 }
 

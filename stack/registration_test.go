@@ -24,7 +24,9 @@ const bridgeKey = "stack-test-bridge-auth-key"
 // bridgeApps serves one FCM app.
 type bridgeApps struct{}
 
-func (bridgeApps) Known(routerType, appID string) bool { return routerType == "fcm" && appID == "fcm-app" }
+func (bridgeApps) Known(routerType, appID string) bool {
+	return routerType == "fcm" && appID == "fcm-app"
+}
 
 // TestE2EBridgeRegistration drives the bridge registration API through a
 // running stack, on the embedded store and on ScyllaDB (CQL_HOSTS), and
