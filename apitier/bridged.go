@@ -23,7 +23,10 @@ import (
 // SetBridges wires the configured bridges: the registration routes' app
 // ids and the push route's routing. Without them every app id is unknown
 // and a bridged user's push answers 500 errno 900. Call before Start.
-func (s *Server) SetBridges(b *bridge.Bridges) { s.bridges = b }
+func (s *Server) SetBridges(b *bridge.Bridges) {
+	s.bridges = b
+	s.SetBridgeApps(b)
+}
 
 var (
 	errBridgeConfig = errno.BridgeConfig.HTTPError("This registration's bridge is not configured on this server")

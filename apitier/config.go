@@ -121,6 +121,15 @@ type Config struct {
 	// GET /push...), sent as "Authorization: Bearer <key>". Empty closes
 	// that API (401). Default empty.
 	PushAPIKeys []string `conf:"push-api-keys" help:"API keys of the push sender's routes (Authorization: Bearer); empty: closed"`
+	// BridgeAuthKeys sign and verify the secrets of the bridge
+	// registration API (/v1/{type}/{app_id}/registration..., seed 004):
+	// a registration's secret is the hex HMAC-SHA256 of its UAID under
+	// the first key; any key verifies, so keys rotate by putting the new
+	// one first. The reference's auth_keys, byte for byte: its secrets
+	// verify here. Each at least 16 characters without whitespace.
+	// Empty closes the registration API (every route answers 401).
+	// Default empty.
+	BridgeAuthKeys []string `conf:"bridge-auth-keys" help:"keys of the bridge registration secrets (first signs, all verify; comma-separated); empty: registration closed"`
 	// The outbound sender (sender-*) and its Swrve provider (swrve-*);
 	// autoendpoint runs the sender's workers unless sender-workers is
 	// false. Defaults in sender.DefaultConfig and swrve.DefaultConfig.
@@ -199,6 +208,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("apitier: config: broadcast tokens must be at least %d characters without spaces", minBroadcastToken)
 		}
 	}
+	for _, k := range c.BridgeAuthKeys {
+		if len(k) < minBridgeAuthKey || strings.ContainsAny(k, " \t\r\n") {
+			return fmt.Errorf("apitier: config: bridge-auth-keys must be at least %d characters without whitespace", minBridgeAuthKey)
+		}
+	}
 	if err := c.SenderConfig.Validate(); err != nil {
 		return err
 	}
@@ -210,6 +224,10 @@ func (c *Config) Validate() error {
 
 // minBroadcastToken keeps guessable tokens out of the publish route.
 const minBroadcastToken = 16
+
+// minBridgeAuthKey keeps guessable keys from signing registration
+// secrets (the reference's are 32 random bytes in base64: 44 characters).
+const minBridgeAuthKey = 16
 
 // origin returns the scheme://host[:port] of an absolute http(s) URL,
 // lower-cased and without a default port: what a VAPID "aud" names.

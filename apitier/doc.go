@@ -8,6 +8,8 @@
 //	DELETE /m/{message_id}                                             message.go
 //	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status /metrics   ops.go
 //	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  broadcasts.go
+//	POST   /push, GET /push, GET /push/{id} (the outbound sender)      push.go
+//	/v1/{type}/{app_id}/registration... (bridge registration)          registration.go
 //	OPTIONS (any path): the CORS preflight                             cors.go
 //
 // and JSON errors for unknown paths (404 errno 102) and methods (405, with
@@ -47,4 +49,12 @@ package apitier
 //   - a Topic's '=' padding is stripped (storage accepts base64url only);
 //   - Retry-After on 503 is 30 s (the reference: 120);
 //   - VAPID is verified before any storage read, so an unauthenticated v2
-//     push costs no read.
+//     push costs no read;
+//   - bridge registration (registration.go): the PUT and DELETEs answer
+//     {} (the reference: an empty body); a registration reached through
+//     another bridge's type is 400 errno 108 (the reference rewrites or
+//     serves it); an unknown FCM app id is 400 errno null (the reference:
+//     410 errno 106); a bad VAPID key is 400 (the reference: 500); a bad
+//     subscription body is 400 (the reference ignores it); bridge tokens
+//     are 8 to 256 visible ASCII characters (the reference: 8 or more
+//     non-space characters); the type is checked before the secret.

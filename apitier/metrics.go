@@ -50,6 +50,10 @@ const (
 	mConnections = "autoendpoint_connections"
 	// mConnsRefused: connections refused over max-connections.
 	mConnsRefused = "autoendpoint_connections_refused_total"
+	// mBridgeAuthFailures{reason}: registration API calls refused 401:
+	// closed (no bridge-auth-keys), missing (no bearer secret), invalid
+	// (a secret no key verifies).
+	mBridgeAuthFailures = "autoendpoint_bridge_auth_failures_total"
 )
 
 // Route labels of mRequests and mRequestSeconds.
@@ -79,7 +83,8 @@ const (
 
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
 	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod,
-	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted, routePushPost, routePushGet, routePushList}
+	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted, routePushPost, routePushGet, routePushList,
+	routeRegNew, routeRegUpdate, routeRegGet, routeRegDelete, routeRegSub, routeRegUnsub}
 
 // Outcomes of an accepted push (mNotifications).
 const (
@@ -135,6 +140,7 @@ type apiMetrics struct {
 	deleted       *metrics.Counter
 	deleteInvalid *metrics.Counter
 	connsRefused  *metrics.Counter
+	bridgeAuth    map[string]*metrics.Counter // by reason
 }
 
 // newMetrics makes the node's metrics; open reports the connections the
@@ -159,6 +165,10 @@ func newMetrics(open func() int) *apiMetrics {
 		deleted:       s.NewCounter(mDeletes + `{result="deleted"}`),
 		deleteInvalid: s.NewCounter(mDeletes + `{result="invalid"}`),
 		connsRefused:  s.NewCounter(mConnsRefused),
+		bridgeAuth:    map[string]*metrics.Counter{},
+	}
+	for _, r := range []string{authClosed, authMissing, authInvalid} {
+		m.bridgeAuth[r] = s.NewCounter(mBridgeAuthFailures + `{reason="` + r + `"}`)
 	}
 	s.NewGauge(mConnections, func() float64 { return float64(open()) })
 	for i, r := range routeLabels {
@@ -257,6 +267,9 @@ func (m *apiMetrics) vapidFailure(rule string) {
 	m.vapidRules.Store(rule, c)
 	c.Inc()
 }
+
+// bridgeAuthFailure counts a registration call refused 401.
+func (m *apiMetrics) bridgeAuthFailure(reason string) { m.bridgeAuth[reason].Inc() }
 
 // storage times one storage call and counts its failure.
 func (m *apiMetrics) storage(start time.Time, err error) {

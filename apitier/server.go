@@ -48,6 +48,8 @@ type Server struct {
 	started  time.Time
 	pushes   PushService     // the outbound sender's API (push.go); nil: off
 	bridges  *bridge.Bridges // the mobile bridges (bridged.go); nil: none
+	// bridgeApps knows the bridges' app ids (registration.go); nil: none.
+	bridgeApps atomic.Pointer[bridgeAppsRef]
 	// extraMetrics are other series /metrics serves (AlsoMetrics).
 	extraMetrics []func(io.Writer)
 
@@ -175,14 +177,28 @@ func (s *Server) routeTable() []routeDef {
 		{Route{http.MethodPost, "/push"}, routePushPost, s.handlePushPost},
 		{Route{http.MethodGet, "/push/:id"}, routePushGet, s.handlePushGet},
 		{Route{http.MethodGet, "/push"}, routePushList, s.handlePushList},
+		// The bridge registration API (registration.go). The GET is
+		// served with and without the trailing slash seed 004 shows.
+		{Route{http.MethodPost, "/v1/:type/:app_id/registration"}, routeRegNew, s.handleRegister},
+		{Route{http.MethodPut, "/v1/:type/:app_id/registration/:uaid"}, routeRegUpdate, s.regRoute(true, s.handleRegUpdate)},
+		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid"}, routeRegGet, s.regRoute(false, s.handleRegGet)},
+		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid/"}, routeRegGet, s.regRoute(false, s.handleRegGet)},
+		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid"}, routeRegDelete, s.regRoute(false, s.handleRegDelete)},
+		{Route{http.MethodPost, "/v1/:type/:app_id/registration/:uaid/subscription"}, routeRegSub, s.regRoute(true, s.handleRegSubscribe)},
+		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid/subscription/:chid"}, routeRegUnsub, s.regRoute(false, s.handleRegUnsubscribe)},
 	}
 }
 
 // bodyLimit is the largest body the request's route reads: a POST /push
-// body (maxPushBody) or a push message (max-data-bytes).
+// body (maxPushBody), a registration (maxRegistrationBody) or a push
+// message (max-data-bytes).
 func (s *Server) bodyLimit(hdr *hertzproto.RequestHeader) int {
-	if p := hdr.RequestURI(); bytes.Equal(p, []byte("/push")) || bytes.HasPrefix(p, []byte("/push?")) {
+	p := hdr.RequestURI()
+	if bytes.Equal(p, []byte("/push")) || bytes.HasPrefix(p, []byte("/push?")) {
 		return maxPushBody
+	}
+	if bytes.HasPrefix(p, []byte("/v1/")) && bytes.Contains(p, []byte("/registration")) {
+		return maxRegistrationBody
 	}
 	return s.cfg.MaxDataBytes
 }

@@ -44,8 +44,12 @@ func TestSchemathesis(t *testing.T) {
 	}
 	// A token of 16+ characters, as broadcast-tokens requires.
 	const broadcastToken = "schemathesis-broadcast-token"
+	// Bridge auth keys open the registration API: registrations of the
+	// webpush type reach storage (no bridge app is configured, so the
+	// others stop at their app id).
 	s := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) {
 		c.API.BroadcastTokens = []string{broadcastToken}
+		c.API.BridgeAuthKeys = []string{"schemathesis-bridge-auth-key"}
 	}})
 	sub := s.Subscribe(t, "")
 	sub.Close() // pushes are stored: the run never waits on a client

@@ -263,6 +263,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		// Settings the outbound sender and broadcasts add to the tiers
 		// (unused until they are there).
 		"push-api-keys":           "probe-key-1,probe-key-2",
+		"bridge-auth-keys":        "probe-bridge-auth-key-1,probe-bridge-auth-key-2",
 		"sender-node":             "probe-node",
 		"sender-time-zone":        "Europe/Paris",
 		"swrve-url":               "http://127.0.0.1:9/swrve",

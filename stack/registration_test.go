@@ -1,0 +1,149 @@
+package stack_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/stack"
+	"github.com/autopush-go/autopush/stack/stacktest"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/scylla"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+)
+
+const bridgeKey = "stack-test-bridge-auth-key"
+
+// bridgeApps serves one FCM app.
+type bridgeApps struct{}
+
+func (bridgeApps) Known(routerType, appID string) bool {
+	return routerType == "fcm" && appID == "fcm-app"
+}
+
+// TestE2EBridgeRegistration drives the bridge registration API through a
+// running stack, on the embedded store and on ScyllaDB (CQL_HOSTS), and
+// reads the results back from the store: register, list, subscribe,
+// update the token, push to a bridged endpoint (410 errno 106, as before
+// the bridges route), unsubscribe, unregister; and a webpush-type
+// registration whose endpoint takes pushes.
+func TestE2EBridgeRegistration(t *testing.T) {
+	for _, backend := range []string{"embedded", "scylla"} {
+		t.Run(backend, func(t *testing.T) {
+			var store storage.Store
+			o := stacktest.Options{Config: func(c *stack.Config) { c.API.BridgeAuthKeys = []string{bridgeKey} }}
+			if backend == "scylla" {
+				cfg := cqltest.Keyspace(t, "bridgereg")
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				sc, err := scylla.New(ctx, cfg)
+				if err != nil {
+					t.Fatalf("scylla.New: %v", err)
+				}
+				t.Cleanup(func() { sc.Close() })
+				store = sc
+				o.Through = func(storage.Store) storage.Store { return sc }
+			}
+			st := stacktest.StartWith(t, o)
+			if store == nil {
+				store = st.Store
+			}
+			st.API().SetBridgeApps(bridgeApps{})
+			bridgeFlow(t, st.EndpointURL(), store)
+		})
+	}
+}
+
+func bridgeFlow(t *testing.T, base string, store storage.Store) {
+	ctx := context.Background()
+	reg := base + "/v1/fcm/fcm-app/registration"
+	a := apitiertest.Send(t, http.MethodPost, reg, []byte(`{"token":"fcm-token-0123"}`), "Content-Type", "application/json")
+	if a.Status != http.StatusOK {
+		t.Fatalf("register: %d %s", a.Status, a.Body)
+	}
+	var r struct{ UAID, ChannelID, Endpoint, Secret string }
+	if err := json.Unmarshal(a.Body, &r); err != nil {
+		t.Fatal(err)
+	}
+	uaid := uuid.MustParse(r.UAID)
+	auth := []string{"Authorization", "Bearer " + r.Secret}
+	u, err := store.GetUser(ctx, uaid)
+	if err != nil || u.RouterType != "fcm" || u.RouterData["token"] != "fcm-token-0123" || u.RouterData["app_id"] != "fcm-app" {
+		t.Fatalf("stored record %+v (%v)", u, err)
+	}
+
+	channels := func() []string {
+		t.Helper()
+		a := apitiertest.Send(t, http.MethodGet, reg+"/"+r.UAID+"/", nil, auth...)
+		var got struct {
+			UAID       string   `json:"uaid"`
+			ChannelIDs []string `json:"channelIDs"`
+		}
+		if a.Status != http.StatusOK || json.Unmarshal(a.Body, &got) != nil || got.UAID != r.UAID {
+			t.Fatalf("list channels: %d %s", a.Status, a.Body)
+		}
+		return got.ChannelIDs
+	}
+	if got := channels(); len(got) != 1 || got[0] != r.ChannelID {
+		t.Fatalf("channels %v, want [%s]", got, r.ChannelID)
+	}
+
+	a = apitiertest.Send(t, http.MethodPost, reg+"/"+r.UAID+"/subscription", nil, auth...)
+	var sub struct{ ChannelID, Endpoint string }
+	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &sub) != nil {
+		t.Fatalf("subscribe: %d %s", a.Status, a.Body)
+	}
+	if got := channels(); len(got) != 2 {
+		t.Fatalf("channels after subscribe %v, want 2", got)
+	}
+
+	a = apitiertest.Send(t, http.MethodPut, reg+"/"+r.UAID, []byte(`{"token":"fcm-token-4567"}`), auth...)
+	if a.Status != http.StatusOK || string(a.Body) != "{}" {
+		t.Fatalf("update token: %d %s", a.Status, a.Body)
+	}
+	if u, err := store.GetUser(ctx, uaid); err != nil || u.RouterData["token"] != "fcm-token-4567" {
+		t.Fatalf("record after update %+v (%v)", u, err)
+	}
+	apitiertest.WantError(t, apitiertest.Send(t, http.MethodPut, reg+"/"+r.UAID, []byte(`{"token":"bad token"}`), auth...), 400, errno.None)
+	apitiertest.WantError(t, apitiertest.Send(t, http.MethodGet, reg+"/"+r.UAID, nil, "Authorization", "Bearer nope"), 401, errno.InvalidAuth)
+
+	// A push to a bridged user's endpoint: 410 errno 106 until the
+	// bridges route it.
+	apitiertest.WantError(t, apitiertest.Send(t, http.MethodPost, sub.Endpoint, nil, "TTL", "60"), 410, errno.InvalidSubscription)
+
+	a = apitiertest.Send(t, http.MethodDelete, reg+"/"+r.UAID+"/subscription/"+sub.ChannelID, nil, auth...)
+	if a.Status != http.StatusOK {
+		t.Fatalf("unsubscribe: %d %s", a.Status, a.Body)
+	}
+	apitiertest.WantError(t, apitiertest.Send(t, http.MethodDelete, reg+"/"+r.UAID+"/subscription/"+sub.ChannelID, nil, auth...), 410, errno.InvalidSubscription)
+	if ok, err := store.HasChannel(ctx, uaid, uuid.MustParse(sub.ChannelID)); ok || err != nil {
+		t.Fatalf("channel still subscribed (%v)", err)
+	}
+
+	a = apitiertest.Send(t, http.MethodDelete, reg+"/"+r.UAID, nil, auth...)
+	if a.Status != http.StatusOK {
+		t.Fatalf("unregister: %d %s", a.Status, a.Body)
+	}
+	if _, err := store.GetUser(ctx, uaid); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("record after unregister: %v", err)
+	}
+	apitiertest.WantError(t, apitiertest.Send(t, http.MethodGet, reg+"/"+r.UAID, nil, auth...), 410, errno.ExpiredEndpoint)
+
+	// A webpush-type registration is an ordinary subscription: its
+	// endpoint takes pushes, stored for the client.
+	a = apitiertest.Send(t, http.MethodPost, base+"/v1/webpush/any/registration", []byte(`{"token":"unused"}`))
+	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &r) != nil {
+		t.Fatalf("webpush register: %d %s", a.Status, a.Body)
+	}
+	apitiertest.WantCreated(t, apitiertest.Send(t, http.MethodPost, r.Endpoint, nil, "TTL", "60"), base, "60")
+	if got := apitiertest.Stored(t, store, uuid.MustParse(r.UAID)); len(got) != 1 || got[0].CHID.String() != r.ChannelID {
+		t.Fatalf("stored %+v, want one message on %s", got, r.ChannelID)
+	}
+}
