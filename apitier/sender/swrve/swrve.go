@@ -181,19 +181,7 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 
 // parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 10.2.3);
 // anything else is no wait. Capped at a day.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		d = time.Duration(min(max(secs, 0), 86400)) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), 24*time.Hour)
-}
+func parseRetryAfter(v string, now time.Time) time.Duration { return provider.ParseRetryAfter(v, now) }
 
 func transportMessage(err error) string {
 	var ne net.Error
