@@ -2,6 +2,7 @@ package fcm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,7 +272,7 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 		r.Verdict = provider.Fail
 	}
 	if r.Message == "" {
-		r.Message = http.StatusText(status)
+		r.Message = cmp.Or(http.StatusText(status), "HTTP "+strconv.Itoa(status))
 	}
 	return r
 }

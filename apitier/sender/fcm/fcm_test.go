@@ -571,3 +571,20 @@ func TestInlineCredentials(t *testing.T) {
 		t.Fatalf("AppIDs %v", got)
 	}
 }
+
+// TestSlowTokenEndpoint: a send waiting for a token gives up at its
+// deadline, as a retry with reason oauth.
+func TestSlowTokenEndpoint(t *testing.T) {
+	e := start(t, nil)
+	e.fake.QueueToken(fcmfake.Answer{Delay: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	r := e.c.Send(ctx, push("reg", nil))
+	if r.Verdict != provider.Retry || r.Reason != "oauth" || r.Status != 0 || !errors.Is(r.Err, context.DeadlineExceeded) {
+		t.Fatalf("%+v, want retry oauth by the deadline", r)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Fatalf("returned after %s", d)
+	}
+}
