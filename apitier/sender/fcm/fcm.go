@@ -153,12 +153,12 @@ func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Re
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// No answer: the request may have reached FCM, as with a 504.
-		return provider.Result{Verdict: provider.Retry, Err: fmt.Errorf("fcm: send: %w", err), Message: transportMessage(err)}
+		return provider.Result{Verdict: provider.Retry, Err: fmt.Errorf("fcm: send: %w", err), Message: provider.TransportMessage(err)}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil && resp.StatusCode/100 != 2 {
-		return provider.Result{Verdict: provider.Retry, Status: resp.StatusCode, Err: fmt.Errorf("fcm: read answer: %w", err), Message: transportMessage(err)}
+		return provider.Result{Verdict: provider.Retry, Status: resp.StatusCode, Err: fmt.Errorf("fcm: read answer: %w", err), Message: provider.TransportMessage(err)}
 	}
 	r := classify(resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
 	if r.Verdict == provider.Retry && (r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden) {
@@ -181,17 +181,6 @@ func oauthFailure(err error) provider.Result {
 		r.Message = clip(err.Error(), maxMessage)
 	}
 	return r
-}
-
-func transportMessage(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return "connection closed before an answer"
-	}
-	return err.Error()
 }
 
 // fcmError is FCM's error answer (google.rpc.Status with FcmError

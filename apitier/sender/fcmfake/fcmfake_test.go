@@ -216,3 +216,24 @@ func TestMaxInWindow(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckMessage: the fake's message check never panics, and what it
+// accepts has a recipient.
+func FuzzCheckMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"message":{"android":{"data":{"chid":"c"},"priority":"HIGH","ttl":"60s"},"token":"r"}}`,
+		`{"message":{"token":"r","android":{"ttl":"1.5s","collapse_key":"k"}}}`,
+		`{"message":{"android":{}}}`, `{"message":null}`, `{}`, `[]`, `{"message":{"token":"r","x":1}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		token, problem := checkMessage(b)
+		if problem == "" && token == "" {
+			t.Fatalf("accepted %q without a recipient", b)
+		}
+		if problem != "" && token != "" {
+			t.Fatalf("refused %q but returned token %q", b, token)
+		}
+	})
+}

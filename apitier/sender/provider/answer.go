@@ -1,6 +1,10 @@
 package provider
 
 import (
+	"context"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,4 +31,17 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), MaxRetryAfter)
+}
+
+// TransportMessage is what a send that got no answer records: "timeout",
+// "connection closed before an answer", or the error's text.
+func TransportMessage(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before an answer"
+	}
+	return err.Error()
 }
