@@ -5,6 +5,8 @@
 // dedup key), and the verdict of one send, with the provider's own error
 // code and message and its Retry-After.
 //
-// It holds types only: it must never import the sender, a provider, a
-// tier or storage, so that every provider and the sender can import it.
+// It holds types, and the few answer-reading helpers every provider
+// shares (Retry-After, a send without answer); it must never import the
+// sender, a provider, a tier or storage, so that every provider and the
+// sender can import it.
 package provider

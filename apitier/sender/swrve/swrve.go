@@ -145,12 +145,12 @@ func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Re
 		// No answer: refused, reset, timed out. The request may have
 		// reached Swrve (a reset or timeout after it was written), like a
 		// 504 seen from this side, so it is retried, not failed.
-		return provider.Result{Verdict: provider.Retry, Err: fmt.Errorf("swrve: send: %w", err), Message: transportMessage(err)}
+		return provider.Result{Verdict: provider.Retry, Err: fmt.Errorf("swrve: send: %w", err), Message: provider.TransportMessage(err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil && resp.StatusCode/100 != 2 {
-		return provider.Result{Verdict: provider.Retry, Status: resp.StatusCode, Err: fmt.Errorf("swrve: read answer: %w", err), Message: transportMessage(err)}
+		return provider.Result{Verdict: provider.Retry, Status: resp.StatusCode, Err: fmt.Errorf("swrve: read answer: %w", err), Message: provider.TransportMessage(err)}
 	}
 	return classify(resp.StatusCode, resp.Header.Get("Retry-After"), body, time.Now())
 }
@@ -181,30 +181,7 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 
 // parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 10.2.3);
 // anything else is no wait. Capped at a day.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		d = time.Duration(min(max(secs, 0), 86400)) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), 24*time.Hour)
-}
-
-func transportMessage(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return "connection closed before an answer"
-	}
-	return err.Error()
-}
+func parseRetryAfter(v string, now time.Time) time.Duration { return provider.ParseRetryAfter(v, now) }
 
 // Watch reloads the keys file every poll interval when it changed, until
 // ctx ends; each outcome goes to observe (nil error: reloaded).
