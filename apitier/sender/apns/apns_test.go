@@ -194,10 +194,10 @@ func TestCollapseID(t *testing.T) {
 	sum := sha256.Sum256([]byte(long))
 	ctl := sha256.Sum256([]byte("a\nb"))
 	for key, want := range map[string]string{
-		"new-tabs":                  "new-tabs",
-		strings.Repeat("x", 64):     strings.Repeat("x", 64),
-		long:                        hex.EncodeToString(sum[:]),
-		"a\nb":                      hex.EncodeToString(ctl[:]),
+		"new-tabs":              "new-tabs",
+		strings.Repeat("x", 64): strings.Repeat("x", 64),
+		long:                    hex.EncodeToString(sum[:]),
+		"a\nb":                  hex.EncodeToString(ctl[:]),
 	} {
 		n := notification(nil)
 		n.CollapseKey = key
