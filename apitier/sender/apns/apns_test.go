@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
@@ -150,6 +151,10 @@ func TestSendExactBytes(t *testing.T) {
 			}
 			if rec.JWT == "" || rec.KeyID != e.key.ID || rec.Header.Get("authorization") != "bearer "+rec.JWT {
 				t.Errorf("authorization %q, kid %q", rec.Header.Get("authorization"), rec.KeyID)
+			}
+			header, _, _ := strings.Cut(rec.JWT, ".")
+			if h, _ := base64.RawURLEncoding.DecodeString(header); string(h) != `{"alg":"ES256","kid":"`+e.key.ID+`"}` {
+				t.Errorf("JWT header %s", h)
 			}
 		})
 	}

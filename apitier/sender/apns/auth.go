@@ -119,7 +119,8 @@ func (s *tokenSource) token(now time.Time) (string, error) {
 		return s.tok, nil
 	}
 	t := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": s.iss, "iat": now.Unix()})
-	t.Header["kid"] = s.kid
+	// Apple's header is exactly {alg, kid}.
+	t.Header = map[string]any{"alg": "ES256", "kid": s.kid}
 	tok, err := t.SignedString(s.key)
 	if err != nil {
 		return "", fmt.Errorf("sign provider token: %w", err)
