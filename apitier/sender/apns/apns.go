@@ -126,6 +126,11 @@ func newTransport(cfg Config, tc *tls.Config) *http.Transport {
 		Protocols:             &p,
 		MaxIdleConns:          4,
 		MaxIdleConnsPerHost:   4,
+		// For HTTP/2 this is how many connections are dialled at a time:
+		// a burst on a cold client shares the first connection instead
+		// of opening one per send; more are opened, one by one, only when
+		// APNs's stream limit is reached.
+		MaxConnsPerHost: 1,
 		// Apple asks providers to keep connections open rather than
 		// reconnect per burst.
 		IdleConnTimeout: 10 * time.Minute,

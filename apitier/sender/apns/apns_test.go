@@ -43,7 +43,12 @@ type env struct {
 
 func startFake(t *testing.T) *apnsfake.Fake {
 	t.Helper()
-	f, err := apnsfake.Start(apnsfake.Options{Topic: testTopic})
+	return startFakeWith(t, apnsfake.Options{Topic: testTopic})
+}
+
+func startFakeWith(t *testing.T, opts apnsfake.Options) *apnsfake.Fake {
+	t.Helper()
+	f, err := apnsfake.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +73,12 @@ func baseConfig(t *testing.T, f *apnsfake.Fake, apps map[string]map[string]any) 
 
 func newEnv(t *testing.T, change func(*Config)) *env {
 	t.Helper()
-	f := startFake(t)
+	return newEnvWith(t, apnsfake.Options{Topic: testTopic}, change)
+}
+
+func newEnvWith(t *testing.T, opts apnsfake.Options, change func(*Config)) *env {
+	t.Helper()
+	f := startFakeWith(t, opts)
 	k, err := apnsfake.NewKey()
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +240,15 @@ func TestProviderTokenReuseAndRefresh(t *testing.T) {
 	if n := e.fake.JWTs(); n != 1 {
 		t.Fatalf("%d distinct JWTs for 40 sends, want 1", n)
 	}
+	// One HTTP/2 connection carries them all once it is up.
+	conns := e.fake.Conns()
+	for range 40 {
+		wg.Go(func() { e.client.Send(context.Background(), notification(nil)) })
+	}
+	wg.Wait()
+	if n := e.fake.Conns(); n != conns || n != 1 {
+		t.Fatalf("%d connections, then %d after 40 more sends", conns, n)
+	}
 
 	e.fake.Queue(apnsfake.Fault{Status: 403, Reason: "ExpiredProviderToken"})
 	r, first := e.send(t, notification(nil))
@@ -348,7 +367,11 @@ func TestUnregistered(t *testing.T) {
 // No answer within apns-timeout, or no answer at all, is a retry with
 // status 0 and the cause, well within the timeout's reach.
 func TestNoAnswer(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Timeout = 300 * time.Millisecond })
+	e := newEnv(t, func(c *Config) { c.Timeout = 500 * time.Millisecond })
+	// Connect first, so that the timeout is spent waiting for the answer.
+	if r, _ := e.send(t, notification(nil)); r.Verdict != provider.Sent {
+		t.Fatalf("first send: %+v", r)
+	}
 	e.fake.Queue(apnsfake.Fault{Delay: time.Minute})
 	start := time.Now()
 	r, _ := e.send(t, notification(nil))
@@ -356,7 +379,7 @@ func TestNoAnswer(t *testing.T) {
 		t.Fatalf("slow answer: %+v", r)
 	}
 	if d := time.Since(start); d > 20*time.Second {
-		t.Fatalf("send took %s with a 300ms timeout", d)
+		t.Fatalf("send took %s with a 500ms timeout", d)
 	}
 	e.fake.Queue(apnsfake.Fault{Reset: true})
 	if r, _ := e.send(t, notification(nil)); r.Verdict != provider.Retry || r.Status != 0 || r.Err == nil {
@@ -451,6 +474,32 @@ func TestConcurrencyBound(t *testing.T) {
 		if p := cfg.Limits().PoolSize(); p != c.conc || cfg.Limits().Dedup {
 			t.Errorf("rate %v concurrency %d: pool %d", c.rate, c.conc, p)
 		}
+	}
+}
+
+// When APNs allows fewer streams per connection than apns-concurrency,
+// the client opens more connections rather than queueing behind one.
+func TestFewStreamsPerConnection(t *testing.T) {
+	e := newEnvWith(t, apnsfake.Options{Topic: testTopic, MaxConcurrentStreams: 2}, func(c *Config) { c.Concurrency = 6 })
+	release := e.fake.Hold()
+	defer release()
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if r := e.client.Send(context.Background(), notification(nil)); r.Verdict != provider.Sent {
+				t.Errorf("%+v", r)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.fake.WaitCount(ctx, 6); err != nil {
+		t.Fatalf("%v (%d connections)", err, e.fake.Conns())
+	}
+	release()
+	wg.Wait()
+	if c := e.fake.Conns(); c < 3 {
+		t.Fatalf("6 streams at once over %d connections of 2 streams", c)
 	}
 }
 

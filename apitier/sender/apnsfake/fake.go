@@ -93,6 +93,7 @@ type Fake struct {
 	second  map[int64]int
 	cond    *sync.Cond
 
+	conns       atomic.Int64
 	inflight    atomic.Int64
 	maxInflight atomic.Int64
 }
@@ -125,6 +126,11 @@ func Start(opts Options) (*Fake, error) {
 	p.SetHTTP2(true)
 	f.srv = &http.Server{
 		Handler:           http.HandlerFunc(f.serve),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				f.conns.Add(1)
+			}
+		},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		Protocols:         &p,
@@ -296,6 +302,10 @@ func (f *Fake) PerSecond() map[int64]int {
 	}
 	return m
 }
+
+// Conns is how many connections were accepted (HTTP/2 multiplexes a
+// client's requests over few).
+func (f *Fake) Conns() int { return int(f.conns.Load()) }
 
 // InFlight is how many requests it is handling now.
 func (f *Fake) InFlight() int { return int(f.inflight.Load()) }
