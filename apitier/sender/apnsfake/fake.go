@@ -125,7 +125,7 @@ func Start(opts Options) (*Fake, error) {
 	var p http.Protocols
 	p.SetHTTP2(true)
 	f.srv = &http.Server{
-		Handler:           http.HandlerFunc(f.serve),
+		Handler: http.HandlerFunc(f.serve),
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateNew {
 				f.conns.Add(1)
