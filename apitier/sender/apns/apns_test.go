@@ -615,3 +615,23 @@ func TestParseApps(t *testing.T) {
 		t.Fatalf("AppIDs %v", ids)
 	}
 }
+
+// Validate names the setting that cannot work.
+func TestValidate(t *testing.T) {
+	for want, change := range map[string]func(*Config){
+		"apns-apps":        func(c *Config) { c.Apps = `{"a": {}}` },
+		"apns-concurrency": func(c *Config) { c.Concurrency = 0 },
+		"apns-max-data":    func(c *Config) { c.MaxData = 0 },
+		"rate":             func(c *Config) { c.Rate = 0 },
+		"timeout":          func(c *Config) { c.Timeout = 0 },
+	} {
+		cfg := DefaultConfig()
+		change(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New accepted it", want)
+		}
+	}
+}
