@@ -85,6 +85,7 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 		r.Verdict = provider.DeviceGone
 	case status == 403:
 		r.Verdict = provider.Retry
+		r.Auth = true
 	case status == 429 || status/100 == 5:
 		r.Verdict = provider.Retry
 		r.RetryAfter = provider.ParseRetryAfter(retryAfter, now)

@@ -347,7 +347,7 @@ func TestAnswers(t *testing.T) {
 	} {
 		e.fake.Queue(c.fault)
 		r, _ := e.send(t, notification(nil))
-		if r.Verdict != c.verdict || r.Status != c.fault.Status || r.Reason != c.fault.Reason || r.RetryAfter != c.after ||
+		if r.Verdict != c.verdict || r.Status != c.fault.Status || r.Reason != c.fault.Reason || r.RetryAfter != c.after || r.Auth != (c.fault.Status == 403) ||
 			!strings.Contains(r.Message, c.fault.Reason) || r.Err != nil {
 			t.Errorf("%d %s: %+v, want %v after %s", c.fault.Status, c.fault.Reason, r, c.verdict, c.after)
 		}

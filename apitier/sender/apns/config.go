@@ -54,7 +54,7 @@ func DefaultConfig() Config {
 // (AverageLatency/Delay) is exactly Concurrency. APNs does not
 // deduplicate by apns-id, so Dedup is false.
 func (c *Config) Limits() provider.Limits {
-	l := provider.Limits{Rate: c.Rate, Timeout: c.Timeout}
+	l := provider.Limits{Rate: c.Rate, Timeout: c.Timeout, Bridge: true}
 	if c.Rate > 0 {
 		l.AverageLatency = l.Delay() * time.Duration(c.Concurrency)
 	}

@@ -56,7 +56,7 @@ func DefaultConfig() Config {
 
 // Limits are what the sender drives the provider with.
 func (c *Config) Limits() provider.Limits {
-	return provider.Limits{Rate: c.Rate, AverageLatency: c.AverageLatency, Timeout: c.Timeout}
+	return provider.Limits{Rate: c.Rate, AverageLatency: c.AverageLatency, Timeout: c.Timeout, Bridge: true}
 }
 
 // Validate reports the first setting that cannot work. It checks the

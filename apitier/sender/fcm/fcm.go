@@ -174,6 +174,8 @@ func oauthFailure(err error) provider.Result {
 	var re *oauth2.RetrieveError
 	switch {
 	case errors.As(err, &re):
+		// Google answers a refused assertion 400 invalid_grant, 401 or 403.
+		r.Auth = re.Response.StatusCode/100 == 4
 		r.Message = fmt.Sprintf("token endpoint answered %d: %s", re.Response.StatusCode, clip(strings.TrimSpace(string(re.Body)), maxMessage))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		r.Message = "timeout waiting for an access token"
@@ -249,6 +251,7 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 		// disagree): Send drops it and the retry fetches another. The
 		// reason keeps the failure visible in the attempt log.
 		r.Verdict = provider.Retry
+		r.Auth = true
 		if r.Reason == "" {
 			r.Reason = "auth"
 		}

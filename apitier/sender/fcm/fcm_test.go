@@ -235,7 +235,7 @@ func TestUnauthenticated(t *testing.T) {
 	e.send(t, push("reg", nil))
 	e.fake.ExpireTokens()
 	r := e.send(t, push("reg", nil))
-	if r.Verdict != provider.Retry || r.Status != 401 || r.Reason != "UNAUTHENTICATED" || r.Message == "" {
+	if r.Verdict != provider.Retry || r.Status != 401 || r.Reason != "UNAUTHENTICATED" || r.Message == "" || !r.Auth {
 		t.Fatalf("%+v, want retry 401 UNAUTHENTICATED", r)
 	}
 	if r := e.send(t, push("reg", nil)); r.Verdict != provider.Sent {
@@ -260,7 +260,7 @@ func TestPermissionDenied(t *testing.T) {
 	ctx := context.Background()
 	for i := 1; i <= 2; i++ {
 		r := c.Send(ctx, push("reg", nil))
-		if r.Verdict != provider.Retry || r.Status != 403 || r.Reason != "PERMISSION_DENIED" {
+		if r.Verdict != provider.Retry || r.Status != 403 || r.Reason != "PERMISSION_DENIED" || !r.Auth {
 			t.Fatalf("%+v, want retry 403 PERMISSION_DENIED", r)
 		}
 		if n := e.fake.TokenRequests(); n != i {
@@ -360,7 +360,8 @@ func TestTokenEndpointFailure(t *testing.T) {
 	e := start(t, nil)
 	e.fake.QueueToken(fcmfake.Answer{Status: 500, Body: []byte(`{"error":"internal_failure"}`)})
 	r := e.send(t, push("reg", nil))
-	if r.Verdict != provider.Retry || r.Reason != "oauth" || r.Err == nil || r.Status != 0 || !strings.Contains(r.Message, "500") {
+	// A token endpoint's 500 is an outage, not refused credentials.
+	if r.Verdict != provider.Retry || r.Reason != "oauth" || r.Err == nil || r.Status != 0 || !strings.Contains(r.Message, "500") || r.Auth {
 		t.Fatalf("%+v, want retry oauth", r)
 	}
 	if e.fake.Sends() != 0 {
@@ -386,7 +387,7 @@ func TestUnknownKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.Send(context.Background(), push("reg", nil))
-	if r.Verdict != provider.Retry || r.Reason != "oauth" || !strings.Contains(r.Message, "invalid_grant") {
+	if r.Verdict != provider.Retry || r.Reason != "oauth" || !strings.Contains(r.Message, "invalid_grant") || !r.Auth {
 		t.Fatalf("%+v, want retry oauth invalid_grant", r)
 	}
 }
