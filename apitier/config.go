@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/swrve"
+	"github.com/autopush-go/autopush/apitier/sender/providers"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -134,13 +134,14 @@ type Config struct {
 	// autoendpoint runs the sender's workers unless sender-workers is
 	// false. Defaults in sender.DefaultConfig and swrve.DefaultConfig.
 	SenderConfig
-	SwrveConfig
+	// ProvidersConfig: swrve-*, fcm-*, apns-* (package providers).
+	ProvidersConfig
 }
 
-// SenderConfig and SwrveConfig name the settings Config embeds.
+// SenderConfig and ProvidersConfig name the settings Config embeds.
 type (
-	SenderConfig = sender.Config
-	SwrveConfig  = swrve.Config
+	SenderConfig    = sender.Config
+	ProvidersConfig = providers.Config
 )
 
 // DefaultConfig returns the defaults documented on Config.
@@ -166,7 +167,7 @@ func DefaultConfig() Config {
 		LogLevel:           "info",
 		VersionFile:        "version.json",
 		SenderConfig:       sender.DefaultConfig(),
-		SwrveConfig:        swrve.DefaultConfig(),
+		ProvidersConfig:    providers.DefaultConfig(),
 	}
 }
 
@@ -216,10 +217,7 @@ func (c *Config) Validate() error {
 	if err := c.SenderConfig.Validate(); err != nil {
 		return err
 	}
-	if err := c.SwrveConfig.Validate(); err != nil {
-		return err
-	}
-	return c.SenderConfig.ValidateFor(swrve.Name, c.SwrveConfig.Limits())
+	return c.ProvidersConfig.Validate(&c.SenderConfig)
 }
 
 // minBroadcastToken keeps guessable tokens out of the publish route.

@@ -44,13 +44,13 @@ func startPushAPI(t *testing.T) (base string, s *sendernode.Sender) {
 	os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    Hello:\n      IOS: k-ios\n      ANDROID: k-android\n"), 0o644)
 	cfg := apitier.DefaultConfig()
 	cfg.CryptoKey, cfg.NodeSecret, cfg.Listen, cfg.PushAPIKeys = et.TestKey, et.TestSecret, "127.0.0.1:0", []string{"secret-key"}
-	cfg.Node, cfg.URL, cfg.KeysFile = "docs", fake.URL(), keys
+	cfg.Node, cfg.SwrveConfig.URL, cfg.KeysFile = "docs", fake.URL(), keys
 	cfg.ScheduledStart, cfg.PendingStart = 0, 0
 	srv, err := apitier.New(cfg, store, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err = sendernode.Build(cfg.SenderConfig, cfg.SwrveConfig, store, quietLog())
+	s, err = sendernode.Build(cfg.SenderConfig, cfg.ProvidersConfig, store, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,33 +13,23 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	"github.com/autopush-go/autopush/internal/errno"
-	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 )
 
-const bridgeKey = "stack-test-bridge-auth-key"
-
-// bridgeApps serves one FCM app.
-type bridgeApps struct{}
-
-func (bridgeApps) Known(routerType, appID string) bool {
-	return routerType == "fcm" && appID == "fcm-app"
-}
-
 // TestE2EBridgeRegistration drives the bridge registration API through a
 // running stack, on the embedded store and on ScyllaDB (CQL_HOSTS), and
 // reads the results back from the store: register, list, subscribe,
-// update the token, push to a bridged endpoint (410 errno 106, as before
-// the bridges route), unsubscribe, unregister; and a webpush-type
+// update the token, push to a bridged endpoint (201, and the fake FCM
+// gets it with the new token), unsubscribe, unregister; and a webpush-type
 // registration whose endpoint takes pushes.
 func TestE2EBridgeRegistration(t *testing.T) {
 	for _, backend := range []string{"embedded", "scylla"} {
 		t.Run(backend, func(t *testing.T) {
 			var store storage.Store
-			o := stacktest.Options{Config: func(c *stack.Config) { c.API.BridgeAuthKeys = []string{bridgeKey} }}
+			o := stacktest.Options{Bridges: true}
 			if backend == "scylla" {
 				cfg := cqltest.Keyspace(t, "bridgereg")
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -55,14 +46,14 @@ func TestE2EBridgeRegistration(t *testing.T) {
 			if store == nil {
 				store = st.Store
 			}
-			st.API().SetBridgeApps(bridgeApps{})
-			bridgeFlow(t, st.EndpointURL(), store)
+			bridgeFlow(t, st, store)
 		})
 	}
 }
 
-func bridgeFlow(t *testing.T, base string, store storage.Store) {
+func bridgeFlow(t *testing.T, st *stacktest.Stack, store storage.Store) {
 	ctx := context.Background()
+	base := st.EndpointURL()
 	reg := base + "/v1/fcm/fcm-app/registration"
 	a := apitiertest.Send(t, http.MethodPost, reg, []byte(`{"token":"fcm-token-0123"}`), "Content-Type", "application/json")
 	if a.Status != http.StatusOK {
@@ -114,9 +105,18 @@ func bridgeFlow(t *testing.T, base string, store storage.Store) {
 	apitiertest.WantError(t, apitiertest.Send(t, http.MethodPut, reg+"/"+r.UAID, []byte(`{"token":"bad token"}`), auth...), 400, errno.None)
 	apitiertest.WantError(t, apitiertest.Send(t, http.MethodGet, reg+"/"+r.UAID, nil, "Authorization", "Bearer nope"), 401, errno.InvalidAuth)
 
-	// A push to a bridged user's endpoint: 410 errno 106 until the
-	// bridges route it.
-	apitiertest.WantError(t, apitiertest.Send(t, http.MethodPost, sub.Endpoint, nil, "TTL", "60"), 410, errno.InvalidSubscription)
+	// A push to a bridged user's endpoint is accepted and reaches FCM
+	// with the token the device registered last.
+	apitiertest.WantCreated(t, apitiertest.Send(t, http.MethodPost, sub.Endpoint, nil, "TTL", "60"), base, "60")
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := st.FCM.WaitSends(wctx, 1); err != nil {
+		t.Fatalf("FCM got no send: %v", err)
+	}
+	if got := st.FCM.Log()[0]; !strings.Contains(string(got.Body), `"token":"fcm-token-4567"`) ||
+		!strings.Contains(string(got.Body), `"chid":"`+sub.ChannelID+`"`) {
+		t.Fatalf("FCM got %s", got.Body)
+	}
 
 	a = apitiertest.Send(t, http.MethodDelete, reg+"/"+r.UAID+"/subscription/"+sub.ChannelID, nil, auth...)
 	if a.Status != http.StatusOK {

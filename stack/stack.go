@@ -141,11 +141,12 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	pushes, err := sendernode.Build(acfg.SenderConfig, acfg.SwrveConfig, store, log.With("tier", "autoendpoint"))
+	pushes, err := sendernode.Build(acfg.SenderConfig, acfg.ProvidersConfig, store, log.With("tier", "autoendpoint"))
 	if err != nil {
 		return nil, err
 	}
 	api.SetPushService(pushes)
+	api.SetBridges(pushes.Bridges())
 	// One process, one scrape: the API tier's /metrics serves the
 	// connection node's series too (the node API's serves its own), and
 	// the sender's (push.go).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,53 +14,76 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/provider"
+	"github.com/autopush-go/autopush/apitier/sender/providers"
 	"github.com/autopush-go/autopush/apitier/sender/swrve"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Sender is a sender with its Swrve keys, which Reload (SIGHUP) re-reads.
+// Sender is a sender with its providers and the mobile bridges: Reload
+// (SIGHUP) re-reads the Swrve keys.
 type Sender struct {
 	*sender.Sender
-	keys *swrve.Keys
-	log  *slog.Logger
-	stop context.CancelFunc
+	set     *providers.Set
+	bridges *bridge.Bridges
+	log     *slog.Logger
+	stop    context.CancelFunc
 }
 
-// Build makes the Swrve provider and the sender over store and starts
-// watching the keys file. Start the sender with Start; Close stops the
-// watcher.
-func Build(sc sender.Config, wc swrve.Config, store storage.PushStore, log *slog.Logger) (*Sender, error) {
-	keys, err := swrve.LoadKeys(wc.KeysFile)
+// Build makes the configured providers, the sender over store and the
+// bridges (whose device-gone verdicts drop registrations from store), and
+// starts watching the Swrve keys file. Start the sender with Start; Close
+// stops the watcher and the providers' connections.
+func Build(sc sender.Config, pc providers.Config, store Store, log *slog.Logger) (*Sender, error) {
+	set, err := providers.Build(pc)
 	if err != nil {
 		return nil, err
 	}
-	client, err := swrve.New(wc, keys)
+	s, err := sender.New(sc, store, set.List(), log)
 	if err != nil {
+		set.Close()
 		return nil, err
 	}
-	s, err := sender.New(sc, store, []provider.Provider{client}, log)
-	if err != nil {
-		return nil, err
-	}
+	bridges := set.Bridges(log)
+	s.OnDeviceGone(bridges.DeviceGone(store))
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &Sender{Sender: s, keys: keys, log: log, stop: cancel}
-	go swrve.Watch(ctx, keys, wc.KeysPoll, log, s.KeysReloaded)
+	out := &Sender{Sender: s, set: set, bridges: bridges, log: log, stop: cancel}
+	go swrve.Watch(ctx, set.SwrveKeys, pc.SwrveConfig.KeysPoll, log, s.KeysReloaded)
 	return out, nil
+}
+
+// Store is what a sender node keeps: the pushes, and the registrations
+// the bridges drop when a device is gone.
+type Store interface {
+	storage.PushStore
+	bridge.Store
+}
+
+// Bridges are the mobile bridges over the configured FCM and APNs apps,
+// for the API tier's push and registration routes (SetBridges).
+func (s *Sender) Bridges() *bridge.Bridges { return s.bridges }
+
+// WriteMetrics writes the sender's and the bridges' metrics.
+func (s *Sender) WriteMetrics(w io.Writer) {
+	s.Sender.WriteMetrics(w)
+	s.bridges.WriteMetrics(w)
 }
 
 // Reload re-reads the keys file (on SIGHUP); the mapping in use stays on
 // any error.
 func (s *Sender) Reload() {
-	_, err := s.keys.Reload()
-	swrve.ReportReload(s.log, s.keys, err, "SIGHUP")
+	_, err := s.set.SwrveKeys.Reload()
+	swrve.ReportReload(s.log, s.set.SwrveKeys, err, "SIGHUP")
 	s.KeysReloaded(err)
 }
 
-// Close stops the keys watcher.
-func (s *Sender) Close() { s.stop() }
+// Close stops the keys watcher and the providers' connections.
+func (s *Sender) Close() {
+	s.stop()
+	s.set.Close()
+}
 
 // Config of autosender, the binary that only sends: the storage, the
 // sender and its provider, and the operations listener.
@@ -68,7 +92,8 @@ type Config struct {
 	Listen string `conf:"listen" help:"operations HTTP listen address (/metrics, /__heartbeat__)"`
 	storage.Settings
 	SenderConfig
-	SwrveConfig
+	// ProvidersConfig: swrve-*, fcm-*, apns-* (package providers).
+	ProvidersConfig
 	// ShutdownTimeout bounds a graceful stop: sends in flight finish and
 	// the queue is handed back. Default 40s.
 	ShutdownTimeout time.Duration `conf:"shutdown-timeout" help:"time allowed to finish sends in flight on shutdown"`
@@ -78,16 +103,16 @@ type Config struct {
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
 }
 
-// SenderConfig and SwrveConfig name the settings Config embeds.
+// SenderConfig and ProvidersConfig name the settings Config embeds.
 type (
-	SenderConfig = sender.Config
-	SwrveConfig  = swrve.Config
+	SenderConfig    = sender.Config
+	ProvidersConfig = providers.Config
 )
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{Listen: ":8083", Settings: storage.DefaultSettings(), SenderConfig: sender.DefaultConfig(),
-		SwrveConfig: swrve.DefaultConfig(), ShutdownTimeout: 40 * time.Second, LogLevel: "info", VersionFile: "version.json"}
+		ProvidersConfig: providers.DefaultConfig(), ShutdownTimeout: 40 * time.Second, LogLevel: "info", VersionFile: "version.json"}
 }
 
 // Validate reports the first setting that cannot work.
@@ -104,13 +129,10 @@ func (c *Config) Validate() error {
 	if err := c.SenderConfig.Validate(); err != nil {
 		return err
 	}
-	if err := c.SwrveConfig.Validate(); err != nil {
-		return err
-	}
 	if !c.Workers {
 		return errors.New("autosender: config: sender-workers is false: this binary only sends")
 	}
-	return c.SenderConfig.ValidateFor(swrve.Name, c.SwrveConfig.Limits())
+	return c.ProvidersConfig.Validate(&c.SenderConfig)
 }
 
 // Ops is the operations HTTP server of a sender node.

@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
+	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
@@ -33,6 +35,9 @@ type Stack struct {
 	Store *embedded.Store
 	// Swrve is the fake push provider the outbound sender sends to.
 	Swrve *swrvefake.Fake
+	// FCM and APNs are the bridges' fake providers (Options.Bridges).
+	FCM  *fcmfake.Fake
+	APNs *apnsfake.Fake
 }
 
 // Options change what StartWith runs. The zero value is Start's.
@@ -46,6 +51,64 @@ type Options struct {
 	// Through returns the store the tiers use given the test's store: a
 	// wrapper that orders or counts calls.
 	Through func(storage.Store) storage.Store
+	// Bridges configures the mobile bridges: the registration API open to
+	// BridgeAuthKey, FCM app FCMApp sending to a fake FCM (Stack.FCM) and
+	// APNs app APNsApp sending to a fake APNs (Stack.APNs) with a
+	// provider-token key.
+	Bridges bool
+}
+
+// The bridges' settings in a stack started with Options.Bridges.
+const (
+	BridgeAuthKey = "stacktest-bridge-auth-key"
+	FCMApp        = "fcm-app"
+	FCMProject    = "stacktest-project"
+	APNsApp       = "firefox"
+	APNsTopic     = "org.mozilla.ios.Firefox"
+)
+
+// startBridges starts the fake FCM and APNs and points cfg at them.
+func startBridges(t testing.TB, cfg *stack.Config) (*fcmfake.Fake, *apnsfake.Fake) {
+	t.Helper()
+	dir := t.TempDir()
+	fcm, err := fcmfake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fcm.Close() })
+	acct, err := fcm.NewAccount(FCMProject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := acct.WriteFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apns, err := apnsfake.Start(apnsfake.Options{Topic: APNsTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { apns.Close() })
+	key, err := apnsfake.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apns.AddKey(key)
+	keyFile, err := key.WriteFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := apns.WriteCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcmApps, _ := json.Marshal(map[string]any{FCMApp: map[string]string{"project_id": FCMProject, "credentials": creds}})
+	apnsApps, _ := json.Marshal(map[string]any{APNsApp: map[string]string{"topic": APNsTopic, "endpoint": apns.URL(),
+		"key": keyFile, "key_id": key.ID, "team_id": key.TeamID}})
+	cfg.API.BridgeAuthKeys = []string{BridgeAuthKey}
+	cfg.API.FCMConfig.Apps, cfg.API.FCMConfig.URL, cfg.API.FCMConfig.Timeout = string(fcmApps), fcm.URL(), 5*time.Second
+	cfg.API.APNsConfig.Apps, cfg.API.APNsConfig.CAFile, cfg.API.APNsConfig.Timeout = string(apnsApps), ca, 5*time.Second
+	return fcm, apns
 }
 
 // Config is the stack's config in tests: the websocket and node API
@@ -112,6 +175,11 @@ func StartWith(t testing.TB, o Options) *Stack {
 		t.Fatal(err)
 	}
 	cfg.API.SwrveConfig.URL, cfg.API.SwrveConfig.KeysFile = fake.URL(), keys
+	var fcm *fcmfake.Fake
+	var apns *apnsfake.Fake
+	if o.Bridges {
+		fcm, apns = startBridges(t, &cfg)
+	}
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
@@ -129,7 +197,7 @@ func StartWith(t testing.TB, o Options) *Stack {
 			t.Errorf("stack shutdown: %v", err)
 		}
 	})
-	return &Stack{Stack: st, Store: store, Swrve: fake}
+	return &Stack{Stack: st, Store: store, Swrve: fake, FCM: fcm, APNs: apns}
 }
 
 // NodeID is the node_id of uaid's router record ("" when none is named).

@@ -51,12 +51,13 @@ func run() error {
 	}
 	// The outbound sender: its API on this node, its workers too unless
 	// sender-workers is false.
-	pushes, err := sendernode.Build(cfg.SenderConfig, cfg.SwrveConfig, store, log)
+	pushes, err := sendernode.Build(cfg.SenderConfig, cfg.ProvidersConfig, store, log)
 	if err != nil {
 		return err
 	}
 	defer pushes.Close()
 	srv.SetPushService(pushes)
+	srv.SetBridges(pushes.Bridges())
 	sig := cli.Subscribe(true) // before Start logs the start line
 	if err := srv.Start(); err != nil {
 		return err

@@ -28,7 +28,7 @@ func run() error {
 		return err
 	}
 	defer store.Close()
-	s, err := sendernode.Build(cfg.SenderConfig, cfg.SwrveConfig, store, log)
+	s, err := sendernode.Build(cfg.SenderConfig, cfg.ProvidersConfig, store, log)
 	if err != nil {
 		return err
 	}
