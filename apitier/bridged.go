@@ -22,7 +22,7 @@ import (
 
 // SetBridges wires the configured bridges: the registration routes' app
 // ids and the push route's routing. Without them every app id is unknown
-// and a bridged user's push answers 500 errno 900. Call before Start.
+// and a bridged user's push answers 502 errno 900. Call before Start.
 func (s *Server) SetBridges(b *bridge.Bridges) {
 	s.bridges = b
 	s.SetBridgeApps(b)

@@ -15,8 +15,6 @@ import (
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"
-	"github.com/autopush-go/autopush/storage/scylla"
-	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 )
 
 // TestE2EBridgeRegistration drives the bridge registration API through a
@@ -26,29 +24,14 @@ import (
 // gets it with the new token), unsubscribe, unregister; and a webpush-type
 // registration whose endpoint takes pushes.
 func TestE2EBridgeRegistration(t *testing.T) {
-	for _, backend := range []string{"embedded", "scylla"} {
-		t.Run(backend, func(t *testing.T) {
-			var store storage.Store
-			o := stacktest.Options{Bridges: true}
-			if backend == "scylla" {
-				cfg := cqltest.Keyspace(t, "bridgereg")
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				sc, err := scylla.New(ctx, cfg)
-				if err != nil {
-					t.Fatalf("scylla.New: %v", err)
-				}
-				t.Cleanup(func() { sc.Close() })
-				store = sc
-				o.Through = func(storage.Store) storage.Store { return sc }
-			}
-			st := stacktest.StartWith(t, o)
-			if store == nil {
-				store = st.Store
-			}
-			bridgeFlow(t, st, store)
-		})
-	}
+	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
+		st := stacktest.StartWith(t, stacktest.Options{Bridges: true, Through: through})
+		var store storage.Store = st.Store
+		if through != nil {
+			store = through(st.Store)
+		}
+		bridgeFlow(t, st, store)
+	})
 }
 
 func bridgeFlow(t *testing.T, st *stacktest.Stack, store storage.Store) {

@@ -109,7 +109,7 @@ const (
 	// kept because the device registered a new token meanwhile.
 	mDropped = "autoendpoint_bridge_device_gone_total"
 	// mMisconfigured: pushes to registrations whose bridge or app id is
-	// not configured here (answered 500 errno 900).
+	// not configured here (answered 502 errno 900).
 	mMisconfigured = "autoendpoint_bridge_misconfigured_total"
 )
 

@@ -5,7 +5,7 @@
 //
 // Swrve is always built (its keys file may map nothing). FCM and APNs
 // are built only when their apps are configured: without apps they have
-// no work, and the bridges answer their pushes 500 errno 900.
+// no work, and the bridges answer their pushes 502 errno 900.
 package providers
 
 import (
