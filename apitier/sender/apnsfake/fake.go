@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/sender/fakelog"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 )
@@ -80,8 +81,9 @@ type Fake struct {
 	opts Options
 	done chan struct{}
 
+	log fakelog.Log[Received]
+
 	mu      sync.Mutex
-	log     []Received
 	keys    map[string]*Key
 	gone    map[string]time.Time
 	queue   []Fault
@@ -91,11 +93,8 @@ type Fake struct {
 	now     func() time.Time
 	jwts    map[string]bool
 	second  map[int64]int
-	cond    *sync.Cond
 
-	conns       atomic.Int64
-	inflight    atomic.Int64
-	maxInflight atomic.Int64
+	conns atomic.Int64
 }
 
 // Start listens on 127.0.0.1:0 and serves HTTP/2 over TLS until Close.
@@ -121,7 +120,6 @@ func Start(opts Options) (*Fake, error) {
 	f := &Fake{ln: ln, ca: c, opts: opts, done: make(chan struct{}),
 		keys: map[string]*Key{}, gone: map[string]time.Time{}, jwts: map[string]bool{},
 		second: map[int64]int{}, now: time.Now}
-	f.cond = sync.NewCond(&f.mu)
 	var p http.Protocols
 	p.SetHTTP2(true)
 	f.srv = &http.Server{
@@ -272,18 +270,10 @@ func (f *Fake) waitHold(ctx context.Context) bool {
 }
 
 // Log returns a copy of every request received so far.
-func (f *Fake) Log() []Received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Received(nil), f.log...)
-}
+func (f *Fake) Log() []Received { return f.log.All() }
 
 // Count is how many requests were received.
-func (f *Fake) Count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.log)
-}
+func (f *Fake) Count() int { return f.log.Len() }
 
 // JWTs is how many distinct provider tokens were seen.
 func (f *Fake) JWTs() int {
@@ -308,35 +298,18 @@ func (f *Fake) PerSecond() map[int64]int {
 func (f *Fake) Conns() int { return int(f.conns.Load()) }
 
 // InFlight is how many requests it is handling now.
-func (f *Fake) InFlight() int { return int(f.inflight.Load()) }
+func (f *Fake) InFlight() int { return f.log.InFlight() }
 
 // MaxInFlight is the most requests (streams) it was handling at once.
-func (f *Fake) MaxInFlight() int { return int(f.maxInflight.Load()) }
+func (f *Fake) MaxInFlight() int { return f.log.MaxInFlight() }
 
 // WaitCount blocks until at least n requests were received or ctx ends.
 func (f *Fake) WaitCount(ctx context.Context, n int) error {
-	stop := context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		f.cond.Broadcast()
-		f.mu.Unlock()
-	})
-	defer stop()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for len(f.log) < n {
-		if ctx.Err() != nil {
-			return fmt.Errorf("apnsfake: %d requests, waited for %d: %w", len(f.log), n, ctx.Err())
-		}
-		f.cond.Wait()
-	}
-	return nil
+	return f.log.Wait(ctx, n, "apnsfake: requests")
 }
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
-	n := f.inflight.Add(1)
-	defer f.inflight.Add(-1)
-	for m := f.maxInflight.Load(); n > m && !f.maxInflight.CompareAndSwap(m, n); m = f.maxInflight.Load() {
-	}
+	defer f.log.Enter()()
 	rec := Received{Proto: r.Proto, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone()}
 	rec.Body, _ = io.ReadAll(io.LimitReader(r.Body, int64(f.opts.MaxPayload)+1))
 	f.mu.Lock()
@@ -517,10 +490,9 @@ func (f *Fake) drawLatency() time.Duration {
 
 func (f *Fake) record(rec Received) {
 	f.mu.Lock()
-	f.log = append(f.log, rec)
 	f.second[rec.At.Unix()]++
-	f.cond.Broadcast()
 	f.mu.Unlock()
+	f.log.Add(rec)
 }
 
 // reply answers as APNs: 200 with apns-id, or the JSON reason (with a

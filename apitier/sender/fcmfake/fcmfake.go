@@ -18,9 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/sender/fakelog"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -88,18 +88,15 @@ type Fake struct {
 	ln  net.Listener
 
 	mu           sync.Mutex
-	cond         *sync.Cond
 	accounts     map[string]*Account // by client_email
 	lifetime     time.Duration
 	tokens       map[string]issued
 	tokenAnswers []Answer
 	answers      []Answer
 	gone         map[string]bool
-	log          []Received
 	tokenCalls   int
 
-	inflight    atomic.Int64
-	maxInflight atomic.Int64
+	log fakelog.Log[Received] // the sends
 }
 
 // Start listens on 127.0.0.1:0 and serves until Close.
@@ -110,7 +107,6 @@ func Start() (*Fake, error) {
 	}
 	f := &Fake{ln: ln, accounts: map[string]*Account{}, lifetime: time.Hour,
 		tokens: map[string]issued{}, gone: map[string]bool{}}
-	f.cond = sync.NewCond(&f.mu)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/token", f.serveToken)
 	mux.HandleFunc("/v1/projects/", f.serveSend)
@@ -192,18 +188,10 @@ func (f *Fake) SetGone(tokens ...string) {
 }
 
 // Log returns a copy of every send received so far.
-func (f *Fake) Log() []Received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Received(nil), f.log...)
-}
+func (f *Fake) Log() []Received { return f.log.All() }
 
 // Sends is how many sends were received.
-func (f *Fake) Sends() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.log)
-}
+func (f *Fake) Sends() int { return f.log.Len() }
 
 // TokenRequests is how many token requests were received.
 func (f *Fake) TokenRequests() int {
@@ -221,10 +209,9 @@ func (f *Fake) TokensIssued() int {
 
 // SendTimes are the arrival times of the sends, in order.
 func (f *Fake) SendTimes() []time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ts := make([]time.Time, len(f.log))
-	for i, r := range f.log {
+	log := f.log.All()
+	ts := make([]time.Time, len(log))
+	for i, r := range log {
 		ts[i] = r.At
 	}
 	return ts
@@ -248,44 +235,24 @@ func MaxInWindow(ts []time.Time, w time.Duration) int {
 
 // InFlight is how many sends it is handling now; MaxInflight the most at
 // once.
-func (f *Fake) InFlight() int    { return int(f.inflight.Load()) }
-func (f *Fake) MaxInflight() int { return int(f.maxInflight.Load()) }
+func (f *Fake) InFlight() int    { return f.log.InFlight() }
+func (f *Fake) MaxInflight() int { return f.log.MaxInFlight() }
 
 // WaitSends blocks until at least n sends were received or ctx ends.
 func (f *Fake) WaitSends(ctx context.Context, n int) error {
-	stop := context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		f.cond.Broadcast()
-		f.mu.Unlock()
-	})
-	defer stop()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for len(f.log) < n {
-		if ctx.Err() != nil {
-			return fmt.Errorf("fcmfake: %d sends, waited for %d: %w", len(f.log), n, ctx.Err())
-		}
-		f.cond.Wait()
-	}
-	return nil
+	return f.log.Wait(ctx, n, "fcmfake: sends")
 }
 
 // maxBody bounds what the fake reads of a request.
 const maxBody = 1 << 20
 
 func (f *Fake) serveSend(w http.ResponseWriter, r *http.Request) {
-	n := f.inflight.Add(1)
-	defer f.inflight.Add(-1)
-	for m := f.maxInflight.Load(); n > m && !f.maxInflight.CompareAndSwap(m, n); m = f.maxInflight.Load() {
-	}
+	defer f.log.Enter()()
 	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	rec := Received{At: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	a := f.decide(r, body)
 	rec.Status = cmp.Or(a.Status, http.StatusOK)
-	f.mu.Lock()
-	f.log = append(f.log, rec)
-	f.cond.Broadcast()
-	f.mu.Unlock()
+	f.log.Add(rec)
 	write(w, r, a)
 }
 

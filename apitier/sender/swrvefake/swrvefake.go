@@ -10,8 +10,9 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/autopush-go/autopush/apitier/sender/fakelog"
 )
 
 // Received is one request the fake got, in arrival order.
@@ -43,16 +44,12 @@ type Fake struct {
 	srv *http.Server
 	ln  net.Listener
 
+	log fakelog.Log[Received]
+
 	mu      sync.Mutex
-	log     []Received
 	faults  func(Received) Fault
 	latency func() time.Duration
 	keys    map[string]bool
-
-	inflight    atomic.Int64
-	maxInflight atomic.Int64
-	received    atomic.Int64
-	cond        *sync.Cond
 }
 
 // Start listens on 127.0.0.1:0 and serves until the test (or Close) ends.
@@ -62,7 +59,6 @@ func Start() (*Fake, error) {
 		return nil, fmt.Errorf("swrvefake: listen: %w", err)
 	}
 	f := &Fake{ln: ln}
-	f.cond = sync.NewCond(&f.mu)
 	f.srv = &http.Server{
 		Handler:           http.HandlerFunc(f.serve),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -106,38 +102,20 @@ func (f *Fake) SetKeys(keys ...string) {
 }
 
 // Log returns a copy of every request received so far.
-func (f *Fake) Log() []Received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Received(nil), f.log...)
-}
+func (f *Fake) Log() []Received { return f.log.All() }
 
 // Count is how many requests were received.
-func (f *Fake) Count() int { return int(f.received.Load()) }
+func (f *Fake) Count() int { return f.log.Len() }
 
 // InFlight is how many requests it is handling now.
-func (f *Fake) InFlight() int { return int(f.inflight.Load()) }
+func (f *Fake) InFlight() int { return f.log.InFlight() }
 
 // MaxInflight is the most requests it was handling at once.
-func (f *Fake) MaxInflight() int { return int(f.maxInflight.Load()) }
+func (f *Fake) MaxInflight() int { return f.log.MaxInFlight() }
 
 // WaitCount blocks until at least n requests were received or ctx ends.
 func (f *Fake) WaitCount(ctx context.Context, n int) error {
-	stop := context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		f.cond.Broadcast()
-		f.mu.Unlock()
-	})
-	defer stop()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for len(f.log) < n {
-		if ctx.Err() != nil {
-			return fmt.Errorf("swrvefake: %d requests, waited for %d: %w", len(f.log), n, ctx.Err())
-		}
-		f.cond.Wait()
-	}
-	return nil
+	return f.log.Wait(ctx, n, "swrvefake: requests")
 }
 
 // answer is Swrve's JSON body.
@@ -147,14 +125,7 @@ type answer struct {
 }
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
-	n := f.inflight.Add(1)
-	defer f.inflight.Add(-1)
-	for {
-		m := f.maxInflight.Load()
-		if n <= m || f.maxInflight.CompareAndSwap(m, n) {
-			break
-		}
-	}
+	defer f.log.Enter()()
 	if r.URL.Path != "/push" {
 		reply(w, http.StatusNotFound, "Not found", "")
 		return
@@ -216,11 +187,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Fake) record(rec Received) {
-	f.mu.Lock()
-	f.log = append(f.log, rec)
-	f.received.Add(1)
-	f.cond.Broadcast()
-	f.mu.Unlock()
+	f.log.Add(rec)
 }
 
 func reply(w http.ResponseWriter, status int, msg, retryAfter string) {
