@@ -140,11 +140,15 @@ func (c *Config) StopTimeout() time.Duration {
 // Secret says whether a setting's value must not be logged: a name with
 // a word key(s), secret(s), token(s) or password(s), unless it names a
 // file (crypto-key, node-secret, push-api-keys; not cql-keyspace, not
-// crypto-key-file).
+// crypto-key-file); and the bridges' app lists (fcm-apps, apns-apps),
+// which may hold a service account or a .p8 key inline.
 func Secret(name string) bool {
 	words := strings.Split(name, "-")
-	if words[len(words)-1] == "file" {
+	switch words[len(words)-1] {
+	case "file":
 		return false
+	case "apps":
+		return true
 	}
 	for _, w := range words {
 		switch strings.TrimSuffix(w, "s") {

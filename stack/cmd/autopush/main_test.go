@@ -23,6 +23,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
+	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/settings"
@@ -241,6 +243,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 	et.Must(t, os.WriteFile(versionFile, fmt.Appendf(nil, `{"version":%q}`, r.version), 0o600), "version file")
 	swrveKeys := filepath.Join(r.dir, "swrve-keys.yaml")
 	et.Must(t, os.WriteFile(swrveKeys, []byte("swrve:\n  messagePrototypePushKeys:\n    Probe:\n      IOS: k-ios\n"), 0o600), "keys file")
+	fcmApps, apnsApps, apnsCA := probeBridges(t, r.dir)
 	ws, node, api := et.FreeAddr(t), et.FreeAddr(t), et.FreeAddr(t)
 	secret := make([]byte, 16)
 	rand.Read(secret)
@@ -268,6 +271,10 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"sender-time-zone":        "Europe/Paris",
 		"swrve-url":               "http://127.0.0.1:9/swrve",
 		"swrve-keys-file":         swrveKeys,
+		"fcm-apps":                fcmApps,
+		"fcm-url":                 "http://127.0.0.1:9/fcm",
+		"apns-apps":               apnsApps,
+		"apns-ca-file":            apnsCA,
 		"broadcast-tokens":        "probe-publisher-1-token," + probePublisher,
 		"broadcast-reader-tokens": probeReader,
 		"megaphone-api-url":       fakeMegaphone(t),
@@ -304,6 +311,31 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		r.vals[s.Name] = v
 	}
 	return r
+}
+
+// probeBridges makes the bridges' probe settings: an FCM app with a
+// service-account file and an APNs app with a .p8 key file and an extra
+// CA, all on loopback addresses nothing listens on (the run sends no
+// bridged push; the server reads the credentials at its start).
+func probeBridges(t *testing.T, dir string) (fcmApps, apnsApps, caFile string) {
+	t.Helper()
+	acct, err := fcmfake.NewServiceAccount("probe-project", "http://127.0.0.1:9/token")
+	et.Must(t, err, "service account")
+	creds, err := acct.WriteFile(dir)
+	et.Must(t, err, "service account file")
+	key, err := apnsfake.NewKey()
+	et.Must(t, err, "APNs key")
+	keyFile, err := key.WriteFile(dir)
+	et.Must(t, err, "APNs key file")
+	fake, err := apnsfake.Start(apnsfake.Options{})
+	et.Must(t, err, "fake APNs")
+	caFile, err = fake.WriteCA(dir)
+	et.Must(t, err, "CA file")
+	fake.Close()
+	f, _ := json.Marshal(map[string]any{"probe-android": map[string]string{"project_id": "probe-project", "credentials": creds}})
+	a, _ := json.Marshal(map[string]any{"probe-ios": map[string]string{"topic": "org.example.probe", "endpoint": "https://127.0.0.1:9",
+		"key": keyFile, "key_id": key.ID, "team_id": key.TeamID}})
+	return string(f), string(a), caFile
 }
 
 // settingsLine reads the settings in effect the server logged.
