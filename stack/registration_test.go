@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"
@@ -67,6 +70,10 @@ func bridgeFlow(t *testing.T, st *stacktest.Stack, store storage.Store) {
 	}
 	if got := channels(); len(got) != 1 || got[0] != r.ChannelID {
 		t.Fatalf("channels %v, want [%s]", got, r.ChannelID)
+	}
+	registrationRefusals(t, base, store, r.UAID, r.Secret)
+	if got := channels(); len(got) != 1 || got[0] != r.ChannelID {
+		t.Fatalf("channels after the refused calls %v, want [%s]", got, r.ChannelID)
 	}
 
 	a = apitiertest.Send(t, http.MethodPost, reg+"/"+r.UAID+"/subscription", nil, auth...)
@@ -128,5 +135,77 @@ func bridgeFlow(t *testing.T, st *stacktest.Stack, store storage.Store) {
 	apitiertest.WantCreated(t, apitiertest.Send(t, http.MethodPost, r.Endpoint, nil, "TTL", "60"), base, "60")
 	if got := apitiertest.Stored(t, store, uuid.MustParse(r.UAID)); len(got) != 1 || got[0].CHID.String() != r.ChannelID {
 		t.Fatalf("stored %+v, want one message on %s", got, r.ChannelID)
+	}
+}
+
+// registrationRefusals runs every auth and input error of the registration
+// API against a running stack, for the registration uaid (secret its
+// secret), and checks that none wrote anything: the record and its
+// channels are as they were, and no registration was added.
+func registrationRefusals(t *testing.T, base string, store storage.Store, uaid, secret string) {
+	t.Helper()
+	ctx := context.Background()
+	id := uuid.MustParse(uaid)
+	before, err := store.GetUser(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chans, err := store.Channels(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := uuid.New()
+	fcm := base + "/v1/fcm/" + stacktest.FCMApp + "/registration"
+	bearer := func(s string) []string { return []string{"Authorization", "Bearer " + s} }
+	good := bearer(secret)
+	for _, c := range []struct {
+		name, method, url, body string
+		header                  []string
+		code                    int
+		errno                   errno.Code
+	}{
+		// Authorization, on every route under {uaid}.
+		{"no Authorization", "GET", fcm + "/" + uaid + "/", "", nil, 401, errno.InvalidAuth},
+		{"Basic scheme", "GET", fcm + "/" + uaid + "/", "", []string{"Authorization", "Basic " + secret}, 401, errno.InvalidAuth},
+		{"wrong secret", "PUT", fcm + "/" + uaid, `{"token":"fcm-token-9999"}`, bearer(strings.Repeat("0", 64)), 401, errno.InvalidAuth},
+		{"another uaid's secret", "DELETE", fcm + "/" + uaid, "", bearer(bridgeauth.Secret(stacktest.BridgeAuthKey, other)), 401, errno.InvalidAuth},
+		{"an unknown key's secret", "POST", fcm + "/" + uaid + "/subscription", "", bearer(bridgeauth.Secret("not-a-configured-key", id)), 401, errno.InvalidAuth},
+		{"unsubscribe without secret", "DELETE", fcm + "/" + uaid + "/subscription/" + uuid.NewString(), "", nil, 401, errno.InvalidAuth},
+		// The uaid and the type.
+		{"uaid not a UUID", "GET", fcm + "/nope/", "", good, 410, errno.ExpiredEndpoint},
+		{"unknown uaid", "GET", fcm + "/" + other.String() + "/", "", bearer(bridgeauth.Secret(stacktest.BridgeAuthKey, other)), 410, errno.ExpiredEndpoint},
+		{"unknown type", "GET", base + "/v1/adm/" + stacktest.FCMApp + "/registration/" + uaid + "/", "", good, 400, errno.InvalidRouterType},
+		{"another type's path", "DELETE", base + "/v1/apns/" + stacktest.APNsApp + "/registration/" + uaid, "", good, 400, errno.InvalidRouterType},
+		{"unknown subscription", "DELETE", fcm + "/" + uaid + "/subscription/" + uuid.NewString(), "", good, 410, errno.InvalidSubscription},
+		// Bodies.
+		{"new token with a space", "PUT", fcm + "/" + uaid, `{"token":"fcm token 9999"}`, good, 400, errno.None},
+		{"new token too short", "PUT", fcm + "/" + uaid, `{"token":"short"}`, good, 400, errno.None},
+		{"update without token", "PUT", fcm + "/" + uaid, `{}`, good, 400, errno.None},
+		{"bad channelID", "POST", fcm + "/" + uaid + "/subscription", `{"channelID":"nope"}`, good, 400, errno.None},
+		{"bad key", "POST", fcm + "/" + uaid + "/subscription", `{"key":"AAAA"}`, good, 400, errno.None},
+		{"bad JSON", "POST", fcm + "/" + uaid + "/subscription", `{"channelID":`, good, 400, errno.None},
+		{"oversized body", "PUT", fcm + "/" + uaid, `{"token":"fcm-token-9999","pad":"` + strings.Repeat("x", 5000) + `"}`, good, 413, errno.PayloadTooLarge},
+		// New registrations refused.
+		{"unknown app id", "POST", base + "/v1/fcm/other-app/registration", `{"token":"fcm-token-0123"}`, nil, 400, errno.None},
+		{"another bridge's app id", "POST", base + "/v1/apns/" + stacktest.FCMApp + "/registration", `{"token":"fcm-token-0123"}`, nil, 400, errno.None},
+		{"register unknown type", "POST", base + "/v1/adm/x/registration", `{"token":"fcm-token-0123"}`, nil, 400, errno.InvalidRouterType},
+		{"register without token", "POST", fcm, `{}`, nil, 400, errno.None},
+	} {
+		var body []byte
+		if c.body != "" {
+			body = []byte(c.body)
+		}
+		a := apitiertest.Send(t, c.method, c.url, body, c.header...)
+		apitiertest.WantError(t, a, c.code, c.errno)
+		if c.code == 401 && a.Header.Get("WWW-Authenticate") != `Bearer realm="registration"` {
+			t.Errorf("%s: WWW-Authenticate %q", c.name, a.Header.Get("WWW-Authenticate"))
+		}
+	}
+	after, err := store.GetUser(ctx, id)
+	if err != nil || after.RouterType != before.RouterType || !maps.Equal(after.RouterData, before.RouterData) {
+		t.Fatalf("record after refused calls %+v (%v), before %+v", after, err, before)
+	}
+	if got, err := store.Channels(ctx, id); err != nil || !slices.Equal(got, chans) {
+		t.Fatalf("channels after refused calls %v (%v), before %v", got, err, chans)
 	}
 }
