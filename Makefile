@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-bench
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-bench bridge-bench
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ sender-cluster: ## two sender nodes on one Cassandra keyspace, 10,000 pushes, ea
 
 sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s against a fake Swrve with the seed's latency; report in loadtest/out (~4 min)
 	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLAGS)
+
+bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones at 500/s for 80 s, FCM paced at 300/s against a fake FCM (~3 min)
+	$(GO) run ./loadtest/cmd/loadtest sender -provider fcm -provider-latency 80ms -average-latency 500ms $(BRIDGE_FLAGS)
 
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)

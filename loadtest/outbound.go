@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/token"
@@ -32,29 +34,38 @@ import (
 )
 
 // outbound runs the sender scenario: autoendpoint with its sender workers
-// against a fake Swrve in this process, POST /push offered open loop above
-// the provider's rate, the provider's rate measured over a window, the
-// pool's bound checked, and every accepted push accounted for.
+// against a fake provider in this process (Swrve, or FCM for pushes to
+// bridged phones), pushes offered open loop above the provider's rate (POST
+// /push, or WebPush POSTs to the phones' endpoints), the provider's rate
+// measured over a window and in any second, the pool's bound checked, and
+// every accepted push accounted for.
 func (r *run) outbound(ctx context.Context, logDir string) error {
 	defer r.prog.stop()
 	cfg := &r.cfg
-	rep := &report.SenderReport{Offered: cfg.PushRate, ProviderRate: cfg.ProviderRate, States: map[string]int64{}}
+	rep := &report.SenderReport{Provider: cfg.Provider, Offered: cfg.PushRate, ProviderRate: cfg.ProviderRate, States: map[string]int64{}}
 	r.rep.Sender = rep
-	fake, provLatency, err := startFakeSwrve(cfg.ProviderLatency)
+	fake, provLatency, err := startFake(cfg.Provider, cfg.ProviderLatency)
 	if err != nil {
 		return err
 	}
-	defer fake.Close()
-	node, apiKey, err := startSenderNode(ctx, &r.cfg, logDir, r.prog, fake.URL())
+	defer fake.close()
+	node, apiKey, err := startSenderNode(ctx, &r.cfg, logDir, r.prog, fake)
 	if err != nil {
 		return err
 	}
 	defer node.stop()
 	r.rep.Cluster = node.info()
-	r.logf("autoendpoint (pid %d) on %s storage, its sender paced at %.0f/s against a fake Swrve at %s (%s latency)",
-		node.endpoint.PID(), node.storage, cfg.ProviderRate, fake.URL(), cfg.ProviderLatency)
+	r.logf("autoendpoint (pid %d) on %s storage, its sender paced at %.0f/s against a fake %s at %s (%s latency)",
+		node.endpoint.PID(), node.storage, cfg.ProviderRate, fake.name, fake.url, cfg.ProviderLatency)
 
 	p := newPoster(cfg, node.endpointURL, apiKey)
+	if fake.name == "fcm" {
+		if p.endpoints, err = registerPhones(ctx, p.client, node.endpointURL, cfg.Devices); err != nil {
+			return errRun("registering phones", err)
+		}
+		rep.Phones = len(p.endpoints)
+		r.logf("%d phones registered through the bridge registration API", len(p.endpoints))
+	}
 	metricsURL := node.endpointURL + "/metrics"
 	stopSampling := r.sampleSender(ctx, p, fake, node, metricsURL)
 	count := int(cfg.PushRate * cfg.Duration.Seconds())
@@ -80,21 +91,87 @@ func (r *run) outbound(ctx context.Context, logDir string) error {
 	}
 	if m, err := promtext.Scrape(ctx, nil, metricsURL); err == nil {
 		rep.WentPending = int64(m["autosender_pushes_went_pending_total"])
-		rep.CallerRuns = int64(m[`autosender_caller_runs_total{provider="swrve"}`])
-		rep.PoolSize = int(m[`autosender_pool_size{provider="swrve"}`])
+		rep.CallerRuns = int64(m[`autosender_caller_runs_total{provider="`+fake.name+`"}`])
+		rep.PoolSize = int(m[`autosender_pool_size{provider="`+fake.name+`"}`])
 	}
 	attempts, err := p.account(ctx, rep)
 	if err != nil {
 		return errRun("accounting", err)
 	}
-	providerSide(rep, fake, attempts, cfg.Warmup, cfg.Measure)
+	receipts := fake.receipts()
+	providerSide(rep, receipts, attempts, cfg.Warmup, cfg.Measure)
 	rep.Latency = provLatency.summary()
-	rep.ProviderMaxNow = fake.MaxInflight()
+	rep.ProviderMaxNow = fake.maxInFlight()
 	for _, s := range samples {
 		rep.PoolBusyMax = max(rep.PoolBusyMax, s.PoolBusy)
 	}
-	rep.QueueMin = queueMin(samples, fake, r.started, rep.Window)
+	rep.QueueMin = queueMin(samples, receipts, r.started, rep.Window)
 	return nil
+}
+
+// providerFake is the fake provider of a sender run, as the run reads it.
+type providerFake struct {
+	name, url                    string
+	fcm                          *fcmfake.Fake // -provider fcm: its service accounts
+	inFlight, maxInFlight, count func() int
+	receipts                     func() []receipt // in arrival order
+	close                        func() error
+}
+
+// receipt is one send the fake received: when, and the push it carried
+// (Swrve: its user, one per push; FCM: the payload, unique per push).
+type receipt struct {
+	at  time.Time
+	key string
+}
+
+// startFake starts the fake provider answering after latency ("seed":
+// the seed's measured distribution; else a fixed duration).
+func startFake(name, latency string) (*providerFake, *latencies, error) {
+	draw, l := latencyFunc(latency)
+	if name == "fcm" {
+		f, err := fcmfake.Start()
+		if err != nil {
+			return nil, nil, err
+		}
+		f.SetLatency(draw)
+		return &providerFake{name: "fcm", url: f.URL(), fcm: f, inFlight: f.InFlight, maxInFlight: f.MaxInflight, count: f.Sends,
+			receipts: func() []receipt { return fcmReceipts(f.Log()) }, close: f.Close}, l, nil
+	}
+	f, err := swrvefake.Start()
+	if err != nil {
+		return nil, nil, err
+	}
+	f.SetLatency(draw)
+	return &providerFake{name: "swrve", url: f.URL(), inFlight: f.InFlight, maxInFlight: f.MaxInflight, count: f.Count,
+		receipts: func() []receipt {
+			log := f.Log()
+			out := make([]receipt, len(log))
+			for i, x := range log {
+				out[i] = receipt{x.At, x.User}
+			}
+			return out
+		}, close: f.Close}, l, nil
+}
+
+// fcmReceipts reads each FCM message's payload (data.body, base64url).
+func fcmReceipts(log []fcmfake.Received) []receipt {
+	out := make([]receipt, len(log))
+	for i, x := range log {
+		var m struct {
+			Message struct {
+				Android struct {
+					Data map[string]string `json:"data"`
+				} `json:"android"`
+			} `json:"message"`
+		}
+		out[i].at = x.At
+		if json.Unmarshal(x.Body, &m) == nil {
+			b, _ := base64.RawURLEncoding.DecodeString(m.Message.Android.Data["body"])
+			out[i].key = string(b)
+		}
+	}
+	return out
 }
 
 // latencies records the fake's answer times.
@@ -109,13 +186,9 @@ func (l *latencies) summary() hist.Latency {
 	return hist.Summarize(l.h)
 }
 
-// startFakeSwrve starts the fake provider answering after latency ("seed":
-// the seed's measured distribution; else a fixed duration).
-func startFakeSwrve(latency string) (*swrvefake.Fake, *latencies, error) {
-	fake, err := swrvefake.Start()
-	if err != nil {
-		return nil, nil, err
-	}
+// latencyFunc is a fake's answer time ("seed": the seed's measured
+// distribution; else a fixed duration), each drawn recorded in l.
+func latencyFunc(latency string) (func() time.Duration, *latencies) {
 	draw := func() time.Duration { return 0 }
 	if latency == "seed" {
 		draw = swrvefake.SeedLatency(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
@@ -123,21 +196,21 @@ func startFakeSwrve(latency string) (*swrvefake.Fake, *latencies, error) {
 		draw = func() time.Duration { return d }
 	}
 	l := &latencies{h: hist.New()}
-	fake.SetLatency(func() time.Duration {
+	return func() time.Duration {
 		d := draw()
 		l.mu.Lock()
 		l.h.RecordValue(max(d.Microseconds(), 1))
 		l.mu.Unlock()
 		return d
-	})
-	return fake, l, nil
+	}, l
 }
 
 // startSenderNode starts autoendpoint with its sender workers on the run's
 // storage (a fresh keyspace, or an embedded store in a scratch directory),
-// sending to swrveURL with a prototype-key file of its own, and returns it
-// with the push API key it accepts.
-func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, swrveURL string) (_ *cluster, apiKey string, err error) {
+// sending to fake (Swrve with a prototype-key file of its own, or FCM with
+// a service account of the fake's and the bridge registration API open),
+// and returns it with the push API key it accepts.
+func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, fake *providerFake) (_ *cluster, apiKey string, err error) {
 	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
 		c.storage = "scylla"
@@ -179,10 +252,21 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 		"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
 		"AUTOEND__NODE_SECRET="+token.GenerateKey(), // required; no connection node here to share it with
 		"AUTOEND__VERSION_FILE=", "AUTOEND__REQUEST_LOG=false", "AUTOEND__PUSH_API_KEYS="+apiKey,
-		"AUTOEND__SENDER_NODE=loadtest", "AUTOEND__SWRVE_URL="+swrveURL, "AUTOEND__SWRVE_KEYS_FILE="+keys,
-		"AUTOEND__SWRVE_RATE="+strconv.FormatFloat(cfg.ProviderRate, 'f', -1, 64),
-		"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String(),
+		"AUTOEND__SENDER_NODE=loadtest", "AUTOEND__SWRVE_KEYS_FILE="+keys,
 		"AUTOEND__SENDER_SCHEDULED_PORTION="+portion, "AUTOEND__SENDER_PENDING_PORTION="+portion)
+	rate := strconv.FormatFloat(cfg.ProviderRate, 'f', -1, 64)
+	if fake.name == "fcm" {
+		acct, err := fake.fcm.NewAccount("loadtest")
+		if err != nil {
+			return nil, "", err
+		}
+		apps, _ := json.Marshal(map[string]any{loadtestFCMApp: map[string]string{"project_id": "loadtest", "credentials": string(acct.JSON())}})
+		env = append(env, "AUTOEND__BRIDGE_AUTH_KEYS="+token.GenerateKey(), "AUTOEND__FCM_APPS="+string(apps),
+			"AUTOEND__FCM_URL="+fake.url, "AUTOEND__FCM_RATE="+rate, "AUTOEND__FCM_LATENCY="+cfg.AverageLatency.String())
+	} else {
+		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate,
+			"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String())
+	}
 	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 	c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
 		filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
@@ -196,14 +280,17 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 // its scheduled time on its own goroutine whatever happened to the ones
 // before, its latency counted from that time.
 type poster struct {
-	client   *http.Client
-	url      string
-	auth     string
-	max      int64
-	inFlight atomic.Int64
-	posted   atomic.Int64
-	accepted atomic.Int64
-	wg       sync.WaitGroup
+	client *http.Client
+	url    string
+	auth   string
+	max    int64
+	// endpoints are the bridged phones' push endpoints (-provider fcm):
+	// the i-th push is a WebPush POST to endpoints[i % len].
+	endpoints []string
+	inFlight  atomic.Int64
+	posted    atomic.Int64
+	accepted  atomic.Int64
+	wg        sync.WaitGroup
 
 	mu       sync.Mutex
 	errs     map[string]int64
@@ -250,16 +337,11 @@ func (p *poster) run(ctx context.Context, count int, period time.Duration) {
 func (p *poster) post(i int, at time.Time) {
 	defer p.wg.Done()
 	defer p.inFlight.Add(-1)
-	platform := [2]string{"IOS", "ANDROID"}[i%2]
-	body := fmt.Sprintf(`{"platform":%q,"messagePrototypeKey":"Hello","pushKey":"lt-%08d","message":"loadtest push %d","cronExpression":null}`,
-		platform, i, i)
-	req, err := http.NewRequest(http.MethodPost, p.url+"/push", strings.NewReader(body))
+	req, err := p.request(i)
 	if err != nil {
 		p.count("loadtest: request: " + err.Error())
 		return
 	}
-	req.Header.Set("Authorization", p.auth)
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := p.client.Do(req)
 	took := max(time.Since(at).Microseconds(), 1)
 	p.mu.Lock()
@@ -273,12 +355,97 @@ func (p *poster) post(i int, at time.Time) {
 	defer resp.Body.Close()
 	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	loc := resp.Header.Get("Location")
-	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(loc, "/push/") {
+	switch {
+	case resp.StatusCode != http.StatusCreated:
+		p.count(sender.StatusReason(resp.StatusCode, reply))
+		return
+	case p.endpoints != nil && strings.Contains(loc, "/m/"):
+		// A WebPush answer names the message, not the sender's push:
+		// account counts every push of this run's fresh store.
+	case strings.HasPrefix(loc, "/push/"):
+		p.ids[i] = strings.TrimPrefix(loc, "/push/")
+	default:
 		p.count(sender.StatusReason(resp.StatusCode, reply))
 		return
 	}
-	p.ids[i] = strings.TrimPrefix(loc, "/push/")
 	p.accepted.Add(1)
+}
+
+// request is the i-th push: the seed's POST /push, or a WebPush POST to a
+// bridged phone whose payload (opaque to the service, as an encrypted one
+// is) names the push, so the provider's receipts can be matched.
+func (p *poster) request(i int) (*http.Request, error) {
+	if p.endpoints != nil {
+		req, err := http.NewRequest(http.MethodPost, p.endpoints[i%len(p.endpoints)], strings.NewReader(pushPayload(i)))
+		if err == nil {
+			req.Header.Set("TTL", "3600")
+			req.Header.Set("Content-Encoding", "aes128gcm")
+		}
+		return req, err
+	}
+	platform := [2]string{"IOS", "ANDROID"}[i%2]
+	body := fmt.Sprintf(`{"platform":%q,"messagePrototypeKey":"Hello","pushKey":"lt-%08d","message":"loadtest push %d","cronExpression":null}`,
+		platform, i, i)
+	req, err := http.NewRequest(http.MethodPost, p.url+"/push", strings.NewReader(body))
+	if err == nil {
+		req.Header.Set("Authorization", p.auth)
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, err
+}
+
+// pushPayload is the i-th WebPush payload: the size of a small encrypted
+// message (an aes128gcm header and a few dozen bytes).
+func pushPayload(i int) string {
+	return fmt.Sprintf("loadtest push %08d", i) + strings.Repeat(".", 100)
+}
+
+// loadtestFCMApp is the app id the phones register with.
+const loadtestFCMApp = "loadtest-android"
+
+// registerPhones registers n FCM phones through the bridge registration
+// API, a few at a time, and returns their push endpoints.
+func registerPhones(ctx context.Context, client *http.Client, base string, n int) ([]string, error) {
+	endpoints := make([]string, n)
+	errs := make(chan error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				body := fmt.Sprintf(`{"token":"loadtest-phone-%08d"}`, i)
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/fcm/"+loadtestFCMApp+"/registration", strings.NewReader(body))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				var r struct{ Endpoint string }
+				err = json.NewDecoder(resp.Body).Decode(&r)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || err != nil || r.Endpoint == "" {
+					errs <- fmt.Errorf("register phone %d: %d (%v)", i, resp.StatusCode, err)
+					continue
+				}
+				endpoints[i] = r.Endpoint
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return endpoints, nil
 }
 
 func (p *poster) count(reason string) {
@@ -308,16 +475,16 @@ func (p *poster) takeInterval() *hist.Latency {
 // sampleSender starts sampling (run.monitor) and returns its stop, which
 // returns the sender's own samples; the series gets the POSTs, the
 // provider's receipts and the endpoint's memory and CPU.
-func (r *run) sampleSender(ctx context.Context, p *poster, fake *swrvefake.Fake, node *cluster, metricsURL string) (stop func() []report.SenderSample) {
+func (r *run) sampleSender(ctx context.Context, p *poster, fake *providerFake, node *cluster, metricsURL string) (stop func() []report.SenderSample) {
 	var out []report.SenderSample // the monitor's goroutine appends; read after stop
 	pid := node.endpoint.PID()
 	client := &http.Client{Timeout: r.cfg.SampleEvery}
 	stopMonitor := r.monitor(func() report.Sample {
 		now := r.now()
-		ss := report.SenderSample{T: now, ProviderInFlight: fake.InFlight(), Received: int64(fake.Count())}
+		ss := report.SenderSample{T: now, ProviderInFlight: fake.inFlight(), Received: int64(fake.count())}
 		if m, err := promtext.Scrape(ctx, client, metricsURL); err == nil {
-			ss.QueueSize = int(m[`autosender_queue_size{provider="swrve"}`])
-			ss.PoolBusy = int(m[`autosender_pool_busy{provider="swrve"}`])
+			ss.QueueSize = int(m[`autosender_queue_size{provider="`+fake.name+`"}`])
+			ss.PoolBusy = int(m[`autosender_pool_busy{provider="`+fake.name+`"}`])
 		}
 		out = append(out, ss)
 		s := report.Sample{T: now, Sent: p.posted.Load(), Accepted: p.accepted.Load(), Received: ss.Received,
@@ -403,7 +570,8 @@ func waitDrained(ctx context.Context, base, apiKey string, timeout time.Duration
 
 // account pages through every state and counts the accepted pushes in
 // each (all of them must be SENT); it returns each one's attempts by its
-// pushKey (the device, one per push here).
+// pushKey (the device, one per push with Swrve). WebPush answers do not
+// name the sender's push: then every push of the run's store counts.
 func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[string]int, error) {
 	ours := make(map[string]bool, len(p.ids))
 	for _, id := range p.ids {
@@ -411,6 +579,7 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 			ours[id] = true
 		}
 	}
+	all := p.endpoints != nil
 	attempts := make(map[string]int, len(ours))
 	for _, st := range append(slices.Clone(unfinished), "SENT", "FAILED", "GIVEN_UP") {
 		cursor := ""
@@ -420,7 +589,7 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 				return nil, err
 			}
 			for _, x := range page.Pushes {
-				if ours[x.ID] {
+				if all || ours[x.ID] {
 					rep.States[st]++
 					attempts[x.PushKey] = len(x.Attempts)
 					if len(x.Attempts) > 1 {
@@ -438,25 +607,29 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 	return attempts, nil
 }
 
-// providerSide reads the fake's log: sends per second since the first,
-// the rate over the window [warmup, warmup+measure), and duplicates:
-// receipts of a push beyond the attempts its log shows (a retry after a
-// timeout is a second receipt, and says so).
-func providerSide(rep *report.SenderReport, fake *swrvefake.Fake, attempts map[string]int, warmup, measure time.Duration) {
-	log := fake.Log()
+// providerSide reads the fake's receipts: sends per second since the
+// first, the most in any second, the rate over the window [warmup,
+// warmup+measure), and duplicates: receipts of a push beyond the attempts
+// its log shows (a retry after a timeout is a second receipt, and says
+// so).
+func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]int, warmup, measure time.Duration) {
 	rep.Received = int64(len(log))
 	seen := make(map[string]int, len(log))
-	for _, x := range log {
-		if seen[x.User]++; seen[x.User] > max(attempts[x.User], 1) {
+	times := make([]time.Time, len(log))
+	for i, x := range log {
+		if seen[x.key]++; seen[x.key] > max(attempts[x.key], 1) {
 			rep.Duplicates++
 		}
+		times[i] = x.at
 	}
+	rep.Distinct = int64(len(seen))
+	rep.MaxAnySecond = fcmfake.MaxInWindow(times, time.Second)
 	if len(log) == 0 {
 		return
 	}
-	first := log[0].At
+	first := log[0].at
 	for _, x := range log {
-		sec := int(x.At.Sub(first) / time.Second)
+		sec := int(x.at.Sub(first) / time.Second)
 		for len(rep.PerSecond) <= sec {
 			rep.PerSecond = append(rep.PerSecond, 0)
 		}
@@ -483,12 +656,11 @@ func providerSide(rep *report.SenderReport, fake *swrvefake.Fake, attempts map[s
 // queueMin is the smallest queue sampled inside the window (seconds since
 // the first send): a queue that ran dry would lower the rate for lack of
 // pushes, not because of the sender.
-func queueMin(samples []report.SenderSample, fake *swrvefake.Fake, started time.Time, window [2]int) int {
-	log := fake.Log()
+func queueMin(samples []report.SenderSample, log []receipt, started time.Time, window [2]int) int {
 	if len(log) == 0 {
 		return 0
 	}
-	first := log[0].At.Sub(started).Seconds()
+	first := log[0].at.Sub(started).Seconds()
 	m := -1
 	for _, s := range samples {
 		if t := s.T - first; t >= float64(window[0]) && t < float64(window[1]) && (m < 0 || s.QueueSize < m) {

@@ -372,6 +372,32 @@ func TestSenderSmall(t *testing.T) {
 	}
 }
 
+// TestBridgeSmall is the small form of make bridge-bench: WebPush POSTs
+// to phones registered through the bridge registration API, above FCM's
+// configured rate. FCM (the fake) never receives more than the rate allows
+// in any second, and every accepted push reaches it exactly once.
+func TestBridgeSmall(t *testing.T) {
+	cfg := smallConfig(t, scenario.Sender)
+	cfg.CQLHosts = nil
+	cfg.Provider, cfg.Devices = "fcm", 50
+	cfg.PushRate, cfg.Duration, cfg.ProviderRate, cfg.ProviderLatency = 150, 6*time.Second, 100, "50ms"
+	cfg.AverageLatency, cfg.Warmup, cfg.Measure, cfg.RateTolerance = 200*time.Millisecond, time.Second, 4*time.Second, 0.5
+	cfg.DrainTimeout = time.Minute
+	rep := runScenario(t, cfg)
+	s := rep.Sender
+	if s.Provider != "fcm" || s.Phones != 50 || s.Accepted != 900 || s.Sent != 900 || s.Received != 900 || s.Distinct != 900 || s.Duplicates != 0 {
+		t.Errorf("provider %s: accepted %d, SENT %d, received %d (%d distinct), duplicates %d; want 900 each and none twice",
+			s.Provider, s.Accepted, s.Sent, s.Received, s.Distinct, s.Duplicates)
+	}
+	// The gate's bound: 100 a second and a burst of 1.
+	if s.MaxAnySecond > 101 || s.MaxAnySecond < 50 {
+		t.Errorf("FCM received at most %d sends in a second, want at most 101 (and the queue kept it busy)", s.MaxAnySecond)
+	}
+	if s.PoolSize != 20 || s.ProviderMaxNow > s.PoolSize+1 || s.Latency.P50 < 49 || s.Latency.P50 > 51 {
+		t.Errorf("pool bound %d, provider in flight at most %d, provider p50 %.0f ms", s.PoolSize, s.ProviderMaxNow, s.Latency.P50)
+	}
+}
+
 // TestNotifyStallsSmall: the small form of make stall. Stalled push API
 // connections (mid-header, mid-body, mid-chunk) are all closed by the
 // endpoint within its timeout and a second, while the rate offered

@@ -209,8 +209,8 @@ func (r *Report) PrintSummary(w io.Writer) {
 	fmt.Fprintf(w, "machine: %s, %d CPUs, %s RAM, %s, %s; load %s -> %s\n", r.Machine.CPU, r.Machine.CPUs,
 		gib(r.Machine.MemTotal), r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
 	if r.Sender != nil {
-		fmt.Fprintf(w, "system: autoendpoint with its sender workers on %s storage; a fake Swrve (%s latency) in the load tester\n",
-			r.Cluster.Storage, r.Config.ProviderLatency)
+		fmt.Fprintf(w, "system: autoendpoint with its sender workers on %s storage; a fake %s (%s latency) in the load tester\n",
+			r.Cluster.Storage, r.Sender.Provider, r.Config.ProviderLatency)
 	} else {
 		fmt.Fprintf(w, "system: %d %s process(es) on %s storage, %d worker process(es), sources 127.0.0.2-%d\n",
 			r.Cluster.Engines, r.Cluster.EngineKind, r.Cluster.Storage, r.Cluster.Workers, 1+r.Config.SourceIPs)

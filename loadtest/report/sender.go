@@ -12,6 +12,10 @@ import (
 // SenderReport is the sender scenario: the outbound sender under POST
 // /push load above its provider's rate limit, seen from both sides.
 type SenderReport struct {
+	// Provider is swrve (POST /push) or fcm (WebPush POSTs to bridged
+	// phones, sent through the FCM bridge).
+	Provider string `json:"provider"`
+	Phones   int    `json:"phones,omitempty"` // fcm: the bridged phones pushed to
 	// POST /push, offered open loop.
 	Offered     float64          `json:"offered_per_s"`
 	Scheduled   int64            `json:"scheduled"`
@@ -35,6 +39,11 @@ type SenderReport struct {
 	QueueMin     int          `json:"window_queue_min"` // the sender's queue, sampled in the window
 	Latency      hist.Latency `json:"provider_latency"` // the fake's answer times
 	Received     int64        `json:"provider_received"`
+	Distinct     int64        `json:"provider_received_distinct"` // pushes received at least once
+	// MaxAnySecond is the most sends the provider received in any one
+	// second (a sliding window over arrival times): at most the rate and
+	// the gate's burst of a hundredth of a second's sends.
+	MaxAnySecond int `json:"provider_max_any_second"`
 	// Duplicates are receipts beyond the attempts a push's log shows;
 	// Retried pushes had more than one attempt (a timeout, a 5xx).
 	Duplicates int   `json:"duplicates"`
@@ -69,16 +78,26 @@ type SenderSample struct {
 
 func (r *Report) printSender(w io.Writer) {
 	s := r.Sender
-	fmt.Fprintf(w, "POST /push: %s offered at %s/s for %.1fs: %s accepted (%s/s), %s went PENDING; errors: %s; cpu%% machine/-/endpoint/load tester (the fake and the POSTs)/storage %s\n",
-		Num(s.Scheduled), Num(s.Offered), s.PostSeconds, Num(s.Accepted), Num(s.Achieved), Num(s.WentPending), CountsOrNone(s.Errors), s.CPU)
-	fmt.Fprintf(w, "POST /push latency from its scheduled time (ms): p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f\n",
+	what := "POST /push"
+	if s.Phones > 0 {
+		what = fmt.Sprintf("WebPush POST to %s bridged phones", Num(int64(s.Phones)))
+	}
+	fmt.Fprintf(w, "%s: %s offered at %s/s for %.1fs: %s accepted (%s/s), %s went PENDING; errors: %s; cpu%% machine/-/endpoint/load tester (the fake and the POSTs)/storage %s\n",
+		what, Num(s.Scheduled), Num(s.Offered), s.PostSeconds, Num(s.Accepted), Num(s.Achieved), Num(s.WentPending), CountsOrNone(s.Errors), s.CPU)
+	fmt.Fprintf(w, "POST latency from its scheduled time (ms): p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f\n",
 		s.Response.P50, s.Response.P90, s.Response.P99, s.Response.P999, s.Response.Max)
-	fmt.Fprintf(w, "provider: %s/s configured; measured %.2f/s over seconds %d-%d of sending (%+.2f%%), per second %d..%d, queue at least %d in the window\n",
-		Num(s.ProviderRate), s.Measured, s.Window[0], s.Window[1], 100*s.RateError, s.WindowMin, s.WindowMax, s.QueueMin)
+	fmt.Fprintf(w, "provider %s: %s/s configured; measured %.2f/s over seconds %d-%d of sending (%+.2f%%), per second %d..%d, at most %d in any second (bound %d), queue at least %d in the window\n",
+		s.Provider, Num(s.ProviderRate), s.Measured, s.Window[0], s.Window[1], 100*s.RateError, s.WindowMin, s.WindowMax, s.MaxAnySecond, s.anySecondBound(), s.QueueMin)
 	fmt.Fprintf(w, "provider answer time (ms): p50 %.0f p99 %.0f max %.0f; pool bound %d, busy at most %d (sampled), provider in flight at most %d, caller runs %d\n",
 		s.Latency.P50, s.Latency.P99, s.Latency.Max, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.CallerRuns)
-	fmt.Fprintf(w, "accounting: accepted %s, SENT %s, received by the provider %s, retried %d, DUPLICATES %d (receipts beyond a push's attempts); states %s; last SENT %.1fs after the last POST\n",
-		Num(s.Accepted), Num(s.Sent), Num(s.Received), s.Retried, s.Duplicates, CountsOrNone(s.States), s.DrainSeconds)
+	fmt.Fprintf(w, "accounting: accepted %s, SENT %s, received by the provider %s (%s distinct), retried %d, DUPLICATES %d (receipts beyond a push's attempts); states %s; last SENT %.1fs after the last POST\n",
+		Num(s.Accepted), Num(s.Sent), Num(s.Received), Num(s.Distinct), s.Retried, s.Duplicates, CountsOrNone(s.States), s.DrainSeconds)
+}
+
+// anySecondBound is the most sends the sender's gate lets a provider see
+// in one second: the rate and a hundredth of it (at least 1) of burst.
+func (s *SenderReport) anySecondBound() int {
+	return int(math.Ceil(s.ProviderRate)) + max(1, int(s.ProviderRate/100))
 }
 
 // senderProblems are what fails a sender run.
@@ -95,15 +114,19 @@ func (s *SenderReport) problems(tolerance float64) []string {
 		p = append(p, fmt.Sprintf("pool above its bound %d: busy %d, provider in flight %d (bound + the reader)",
 			s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow))
 	}
-	if s.Sent != s.Accepted || s.Received < s.Accepted || s.Duplicates > 0 {
-		p = append(p, fmt.Sprintf("%d accepted, %d SENT, %d received by the provider, %d duplicates", s.Accepted, s.Sent, s.Received, s.Duplicates))
+	if s.MaxAnySecond > s.anySecondBound() {
+		p = append(p, fmt.Sprintf("the provider received %d sends in one second, above the rate's bound %d", s.MaxAnySecond, s.anySecondBound()))
+	}
+	if s.Sent != s.Accepted || s.Received < s.Accepted || s.Distinct != s.Accepted || s.Duplicates > 0 {
+		p = append(p, fmt.Sprintf("%d accepted, %d SENT, %d received by the provider (%d distinct), %d duplicates",
+			s.Accepted, s.Sent, s.Received, s.Distinct, s.Duplicates))
 	}
 	return p
 }
 
 func (s *SenderReport) resultFields() string {
-	return fmt.Sprintf(" accepted=%d sent=%d duplicates=%d provider_rate_per_s=%.2f rate_error_pct=%.3f pool_size=%d pool_busy_max=%d provider_max_in_flight=%d post_p50_ms=%.2f post_p99_ms=%.2f",
-		s.Accepted, s.Sent, s.Duplicates, s.Measured, 100*s.RateError, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.Response.P50, s.Response.P99)
+	return fmt.Sprintf(" provider=%s accepted=%d sent=%d duplicates=%d max_any_second=%d provider_rate_per_s=%.2f rate_error_pct=%.3f pool_size=%d pool_busy_max=%d provider_max_in_flight=%d post_p50_ms=%.2f post_p99_ms=%.2f",
+		s.Provider, s.Accepted, s.Sent, s.Duplicates, s.MaxAnySecond, s.Measured, 100*s.RateError, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.Response.P50, s.Response.P99)
 }
 
 // senderCharts draws the provider's rate against its limit, the pool and

@@ -189,6 +189,15 @@ type Config struct {
 
 	// --- sender (the outbound sender and its fake provider)
 
+	// Provider is what the sender scenario sends through: "swrve" (the
+	// seed's POST /push to a fake Swrve) or "fcm" (WebPush POSTs to phones
+	// registered through the bridge registration API, sent through the
+	// FCM bridge to a fake FCM: make bridge-bench). Default "swrve".
+	Provider string `conf:"provider" for:"sender" help:"swrve (POST /push, fake Swrve) or fcm (WebPush to bridged phones, fake FCM)"`
+	// Devices is how many phones -provider fcm registers; the pushes go to
+	// them in turn. Default 1,000.
+	Devices int `conf:"devices" for:"sender" help:"phones registered through the bridge registration API (-provider fcm)"`
+
 	// ProviderRate is the provider's rate limit the sender is configured
 	// with (swrve-rate), sends per second. Default 300 (the seed's).
 	ProviderRate float64 `conf:"provider-rate" for:"sender" help:"the provider's rate limit the sender paces at (swrve-rate), per second"`
@@ -293,6 +302,8 @@ func Default(scenario string) Config {
 		PushTimeout:     10 * time.Second,
 		ProviderRate:    300,
 		ProviderLatency: "seed",
+		Provider:        "swrve",
+		Devices:         1000,
 		AverageLatency:  2 * time.Second,
 		Measure:         time.Minute,
 		RateTolerance:   0.01,
@@ -401,6 +412,10 @@ func (c *Config) validateSender() error {
 		return errors.New("loadtest: sender: -push-rate, -duration, -provider-rate, -average-latency and -measure must be positive, -warmup not negative")
 	case c.RateTolerance <= 0 || c.RateTolerance >= 1:
 		return errors.New("loadtest: sender: -rate-tolerance must be in (0, 1)")
+	case c.Provider != "swrve" && c.Provider != "fcm":
+		return fmt.Errorf("loadtest: sender: -provider %q is not swrve or fcm", c.Provider)
+	case c.Provider == "fcm" && c.Devices < 1:
+		return errors.New("loadtest: sender: -devices must be positive")
 	case c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.DrainTimeout <= 0:
 		return errors.New("loadtest: sender: -sender-conns, -max-in-flight, -push-timeout and -drain-timeout must be positive")
 	case c.Progress != "auto" && c.Progress != "bar" && c.Progress != "lines" && c.Progress != "off" || c.Out == "":

@@ -90,5 +90,10 @@ so the queue stays full. Measured: the provider's sends per second over
 -measure after -warmup (must hold -provider-rate within -rate-tolerance),
 the pool never above its bound (the sender's pool gauge and the fake's
 concurrency), POST /push latency from its scheduled time (HDR: p50, p99),
-and every accepted push SENT and received once.`,
+and every accepted push SENT and received once. -provider fcm (make
+bridge-bench) does the same for the mobile bridges: -devices phones
+register through the bridge registration API, WebPush POSTs go to their
+endpoints, and the sender paces the FCM bridge (fcm-rate) against a fake
+FCM; the fake must never see more than the rate (and the gate's burst of
+a hundredth of it) in any second.`,
 }

@@ -95,6 +95,7 @@ type Fake struct {
 	answers      []Answer
 	gone         map[string]bool
 	tokenCalls   int
+	latency      func() time.Duration // delays the default answers
 
 	log fakelog.Log[Received] // the sends
 }
@@ -175,6 +176,14 @@ func (f *Fake) QueueToken(answers ...Answer) {
 	f.mu.Lock()
 	f.tokenAnswers = append(f.tokenAnswers, answers...)
 	f.mu.Unlock()
+}
+
+// SetLatency delays every answer the fake makes itself (not the queued
+// ones) by what fn returns (load tests: FCM's answer time).
+func (f *Fake) SetLatency(fn func() time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency = fn
 }
 
 // SetGone makes sends to these registration tokens answer 404
@@ -299,7 +308,11 @@ func (f *Fake) decide(r *http.Request, body []byte) Answer {
 	id := make([]byte, 8)
 	rand.Read(id)
 	b, _ := json.Marshal(map[string]string{"name": "projects/" + project + "/messages/0:" + hex.EncodeToString(id)})
-	return Answer{Status: http.StatusOK, Body: b, Header: http.Header{"Content-Type": {"application/json; charset=UTF-8"}}}
+	a := Answer{Status: http.StatusOK, Body: b, Header: http.Header{"Content-Type": {"application/json; charset=UTF-8"}}}
+	if f.latency != nil {
+		a.Delay = f.latency()
+	}
+	return a
 }
 
 // sendRequest is the part of FCM's v1 Message the bridge uses; anything

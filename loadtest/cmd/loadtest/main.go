@@ -79,7 +79,7 @@ Scenarios (each one's -help lists its flags):
   stored    pushes to offline user agents, reconnect and drain; exactly-once accounting
   churn     connects and disconnects while pushes flow; exactly-once accounting
   broadcast broadcast version changes fanned out while pushes flow; push latency with and without
-  sender    the outbound sender above its provider's rate limit (fake Swrve, the seed's latency)
+  sender    the outbound sender above its provider's rate limit (fake Swrve, the seed's latency; -provider fcm: the FCM bridge)
   capacity  the standard profile (hold, notify, stored, churn); writes docs/capacity.md
 
 The engines, the endpoint and the worker processes are started and stopped
