@@ -137,24 +137,16 @@ func (c *Config) StopTimeout() time.Duration {
 	return 2*c.Engine.DrainWindow + 30*time.Second + c.API.ShutdownTimeout*3/2
 }
 
-// Secret says whether a setting's value must not be logged: a name with
-// a word key(s), secret(s), token(s) or password(s), unless it names a
-// file (crypto-key, node-secret, push-api-keys; not cql-keyspace, not
-// crypto-key-file); and the bridges' app lists (fcm-apps, apns-apps),
+// Secret says whether a setting's value must not be logged: a name whose
+// last word is key(s), secret(s), token(s) or password(s) (crypto-key,
+// node-secret, push-api-keys; not cql-keyspace, crypto-key-file or
+// swrve-keys-poll), and the bridges' app lists (fcm-apps, apns-apps),
 // which may hold a service account or a .p8 key inline.
 func Secret(name string) bool {
 	words := strings.Split(name, "-")
-	switch words[len(words)-1] {
-	case "file":
-		return false
-	case "apps":
+	switch strings.TrimSuffix(words[len(words)-1], "s") {
+	case "key", "secret", "token", "password", "app":
 		return true
-	}
-	for _, w := range words {
-		switch strings.TrimSuffix(w, "s") {
-		case "key", "secret", "token", "password":
-			return true
-		}
 	}
 	return false
 }

@@ -90,7 +90,7 @@ func TestLoadSharedAndPrefixed(t *testing.T) {
 
 func TestSecret(t *testing.T) {
 	for name, want := range map[string]bool{"crypto-key": true, "node-secret": true, "push-api-keys": true, "bridge-auth-keys": true, "fcm-apps": true, "apns-apps": true, "apns-ca-file": false, "crypto-key-file": false,
-		"cql-keyspace": false, "swrve-keys-file": false, "listen": false} {
+		"cql-keyspace": false, "swrve-keys-file": false, "swrve-keys-poll": false, "listen": false, "megaphone-api-token": true, "broadcast-reader-tokens": true} {
 		if Secret(name) != want {
 			t.Errorf("Secret(%s) = %v", name, !want)
 		}
