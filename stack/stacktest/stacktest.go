@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -183,12 +185,27 @@ func StartWith(t testing.TB, o Options) *Stack {
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
-	st, err := stack.New(cfg, through, log)
-	if err != nil {
-		t.Fatalf("stack.New: %v", err)
-	}
-	if err := st.Start(); err != nil {
-		t.Fatalf("stack start: %v", err)
+	picked := cfg.HTTPListen
+	var st *stack.Stack
+	for attempt := 1; ; attempt++ {
+		if st, err = stack.New(cfg, through, log); err != nil {
+			t.Fatalf("stack.New: %v", err)
+		}
+		err = st.Start()
+		if err == nil {
+			break
+		}
+		st.Pushes().Close()
+		// The HTTP port was free when Config picked it, then released: an
+		// outgoing connection may have taken it since (the kernel draws
+		// both from its ephemeral range). Another free port, unless the
+		// test chose its own.
+		if !errors.Is(err, syscall.EADDRINUSE) || cfg.HTTPListen != picked || attempt == 3 {
+			t.Fatalf("stack start: %v", err)
+		}
+		t.Logf("stack start: %v; another port", err)
+		cfg.HTTPListen = et.FreeAddr(t)
+		picked = cfg.HTTPListen
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
