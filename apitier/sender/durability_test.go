@@ -261,8 +261,12 @@ func TestStalledWritesHoldNoCalls(t *testing.T) {
 		base := fake.Count()
 		stall, cancelStall := context.WithTimeout(ctx, 20*time.Second)
 		defer cancelStall()
-		if err := fake.WaitCount(stall, base+20); err != nil {
-			t.Errorf("while every write was held the provider got %d calls, want at least 20 (those ahead)", fake.Count()-base)
+		// Up to 25 wait at the gate; how many had their rows written when
+		// the stall began depends on the store's write time (15 on
+		// Cassandra under make test-stress's CPU hogs, 25 unloaded). The
+		// fault this guards against gave none.
+		if err := fake.WaitCount(stall, base+5); err != nil {
+			t.Errorf("while every write was held the provider got %d calls, want at least 5 (those ahead)", fake.Count()-base)
 		}
 		store.mu.Unlock()
 		if err := fake.WaitCount(ctx, 300); err != nil {
