@@ -14,7 +14,6 @@ import (
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/apitier/sender/fcm"
 	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/apitier/sender/swrve"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
@@ -54,18 +53,7 @@ func newBridgeRig(t *testing.T) *bridgeRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sender.New(testConfig("bridged"), store, []provider.Provider{swrveClient, fcmClient}, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
+	s := runSender(t, store, testConfig("bridged"), swrveClient, fcmClient)
 	<-s.Ready()
 	return &bridgeRig{s: s, fcm: fake, store: store}
 }

@@ -119,7 +119,13 @@ func launchSwrve(t *testing.T, store storage.Store, sc swrve.Config, cfg sender.
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sender.New(cfg, store, []provider.Provider{client}, quiet())
+	return runSender(t, store, cfg, client)
+}
+
+// runSender starts a sender over providers, stopped when the test ends.
+func runSender(t *testing.T, store storage.Store, cfg sender.Config, providers ...provider.Provider) *sender.Sender {
+	t.Helper()
+	s, err := sender.New(cfg, store, providers, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
