@@ -130,6 +130,13 @@ type Config struct {
 	// Empty closes the registration API (every route answers 401).
 	// Default empty.
 	BridgeAuthKeys []string `conf:"bridge-auth-keys" help:"keys of the bridge registration secrets (first signs, all verify; comma-separated); empty: registration closed"`
+	// BridgeMaxChannels bounds the channels of one bridged registration
+	// (POST .../registration/{uaid}/subscription), as max-channels bounds
+	// a websocket user agent's: a subscription past it gets 429 and
+	// nothing is written; re-subscribing a channel it has is allowed.
+	// Concurrent subscriptions of one device can pass it by their number.
+	// 0: no limit. Default 100000 (as max-channels).
+	BridgeMaxChannels int `conf:"bridge-max-channels" help:"channels per bridged registration; subscriptions beyond get 429 (0: no limit)"`
 	// The outbound sender (sender-*) and its Swrve provider (swrve-*);
 	// autoendpoint runs the sender's workers unless sender-workers is
 	// false. Defaults in sender.DefaultConfig and swrve.DefaultConfig.
@@ -166,12 +173,16 @@ func DefaultConfig() Config {
 		RequestLog:         true,
 		LogLevel:           "info",
 		VersionFile:        "version.json",
+		BridgeMaxChannels:  DefaultBridgeMaxChannels,
 		SenderConfig:       sender.DefaultConfig(),
 		ProvidersConfig:    providers.DefaultConfig(),
 	}
 }
 
 const (
+	// DefaultBridgeMaxChannels is bridge-max-channels' default: the
+	// websocket tier's max-channels default.
+	DefaultBridgeMaxChannels = 100000
 	// DefaultMaxDataBytes is the reference's max_data_bytes.
 	DefaultMaxDataBytes = 5630
 	// MaxMaxDataBytes is the largest body whose base64url fits storage.
@@ -198,8 +209,8 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: node-idle-conns must be >= 1")
 	case c.MaxConnections < 1:
 		return errors.New("apitier: config: max-connections must be >= 1")
-	case c.VAPIDSkew < 0 || c.VAPIDCache < 0:
-		return errors.New("apitier: config: vapid-skew and vapid-cache must not be negative")
+	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0:
+		return errors.New("apitier: config: vapid-skew, vapid-cache and bridge-max-channels must not be negative")
 	}
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err

@@ -122,6 +122,10 @@ var (
 	errRegKey       = badField("key must be a VAPID public key: an uncompressed P-256 point in base64url")
 	errRegAPS       = badField("Invalid APS data: a JSON object of at most 2048 bytes")
 	errRegTooLarge  = errno.PayloadTooLarge.HTTPError("The request body is over 4 KiB")
+	// The reference has no channel limit, so no errno: null, as the
+	// answers the reference's table has no number for.
+	errRegChannels = &errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None,
+		Message: "Too many subscriptions: this registration has the most channels allowed (bridge-max-channels)"}
 )
 
 // registrationInput is a parsed registration body.
@@ -509,6 +513,9 @@ func (s *Server) handleRegSubscribe(sctx context.Context, c *app.RequestContext,
 		s.writeError(c, st, e)
 		return
 	}
+	if !s.roomForChannel(sctx, c, st, u.UAID, in.chid) {
+		return
+	}
 	endpoint, ok := s.newChannel(c, st, u.UAID, &in)
 	if !ok {
 		return
@@ -517,6 +524,32 @@ func (s *Server) handleRegSubscribe(sctx context.Context, c *app.RequestContext,
 		return
 	}
 	writeJSON(c, http.StatusOK, map[string]string{"channelID": in.chid.String(), "endpoint": endpoint})
+}
+
+// roomForChannel reports whether uaid may subscribe chid under
+// bridge-max-channels: below the limit, or chid (given in the body) is
+// one it has already; else it answers 429 and returns false. It counts
+// up to the limit: one storage read per 5000 channels.
+func (s *Server) roomForChannel(sctx context.Context, c *app.RequestContext, st *reqState, uaid, chid uuid.UUID) bool {
+	limit := s.cfg.BridgeMaxChannels
+	if limit == 0 {
+		return true
+	}
+	var n int
+	if !s.stored(c, st, "count channels", func() (err error) { n, err = s.store.CountChannels(sctx, uaid, limit); return err }) {
+		return false
+	}
+	if n < limit {
+		return true
+	}
+	has := false
+	if chid != uuid.Nil && !s.stored(c, st, "read channel", func() (err error) { has, err = s.store.HasChannel(sctx, uaid, chid); return err }) {
+		return false
+	}
+	if !has {
+		s.writeError(c, st, errRegChannels)
+	}
+	return has
 }
 
 // handleRegUnsubscribe is DELETE .../registration/{uaid}/subscription/{chid}.

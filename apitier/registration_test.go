@@ -487,6 +487,47 @@ func TestRegistrationSubscriptions(t *testing.T) {
 	wantError(t, unsub(uuid.NewString()), 410, errno.InvalidSubscription)
 }
 
+// bridge-max-channels: a subscription past the limit is 429 and writes
+// nothing; re-subscribing a channel the registration has still works,
+// and unsubscribing makes room again.
+func TestRegistrationChannelLimit(t *testing.T) {
+	cs := &countingStore{Store: newStore(t)}
+	s := newServer(t, cs, func(c *Config) { c.BridgeAuthKeys = []string{regKey1}; c.BridgeMaxChannels = 3 })
+	s.SetBridgeApps(testApps)
+	reg := register(t, s, "fcm", "fcm-app", `{"token":"fcm-token-0123"}`) // channel 1
+	auth := bearer(reg.Secret)
+	subscribe := func(body string) response {
+		return regCall(s, http.MethodPost, "fcm", "fcm-app", reg.UAID, "/subscription", []byte(body), auth...)
+	}
+	ok := func(r response) {
+		t.Helper()
+		if r.code != http.StatusOK {
+			t.Fatalf("subscribe: %d %s", r.code, r.body)
+		}
+	}
+	second := uuid.NewString()
+	ok(subscribe(`{"channelID":"` + second + `"}`))
+	ok(subscribe("")) // channel 3: at the limit
+	before := cs.count()
+	e := wantError(t, subscribe(""), 429, errno.None)
+	if msg, _ := e["message"].(string); !strings.Contains(msg, "bridge-max-channels") {
+		t.Errorf("429 message %q does not name the setting", msg)
+	}
+	wantError(t, subscribe(`{"channelID":"`+uuid.NewString()+`"}`), 429, errno.None)
+	if n := cs.count(); n != before {
+		t.Errorf("refused subscriptions made %d writes", n-before)
+	}
+	if chids, _ := s.store.Channels(context.Background(), uuid.MustParse(reg.UAID)); len(chids) != 3 {
+		t.Errorf("%d channels after the refusals, want 3", len(chids))
+	}
+	ok(subscribe(`{"channelID":"` + second + `"}`)) // one it has
+	wantOK(t, regCall(s, http.MethodDelete, "fcm", "fcm-app", reg.UAID, "/subscription/"+second, nil, auth...), "{}")
+	ok(subscribe(""))
+	if got := metricValue(t, s, `autoendpoint_errors_total{errno="none"}`); got != "2" {
+		t.Errorf("errors_total{errno=none} = %s, want 2", got)
+	}
+}
+
 // A registration's endpoint is a push endpoint: on a node without the
 // bridges' sender its push is refused for a retry (503 errno 201), never
 // 404 or 410 that would make the application server drop it.

@@ -16,6 +16,7 @@ import (
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -28,7 +29,8 @@ import (
 // registration whose endpoint takes pushes.
 func TestE2EBridgeRegistration(t *testing.T) {
 	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
-		st := stacktest.StartWith(t, stacktest.Options{Bridges: true, Through: through})
+		st := stacktest.StartWith(t, stacktest.Options{Bridges: true, Through: through,
+			Config: func(c *stack.Config) { c.API.BridgeMaxChannels = 2 }})
 		var store storage.Store = st.Store
 		if through != nil {
 			store = through(st.Store)
@@ -83,6 +85,11 @@ func bridgeFlow(t *testing.T, st *stacktest.Stack, store storage.Store) {
 	}
 	if got := channels(); len(got) != 2 {
 		t.Fatalf("channels after subscribe %v, want 2", got)
+	}
+	// bridge-max-channels is 2: a third is refused and nothing changes.
+	apitiertest.WantError(t, apitiertest.Send(t, http.MethodPost, reg+"/"+r.UAID+"/subscription", nil, auth...), 429, errno.None)
+	if got := channels(); len(got) != 2 {
+		t.Fatalf("channels after a subscription past the limit %v, want 2", got)
 	}
 
 	a = apitiertest.Send(t, http.MethodPut, reg+"/"+r.UAID, []byte(`{"token":"fcm-token-4567"}`), auth...)
