@@ -2,6 +2,7 @@ package apitier
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/http"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -34,13 +36,33 @@ var (
 	errBridgeOff    = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.RetryBackoff, Message: "The bridges' sender is not running on this node"}
 )
 
-// routeBridged queues n for u, a bridged user, through the sender.
-func (s *Server) routeBridged(ctx context.Context, u *storage.User, chid [16]byte, h *pushHeaders, body string) *errno.HTTPError {
+// bridgedPushNS is the namespace of bridged pushes' ids (bridgedPushID).
+var bridgedPushNS = uuid.MustParse("5b0c3e4e-8d0f-4a53-9a51-7f3c2f0e6d21")
+
+// bridgedPushID is the sender's id for the bridged push the message id
+// m names: a name-based UUID of its uaid, channel and sort key, so that
+// DELETE /m/{id} finds the push to withdraw without a lookup table. It
+// is as unique as the key of a stored websocket message, which is made
+// of the same three.
+func bridgedPushID(m *token.MessageID) uuid.UUID {
+	var name [40]byte
+	copy(name[:16], m.UAID[:])
+	copy(name[16:32], m.CHID[:])
+	binary.BigEndian.PutUint64(name[32:], m.SortKey)
+	return uuid.NewSHA1(bridgedPushNS, name[:])
+}
+
+// withdrawCause is the attempt log's cause of a withdrawn bridged push.
+const withdrawCause = "withdrawn by the application server (DELETE of its Location) before it was sent"
+
+// routeBridged queues the notification m names for u, a bridged user,
+// through the sender.
+func (s *Server) routeBridged(ctx context.Context, u *storage.User, m *token.MessageID, h *pushHeaders, body string) *errno.HTTPError {
 	if s.pushes == nil {
 		return errBridgeOff
 	}
 	req, err := s.bridges.Request(u, &bridge.Notification{
-		CHID: uuid.UUID(chid), TTL: h.ttl, Urgency: h.urgency, Topic: h.topic,
+		CHID: uuid.UUID(m.CHID), TTL: h.ttl, Urgency: h.urgency, Topic: h.topic,
 		Body: body, Encoding: h.encoding, Encryption: h.encryption, CryptoKey: h.cryptoKey,
 	})
 	switch {
@@ -51,6 +73,7 @@ func (s *Server) routeBridged(ctx context.Context, u *storage.User, chid [16]byt
 	case err != nil:
 		return errBridgeConfig
 	}
+	req.ID = bridgedPushID(m)
 	_, err = s.pushes.Accept(ctx, req)
 	var fe *sender.FieldError
 	switch {

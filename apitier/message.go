@@ -17,11 +17,16 @@ import (
 // was given the Location of. The id is decrypted (ours, or the
 // reference's "01:"/"02:" ids); one that does not decrypt or parse is 404
 // errno 102 (the reference answers 400 with errno null; this tier's issue
-// asks for 404 102, the answer for an unknown URL). The stored message is
-// deleted (a topic message only while it is still the version the id
-// names, so a newer replacement survives) and the answer is 204, also
-// when there was nothing to delete: a message already delivered and
-// acked, or delivered directly and never stored, cannot be recalled.
+// asks for 404 102, the answer for an unknown URL). A bridged push still
+// waiting in the outbound sender (queued, pending or between retries)
+// is withdrawn: FAILED unsent (the reference sends bridged pushes inline
+// and has nothing to withdraw). Otherwise the stored message is deleted
+// (a topic message only while it is still the version the id names, so
+// a newer replacement survives). The answer is 204, also when there was
+// nothing to delete: a message already delivered and acked, delivered
+// directly and never stored, or already handed to FCM or APNs, cannot be
+// recalled. With the sender wired, a DELETE costs one more read (the
+// push's), as the id does not say whether its user is bridged.
 func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *reqState) {
 	id, err := s.keys.ParseMessageID(c.Param("message_id"))
 	if err != nil {
@@ -31,6 +36,20 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
 	defer cancel()
+	if s.pushes != nil && id.SortKey != 0 {
+		start := time.Now()
+		withdrawn, err := s.pushes.Withdraw(sctx, bridgedPushID(&id), withdrawCause)
+		s.metrics.storage(start, err)
+		if err != nil {
+			s.writeError(c, st, s.storageError("withdraw bridged push", err))
+			return
+		}
+		if withdrawn {
+			s.metrics.withdrawn.Inc()
+			c.SetStatusCode(http.StatusNoContent)
+			return
+		}
+	}
 	start := time.Now()
 	// A reference id may name a topic with '=' padding, which this tier
 	// drops from topics before storing them.

@@ -44,7 +44,8 @@ const (
 	// vapid.Rule* names ("signature", "exp-past", "key-mismatch",
 	// "header" for a v2 endpoint pushed without VAPID, ...).
 	mVAPIDFailures = "autoendpoint_vapid_failures_total"
-	// mDeletes{result}: DELETE /m/{id}: deleted, invalid.
+	// mDeletes{result}: DELETE /m/{id}: deleted, withdrawn (a bridged
+	// push still in the sender), invalid.
 	mDeletes = "autoendpoint_message_deletes_total"
 	// mConnections: connections open on the listener.
 	mConnections = "autoendpoint_connections"
@@ -139,6 +140,7 @@ type apiMetrics struct {
 	vapidRules    sync.Map // rule -> *metrics.Counter
 	deleted       *metrics.Counter
 	deleteInvalid *metrics.Counter
+	withdrawn     *metrics.Counter
 	connsRefused  *metrics.Counter
 	bridgeAuth    map[string]*metrics.Counter // by reason
 }
@@ -164,6 +166,7 @@ func newMetrics(open func() int) *apiMetrics {
 		vapidFailed:   s.NewCounter(mVAPID + `{result="failed"}`),
 		deleted:       s.NewCounter(mDeletes + `{result="deleted"}`),
 		deleteInvalid: s.NewCounter(mDeletes + `{result="invalid"}`),
+		withdrawn:     s.NewCounter(mDeletes + `{result="withdrawn"}`),
 		connsRefused:  s.NewCounter(mConnsRefused),
 		bridgeAuth:    map[string]*metrics.Counter{},
 	}

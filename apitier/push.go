@@ -34,6 +34,7 @@ type PushService interface {
 	Accept(ctx context.Context, r sender.Request) (storage.Push, error)
 	Get(ctx context.Context, id uuid.UUID) (storage.Push, error)
 	List(ctx context.Context, state storage.PushState, cursor string, limit int) ([]storage.Push, string, error)
+	Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool, error)
 	WriteMetrics(w io.Writer)
 }
 

@@ -104,7 +104,8 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	}
 
 	sortKey := storage.NewSortKey()
-	msgID, err := s.keys.MakeMessageID(token.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.topic, SortKey: sortKey})
+	mid := token.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.topic, SortKey: sortKey}
+	msgID, err := s.keys.MakeMessageID(mid)
 	if err != nil {
 		// The topic was checked with the same rule: cannot happen.
 		s.log.Error("make message id", "error", err)
@@ -130,7 +131,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	if user.RouterType == storage.RouterWebPush {
 		outcome, e = s.route(ctx, sctx, &user, &n, pb)
 	} else {
-		e = s.routeBridged(sctx, &user, ep.CHID, &h, n.Data)
+		e = s.routeBridged(sctx, &user, &mid, &h, n.Data)
 	}
 	if e != nil {
 		s.writeError(c, st, e)

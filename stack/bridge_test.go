@@ -508,3 +508,55 @@ func TestE2EBridgeRefused(t *testing.T) {
 		t.Errorf("refused pushes queued %d, sent %d", len(ps), st.FCM.Sends())
 	}
 }
+
+// An application server's DELETE of a bridged push's Location withdraws
+// it while it waits in the sender (here between retries): FAILED unsent,
+// the cause in its attempt log. A push FCM has already taken stays SENT.
+func TestE2EBridgeWithdraw(t *testing.T) {
+	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
+		st := stacktest.StartWith(t, stacktest.Options{Bridges: true, Through: through})
+		throttled := fcmfake.Error(429, "RESOURCE_EXHAUSTED", "quota", "QUOTA_EXCEEDED")
+		throttled.Header = http.Header{"Retry-After": {"3600"}}
+		st.FCM.Queue(throttled)
+		d := registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-withdraw-token-01")
+		a := apitiertest.Send(t, http.MethodPost, d.Endpoint, nil, "TTL", "600")
+		apitiertest.WantCreated(t, a, st.EndpointURL(), "600")
+		waitFor(t, "the push to wait for its retry", func() bool {
+			ps := pushesOf(t, st, d.UAID)
+			return len(ps) == 1 && ps[0].State == storage.PushRetry
+		})
+		del := apitiertest.Send(t, http.MethodDelete, a.Header.Get("Location"), nil)
+		if del.Status != http.StatusNoContent {
+			t.Fatalf("DELETE: %d %s", del.Status, del.Body)
+		}
+		p := finalPush(t, st, d.UAID)
+		if last := p.LastAttempt(); p.State != storage.PushFailed || len(p.Attempts) != 2 || !strings.Contains(last.Cause, "withdrawn") {
+			t.Fatalf("withdrawn push %s, attempts %+v", p.State, p.Attempts)
+		}
+		if got := metric(t, st, `autoendpoint_message_deletes_total{result="withdrawn"}`); got != 1 {
+			t.Errorf("deletes{withdrawn} = %v, want 1", got)
+		}
+		if got := metric(t, st, `autosender_withdrawn_total{provider="fcm"}`); got != 1 {
+			t.Errorf("autosender_withdrawn_total = %v, want 1", got)
+		}
+
+		sent := registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-withdraw-token-02")
+		a = apitiertest.Send(t, http.MethodPost, sent.Endpoint, nil, "TTL", "600")
+		apitiertest.WantCreated(t, a, st.EndpointURL(), "600")
+		if p := finalPush(t, st, sent.UAID); p.State != storage.PushSent {
+			t.Fatalf("second push %s %+v", p.State, p.Attempts)
+		}
+		if del := apitiertest.Send(t, http.MethodDelete, a.Header.Get("Location"), nil); del.Status != http.StatusNoContent {
+			t.Fatalf("DELETE of a sent push: %d %s", del.Status, del.Body)
+		}
+		if p := pushesOf(t, st, sent.UAID); len(p) != 1 || p[0].State != storage.PushSent {
+			t.Fatalf("a sent push after DELETE: %+v", p)
+		}
+		if got := metric(t, st, `autoendpoint_message_deletes_total{result="withdrawn"}`); got != 1 {
+			t.Errorf("deletes{withdrawn} = %v after deleting a sent push, want 1", got)
+		}
+		if n := st.FCM.Sends(); n != 2 {
+			t.Errorf("FCM got %d sends, want 2 (the 429 and the second push)", n)
+		}
+	})
+}

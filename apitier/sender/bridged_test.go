@@ -149,3 +149,70 @@ func TestBridgedExpiry(t *testing.T) {
 		t.Fatalf("TTL 0 push 30 s old: %s %+v", got.State, got.Attempts)
 	}
 }
+
+// Withdraw finishes a push that has not reached the provider (FAILED, its
+// cause in the attempt log, counted) and leaves alone one that has, or
+// one whose call is in flight; a request's ID names its push.
+func TestWithdraw(t *testing.T) {
+	r := newBridgeRig(t)
+	ctx := context.Background()
+	const cause = "withdrawn by the test"
+
+	// Between retries: the first call got 429 with a long Retry-After.
+	throttled := fcmfake.Error(429, "RESOURCE_EXHAUSTED", "quota", "QUOTA_EXCEEDED")
+	throttled.Header = map[string][]string{"Retry-After": {"3600"}}
+	r.fcm.Queue(throttled)
+	req := bridgedRequest(3600)
+	req.ID = uuid.NewSHA1(uuid.NameSpaceURL, []byte("a bridged push"))
+	p, err := r.s.Accept(ctx, req)
+	if err != nil || p.ID != req.ID {
+		t.Fatalf("accept: id %s (%v), want the request's %s", p.ID, err, req.ID)
+	}
+	waitState(t, r.s, p.ID, storage.PushRetry)
+	if ok, err := r.s.Withdraw(ctx, p.ID, cause); !ok || err != nil {
+		t.Fatalf("withdraw between retries: %v %v", ok, err)
+	}
+	got, _ := r.s.Get(ctx, p.ID)
+	if last := got.LastAttempt(); got.State != storage.PushFailed || len(got.Attempts) != 2 || last.Cause != cause || last.Status != storage.AttemptError {
+		t.Fatalf("withdrawn push %s, attempts %+v", got.State, got.Attempts)
+	}
+	if ok, err := r.s.Withdraw(ctx, p.ID, cause); ok || err != nil {
+		t.Fatalf("withdrawing a FAILED push: %v %v", ok, err)
+	}
+
+	// Waiting: PENDING until long after the test.
+	later := time.Now().Add(time.Hour).UnixMilli()
+	now := time.Now().UnixMilli()
+	pending := storage.Push{ID: uuid.Must(uuid.NewV7()), Provider: "fcm", Platform: req.Platform, PushKey: req.PushKey,
+		State: storage.PushPending, At: later, Created: now, Updated: now, Version: 1, Bridge: req.Bridge}
+	// Being sent by another node: its attempt is IN_PROCESS.
+	inCall := pending
+	inCall.ID, inCall.State, inCall.Owner = uuid.Must(uuid.NewV7()), storage.PushInMemory, "other-node"
+	inCall.Attempts = []storage.Attempt{{N: 1, Status: storage.AttemptInProcess, Node: "other-node", Started: now}}
+	for _, q := range []storage.Push{pending, inCall} {
+		if err := r.store.SavePush(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := r.s.Withdraw(ctx, pending.ID, cause); !ok || err != nil {
+		t.Fatalf("withdraw a pending push: %v %v", ok, err)
+	}
+	if got, _ := r.s.Get(ctx, pending.ID); got.State != storage.PushFailed || got.LastAttempt().Cause != cause {
+		t.Fatalf("withdrawn pending push %s %+v", got.State, got.Attempts)
+	}
+	if ok, err := r.s.Withdraw(ctx, inCall.ID, cause); ok || err != nil {
+		t.Fatalf("withdrawing a push in a provider call: %v %v", ok, err)
+	}
+	if got, _ := r.s.Get(ctx, inCall.ID); got.Version != 1 || got.State != storage.PushInMemory {
+		t.Fatalf("a push in a call changed: %s v%d", got.State, got.Version)
+	}
+	if ok, err := r.s.Withdraw(ctx, uuid.New(), cause); ok || err != nil {
+		t.Fatalf("withdrawing no push: %v %v", ok, err)
+	}
+	if v := metricOf(r.s, `autosender_withdrawn_total{provider="fcm"}`); v != "2" {
+		t.Fatalf("withdrawn counted %q, want 2", v)
+	}
+	if n := r.fcm.Sends(); n != 1 {
+		t.Fatalf("FCM got %d calls, want the one answered 429", n)
+	}
+}

@@ -59,7 +59,7 @@ const (
 	// claims another node won.
 	mClaims = "autosender_claims_total"
 	// mLeaseLost{provider}: queued pushes dropped because another node
-	// took them over before the attempt started.
+	// took them over, or they were withdrawn, before the attempt started.
 	mLeaseLost = "autosender_lease_lost_total"
 	// mAttempts{provider,verdict}: provider calls by verdict (sent,
 	// retry, fail, device_gone, no_prototype_key, broken).
@@ -70,6 +70,9 @@ const (
 	// mExpired{provider}: bridged notifications FAILED unsent because
 	// their TTL passed while they waited.
 	mExpired = "autosender_expired_total"
+	// mWithdrawn{provider}: pushes FAILED unsent because they were
+	// withdrawn (a bridged push's DELETE /m/{id}).
+	mWithdrawn = "autosender_withdrawn_total"
 	// mKeysReloads{result="ok"|"error"}: reloads of a provider's mapping.
 	mKeysReloads = "autosender_keys_reloads_total"
 )
@@ -132,7 +135,7 @@ func newMetrics() *senderMetrics {
 // laneMetrics are one provider's.
 type laneMetrics struct {
 	sent, attemptsFailed, givenUp, callerRuns, interrupted, leaseLost *metrics.Counter
-	authFailures, expired                                             *metrics.Counter
+	authFailures, expired, withdrawn                                  *metrics.Counter
 	verdicts                                                          []*metrics.Counter // by provider.Verdict
 	failed                                                            map[storage.ErrorType]*metrics.Counter
 	sendSeconds                                                       *metrics.PrometheusHistogram
@@ -145,6 +148,7 @@ func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, 
 		givenUp: s.NewCounter(mGivenUp + l), callerRuns: s.NewCounter(mCallerRuns + l),
 		interrupted: s.NewCounter(mInterrupted + l), leaseLost: s.NewCounter(mLeaseLost + l),
 		authFailures: s.NewCounter(mAuthFailures + l), expired: s.NewCounter(mExpired + l),
+		withdrawn:   s.NewCounter(mWithdrawn + l),
 		failed:      map[storage.ErrorType]*metrics.Counter{},
 		sendSeconds: s.NewPrometheusHistogramExt(mSendSeconds+l, secondsBuckets),
 	}

@@ -50,7 +50,7 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		l.passed() // no call: the next send may go ahead
 		if errors.Is(err, storage.ErrConflict) {
 			l.m.leaseLost.Inc()
-			s.log.Info("queued push taken over by another node; not sent", "push", p.ID)
+			s.log.Info("queued push taken over by another node, or withdrawn; not sent", "push", p.ID)
 			return
 		}
 		s.m.storageError(stageAttempt)

@@ -177,6 +177,10 @@ type Request struct {
 	CronExpression string // "" for an immediate push
 	// Provider names the provider; "" is the first one configured.
 	Provider string
+	// ID names the push; uuid.Nil: a new (v7) one. The API tier names a
+	// bridged notification after its message id, so that a DELETE of
+	// that id finds the push to withdraw. An id must be new.
+	ID uuid.UUID
 	// Bridge makes this a WebPush notification to a bridged user (the
 	// API tier's): Provider names the bridge, PushKey is the device's
 	// token, Platform the device's; PrototypeKey, Message and
@@ -274,9 +278,11 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	if err != nil {
 		return storage.Push{}, err
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return storage.Push{}, fmt.Errorf("sender: push id: %w", err)
+	id := r.ID
+	if id == uuid.Nil {
+		if id, err = uuid.NewV7(); err != nil {
+			return storage.Push{}, fmt.Errorf("sender: push id: %w", err)
+		}
 	}
 	now := start.UnixMilli()
 	p := storage.Push{
@@ -324,6 +330,50 @@ func (s *Sender) List(ctx context.Context, state storage.PushState, cursor strin
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
 	return s.store.ListPushes(ctx, state, cursor, limit)
+}
+
+// Withdraw finishes a push that has not reached its provider: FAILED,
+// with cause in an attempt that made no call, so GET /push/{id} says
+// why; the jobs and queues skip it from then on (a queued copy finds it
+// changed and is not sent). It reports false, and changes nothing, when
+// there is nothing to withdraw: no such push, a final one, or one whose
+// provider call is in flight (its attempt IN_PROCESS: the provider may
+// have it already).
+func (s *Sender) Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	// A push changing under us (claimed, queued, attempted) is read
+	// again; each change moves it on, so a few reads settle it.
+	for range 4 {
+		p, err := s.store.GetPush(ctx, id)
+		if errors.Is(err, storage.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("sender: withdraw: %w", err)
+		}
+		if a := p.LastAttempt(); p.State.Final() || (a != nil && a.Status == storage.AttemptInProcess) {
+			return false, nil
+		}
+		now := time.Now()
+		next := advance(&p, storage.PushFailed, now.UnixMilli(), now)
+		next.Attempts = append(next.Attempts, storage.Attempt{
+			N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther,
+			Node: s.node, Started: now.UnixMilli(), Cause: cause,
+		})
+		s.finish(&next, storage.PushFailed, now)
+		err = s.store.UpdatePush(ctx, &p, next)
+		switch {
+		case err == nil:
+			if l := s.lanes[p.Provider]; l != nil {
+				l.m.withdrawn.Inc()
+			}
+			return true, nil
+		case !errors.Is(err, storage.ErrConflict):
+			return false, fmt.Errorf("sender: withdraw: %w", err)
+		}
+	}
+	return false, nil
 }
 
 // update writes next over prev with the sender's storage timeout.
