@@ -40,6 +40,18 @@ type Store interface {
 	// message of uaid. Dropping a missing user is not an error. 2 RT.
 	DropUser(ctx context.Context, uaid uuid.UUID) error
 
+	// DropUserAt drops uaid as DropUser does, unless its record is of a
+	// connection newer than connectedAt, the ConnectedAt of a record the
+	// caller read: a Connect of a newer connection (a bridged device's
+	// new token) wins whatever order the two arrive in, where a read,
+	// a compare and DropUser could lose it. It reports no outcome (re-read
+	// the record to know). Dropping a missing user is not an error.
+	// Embedded: one local read and one durable write. Scylla: 2 RT of
+	// deletes written at connectedAt's timestamp, so that rows written
+	// after it (a channel subscribed since) outlive the record until their
+	// TTL; a partition without its record reads as no user.
+	DropUserAt(ctx context.Context, uaid uuid.UUID, connectedAt int64) error
+
 	// AddChannel subscribes chid for uaid. Adding twice is not an error.
 	// 1 RT.
 	AddChannel(ctx context.Context, uaid, chid uuid.UUID) error

@@ -225,14 +225,16 @@ func (b *Bridges) Request(u *storage.User, n *Notification) (sender.Request, err
 // Store is what DeviceGone needs of storage.
 type Store interface {
 	GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, error)
-	DropUser(ctx context.Context, uaid uuid.UUID) error
+	DropUserAt(ctx context.Context, uaid uuid.UUID, connectedAt int64) error
 }
 
 // DeviceGone returns the sender's OnDeviceGone handler: it drops the
 // registration the gone push was for, unless the device registered
 // another token since (PUT …/registration/{uaid}): that registration
-// works, and the verdict was about the old token. The application
-// server's next push then gets 410 errno 106.
+// works, and the verdict was about the old token. The drop names the
+// record it read (DropUserAt), so a new token registered between the
+// read and the drop survives it too. The application server's next push
+// then gets 410 errno 106.
 func (b *Bridges) DeviceGone(store Store) func(ctx context.Context, p storage.Push) {
 	return func(ctx context.Context, p storage.Push) {
 		if p.Bridge == nil {
@@ -246,15 +248,30 @@ func (b *Bridges) DeviceGone(store Store) func(ctx context.Context, p storage.Pu
 			b.log.Warn("device gone: registration not read; it stays until the next verdict", "uaid", p.Bridge.UAID, "error", err)
 			return
 		case u.RouterData[KeyToken] != p.PushKey:
-			b.goneKept.Inc()
-			b.log.Info("device gone for an old token; the registration has a new one and stays", "uaid", u.UAID, "push", p.ID)
+			b.kept(u.UAID, p.ID, "the registration has a new token")
 			return
 		}
-		if err := store.DropUser(ctx, u.UAID); err != nil {
+		if err := store.DropUserAt(ctx, u.UAID, u.ConnectedAt); err != nil {
 			b.log.Warn("device gone: registration not dropped", "uaid", u.UAID, "error", err)
 			return
+		}
+		// The drop reports no outcome: a record still there is newer.
+		_, err = store.GetUser(ctx, u.UAID)
+		switch {
+		case err == nil:
+			b.kept(u.UAID, p.ID, "the registration changed while it was being dropped (a new token, or a refresh)")
+			return
+		case !errors.Is(err, storage.ErrNotFound):
+			b.log.Warn("device gone: registration dropped unless it changed meanwhile; not read back", "uaid", u.UAID, "error", err)
 		}
 		b.gone.Inc()
 		b.log.Info("device gone: registration dropped", "uaid", u.UAID, "provider", p.Provider, "push", p.ID)
 	}
+}
+
+// kept counts and logs a device-gone verdict that left a newer
+// registration in place.
+func (b *Bridges) kept(uaid, push uuid.UUID, why string) {
+	b.goneKept.Inc()
+	b.log.Info("device gone for an older registration; it stays", "uaid", uaid, "push", push, "why", why)
 }

@@ -115,14 +115,20 @@ func TestRequest(t *testing.T) {
 	}
 }
 
-// TestDeviceGone: the registration is dropped when the gone push carried
-// its current token, kept when the device registered a new one since.
-func TestDeviceGone(t *testing.T) {
+func openStore(t *testing.T) *embedded.Store {
+	t.Helper()
 	store, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// TestDeviceGone: the registration is dropped when the gone push carried
+// its current token, kept when the device registered a new one since.
+func TestDeviceGone(t *testing.T) {
+	store := openStore(t)
 	ctx := context.Background()
 	b := New(&Bridge{AppIDs: []string{"android"}}, nil, quiet())
 	gone := b.DeviceGone(store)
@@ -156,5 +162,50 @@ func TestDeviceGone(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("metrics lack %s:\n%s", want, buf.String())
 		}
+	}
+}
+
+// racingStore registers a new token for the user (a PUT) between
+// DeviceGone's read of the record and its drop.
+type racingStore struct {
+	*embedded.Store
+	t     *testing.T
+	token string
+}
+
+func (r *racingStore) DropUserAt(ctx context.Context, uaid uuid.UUID, connectedAt int64) error {
+	u, err := r.GetUser(ctx, uaid)
+	if err != nil {
+		r.t.Fatalf("racing PUT: %v", err)
+	}
+	u.RouterData = RouterData("fcm", "android", r.token)
+	u.ConnectedAt = max(time.Now().UnixMilli(), u.ConnectedAt+1)
+	if err := r.Connect(ctx, u); err != nil {
+		r.t.Fatalf("racing PUT: %v", err)
+	}
+	return r.Store.DropUserAt(ctx, uaid, connectedAt)
+}
+
+// A new token registered between the verdict's read of the record and
+// its drop survives: the drop names the record it read.
+func TestDeviceGoneRacingNewToken(t *testing.T) {
+	store := openStore(t)
+	ctx := context.Background()
+	b := New(&Bridge{AppIDs: []string{"android"}}, nil, quiet())
+	u := storage.User{UAID: uuid.New(), RouterType: "fcm", RouterData: RouterData("fcm", "android", "old-token-1"),
+		ConnectedAt: time.Now().UnixMilli()}
+	if err := store.Connect(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	b.DeviceGone(&racingStore{Store: store, t: t, token: "new-token-2"})(ctx,
+		storage.Push{ID: uuid.New(), Provider: "fcm", PushKey: "old-token-1", Bridge: &storage.PushBridge{UAID: u.UAID, AppID: "android"}})
+	got, err := store.GetUser(ctx, u.UAID)
+	if err != nil || got.RouterData[KeyToken] != "new-token-2" {
+		t.Fatalf("the registration with the new token: %+v %v, want kept", got, err)
+	}
+	var buf bytes.Buffer
+	b.WriteMetrics(&buf)
+	if !strings.Contains(buf.String(), mDropped+`{result="kept"} 1`) || strings.Contains(buf.String(), mDropped+`{result="dropped"} 1`) {
+		t.Errorf("metrics:\n%s", buf.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -229,29 +230,50 @@ func (s *Store) AdvanceCursor(ctx context.Context, uaid uuid.UUID, sortKey uint6
 // of range deletions; the expiry entries of the user's messages are left
 // for the sweeper, which finds their targets gone.
 func (s *Store) DropUser(ctx context.Context, uaid uuid.UUID) error {
+	return s.drop(ctx, "drop user", uaid, math.MaxInt64)
+}
+
+// DropUserAt implements storage.Store: DropUser, unless the record read
+// under the user's lock is of a newer connection.
+func (s *Store) DropUserAt(ctx context.Context, uaid uuid.UUID, connectedAt int64) error {
+	return s.drop(ctx, "drop user at", uaid, connectedAt)
+}
+
+// drop drops uaid under its lock unless its record is of a connection
+// newer than connectedAt.
+func (s *Store) drop(ctx context.Context, op string, uaid uuid.UUID, connectedAt int64) error {
 	if err := storage.ValidateUAID(uaid); err != nil {
-		return fmt.Errorf("embedded: drop user: %w", err)
+		return fmt.Errorf("embedded: %s: %w", op, err)
 	}
-	if err := s.enter(ctx, "drop user"); err != nil {
+	if err := s.enter(ctx, op); err != nil {
 		return err
 	}
 	defer s.mu.RUnlock()
 	l := s.stripe(uaid)
 	l.Lock()
 	defer l.Unlock()
-	if err := s.dropLocked(uaid); err != nil {
-		return failed("drop user", err)
+	rec, found, err := s.getRecord(uaid)
+	switch {
+	case err != nil:
+		return failed(op, err)
+	case !found:
+		err = s.dropLocked(uaid, nil) // channels or messages may be left
+	case rec.ConnectedAt > connectedAt:
+		return nil // a newer connection: it stays
+	default:
+		err = s.dropLocked(uaid, &rec)
+	}
+	if err != nil {
+		return failed(op, err)
 	}
 	return nil
 }
 
-func (s *Store) dropLocked(uaid uuid.UUID) error {
-	rec, found, err := s.getRecord(uaid)
-	if err != nil {
-		return err
-	}
+// dropLocked deletes uaid's record (rec, nil when there is none),
+// channels and messages; the caller holds the user's lock.
+func (s *Store) dropLocked(uaid uuid.UUID, rec *record) error {
 	b := s.db.NewBatch()
-	if found {
+	if rec != nil {
 		b.Delete(expiryKey(rec.ExpiresAt, userKey(uaid)), nil)
 	}
 	b.Delete(userKey(uaid), nil)

@@ -94,7 +94,7 @@ func (s *Store) expire(entry []byte, now time.Time) error {
 			return err
 		}
 		if found && rec.ExpiresAt <= now.UnixNano() {
-			return s.dropLocked(uaid)
+			return s.dropLocked(uaid, &rec)
 		}
 	case prefixPush:
 		return s.expirePush(key, entry, now)

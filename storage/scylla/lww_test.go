@@ -159,6 +159,37 @@ func TestLWWClearNode(t *testing.T) {
 	})
 }
 
+// A device-gone drop naming the connection of the old token never removes
+// the record of a newer one (a new token), in any arrival order; naming
+// the newest connection, it removes the record in any order.
+func TestLWWDropUserAt(t *testing.T) {
+	s := newTestStore(t)
+	t0 := time.Now().UnixMilli()
+	a := connectWrite(s, "a", t0, map[string]string{"token": "old"})
+	b := connectWrite(s, "b", t0+1, map[string]string{"token": "new"})
+	drop := func(connectedAt int64) op {
+		return op{fmt.Sprintf("drop-at-%d", connectedAt-t0), func(t *testing.T, uaid uuid.UUID) {
+			ok(t, s.DropUserAt(tctx(t), uaid, connectedAt), "drop user at")
+		}}
+	}
+	t.Run("drop older", func(t *testing.T) {
+		everyOrder(t, []op{a, b, drop(t0)}, func(t *testing.T, uaid uuid.UUID) {
+			u, err := s.GetUser(tctx(t), uaid)
+			ok(t, err, "get")
+			if u.NodeID != "b" || u.ConnectedAt != t0+1 || u.RouterData["token"] != "new" {
+				t.Fatalf("got %+v, want the record of b whole", u)
+			}
+		})
+	})
+	t.Run("drop newest", func(t *testing.T) {
+		everyOrder(t, []op{a, b, drop(t0 + 1)}, func(t *testing.T, uaid uuid.UUID) {
+			if _, err := s.GetUser(tctx(t), uaid); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("get: %v, want ErrNotFound", err)
+			}
+		})
+	})
+}
+
 func TestLWWCursor(t *testing.T) {
 	s := newTestStore(t)
 	// Consecutive sort keys, as one node hands them out: microseconds

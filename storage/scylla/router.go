@@ -183,6 +183,30 @@ func (s *Store) DropUser(ctx context.Context, uaid uuid.UUID) error {
 	return wrap("drop user: messages", err)
 }
 
+// DropUserAt deletes the router partition and the message partition as
+// DropUser does, but with write timestamp connectedAt*1000, the
+// timestamp of that connection's cells: the tombstones shadow the record
+// of that connection and of older ones, never the cells of a newer
+// connection, whatever order the two writes arrive in (as ClearNode).
+// Rows written after that instant at the server's clock (a channel
+// subscribed since, a message stored since) outlive it until their TTL;
+// without its record the partition reads as no user. 2 RT. Safe for
+// concurrent use.
+func (s *Store) DropUserAt(ctx context.Context, uaid uuid.UUID, connectedAt int64) error {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return fmt.Errorf("scylla: drop user at: %w", err)
+	}
+	if err := s.open("drop user at"); err != nil {
+		return err
+	}
+	ts, id := connTimestamp(connectedAt), uuidArg(uaid)
+	if err := s.query(ctx, qDropRouter, ts, id).Exec(); err != nil {
+		return wrap("drop user at: router", err)
+	}
+	err := s.query(ctx, qDropMessages, ts, id).Exec()
+	return wrap("drop user at: messages", err)
+}
+
 // AdvanceCursor writes cursor = sortKey with write timestamp sortKey/1000
 // (see timestamps.go) and TTL IdleTTL+RefreshInterval. A
 // larger cursor has a larger timestamp, so under any interleaving of

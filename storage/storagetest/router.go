@@ -38,6 +38,46 @@ func testUserLifecycle(t *testing.T, s storage.Store) {
 	must(t, s.DropUser(ctx(t), uaid), "drop missing user")
 }
 
+// testDropUserAt: a drop naming the stored connection removes the user;
+// one naming an older connection, or arriving before a newer connection's
+// write, leaves the newer connection's record whole.
+func testDropUserAt(t *testing.T, s storage.Store) {
+	t0 := nowMS()
+	bridged := func(uaid uuid.UUID, token string, at int64) storage.User {
+		u := user(uaid, "", at)
+		u.RouterType, u.RouterData = "fcm", map[string]string{"token": token, "app_id": "app"}
+		return u
+	}
+	uaid := uuid.New()
+	must(t, s.Connect(ctx(t), bridged(uaid, "old-token", t0)), "connect")
+	must(t, s.DropUserAt(ctx(t), uaid, t0-1), "drop at an older connection")
+	if got, err := s.GetUser(ctx(t), uaid); err != nil || got.RouterData["token"] != "old-token" {
+		t.Fatalf("a drop naming an older connection removed the record: %+v %v", got, err)
+	}
+	must(t, s.DropUserAt(ctx(t), uaid, t0), "drop at the stored connection")
+	_, err := s.GetUser(ctx(t), uaid)
+	wantKind(t, err, storage.ErrNotFound, "get after a drop at its connection")
+	must(t, s.DropUserAt(ctx(t), uaid, t0), "drop a missing user")
+
+	// A new token registered after the record was read: the drop naming
+	// the old one keeps it, in either order of arrival.
+	for _, dropFirst := range []bool{false, true} {
+		uaid := uuid.New()
+		must(t, s.Connect(ctx(t), bridged(uaid, "old-token", t0)), "connect")
+		if dropFirst {
+			must(t, s.DropUserAt(ctx(t), uaid, t0), "drop")
+			must(t, s.Connect(ctx(t), bridged(uaid, "new-token", t0+5)), "new token")
+		} else {
+			must(t, s.Connect(ctx(t), bridged(uaid, "new-token", t0+5)), "new token")
+			must(t, s.DropUserAt(ctx(t), uaid, t0), "drop")
+		}
+		got, err := s.GetUser(ctx(t), uaid)
+		if err != nil || got.RouterData["token"] != "new-token" || got.ConnectedAt != t0+5 || got.RouterType != "fcm" {
+			t.Fatalf("drop first %v: the newer registration is %+v (%v), want it whole", dropFirst, got, err)
+		}
+	}
+}
+
 func testNewestConnectionWins(t *testing.T, s storage.Store) {
 	uaid := uuid.New()
 	t0 := nowMS()

@@ -43,6 +43,7 @@ func Run(t *testing.T, h Harness) {
 		{"LargePayloadRoundTrip", testLargePayload},
 		{"ConcurrentSaves", testConcurrentSaves},
 		{"DropUserRemovesEverything", testDropUser},
+		{"DropUserAtKeepsNewerConnection", testDropUserAt},
 		{"InvalidInputRejected", testInvalidInput},
 		{"Broadcasts", testBroadcasts},
 		{"ConcurrentBroadcasts", testConcurrentBroadcasts},
