@@ -79,6 +79,7 @@ type Client struct {
 	// AnswerPings makes Read answer server pings (true by default); a test
 	// of the keepalive turns it off.
 	AnswerPings bool
+	lastSent    string // the start of the last text sent, for failures
 }
 
 // FreeAddr reserves a loopback port and releases it: for a listener the
@@ -122,6 +123,7 @@ func Dial(t testing.TB, addr string) *Client {
 // SendRaw sends one masked text frame.
 func (c *Client) SendRaw(text string) {
 	c.t.Helper()
+	c.lastSent = text[:min(len(text), 96)]
 	c.SendFrame(ws.OpText, []byte(text))
 }
 
@@ -190,7 +192,9 @@ func (c *Client) Read() map[string]any {
 	c.t.Helper()
 	text, code, err := c.Next(Patience)
 	if err != nil {
-		c.t.Fatalf("read: %v (close code %d)", err, code)
+		// Which step stalled: the last message this client sent (a
+		// notification awaited after a push names the one before it).
+		c.t.Fatalf("read: %v (close code %d); the last message sent was %q", err, code, c.lastSent)
 	}
 	var m map[string]any
 	if err := json.Unmarshal([]byte(text), &m); err != nil {
