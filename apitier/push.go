@@ -252,7 +252,8 @@ func pushView(p *storage.Push) map[string]any {
 	attempts := make([]map[string]any, len(p.Attempts))
 	for i, a := range p.Attempts {
 		attempts[i] = map[string]any{
-			"n": a.N, "status": a.Status, "node": a.Node, "started": rfc3339(a.Started), "millis": a.Millis,
+			"n": a.N, "status": a.Status, "node": a.Node, "started": rfc3339(a.Started),
+			"called": nullableTime(a.Called), "millis": a.Millis,
 			"errorType": nullable(string(a.ErrorType)), "providerCode": nullableInt(a.ProviderCode),
 			"providerReason": nullable(a.ProviderReason), "providerMessage": nullable(a.ProviderMessage),
 			"cause": nullable(a.Cause), "dedupKey": nullable(a.DedupKey),
@@ -275,6 +276,14 @@ func nullable(s string) any {
 		return nil
 	}
 	return s
+}
+
+// nullableTime is ms in RFC 3339, or null for 0 (not happened).
+func nullableTime(ms int64) any {
+	if ms == 0 {
+		return nil
+	}
+	return rfc3339(ms)
 }
 
 func nullableInt(n int) any {

@@ -94,12 +94,12 @@ func (r *run) outbound(ctx context.Context, logDir string) error {
 		rep.CallerRuns = int64(m[`autosender_caller_runs_total{provider="`+fake.name+`"}`])
 		rep.PoolSize = int(m[`autosender_pool_size{provider="`+fake.name+`"}`])
 	}
-	attempts, err := p.account(ctx, rep)
+	attempts, calls, err := p.account(ctx, rep)
 	if err != nil {
 		return errRun("accounting", err)
 	}
 	receipts := fake.receipts()
-	providerSide(rep, receipts, attempts, cfg.Warmup, cfg.Measure)
+	providerSide(rep, receipts, attempts, calls, cfg.Warmup, cfg.Measure)
 	rep.Latency = provLatency.summary()
 	rep.ProviderMaxNow = fake.maxInFlight()
 	for _, s := range samples {
@@ -502,10 +502,12 @@ func (r *run) sampleSender(ctx context.Context, p *poster, fake *providerFake, n
 // listPage is one answer of GET /push?state=.
 type listPage struct {
 	Pushes []struct {
-		ID       string            `json:"id"`
-		State    string            `json:"state"`
-		PushKey  string            `json:"pushKey"`
-		Attempts []json.RawMessage `json:"attempts"`
+		ID       string `json:"id"`
+		State    string `json:"state"`
+		PushKey  string `json:"pushKey"`
+		Attempts []struct {
+			Called *time.Time `json:"called"`
+		} `json:"attempts"`
 	} `json:"pushes"`
 	Next *string `json:"next"`
 }
@@ -570,9 +572,11 @@ func waitDrained(ctx context.Context, base, apiKey string, timeout time.Duration
 
 // account pages through every state and counts the accepted pushes in
 // each (all of them must be SENT); it returns each one's attempts by its
-// pushKey (the device, one per push with Swrve). WebPush answers do not
-// name the sender's push: then every push of the run's store counts.
-func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[string]int, error) {
+// pushKey (the device, one per push with Swrve), and when each attempt
+// that reached the provider's client was let through its gate, ascending.
+// WebPush answers do not name the sender's push: then every push of the
+// run's store counts.
+func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[string]int, []time.Time, error) {
 	ours := make(map[string]bool, len(p.ids))
 	for _, id := range p.ids {
 		if id != "" {
@@ -581,17 +585,23 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 	}
 	all := p.endpoints != nil
 	attempts := make(map[string]int, len(ours))
+	var calls []time.Time
 	for _, st := range append(slices.Clone(unfinished), "SENT", "FAILED", "GIVEN_UP") {
 		cursor := ""
 		for {
 			page, err := getPage(ctx, p.url, strings.TrimPrefix(p.auth, "Bearer "), st, cursor, 1000)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			for _, x := range page.Pushes {
 				if all || ours[x.ID] {
 					rep.States[st]++
 					attempts[x.PushKey] = len(x.Attempts)
+					for _, a := range x.Attempts {
+						if a.Called != nil {
+							calls = append(calls, *a.Called)
+						}
+					}
 					if len(x.Attempts) > 1 {
 						rep.Retried++
 					}
@@ -604,15 +614,17 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 		}
 	}
 	rep.Sent = rep.States["SENT"]
-	return attempts, nil
+	slices.SortFunc(calls, time.Time.Compare)
+	return attempts, calls, nil
 }
 
-// providerSide reads the fake's receipts: sends per second since the
-// first, the most in any second, the rate over the window [warmup,
-// warmup+measure), and duplicates: receipts of a push beyond the attempts
-// its log shows (a retry after a timeout is a second receipt, and says
-// so).
-func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]int, warmup, measure time.Duration) {
+// providerSide reads the fake's receipts against the sender's calls
+// (ascending): sends per second since the first, the most calls and
+// receipts in any second and the transit spread between them, the rate
+// over the window [warmup, warmup+measure), and duplicates: receipts of a
+// push beyond the attempts its log shows (a retry after a timeout is a
+// second receipt, and says so).
+func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]int, calls []time.Time, warmup, measure time.Duration) {
 	rep.Received = int64(len(log))
 	seen := make(map[string]int, len(log))
 	times := make([]time.Time, len(log))
@@ -624,6 +636,8 @@ func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]i
 	}
 	rep.Distinct = int64(len(seen))
 	rep.MaxAnySecond = fcmfake.MaxInWindow(times, time.Second)
+	rep.CallsMaxAnySecond = fcmfake.MaxInWindow(calls, time.Second)
+	rep.TransitSpreadMs = transitSpread(calls, times)
 	if len(log) == 0 {
 		return
 	}
@@ -651,6 +665,25 @@ func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]i
 	}
 	rep.Measured = float64(n) / float64(rep.Window[1]-rep.Window[0])
 	rep.RateError = rep.Measured/rep.ProviderRate - 1
+}
+
+// transitSpread is how much the time from a call to its arrival varied,
+// in ms, plus the 1 ms the calls' times are truncated to; -1 unless every
+// call arrived (as many of each). Any pairing of arrivals with calls
+// bounds the arrivals in a window by the calls in a window longer by its
+// delays' spread; the k-th arrival with the k-th call (both ascending)
+// is the pairing of least spread, and needs no push ids.
+func transitSpread(calls, arrivals []time.Time) float64 {
+	if len(calls) != len(arrivals) || len(calls) == 0 {
+		return -1
+	}
+	arrivals = slices.SortedFunc(slices.Values(arrivals), time.Time.Compare)
+	lo, hi := arrivals[0].Sub(calls[0]), arrivals[0].Sub(calls[0])
+	for k := range calls {
+		d := arrivals[k].Sub(calls[k])
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	return float64(hi-lo+time.Millisecond) / float64(time.Millisecond)
 }
 
 // queueMin is the smallest queue sampled inside the window (seconds since

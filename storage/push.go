@@ -86,7 +86,13 @@ type Attempt struct {
 	Node string `json:"node,omitempty"`
 	// Started is when the attempt row was written, ms since the epoch.
 	Started int64 `json:"started"`
-	// Millis is how long the provider call took (0 while IN_PROCESS).
+	// Called is when the provider's gate let the attempt through to its
+	// client, ms since the epoch (0: IN_PROCESS, or ended without a
+	// call). Called - Started is the wait for the provider's rate; the
+	// sender's calls, in Called order, keep to the gate's bound.
+	Called int64 `json:"called,omitempty"`
+	// Millis is how long the provider call took from Called (0 while
+	// IN_PROCESS).
 	Millis    int64     `json:"millis"`
 	ErrorType ErrorType `json:"errorType,omitempty"`
 	// ProviderCode is the provider's HTTP status (0: none).

@@ -100,11 +100,16 @@ func gateBurst(perSecond float64) int { return max(1, int(perSecond/100)) }
 // call at once: a burst far above the provider's limit. Serialized, a
 // stall longer than the gate's burst costs its time instead; the
 // provider's limit comes first.
-func (l *lane) pace() {
+//
+// It returns when the call was let through, read before the next sender
+// may wait: so the calls' recorded times (Attempt.Called) keep to the
+// gate's bound (one more in any window, for the read's own delay).
+func (l *lane) pace() time.Time {
 	l.gateMu.Lock()
 	defer l.gateMu.Unlock()
 	_ = l.gate.Wait(context.Background()) // never fails: n = 1 <= burst, no deadline
 	l.passed()
+	return time.Now()
 }
 
 // passed frees the look-ahead slot of a send that called pace or will

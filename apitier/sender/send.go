@@ -59,12 +59,11 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	}
 	// The provider's minimum delay since the previous call; not cut short
 	// by Stop: the attempt row says this call is being made.
-	l.pace()
-	t0 := time.Now()
+	t0 := l.pace()
 	res := callProvider(l.p, n, l.limits.Timeout)
 	took := time.Since(t0)
 	l.m.sendSeconds.Update(took.Seconds())
-	next := s.outcome(l, &started, res, took, time.Now())
+	next := s.outcome(l, &started, res, t0, took, time.Now())
 	s.record(&started, next)
 	if res.Verdict == provider.DeviceGone && p.Bridge != nil && s.gone != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
@@ -131,10 +130,10 @@ func callProvider(p provider.Provider, n *provider.Notification, timeout time.Du
 
 // outcome applies the seed's rules to res: the push's next state and its
 // attempt's record, and counts it.
-func (s *Sender) outcome(l *lane, p *storage.Push, res provider.Result, took time.Duration, now time.Time) storage.Push {
+func (s *Sender) outcome(l *lane, p *storage.Push, res provider.Result, called time.Time, took time.Duration, now time.Time) storage.Push {
 	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
 	a := next.LastAttempt()
-	a.Millis = took.Milliseconds()
+	a.Called, a.Millis = called.UnixMilli(), took.Milliseconds()
 	a.Status = storage.AttemptError
 	a.ProviderCode, a.ProviderReason, a.ProviderMessage = res.Status, res.Reason, res.Message
 	if res.Err != nil {

@@ -278,6 +278,18 @@ func TestLifeCycle(t *testing.T) {
 		if p.Attempts[0].Millis < 300 {
 			t.Errorf("a 300 ms answer recorded as %d ms", p.Attempts[0].Millis)
 		}
+		// An attempt records when the gate let it through: after it was
+		// recorded, no later than Swrve received it, which is within the
+		// call (one clock; each time truncated to its ms).
+		p = waitState(t, r.s, ids["ok"], storage.PushSent)
+		a := p.Attempts[0]
+		for _, rec := range r.fake.Log() {
+			if rec.User == "ok" {
+				if at := rec.At.UnixMilli(); a.Called < a.Started || at < a.Called || at > a.Called+a.Millis+1 {
+					t.Errorf("attempt started %d, called %d, took %d ms; Swrve received it at %d", a.Started, a.Called, a.Millis, at)
+				}
+			}
+		}
 		p = waitState(t, r.s, ids["timeout"], storage.PushSent)
 		if c := p.Attempts[0].Cause; !strings.Contains(c, "Timeout") && !strings.Contains(c, "deadline") && !strings.Contains(c, "timeout") {
 			t.Errorf("timeout attempt cause %q", c)
@@ -289,7 +301,7 @@ func TestLifeCycle(t *testing.T) {
 		// starts no sooner than 3 s after the first ended.
 		p = waitState(t, r.s, retryAfter.ID, storage.PushSent)
 		first, second := p.Attempts[0], p.Attempts[1]
-		if gap := second.Started - (first.Started + first.Millis); gap < 2900 {
+		if gap := second.Called - (first.Called + first.Millis); gap < 2900 {
 			t.Errorf("retry %d ms after a Retry-After: 3 answer", gap)
 		}
 		// Every device got the right campaign's push, and the missing

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/probe"
@@ -40,10 +41,20 @@ type SenderReport struct {
 	Latency      hist.Latency `json:"provider_latency"` // the fake's answer times
 	Received     int64        `json:"provider_received"`
 	Distinct     int64        `json:"provider_received_distinct"` // pushes received at least once
+	// CallsMaxAnySecond is the most provider calls the sender made in any
+	// one second (a sliding window over its attempts' called times): at
+	// most GateLimit.
+	CallsMaxAnySecond int `json:"calls_max_any_second"`
 	// MaxAnySecond is the most sends the provider received in any one
-	// second (a sliding window over arrival times): at most the rate and
-	// the gate's burst of a hundredth of a second's sends.
+	// second (a sliding window over arrival times): at most ArrivalLimit,
+	// the gate's bound widened by the calls' measured transit spread.
 	MaxAnySecond int `json:"provider_max_any_second"`
+	// TransitSpreadMs is how much the time from a call to its arrival
+	// varied (the k-th arrival against the k-th call, plus the 1 ms of
+	// the attempt log's resolution; -1 when calls and arrivals do not
+	// pair up). A call held up on its way lets a second of arrivals hold
+	// the calls of a second and this much.
+	TransitSpreadMs float64 `json:"transit_spread_ms"`
 	// Duplicates are receipts beyond the attempts a push's log shows;
 	// Retried pushes had more than one attempt (a timeout, a 5xx).
 	Duplicates int   `json:"duplicates"`
@@ -86,25 +97,35 @@ func (r *Report) printSender(w io.Writer) {
 		what, Num(s.Scheduled), Num(s.Offered), s.PostSeconds, Num(s.Accepted), Num(s.Achieved), Num(s.WentPending), CountsOrNone(s.Errors), s.CPU)
 	fmt.Fprintf(w, "POST latency from its scheduled time (ms): p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f\n",
 		s.Response.P50, s.Response.P90, s.Response.P99, s.Response.P999, s.Response.Max)
-	fmt.Fprintf(w, "provider %s: %s/s configured; measured %.2f/s over seconds %d-%d of sending (%+.2f%%), per second %d..%d, at most %d in any second (bound %d), queue at least %d in the window\n",
-		s.Provider, Num(s.ProviderRate), s.Measured, s.Window[0], s.Window[1], 100*s.RateError, s.WindowMin, s.WindowMax, s.MaxAnySecond, s.anySecondBound(), s.QueueMin)
+	fmt.Fprintf(w, "provider %s: %s/s configured; measured %.2f/s over seconds %d-%d of sending (%+.2f%%), per second %d..%d, queue at least %d in the window\n",
+		s.Provider, Num(s.ProviderRate), s.Measured, s.Window[0], s.Window[1], 100*s.RateError, s.WindowMin, s.WindowMax, s.QueueMin)
+	fmt.Fprintf(w, "in any second: the sender called at most %d times (gate bound %d), the provider received at most %d (bound %d: the calls' transit varied by %.0f ms)\n",
+		s.CallsMaxAnySecond, s.GateLimit(), s.MaxAnySecond, s.ArrivalLimit(), s.TransitSpreadMs)
 	fmt.Fprintf(w, "provider answer time (ms): p50 %.0f p99 %.0f max %.0f; pool bound %d, busy at most %d (sampled), provider in flight at most %d, caller runs %d\n",
 		s.Latency.P50, s.Latency.P99, s.Latency.Max, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.CallerRuns)
 	fmt.Fprintf(w, "accounting: accepted %s, SENT %s, received by the provider %s (%s distinct), retried %d, DUPLICATES %d (receipts beyond a push's attempts); states %s; last SENT %.1fs after the last POST\n",
 		Num(s.Accepted), Num(s.Sent), Num(s.Received), Num(s.Distinct), s.Retried, s.Duplicates, CountsOrNone(s.States), s.DrainSeconds)
 }
 
-// anySecondBound is the most sends the sender's gate lets a provider see
-// in one second: the rate and a hundredth of it (at least 1) of burst.
-func (s *SenderReport) anySecondBound() int {
-	return int(math.Ceil(s.ProviderRate)) + max(1, int(s.ProviderRate/100))
+// callsIn is the most calls the sender's gate lets through in any window
+// of w: the rate over w and the gate's burst of a hundredth of a second's
+// calls (at least 1); one more, as a call's time is read after the gate
+// lets it through (before the next may wait); and the rate over 1 ms, the
+// attempt log's resolution.
+func (s *SenderReport) callsIn(w time.Duration) int {
+	burst := max(1, int(s.ProviderRate/100))
+	return int(math.Ceil(s.ProviderRate*w.Seconds())) + burst + 1 + int(math.Ceil(s.ProviderRate/1000))
 }
 
-// AnySecondLimit is what a run is judged by: the gate's bound, and 20 ms
-// of the rate (at least 1) for the arrival jitter of a busy machine (a
-// send held up on its way lets the window after it hold one more).
-func (s *SenderReport) AnySecondLimit() int {
-	return s.anySecondBound() + max(1, int(s.ProviderRate/50))
+// GateLimit is the most calls the sender may make in any one second.
+func (s *SenderReport) GateLimit() int { return s.callsIn(time.Second) }
+
+// ArrivalLimit is the most sends the provider may receive in any one
+// second: the gate's bound over a second and the measured transit spread
+// (the arrivals of one second are calls made within that much longer).
+func (s *SenderReport) ArrivalLimit() int {
+	spread := max(s.TransitSpreadMs, 0)
+	return s.callsIn(time.Second + time.Duration(spread*float64(time.Millisecond)))
 }
 
 // senderProblems are what fails a sender run.
@@ -121,9 +142,13 @@ func (s *SenderReport) problems(tolerance float64) []string {
 		p = append(p, fmt.Sprintf("pool above its bound %d: busy %d, provider in flight %d (bound + the reader)",
 			s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow))
 	}
-	if s.MaxAnySecond > s.AnySecondLimit() {
-		p = append(p, fmt.Sprintf("the provider received %d sends in one second, above the gate's bound %d and 20 ms of arrival jitter (%d)",
-			s.MaxAnySecond, s.anySecondBound(), s.AnySecondLimit()))
+	if s.CallsMaxAnySecond > s.GateLimit() {
+		p = append(p, fmt.Sprintf("the sender called the provider %d times in one second, above the gate's bound %d",
+			s.CallsMaxAnySecond, s.GateLimit()))
+	}
+	if s.MaxAnySecond > s.ArrivalLimit() {
+		p = append(p, fmt.Sprintf("the provider received %d sends in one second, above the gate's bound over a second and the calls' %.0f ms of transit spread (%d)",
+			s.MaxAnySecond, s.TransitSpreadMs, s.ArrivalLimit()))
 	}
 	if s.Sent != s.Accepted || s.Received < s.Accepted || s.Distinct != s.Accepted || s.Duplicates > 0 {
 		p = append(p, fmt.Sprintf("%d accepted, %d SENT, %d received by the provider (%d distinct), %d duplicates",
@@ -133,8 +158,8 @@ func (s *SenderReport) problems(tolerance float64) []string {
 }
 
 func (s *SenderReport) resultFields() string {
-	return fmt.Sprintf(" provider=%s accepted=%d sent=%d duplicates=%d max_any_second=%d provider_rate_per_s=%.2f rate_error_pct=%.3f pool_size=%d pool_busy_max=%d provider_max_in_flight=%d post_p50_ms=%.2f post_p99_ms=%.2f",
-		s.Provider, s.Accepted, s.Sent, s.Duplicates, s.MaxAnySecond, s.Measured, 100*s.RateError, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.Response.P50, s.Response.P99)
+	return fmt.Sprintf(" provider=%s accepted=%d sent=%d duplicates=%d calls_max_any_second=%d max_any_second=%d transit_spread_ms=%.0f provider_rate_per_s=%.2f rate_error_pct=%.3f pool_size=%d pool_busy_max=%d provider_max_in_flight=%d post_p50_ms=%.2f post_p99_ms=%.2f",
+		s.Provider, s.Accepted, s.Sent, s.Duplicates, s.CallsMaxAnySecond, s.MaxAnySecond, s.TransitSpreadMs, s.Measured, 100*s.RateError, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.Response.P50, s.Response.P99)
 }
 
 // senderCharts draws the provider's rate against its limit, the pool and
