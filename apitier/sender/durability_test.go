@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,55 +223,78 @@ func TestRecoveryBeforeQueue(t *testing.T) {
 // held up, as an fsync on a busy disk is).
 type stallingStore struct {
 	storage.Store
-	mu sync.RWMutex // held for writing while stalled
+	mu       sync.RWMutex // held for writing while stalled
+	attempts atomic.Int64 // attempt rows written
 }
 
 func (s *stallingStore) UpdatePush(ctx context.Context, prev *storage.Push, next storage.Push) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.Store.UpdatePush(ctx, prev, next)
+	err := s.Store.UpdatePush(ctx, prev, next)
+	if err == nil && len(next.Attempts) > len(prev.Attempts) {
+		s.attempts.Add(1)
+	}
+	return err
 }
 
 // TestStalledWritesHoldNoCalls: sends wait at the provider's gate with
 // their attempt rows already written, so while the store holds every
-// write the provider still gets the calls of those ahead (a quarter of a
-// second's, at most an eighth of the pool: 25 here) instead of none. Before, a
-// stall cost the provider's rate its whole length.
+// write the provider still gets the calls of those ahead (up to a quarter
+// of a second's: 5 here) instead of none. Before, a stall cost the
+// provider's rate its whole length.
 func TestStalledWritesHoldNoCalls(t *testing.T) {
 	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
 		store := &stallingStore{Store: newStore(t)}
 		fake := startFake(t)
 		sc := swrveConfig(fake.URL())
-		sc.Rate, sc.AverageLatency = 100, 2*time.Second // a pool of 200, 25 ahead
+		// A pool of 40, 5 ahead; the slow pace keeps the store's load
+		// light, so its writes take less than the quarter second the
+		// look-ahead covers even on Cassandra under make test-stress.
+		sc.Rate, sc.AverageLatency = 20, 2*time.Second
 		cfg := testConfig("node-a")
-		cfg.ScheduledPortion, cfg.PendingPortion = 5, 5 // × 10 ms < their 100 ms interval
+		// Every push is IN_MEMORY (the queue holds 1,000): the portions only
+		// have to fit the pace (× 50 ms < the interval).
+		cfg.ScheduledPortion, cfg.PendingPortion = 5, 5
+		cfg.ScheduledInterval, cfg.PendingInterval = time.Second, time.Second
 		s := launchSwrve(t, store, sc, cfg)
 		<-s.Ready()
-		for i := range 300 {
+		const n = 200 // 10 s of sends
+		for i := range n {
 			if _, err := s.Accept(context.Background(), hello(fmt.Sprintf("u%03d", i))); err != nil {
 				t.Fatal(err)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// A few tenths of a second in: the sends ahead are at the gate.
-		if err := fake.WaitCount(ctx, 50); err != nil {
-			t.Fatalf("provider got %d calls: %v", fake.Count(), err)
+		// Stall once at least 3 sends wait at the gate with their rows
+		// written (rows written, less the calls made: those in flight to
+		// the provider count too, a few at most at this pace). Taking the
+		// lock waits for the writes under way, and then none completes.
+		var written, before int
+		for {
+			store.mu.Lock()
+			written, before = int(store.attempts.Load()), fake.Count()
+			if written-before >= 3 {
+				break
+			}
+			store.mu.Unlock()
+			if before > n*3/4 {
+				t.Fatalf("the sends never had 3 rows written ahead of the provider's calls (%d written, %d called)", written, before)
+			}
+			if err := fake.WaitCount(ctx, before+1); err != nil { // the next call: a slot ahead is free again
+				t.Fatalf("provider got %d calls: %v", fake.Count(), err)
+			}
 		}
-		store.mu.Lock()
-		base := fake.Count()
+		// Every send whose row was written is called while the stall
+		// lasts: the fault this guards against called none.
 		stall, cancelStall := context.WithTimeout(ctx, 20*time.Second)
 		defer cancelStall()
-		// Up to 25 wait at the gate; how many had their rows written when
-		// the stall began depends on the store's write time (15 on
-		// Cassandra under make test-stress's CPU hogs, 25 unloaded). The
-		// fault this guards against gave none.
-		if err := fake.WaitCount(stall, base+5); err != nil {
-			t.Errorf("while every write was held the provider got %d calls, want at least 5 (those ahead)", fake.Count()-base)
+		if err := fake.WaitCount(stall, written); err != nil {
+			t.Errorf("while every write was held the provider got %d calls, want the %d written ahead", fake.Count()-before, written-before)
 		}
 		store.mu.Unlock()
-		if err := fake.WaitCount(ctx, 300); err != nil {
-			t.Fatalf("after the stall the provider got %d of 300: %v", fake.Count(), err)
+		if err := fake.WaitCount(ctx, n); err != nil {
+			t.Fatalf("after the stall the provider got %d of %d: %v", fake.Count(), n, err)
 		}
 	})
 }
