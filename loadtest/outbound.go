@@ -114,7 +114,7 @@ type providerFake struct {
 	name, url                    string
 	fcm                          *fcmfake.Fake // -provider fcm: its service accounts
 	inFlight, maxInFlight, count func() int
-	receipts                     func() []receipt // in arrival order
+	receipts                     func() []receipt // in the fake's log order (providerSide sorts them)
 	close                        func() error
 }
 
@@ -618,13 +618,19 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 	return attempts, calls, nil
 }
 
-// providerSide reads the fake's receipts against the sender's calls
-// (ascending): sends per second since the first, the most calls and
-// receipts in any second and the transit spread between them, the rate
-// over the window [warmup, warmup+measure), and duplicates: receipts of a
-// push beyond the attempts its log shows (a retry after a timeout is a
-// second receipt, and says so).
+// providerSide reads the fake's receipts (sorting them by arrival)
+// against the sender's calls (ascending): sends per second since the
+// first, the most calls and receipts in any second and the transit
+// spread between them, the rate over the window [warmup,
+// warmup+measure), and duplicates: receipts of a push beyond the attempts
+// its log shows (a retry after a timeout is a second receipt, and says
+// so).
 func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]int, calls []time.Time, warmup, measure time.Duration) {
+	// A fake stamps a receipt before it logs it, so receipts handled at
+	// once may be logged out of order: sorted here (in place, for
+	// queueMin too), as the seconds since the first, the sliding window
+	// and the pairing with the calls need.
+	slices.SortStableFunc(log, func(a, b receipt) int { return a.at.Compare(b.at) })
 	rep.Received = int64(len(log))
 	seen := make(map[string]int, len(log))
 	times := make([]time.Time, len(log))
@@ -669,15 +675,14 @@ func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]i
 
 // transitSpread is how much the time from a call to its arrival varied,
 // in ms, plus the 1 ms the calls' times are truncated to; -1 unless every
-// call arrived (as many of each). Any pairing of arrivals with calls
-// bounds the arrivals in a window by the calls in a window longer by its
-// delays' spread; the k-th arrival with the k-th call (both ascending)
-// is the pairing of least spread, and needs no push ids.
+// call arrived (as many of each). Both are ascending. Any pairing of
+// arrivals with calls bounds the arrivals in a window by the calls in a
+// window longer by its delays' spread; the k-th arrival with the k-th
+// call is the pairing of least spread, and needs no push ids.
 func transitSpread(calls, arrivals []time.Time) float64 {
 	if len(calls) != len(arrivals) || len(calls) == 0 {
 		return -1
 	}
-	arrivals = slices.SortedFunc(slices.Values(arrivals), time.Time.Compare)
 	lo, hi := arrivals[0].Sub(calls[0]), arrivals[0].Sub(calls[0])
 	for k := range calls {
 		d := arrivals[k].Sub(calls[k])
@@ -687,8 +692,8 @@ func transitSpread(calls, arrivals []time.Time) float64 {
 }
 
 // queueMin is the smallest queue sampled inside the window (seconds since
-// the first send): a queue that ran dry would lower the rate for lack of
-// pushes, not because of the sender.
+// the first send; log sorted by providerSide): a queue that ran dry would
+// lower the rate for lack of pushes, not because of the sender.
 func queueMin(samples []report.SenderSample, log []receipt, started time.Time, window [2]int) int {
 	if len(log) == 0 {
 		return 0
