@@ -6,7 +6,6 @@ require (
 	github.com/SherClockHolmes/webpush-go v1.4.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/google/uuid v1.6.0
-	github.com/reugn/go-quartz v0.15.2
 	golang.org/x/oauth2 v0.33.0
 	golang.org/x/time v0.14.0
 )

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/sender/cron"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -240,9 +241,13 @@ func (s *Sender) validate(r *Request, now time.Time) (time.Time, error) {
 	if r.CronExpression == "" {
 		return time.Time{}, nil
 	}
-	next, err := nextAllowed(r.CronExpression, s.loc, now)
+	sched, err := cron.Parse(r.CronExpression)
 	if err != nil {
 		return time.Time{}, &FieldError{"cronExpression", "is not a Quartz cron expression: " + err.Error()}
+	}
+	next, err := sched.Next(now, s.loc)
+	if err != nil {
+		return time.Time{}, &FieldError{"cronExpression", fmt.Sprintf("allows no time in the next %d years: %s", cron.Horizon, sched.Why(now))}
 	}
 	return next, nil
 }
