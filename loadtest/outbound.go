@@ -42,7 +42,8 @@ import (
 func (r *run) outbound(ctx context.Context, logDir string) error {
 	defer r.prog.stop()
 	cfg := &r.cfg
-	rep := &report.SenderReport{Provider: cfg.Provider, Offered: cfg.PushRate, ProviderRate: cfg.ProviderRate, States: map[string]int64{}}
+	rep := &report.SenderReport{Provider: cfg.Provider, Offered: cfg.PushRate, ProviderRate: cfg.ProviderRate, Pace: cfg.Pace(),
+		States: map[string]int64{}}
 	r.rep.Sender = rep
 	fake, provLatency, err := startFake(cfg.Provider, cfg.ProviderLatency)
 	if err != nil {
@@ -55,8 +56,8 @@ func (r *run) outbound(ctx context.Context, logDir string) error {
 	}
 	defer node.stop()
 	r.rep.Cluster = node.info()
-	r.logf("autoendpoint (pid %d) on %s storage, its sender paced at %.0f/s against a fake %s at %s (%s latency)",
-		node.endpoint.PID(), node.storage, cfg.ProviderRate, fake.name, fake.url, cfg.ProviderLatency)
+	r.logf("autoendpoint (pid %d) on %s storage, its sender paced at %.0f/s (limit %.0f/s) against a fake %s at %s (%s latency)",
+		node.endpoint.PID(), node.storage, cfg.Pace(), cfg.ProviderRate, fake.name, fake.url, cfg.ProviderLatency)
 
 	p := newPoster(cfg, node.endpointURL, apiKey)
 	if fake.name == "fcm" {
@@ -245,16 +246,16 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 	}
 	apiKey = hex.EncodeToString(b)
 	c.endpointURL = "http://" + port
-	// The jobs' portions keep the seed's rule (portion × 1/rate < their
-	// 1 s interval) at any -provider-rate.
-	portion := strconv.Itoa(max(1, min(250, int(cfg.ProviderRate*0.8))))
+	// The jobs' portions keep the seed's rule (portion × delay < their
+	// 1 s interval) at any -provider-delay.
+	portion := strconv.Itoa(max(1, min(200, int(0.8*cfg.Pace()))))
 	env := append(c.storageEnv("AUTOEND"),
 		"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
 		"AUTOEND__NODE_SECRET="+token.GenerateKey(), // required; no connection node here to share it with
 		"AUTOEND__VERSION_FILE=", "AUTOEND__REQUEST_LOG=false", "AUTOEND__PUSH_API_KEYS="+apiKey,
 		"AUTOEND__SENDER_NODE=loadtest", "AUTOEND__SWRVE_KEYS_FILE="+keys,
 		"AUTOEND__SENDER_SCHEDULED_PORTION="+portion, "AUTOEND__SENDER_PENDING_PORTION="+portion)
-	rate := strconv.FormatFloat(cfg.ProviderRate, 'f', -1, 64)
+	rate, delay := strconv.FormatFloat(cfg.ProviderRate, 'f', -1, 64), cfg.ProviderDelay.String()
 	if fake.name == "fcm" {
 		acct, err := fake.fcm.NewAccount("loadtest")
 		if err != nil {
@@ -262,9 +263,9 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 		}
 		apps, _ := json.Marshal(map[string]any{loadtestFCMApp: map[string]string{"project_id": "loadtest", "credentials": string(acct.JSON())}})
 		env = append(env, "AUTOEND__BRIDGE_AUTH_KEYS="+token.GenerateKey(), "AUTOEND__FCM_APPS="+string(apps),
-			"AUTOEND__FCM_URL="+fake.url, "AUTOEND__FCM_RATE="+rate, "AUTOEND__FCM_LATENCY="+cfg.AverageLatency.String())
+			"AUTOEND__FCM_URL="+fake.url, "AUTOEND__FCM_RATE="+rate, "AUTOEND__FCM_DELAY="+delay, "AUTOEND__FCM_LATENCY="+cfg.AverageLatency.String())
 	} else {
-		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate,
+		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate, "AUTOEND__SWRVE_DELAY="+delay,
 			"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String())
 	}
 	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
@@ -670,7 +671,7 @@ func providerSide(rep *report.SenderReport, log []receipt, attempts map[string]i
 		rep.WindowMax = max(rep.WindowMax, c)
 	}
 	rep.Measured = float64(n) / float64(rep.Window[1]-rep.Window[0])
-	rep.RateError = rep.Measured/rep.ProviderRate - 1
+	rep.RateError = rep.Measured/rep.Pace - 1
 }
 
 // transitSpread is how much the time from a call to its arrival varied,

@@ -31,14 +31,14 @@ func TestTransitSpread(t *testing.T) {
 	if s < 1 || s > 45-2+1 {
 		t.Fatalf("spread %.1f ms, want 1..44 (the delays' 43 and the log's 1 ms)", s)
 	}
-	rep := &report.SenderReport{ProviderRate: 100, TransitSpreadMs: s}
+	rep := &report.SenderReport{ProviderRate: 110, Pace: 100, TransitSpreadMs: s}
 	rep.CallsMaxAnySecond = fcmfake.MaxInWindow(calls, time.Second)
 	rep.MaxAnySecond = fcmfake.MaxInWindow(arrivals, time.Second)
 	if rep.CallsMaxAnySecond != 100 || rep.CallsMaxAnySecond > rep.GateLimit() {
 		t.Errorf("calls: at most %d in a second, gate bound %d", rep.CallsMaxAnySecond, rep.GateLimit())
 	}
 	if rep.MaxAnySecond <= rep.GateLimit()-2 || rep.MaxAnySecond > rep.ArrivalLimit() {
-		t.Errorf("arrivals: at most %d in a second; want above the gate's rate and burst %d, within %d", rep.MaxAnySecond, rep.GateLimit()-2, rep.ArrivalLimit())
+		t.Errorf("arrivals: at most %d in a second; want above the gate's pace and burst %d, within %d", rep.MaxAnySecond, rep.GateLimit()-2, rep.ArrivalLimit())
 	}
 	// The fakes may log receipts handled at once out of order: the
 	// report reads them in time order.
@@ -47,7 +47,7 @@ func TestTransitSpread(t *testing.T) {
 		log[i] = receipt{at: at, key: strconv.Itoa(i)}
 	}
 	log[0], log[len(log)-1] = log[len(log)-1], log[0]
-	got := &report.SenderReport{ProviderRate: 100}
+	got := &report.SenderReport{ProviderRate: 110, Pace: 100}
 	providerSide(got, log, map[string]int{}, calls, time.Second, time.Second)
 	if got.MaxAnySecond != rep.MaxAnySecond || got.CallsMaxAnySecond != rep.CallsMaxAnySecond || got.TransitSpreadMs != s {
 		t.Errorf("from a log out of order: at most %d received, %d called in a second, spread %.1f ms; want %d, %d, %.1f",

@@ -305,4 +305,66 @@ type PushStore interface {
 	// and the returned cursor for the next; "" back means no more. The
 	// cursor is opaque and only valid for the same state.
 	ListPushes(ctx context.Context, state PushState, cursor string, limit int) ([]Push, string, error)
+
+	// GetRateShares returns the account's rate shares: Version 0 and no
+	// nodes when none are stored. 1 RT (scylla: at SERIAL consistency's
+	// partner, so it sees every committed change).
+	GetRateShares(ctx context.Context, account string) (RateShares, error)
+
+	// PutRateShares stores next (Version prev+1) only if the stored
+	// version is still prev (0: none stored yet): a compare-and-set.
+	// Otherwise nothing is written and ErrConflict is returned. As with
+	// UpdatePush, ErrConflict never means "my own write applied".
+	// Embedded: 1 RT. Scylla: an LWT.
+	PutRateShares(ctx context.Context, prev int64, next RateShares) error
+}
+
+// RateShares is one provider account's rate divided among the sender nodes
+// that send through it: a small record every node reads and changes by
+// compare-and-set, about once a second (the sender's shares,
+// apitier/sender/share.go, docs/sender.md).
+type RateShares struct {
+	// Account names the provider account ("swrve").
+	Account string
+	// Version counts the record's writes: 0 when none is stored.
+	Version int64
+	// Nodes are the nodes' entries, at most MaxRateShareNodes.
+	Nodes []RateShare
+}
+
+// RateShare is one node's entry: how many parts of the account's rate it
+// may use, until when.
+type RateShare struct {
+	Node string `json:"node"`
+	// Parts of the account's rate the node may be using (of the sender's
+	// fixed number of parts).
+	Parts int `json:"parts"`
+	// Until, ms since the epoch, is when the entry lapses unless renewed.
+	Until int64 `json:"until"`
+}
+
+// Bounds of a RateShares record every backend enforces.
+const (
+	MaxRateShareNodes = 1000
+	MaxRateShareParts = 1 << 20
+)
+
+// ValidateRateShares checks a record passed to PutRateShares.
+func ValidateRateShares(r *RateShares) error {
+	switch {
+	case r.Account == "" || len(r.Account) > MaxPushField:
+		return fmt.Errorf("rate shares account of %d bytes: %w", len(r.Account), ErrInvalid)
+	case r.Version < 1:
+		return fmt.Errorf("rate shares version %d is not positive: %w", r.Version, ErrInvalid)
+	case len(r.Nodes) > MaxRateShareNodes:
+		return fmt.Errorf("rate shares of %d nodes, over %d: %w", len(r.Nodes), MaxRateShareNodes, ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for _, n := range r.Nodes {
+		if n.Node == "" || len(n.Node) > MaxPushField || seen[n.Node] || n.Parts < 0 || n.Parts > MaxRateShareParts {
+			return fmt.Errorf("rate share of node %q (%d parts) is empty, repeated or out of bounds: %w", n.Node, n.Parts, ErrInvalid)
+		}
+		seen[n.Node] = true
+	}
+	return nil
 }

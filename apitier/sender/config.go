@@ -50,16 +50,27 @@ type Config struct {
 	// StoreTimeout bounds each storage call of the pipeline and jobs.
 	// Default 5s.
 	StoreTimeout time.Duration `conf:"sender-store-timeout" help:"timeout of one storage call of the sender"`
+	// WindowGrace is how long after the last second its cron expression
+	// allows a push may still be sent: a push whose call's turn comes
+	// later waits for its next window. It gives a one-second expression
+	// ("0 0 9 * * ?") a usable window. Default 10s.
+	WindowGrace time.Duration `conf:"sender-window-grace" help:"how long after a second its cron expression allows a push may still be sent"`
+	// ShareHold is how long a node's share of a provider's rate lasts
+	// unless renewed (every second): a node that stops, or loses the
+	// store, stops sending before then, and its share goes to the others
+	// a second after. Default 10s.
+	ShareHold time.Duration `conf:"sender-share-hold" help:"how long a node's share of a provider's rate lasts unless renewed (renewed every second)"`
 
 	// The SendScheduled job (SCHEDULED pushes, due RETRY pushes, expired
 	// leases): first run after ScheduledStart, then ScheduledInterval
-	// after each run ends, moving at most ScheduledPortion pushes.
-	// Defaults 5s, 1s, 250.
+	// after each run ends, moving at most ScheduledPortion pushes (all
+	// nodes together: each moves its share of the rate's part of it).
+	// Defaults 5s, 1s, 200.
 	ScheduledStart    time.Duration `conf:"sender-scheduled-start-delay" help:"SendScheduled: delay of the first run"`
 	ScheduledInterval time.Duration `conf:"sender-scheduled-interval" help:"SendScheduled: time from the end of a run to the next"`
 	ScheduledPortion  int           `conf:"sender-scheduled-portion" help:"SendScheduled: most pushes moved per run"`
 	// The SendPending job (PENDING pushes), the same way. Defaults 5s,
-	// 1s, 250.
+	// 1s, 200.
 	PendingStart    time.Duration `conf:"sender-pending-start-delay" help:"SendPending: delay of the first run"`
 	PendingInterval time.Duration `conf:"sender-pending-interval" help:"SendPending: time from the end of a run to the next"`
 	PendingPortion  int           `conf:"sender-pending-portion" help:"SendPending: most pushes moved per run"`
@@ -70,8 +81,9 @@ func DefaultConfig() Config {
 	return Config{
 		Workers: true, QueueCapacity: 10000, RetryDelay: time.Minute, MaxAttempts: 5, TimeZone: "UTC",
 		Lease: 5 * time.Minute, Interrupted: PolicyResend, Retention: 30 * 24 * time.Hour, StoreTimeout: 5 * time.Second,
-		ScheduledStart: 5 * time.Second, ScheduledInterval: time.Second, ScheduledPortion: 250,
-		PendingStart: 5 * time.Second, PendingInterval: time.Second, PendingPortion: 250,
+		WindowGrace: 10 * time.Second, ShareHold: 10 * time.Second,
+		ScheduledStart: 5 * time.Second, ScheduledInterval: time.Second, ScheduledPortion: 200,
+		PendingStart: 5 * time.Second, PendingInterval: time.Second, PendingPortion: 200,
 	}
 }
 
@@ -98,6 +110,11 @@ func (c *Config) Validate() error {
 		return errors.New("sender: config: sender-retention must be >= 1s")
 	case c.StoreTimeout <= 0:
 		return errors.New("sender: config: sender-store-timeout must be positive")
+	case c.WindowGrace < time.Second:
+		return errors.New("sender: config: sender-window-grace must be >= 1s")
+	case c.ShareHold < 2*shareMargin+planHorizon+shareInterval:
+		return fmt.Errorf("sender: config: sender-share-hold must be >= %s (two margins, the plan horizon and a renewal)",
+			2*shareMargin+planHorizon+shareInterval)
 	case c.ScheduledStart < 0 || c.PendingStart < 0 || c.ScheduledInterval <= 0 || c.PendingInterval <= 0:
 		return errors.New("sender: config: job start delays must be >= 0 and intervals > 0")
 	case c.ScheduledPortion < 1 || c.PendingPortion < 1:
@@ -111,12 +128,12 @@ func (c *Config) Validate() error {
 
 // ValidateFor checks the seed's rules against one provider's limits:
 // each job's portion is smaller than the queue, and a portion is sent
-// within the job's interval at the provider's rate.
+// within the job's interval at the provider's pace (its Delay).
 func (c *Config) ValidateFor(name string, l provider.Limits) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("sender: provider %s: %w", name, err)
 	}
-	delay := l.Delay()
+	delay := l.Delay
 	for _, j := range []struct {
 		job      string
 		portion  int

@@ -16,7 +16,7 @@ type limitsOnly struct{}
 
 func (limitsOnly) Name() string { return "p" }
 func (limitsOnly) Limits() provider.Limits {
-	return provider.Limits{Rate: 300, AverageLatency: 2 * time.Second, Timeout: 30 * time.Second}
+	return provider.Limits{Rate: 300, Delay: 4 * time.Millisecond, AverageLatency: 2 * time.Second, Timeout: 30 * time.Second}
 }
 func (limitsOnly) Send(context.Context, *provider.Notification) provider.Result {
 	return provider.Result{Verdict: provider.Broken, Err: errors.New("limitsOnly never sends")}
@@ -43,7 +43,8 @@ func FuzzCronExpression(f *testing.F) {
 	}
 	s, err := New(Config{Workers: false, QueueCapacity: 1000, RetryDelay: time.Second, MaxAttempts: 3,
 		TimeZone: "Europe/Stockholm", Lease: 5 * time.Minute, Interrupted: PolicyResend, Retention: time.Hour,
-		StoreTimeout: time.Second, ScheduledInterval: time.Second, ScheduledPortion: 1, PendingInterval: time.Second,
+		StoreTimeout: time.Second, WindowGrace: 10 * time.Second, ShareHold: 10 * time.Second,
+		ScheduledInterval: time.Second, ScheduledPortion: 1, PendingInterval: time.Second,
 		PendingPortion: 1, Node: "fuzz"}, nil, []provider.Provider{limitsOnly{}}, nil)
 	if err != nil {
 		f.Fatal(err)

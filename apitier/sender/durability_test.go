@@ -52,6 +52,12 @@ func TestInterruptedAndTakenOver(t *testing.T) {
 		wantAttempts(t, p, "INTERRUPTED/OTHER/0 OK//200")
 		wantAttempts(t, waitState(t, r.s, own.ID, storage.PushSent), "INTERRUPTED/OTHER/0 OK//200")
 
+		// Node a stops first: it would take the next orphan over too.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.s.Stop(stopCtx); err != nil {
+			t.Fatal(err)
+		}
 		cfg := testConfig("node-b")
 		cfg.Interrupted = sender.PolicyFail
 		failing := orphan(t, store, "dead", "not-resent", -time.Second, true)
@@ -110,7 +116,7 @@ func TestTwoNodesEachPushOnce(t *testing.T) {
 	nodes := make([]*sender.Sender, 2)
 	for i := range nodes {
 		c := testConfig(fmt.Sprintf("node-%d", i))
-		c.PendingPortion, c.PendingInterval = 250, time.Second
+		c.PendingPortion, c.PendingInterval = 200, time.Second
 		c.QueueCapacity = 2000
 		nodes[i] = startSender(t, open(), fake, c)
 	}
@@ -237,28 +243,29 @@ func (s *stallingStore) UpdatePush(ctx context.Context, prev *storage.Push, next
 	return err
 }
 
-// TestStalledWritesHoldNoCalls: sends wait at the provider's gate with
+// TestStalledWritesHoldNoCalls: sends wait for their planned calls with
 // their attempt rows already written, so while the store holds every
 // write the provider still gets the calls of those ahead (up to a quarter
-// of a second's: 5 here) instead of none. Before, a stall cost the
+// of a second's: 4 here) instead of none. Before, a stall cost the
 // provider's rate its whole length.
 func TestStalledWritesHoldNoCalls(t *testing.T) {
 	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
 		store := &stallingStore{Store: newStore(t)}
 		fake := startFake(t)
 		sc := swrveConfig(fake.URL())
-		// A pool of 40, 5 ahead; the slow pace keeps the store's load
-		// light, so its writes take less than the quarter second the
-		// look-ahead covers even on Cassandra under make test-stress.
-		sc.Rate, sc.AverageLatency = 20, 2*time.Second
+		// A pool of 33 + 4, 4 ahead; the slow pace (16.7/s) keeps the
+		// store's load light, so its writes take less than the quarter
+		// second the look-ahead covers even on Cassandra under make
+		// test-stress.
+		sc.Rate, sc.Delay, sc.AverageLatency = 20, 60*time.Millisecond, 2*time.Second
 		cfg := testConfig("node-a")
 		// Every push is IN_MEMORY (the queue holds 1,000): the portions only
-		// have to fit the pace (× 50 ms < the interval).
+		// have to fit the pace (× 60 ms < the interval).
 		cfg.ScheduledPortion, cfg.PendingPortion = 5, 5
 		cfg.ScheduledInterval, cfg.PendingInterval = time.Second, time.Second
 		s := launchSwrve(t, store, sc, cfg)
 		<-s.Ready()
-		const n = 200 // 10 s of sends
+		const n = 200 // 12 s of sends
 		for i := range n {
 			if _, err := s.Accept(context.Background(), hello(fmt.Sprintf("u%03d", i))); err != nil {
 				t.Fatal(err)

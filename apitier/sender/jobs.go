@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -30,7 +32,7 @@ func (s *Sender) loop(name string, start, interval time.Duration, fn func(contex
 // passed, and IN_MEMORY ones whose node's lease expired (the node died or
 // stalled: taken over). It stops as soon as a queue is full.
 func (s *Sender) sendScheduled(ctx context.Context) {
-	left := s.cfg.ScheduledPortion
+	left := s.portion(s.cfg.ScheduledPortion)
 	states := []storage.PushState{storage.PushScheduled, storage.PushRetry}
 	// Expired leases are rare (a node died) and their index is where
 	// every finished push's IN_MEMORY entry was deleted, so it is read
@@ -51,7 +53,22 @@ func (s *Sender) sendScheduled(ctx context.Context) {
 // sendPending is the seed's SendPendingJob: it queues up to a portion of
 // PENDING pushes, stopping as soon as a queue is full.
 func (s *Sender) sendPending(ctx context.Context) {
-	s.claimDue(ctx, jobPending, storage.PushPending, s.cfg.PendingPortion)
+	s.claimDue(ctx, jobPending, storage.PushPending, s.portion(s.cfg.PendingPortion))
+}
+
+// portion is this node's part of a job's portion: the portion times its
+// largest share of a provider's pace, so that the nodes together move a
+// portion per interval, as the seed's rule assumes of one node; none
+// while it holds no share (it would queue pushes it cannot send).
+func (s *Sender) portion(n int) int {
+	most := 0
+	for _, l := range s.lanes {
+		if l.gate.open() {
+			parts, _ := l.gate.share()
+			most = max(most, parts)
+		}
+	}
+	return (n*most + shareParts - 1) / shareParts
 }
 
 // claimDue reads up to limit due pushes of state and queues each it can
@@ -141,20 +158,23 @@ func (s *Sender) claimReserved(job string, l *lane, p *storage.Push) {
 }
 
 // interrupted handles a push whose last attempt is still IN_PROCESS: its
-// node stopped during the provider call, so the provider may or may not
-// have it. The attempt is marked INTERRUPTED. A provider with a dedup key
-// gets it again under the same key; otherwise the policy decides: resend
-// (default), or fail the push. An interrupted attempt counts: a push that
-// had no attempt left is GIVEN_UP. It reports whether to queue n.
+// node stopped after writing the attempt row, which says when the call
+// was due (Called, kept), and before recording an answer, so the provider
+// may or may not have it. The attempt is marked INTERRUPTED. A provider
+// with a dedup key gets it again under the same key; otherwise the policy
+// decides: resend (default), or fail the push. An interrupted attempt
+// counts: a push that had no attempt left is GIVEN_UP. It reports whether
+// to queue n.
 func (s *Sender) interrupted(l *lane, n *storage.Push, now time.Time) bool {
 	a := n.LastAttempt()
 	if a == nil || a.Status != storage.AttemptInProcess {
 		return true
 	}
 	l.m.interrupted.Inc()
+	l.m.interruptedAttempts.Inc()
 	a.Status = storage.AttemptInterrupted
 	a.ErrorType = storage.ErrorOther
-	a.Cause = "node " + a.Node + " stopped during this attempt: the provider may have received it"
+	a.Cause = "node " + a.Node + " stopped before recording this attempt's answer: the provider may have received it"
 	switch {
 	case !l.limits.Dedup && s.cfg.Interrupted == PolicyFail:
 		a.Cause += "; not resent (sender-interrupted=fail)"
@@ -172,8 +192,17 @@ func (s *Sender) interrupted(l *lane, n *storage.Push, now time.Time) bool {
 // stopped (queued or being sent), without waiting for their leases: it is
 // the only node that names itself so. Those that do not fit the queue go
 // back to PENDING.
+//
+// It lists them all before it claims any: a claim moves a push in the
+// index (its At becomes the new lease's expiry), so a listing that claimed
+// as it went would meet the pushes it claimed again further on, and queue
+// them twice. Until it ends nothing of this run is IN_MEMORY under this
+// node's name, so every push listed, and every IN_PROCESS attempt in it,
+// is the earlier run's.
 func (s *Sender) recover(ctx context.Context) {
-	cursor, n := "", 0
+	var own []storage.Push
+	seen := map[uuid.UUID]bool{}
+	cursor := ""
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 		ps, next, err := s.store.ListPushes(rctx, storage.PushInMemory, cursor, storage.MaxPushPage)
@@ -183,13 +212,10 @@ func (s *Sender) recover(ctx context.Context) {
 			s.log.Error("own pushes not recovered; they are taken back when their leases expire", "error", err)
 			return
 		}
-		for i := range ps {
-			if ps[i].Owner != s.node {
-				continue
-			}
-			n++
-			if !s.claim(jobRecover, &ps[i]) {
-				s.toPending(&ps[i])
+		for _, p := range ps {
+			if p.Owner == s.node && !seen[p.ID] {
+				seen[p.ID] = true
+				own = append(own, p)
 			}
 		}
 		if next == "" {
@@ -197,8 +223,16 @@ func (s *Sender) recover(ctx context.Context) {
 		}
 		cursor = next
 	}
-	if n > 0 {
-		s.log.Info("recovered this node's pushes", "node", s.node, "pushes", n)
+	for i := range own {
+		if ctx.Err() != nil {
+			return
+		}
+		if !s.claim(jobRecover, &own[i]) {
+			s.toPending(&own[i])
+		}
+	}
+	if len(own) > 0 {
+		s.log.Info("recovered this node's pushes", "node", s.node, "pushes", len(own))
 	}
 }
 

@@ -3,19 +3,17 @@ package sender
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/storage"
 )
 
-// lane is one provider's pipeline: a bounded queue, one reader that starts
-// sends no closer together than the provider's minimum delay, and a
-// bounded pool of concurrent sends.
+// lane is one provider's pipeline: a bounded queue, one reader that hands
+// sends on no more than the gate's look-ahead ahead of their calls, a
+// bounded pool of concurrent sends, and the gate that paces the calls at
+// this node's share of the account's rate (share).
 //
 // Queue slots are reserved before a push is stored IN_MEMORY (reserve),
 // then filled (put), so a push that is IN_MEMORY always has a slot and put
@@ -27,10 +25,9 @@ type lane struct {
 	queue    chan storage.Push
 	reserved atomic.Int64 // slots reserved or filled, <= cap(queue)
 	pool     chan struct{}
-	busy     atomic.Int64  // sends in flight in the pool
-	ahead    chan struct{} // sends handed on that have not passed the gate yet (lookAhead)
-	gate     *rate.Limiter // the provider calls' pace, one waiter at a time (gateMu)
-	gateMu   sync.Mutex
+	busy     atomic.Int64 // sends in flight in the pool
+	gate     *gate
+	share    *share
 	running  atomic.Bool // the queue is open: reserve may succeed
 	m        *laneMetrics
 }
@@ -40,21 +37,24 @@ func newLane(s *Sender, p provider.Provider) *lane {
 	l := &lane{
 		s: s, p: p, limits: lim,
 		queue: make(chan storage.Push, s.cfg.QueueCapacity),
-		pool:  make(chan struct{}, lim.PoolSize()),
-		ahead: make(chan struct{}, lookAhead(lim.Rate, lim.PoolSize())),
-		// The gate paces the provider calls themselves, after the attempt
-		// row is written: however long that write took, the provider sees
-		// at most a hundredth of a second's calls above its rate (see
-		// pace).
-		gate: rate.NewLimiter(rate.Limit(lim.Rate), gateBurst(lim.Rate)),
+		pool:  make(chan struct{}, poolSize(lim)),
+		gate:  newGate(lim.Pace()),
 	}
-	l.m = s.m.lane(p.Name(), func() int { return len(l.queue) }, &l.busy, cap(l.pool))
+	l.share = newShare(l, s.cfg.ShareHold)
+	l.m = s.m.lane(p.Name(), func() int { return len(l.queue) }, &l.busy, cap(l.pool), l.gate)
 	return l
 }
 
-// reserve takes a queue slot if one is free and the queue is open
-// (running: recovery is over and Stop has not begun).
-func (l *lane) reserve() bool { return l.running.Load() && l.reserveSlot() }
+// poolSize is the seed's pool (AverageLatency / Delay), plus the sends
+// ahead at the whole account's pace: those wait for their planned call
+// holding a slot, and a pool they fill makes the reader send itself
+// (caller runs), which stops it for a whole answer time.
+func poolSize(l provider.Limits) int { return l.PoolSize() + max(1, int(l.Pace()/4)) }
+
+// reserve takes a queue slot if one is free, the queue is open (running:
+// recovery is over and Stop has not begun) and this node holds a share of
+// the provider's rate (a node without one leaves pushes to the others).
+func (l *lane) reserve() bool { return l.running.Load() && l.gate.open() && l.reserveSlot() }
 
 // reserveSlot takes a queue slot if one is free, open or not (recovery).
 func (l *lane) reserveSlot() bool {
@@ -69,52 +69,9 @@ func (l *lane) reserveSlot() bool {
 	}
 }
 
-// lookAhead is how many sends may have their attempt row written (or be
-// writing it) ahead of the gate: a quarter of a second of calls, at most
-// an eighth of the pool. The reader hands a send on only while fewer are
-// ahead, so in steady state the gate (the provider's rate) paces it, and
-// sends wait at the gate already recorded: a storage write that stalls
-// (an fsync held up by a busy disk: 0.2-0.7 s seen on the 2-core test
-// machine) holds up the sends behind it, not the provider calls, for as
-// long as those ahead last. Without it every stall cost the rate its
-// length (-1.7% over a minute at 300/s in docs/benchmarks.md). The sends
-// ahead hold pool slots: more would fill the seed's pool (600 at 300/s,
-// about 400 of them answering) and make the reader send itself (caller
-// runs), which stops it for a whole answer time (-3% in a run with a
-// quarter of the pool ahead).
-func lookAhead(perSecond float64, pool int) int {
-	return max(1, min(int(perSecond/4), pool/8))
-}
-
-// gateBurst is how many calls the gate lets through at once after a
-// pause: a hundredth of a second's (3 at 300/s), at least 1. It makes up
-// a wake-up up to that late, which a busy CPU makes common at a few
-// milliseconds between calls, so the rate holds; and it bounds what the
-// provider sees in any second to rate + rate/100.
-func gateBurst(perSecond float64) int { return max(1, int(perSecond/100)) }
-
-// pace waits until the provider may be called again (the gate), one
-// sender at a time. Were several to wait on the limiter at once, each
-// would hold a reservation one interval after the other's, and after the
-// process had been held up (no CPU for a moment) all those past due would
-// call at once: a burst far above the provider's limit. Serialized, a
-// stall longer than the gate's burst costs its time instead; the
-// provider's limit comes first.
-//
-// It returns when the call was let through, read before the next sender
-// may wait: so the calls' recorded times (Attempt.Called) keep to the
-// gate's bound (one more in any window, for the read's own delay).
-func (l *lane) pace() time.Time {
-	l.gateMu.Lock()
-	defer l.gateMu.Unlock()
-	_ = l.gate.Wait(context.Background()) // never fails: n = 1 <= burst, no deadline
-	l.passed()
-	return time.Now()
-}
-
-// passed frees the look-ahead slot of a send that called pace or will
-// not call the provider.
-func (l *lane) passed() { <-l.ahead }
+// passed frees the look-ahead place of a send that called, or will not
+// call, the provider.
+func (l *lane) passed() { l.gate.passed() }
 
 // release gives back a slot that will not be filled.
 func (l *lane) release() { l.reserved.Add(-1) }
@@ -123,11 +80,11 @@ func (l *lane) release() { l.reserved.Add(-1) }
 func (l *lane) put(p storage.Push) { l.queue <- p }
 
 // read is the lane's one reader: it takes pushes in order, no more than
-// lookAhead of them ahead of the gate (so, in steady state, at the
-// provider's rate), and hands the send to the pool, or makes it itself
+// the gate's look-ahead ahead of their calls (so, in steady state, at
+// this node's pace), and hands the send to the pool, or makes it itself
 // when the pool is full (the seed's CallerRunsPolicy: the pool never
-// grows, and while the reader sends, no new send starts). The minimum
-// delay between two provider calls is kept by the gate in send.
+// grows, and while the reader sends, no new send starts). The calls'
+// times are planned by the gate in send.
 func (l *lane) read() {
 	defer l.s.jobs.Done()
 	ctx := l.s.ctx
@@ -138,9 +95,7 @@ func (l *lane) read() {
 			return
 		case p = <-l.queue:
 		}
-		select {
-		case l.ahead <- struct{}{}:
-		case <-ctx.Done():
+		if !l.gate.enter(ctx) {
 			// Stopping: back into the queue for drain to hand back.
 			l.queue <- p
 			return

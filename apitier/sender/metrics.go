@@ -53,8 +53,22 @@ const (
 	// pool was full.
 	mCallerRuns = "autosender_caller_runs_total"
 	// mInterrupted{provider}: pushes found with an attempt IN_PROCESS
-	// after their node stopped.
+	// after their node stopped (each such attempt is also counted in
+	// mAttempts with verdict="interrupted").
 	mInterrupted = "autosender_interrupted_total"
+	// mWindowMissed{provider}: pushes whose cron window had closed when
+	// their call's turn came: they wait for the next window, or FAIL
+	// when the expression allows none.
+	mWindowMissed = "autosender_window_missed_total"
+	// mReplanned{provider}: calls planned again because the planned time
+	// passed before the call could be made (a slow attempt write, a
+	// moment without CPU).
+	mReplanned = "autosender_replanned_total"
+	// mShareParts{provider}: parts of the provider's pace (of 120) this
+	// node may use now; mSharePace{provider}: the calls a second they
+	// are.
+	mShareParts = "autosender_share_parts"
+	mSharePace  = "autosender_share_pace"
 	// mClaims{job,result="claimed"|"lost"}: pushes the jobs claimed, and
 	// claims another node won.
 	mClaims = "autosender_claims_total"
@@ -62,7 +76,8 @@ const (
 	// took them over, or they were withdrawn, before the attempt started.
 	mLeaseLost = "autosender_lease_lost_total"
 	// mAttempts{provider,verdict}: provider calls by verdict (sent,
-	// retry, fail, device_gone, no_prototype_key, broken).
+	// retry, fail, device_gone, no_prototype_key, broken), and attempts
+	// whose answer a stopped node never recorded (interrupted).
 	mAttempts = "autosender_attempts_total"
 	// mAuthFailures{provider}: calls the provider refused for our
 	// credentials (each also logged as an error).
@@ -82,6 +97,8 @@ const (
 	stageReceive = "receive"
 	stageAttempt = "attempt"
 	stageQueue   = "queue"
+	// stageShare: reading or renewing a share of a provider's rate.
+	stageShare = "share"
 )
 
 // Job names (mClaims, logs).
@@ -121,7 +138,7 @@ func newMetrics() *senderMetrics {
 		reloadOK:       s.NewCounter(mKeysReloads + `{result="ok"}`),
 		reloadError:    s.NewCounter(mKeysReloads + `{result="error"}`),
 	}
-	for _, st := range []string{stageReceive, stageAttempt, stageQueue} {
+	for _, st := range []string{stageReceive, stageAttempt, stageQueue, stageShare} {
 		m.storageErrors[st] = s.NewCounter(mStorageErrors + `{stage="` + st + `"}`)
 	}
 	for _, job := range []string{jobScheduled, jobPending, jobRecover} {
@@ -135,22 +152,25 @@ func newMetrics() *senderMetrics {
 // laneMetrics are one provider's.
 type laneMetrics struct {
 	sent, attemptsFailed, givenUp, callerRuns, interrupted, leaseLost *metrics.Counter
-	authFailures, expired, withdrawn                                  *metrics.Counter
+	authFailures, expired, withdrawn, windowMissed, replanned         *metrics.Counter
+	interruptedAttempts                                               *metrics.Counter
 	verdicts                                                          []*metrics.Counter // by provider.Verdict
 	failed                                                            map[storage.ErrorType]*metrics.Counter
 	sendSeconds                                                       *metrics.PrometheusHistogram
 }
 
-func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, poolSize int) *laneMetrics {
+func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, poolSize int, g *gate) *laneMetrics {
 	s, l := m.set, `{provider="`+name+`"}`
 	lm := &laneMetrics{
 		sent: s.NewCounter(mSent + l), attemptsFailed: s.NewCounter(mAttemptsFailed + l),
 		givenUp: s.NewCounter(mGivenUp + l), callerRuns: s.NewCounter(mCallerRuns + l),
 		interrupted: s.NewCounter(mInterrupted + l), leaseLost: s.NewCounter(mLeaseLost + l),
 		authFailures: s.NewCounter(mAuthFailures + l), expired: s.NewCounter(mExpired + l),
-		withdrawn:   s.NewCounter(mWithdrawn + l),
-		failed:      map[storage.ErrorType]*metrics.Counter{},
-		sendSeconds: s.NewPrometheusHistogramExt(mSendSeconds+l, secondsBuckets),
+		withdrawn: s.NewCounter(mWithdrawn + l), windowMissed: s.NewCounter(mWindowMissed + l),
+		replanned:           s.NewCounter(mReplanned + l),
+		interruptedAttempts: s.NewCounter(mAttempts + `{provider="` + name + `",verdict="interrupted"}`),
+		failed:              map[storage.ErrorType]*metrics.Counter{},
+		sendSeconds:         s.NewPrometheusHistogramExt(mSendSeconds+l, secondsBuckets),
 	}
 	for _, t := range []storage.ErrorType{storage.ErrorProvider, storage.ErrorPrototypeKey, storage.ErrorOther} {
 		lm.failed[t] = s.NewCounter(mFailed + `{provider="` + name + `",error_type="` + string(t) + `"}`)
@@ -161,6 +181,15 @@ func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, 
 	s.NewGauge(mQueueSize+l, func() float64 { return float64(queue()) })
 	s.NewGauge(mPoolBusy+l, func() float64 { return float64(busy.Load()) })
 	s.NewGauge(mPoolSize+l, func() float64 { return float64(poolSize) })
+	usable := func() int {
+		if !g.open() {
+			return 0
+		}
+		parts, _ := g.share()
+		return parts
+	}
+	s.NewGauge(mShareParts+l, func() float64 { return float64(usable()) })
+	s.NewGauge(mSharePace+l, func() float64 { return g.pace * float64(usable()) / shareParts })
 	return lm
 }
 

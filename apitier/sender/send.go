@@ -7,25 +7,33 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/sender/cron"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/storage"
 )
 
 // send makes one attempt at p, which this node holds IN_MEMORY:
 //
-//  1. the attempt row (IN_PROCESS) is written by a conditional update: if
-//     another node took the push over meanwhile, the update fails and
-//     nothing is sent. The lease is renewed only when less than half of
-//     it is left (sender-lease > 2 × the provider's timeout, so the half
-//     left covers the call); an unchanged lease leaves the push's index
-//     entry where it is, two index writes fewer per push on CQL;
-//  2. the provider is called, no sooner than its minimum delay after the
-//     previous call (the gate);
-//  3. the outcome (attempt OK or ERROR, the push's next state) is written.
+//  1. a notification that cannot be sent (a bridged one whose TTL passed,
+//     a prototype without a push key) is finished without a call;
+//  2. the call's time is planned at the gate (this node's share of the
+//     account's pace), and a push whose cron window has closed by then
+//     waits for its next one instead (window);
+//  3. the attempt row (IN_PROCESS, with the planned call time) is written
+//     by a conditional update: if another node took the push over
+//     meanwhile, the update fails and nothing is sent. The lease is
+//     renewed only when less than half of it is left (sender-lease > 2 ×
+//     the provider's timeout, so the half left covers the call); an
+//     unchanged lease leaves the push's index entry where it is, two
+//     index writes fewer per push on CQL;
+//  4. the provider is called at the planned time; a call that could not
+//     be made within callSlack of it waits for the next time the gate
+//     gives;
+//  5. the outcome (attempt OK or ERROR, the push's next state) is written.
 //
-// A storage error at 1 leaves the push IN_MEMORY under this node's lease:
+// A storage error at 3 leaves the push IN_MEMORY under this node's lease:
 // it is taken back when the lease expires (notStoredExceptionWhileAttempt).
-// One at 3 is retried briefly; if it persists, the push is found
+// One at 5 is retried briefly; if it persists, the push is found
 // IN_PROCESS after the lease and handled as interrupted.
 func (s *Sender) send(l *lane, p storage.Push) {
 	now := time.Now()
@@ -35,7 +43,69 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		s.expire(l, &p, now)
 		return
 	}
-	a := storage.Attempt{N: len(p.Attempts) + 1, Status: storage.AttemptInProcess, Node: s.node, Started: now.UnixMilli()}
+	if c, ok := l.p.(provider.Checker); ok {
+		if res, ok := c.Check(n); !ok {
+			l.passed()
+			s.refuse(l, &p, res, now)
+			return
+		}
+	}
+	at, resv, err := l.gate.plan(s.ctx)
+	if err != nil { // stopping: any node sends it
+		l.passed()
+		s.handBack(&p, nil)
+		return
+	}
+	if open, next, err := s.window(&p, at); !open {
+		resv.Cancel()
+		l.passed()
+		s.missedWindow(l, &p, next, err)
+		return
+	}
+	started, ok := s.begin(l, &p, at)
+	if !ok {
+		resv.Cancel()
+		l.passed()
+		return
+	}
+	// Called at its planned time, or, woken too late for it, at the next
+	// the gate gives: late calls never bunch. The row keeps the first
+	// planned time, a lower bound of the call's.
+	for {
+		if wait := time.Until(at); wait > 0 {
+			time.Sleep(wait) // the planned call time: the provider's pace
+		}
+		if time.Since(at) <= callSlack {
+			break
+		}
+		l.m.replanned.Inc()
+		if at, _, err = l.gate.plan(s.ctx); err != nil {
+			l.passed()
+			s.handBack(&started, errors.New("node stopping"))
+			return
+		}
+	}
+	l.passed()
+	res := callProvider(l.p, n, l.limits.Timeout)
+	took := time.Since(at)
+	l.m.sendSeconds.Update(took.Seconds())
+	next := s.outcome(l, &started, res, at, took, time.Now())
+	s.record(&started, next)
+	if res.Verdict == provider.DeviceGone && p.Bridge != nil && s.gone != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		s.gone(ctx, next)
+		cancel()
+	}
+}
+
+// begin writes p's attempt row, IN_PROCESS with the call planned at at,
+// under this node's lease (renewed when less than half is left). It
+// reports false when the push is not to be sent: another node took it
+// over, it was withdrawn, or storage failed (then it waits for its lease).
+func (s *Sender) begin(l *lane, p *storage.Push, at time.Time) (storage.Push, bool) {
+	now := time.Now()
+	a := storage.Attempt{N: len(p.Attempts) + 1, Status: storage.AttemptInProcess, Node: s.node,
+		Started: now.UnixMilli(), Called: at.UnixMilli()}
 	if l.limits.Dedup {
 		a.DedupKey = p.ID.String()
 	}
@@ -43,33 +113,99 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	if time.UnixMilli(lease).Sub(now) < s.cfg.Lease/2 {
 		lease = now.Add(s.cfg.Lease).UnixMilli()
 	}
-	started := advance(&p, storage.PushInMemory, lease, now)
+	started := advance(p, storage.PushInMemory, lease, now)
 	started.Owner = s.node
 	started.Attempts = append(started.Attempts, a)
-	if err := s.update(&p, started); err != nil {
-		l.passed() // no call: the next send may go ahead
-		if errors.Is(err, storage.ErrConflict) {
-			l.m.leaseLost.Inc()
-			s.log.Info("queued push taken over by another node, or withdrawn; not sent", "push", p.ID)
-			return
-		}
+	return started, s.attemptWritten(l, p, started)
+}
+
+// attemptWritten writes next over prev before a call, reporting whether
+// the call may go ahead.
+func (s *Sender) attemptWritten(l *lane, prev *storage.Push, next storage.Push) bool {
+	err := s.update(prev, next)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, storage.ErrConflict):
+		l.m.leaseLost.Inc()
+		s.log.Info("queued push taken over by another node, or withdrawn; not sent", "push", prev.ID)
+	default:
 		s.m.storageError(stageAttempt)
-		s.log.Error("attempt not recorded; the push waits for its lease to expire", "push", p.ID, "error", err)
+		s.log.Error("attempt not recorded; the push waits for its lease to expire", "push", prev.ID, "error", err)
+	}
+	return false
+}
+
+// handBack gives p, which this node holds and has not called the
+// provider for, back to SendPending, so that any node sends it now
+// rather than after the lease: the node is stopping. An attempt row
+// written for the call that was not made is dropped (why says why).
+func (s *Sender) handBack(p *storage.Push, why error) {
+	now := time.Now()
+	next := advance(p, storage.PushPending, now.UnixMilli(), now)
+	if why != nil {
+		next.Attempts = next.Attempts[:len(next.Attempts)-1]
+	}
+	if err := s.update(p, next); err != nil && !errors.Is(err, storage.ErrConflict) {
+		s.log.Warn("push not handed back; its lease will expire", "push", p.ID, "error", err)
+	}
+}
+
+// refuse finishes p without a call: the provider said before any call
+// that it cannot be sent (res: no prototype key). FAILED, with res in an
+// attempt that made no call.
+func (s *Sender) refuse(l *lane, p *storage.Push, res provider.Result, now time.Time) {
+	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
+	next.Attempts = append(next.Attempts, storage.Attempt{
+		N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorPrototypeKey,
+		Node: s.node, Started: now.UnixMilli(), ProviderMessage: res.Message,
+	})
+	s.fail(l, &next, now)
+	s.record(p, next)
+}
+
+// window reports whether p may be called at t: always without a cron
+// expression; with one, when the expression allows a second at most
+// WindowGrace before t. When it may not, next is the start of its next
+// window, or err says there is none.
+func (s *Sender) window(p *storage.Push, t time.Time) (bool, time.Time, error) {
+	if p.CronExpression == "" {
+		return true, time.Time{}, nil
+	}
+	sched, err := cron.Parse(p.CronExpression)
+	if err != nil {
+		return true, time.Time{}, nil // accepted by an older parser: its window is unknown, so now
+	}
+	if first, err := sched.Next(t.Add(-s.cfg.WindowGrace), s.loc); err == nil && !first.After(t) {
+		return true, time.Time{}, nil
+	}
+	next, err := sched.Next(t, s.loc)
+	return false, next, err
+}
+
+// missedWindow puts p, whose cron window closed before its call's turn
+// came, back to wait for its next window (SCHEDULED, or RETRY when it
+// has attempts), or FAILs it when its expression allows no later time.
+func (s *Sender) missedWindow(l *lane, p *storage.Push, next time.Time, none error) {
+	now := time.Now()
+	l.m.windowMissed.Inc()
+	if none != nil {
+		n := advance(p, storage.PushInMemory, now.UnixMilli(), now)
+		n.Attempts = append(n.Attempts, storage.Attempt{
+			N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther, Node: s.node,
+			Started: now.UnixMilli(), Cause: "its cron window closed before it could be sent, and the expression allows no later time",
+		})
+		s.fail(l, &n, now)
+		s.record(p, n)
 		return
 	}
-	// The provider's minimum delay since the previous call; not cut short
-	// by Stop: the attempt row says this call is being made.
-	t0 := l.pace()
-	res := callProvider(l.p, n, l.limits.Timeout)
-	took := time.Since(t0)
-	l.m.sendSeconds.Update(took.Seconds())
-	next := s.outcome(l, &started, res, t0, took, time.Now())
-	s.record(&started, next)
-	if res.Verdict == provider.DeviceGone && p.Bridge != nil && s.gone != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
-		s.gone(ctx, next)
-		cancel()
+	state := storage.PushScheduled
+	if len(p.Attempts) > 0 {
+		state = storage.PushRetry
 	}
+	n := advance(p, state, next.UnixMilli(), now)
+	s.log.Info("cron window closed before the push's turn; it waits for the next", "push", p.ID, "next", next)
+	s.record(p, n)
 }
 
 // notification is what the provider is given for p at now; false when p
@@ -133,7 +269,7 @@ func callProvider(p provider.Provider, n *provider.Notification, timeout time.Du
 func (s *Sender) outcome(l *lane, p *storage.Push, res provider.Result, called time.Time, took time.Duration, now time.Time) storage.Push {
 	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
 	a := next.LastAttempt()
-	a.Called, a.Millis = called.UnixMilli(), took.Milliseconds()
+	a.Called, a.Millis = called.UnixMilli(), max(took.Milliseconds(), 0)
 	a.Status = storage.AttemptError
 	a.ProviderCode, a.ProviderReason, a.ProviderMessage = res.Status, res.Reason, res.Message
 	if res.Err != nil {

@@ -89,8 +89,9 @@ func New(cfg Config, store storage.PushStore, providers []provider.Provider, log
 func (s *Sender) Node() string { return s.node }
 
 // Start begins sending when Workers is set: it starts each provider's
-// reader, takes back this node's own leases (pushes it had queued before a
-// restart), then opens the queues to Accept and starts the two jobs.
+// reader, takes this node's share of each provider's rate, takes back its
+// own leases (pushes it had queued before a restart), then opens the
+// queues to Accept and starts the two jobs.
 // Without Workers it does nothing.
 func (s *Sender) Start() error {
 	if !s.cfg.Workers || s.started {
@@ -104,7 +105,21 @@ func (s *Sender) Start() error {
 	s.jobs.Add(1)
 	go func() {
 		defer s.jobs.Done()
-		// Recovery first, alone: until it ends nothing of this run is
+		// Each provider's share of its rate first, so that the pushes
+		// recovered and accepted next have a pace to be sent at (a node
+		// that gets none, or cannot reach the store, goes on without:
+		// its share loop keeps asking).
+		var shared sync.WaitGroup
+		for _, l := range s.lanes {
+			shared.Add(1)
+			s.jobs.Add(1)
+			go func() {
+				defer s.jobs.Done()
+				l.share.run(s.ctx, shared.Done)
+			}()
+		}
+		shared.Wait()
+		// Recovery next, alone: until it ends nothing of this run is
 		// IN_MEMORY under this node's name (Accept stores immediate
 		// pushes PENDING, the jobs have not started), so every push it
 		// finds is an earlier run's. Were this run's pushes queued or
@@ -152,6 +167,9 @@ func (s *Sender) Stop(ctx context.Context) error {
 	released := 0
 	for _, l := range s.lanes {
 		released += l.drain(ctx)
+		if err == nil {
+			l.share.release(ctx) // every call made: others may take its parts a settle on
+		}
 	}
 	s.log.Info("sender stopped", "node", s.node, "released", released)
 	return err

@@ -30,11 +30,14 @@ type SenderReport struct {
 
 	// The provider's side: sends the fake received, per second since the
 	// first, and the measured window (seconds since the first send).
+	// ProviderRate is the account's limit (never exceeded in any second),
+	// Pace the sender's configured calls a second (1 / its delay).
 	ProviderRate float64      `json:"configured_rate_per_s"`
+	Pace         float64      `json:"configured_pace_per_s"`
 	PerSecond    []int        `json:"provider_per_second"`
 	Window       [2]int       `json:"window_s"`
 	Measured     float64      `json:"measured_rate_per_s"`
-	RateError    float64      `json:"rate_error"` // (measured - configured) / configured
+	RateError    float64      `json:"rate_error"` // (measured - pace) / pace
 	WindowMin    int          `json:"window_min_per_s"`
 	WindowMax    int          `json:"window_max_per_s"`
 	QueueMin     int          `json:"window_queue_min"` // the sender's queue, sampled in the window
@@ -46,8 +49,9 @@ type SenderReport struct {
 	// most GateLimit.
 	CallsMaxAnySecond int `json:"calls_max_any_second"`
 	// MaxAnySecond is the most sends the provider received in any one
-	// second (a sliding window over arrival times): at most ArrivalLimit,
-	// the gate's bound widened by the calls' measured transit spread.
+	// second (a sliding window over arrival times): at most ProviderRate,
+	// the account's limit, and at most ArrivalLimit, the gate's bound
+	// widened by the calls' measured transit spread.
 	MaxAnySecond int `json:"provider_max_any_second"`
 	// TransitSpreadMs is how much the time from a call to its arrival
 	// varied (the k-th arrival against the k-th call, plus the 1 ms of
@@ -97,24 +101,22 @@ func (r *Report) printSender(w io.Writer) {
 		what, Num(s.Scheduled), Num(s.Offered), s.PostSeconds, Num(s.Accepted), Num(s.Achieved), Num(s.WentPending), CountsOrNone(s.Errors), s.CPU)
 	fmt.Fprintf(w, "POST latency from its scheduled time (ms): p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f\n",
 		s.Response.P50, s.Response.P90, s.Response.P99, s.Response.P999, s.Response.Max)
-	fmt.Fprintf(w, "provider %s: %s/s configured; measured %.2f/s over seconds %d-%d of sending (%+.2f%%), per second %d..%d, queue at least %d in the window\n",
-		s.Provider, Num(s.ProviderRate), s.Measured, s.Window[0], s.Window[1], 100*s.RateError, s.WindowMin, s.WindowMax, s.QueueMin)
-	fmt.Fprintf(w, "in any second: the sender called at most %d times (gate bound %d), the provider received at most %d (bound %d: the calls' transit varied by %.0f ms)\n",
-		s.CallsMaxAnySecond, s.GateLimit(), s.MaxAnySecond, s.ArrivalLimit(), s.TransitSpreadMs)
+	fmt.Fprintf(w, "provider %s: paced at %s/s under its %s/s limit; measured %.2f/s over seconds %d-%d of sending (%+.2f%% of the pace), per second %d..%d, queue at least %d in the window\n",
+		s.Provider, Num(s.Pace), Num(s.ProviderRate), s.Measured, s.Window[0], s.Window[1], 100*s.RateError, s.WindowMin, s.WindowMax, s.QueueMin)
+	fmt.Fprintf(w, "in any sliding second: the provider received at most %d (limit %s; gate bound %d with the calls' %.0f ms of transit spread), the sender called at most %d times (gate bound %d)\n",
+		s.MaxAnySecond, Num(s.ProviderRate), s.ArrivalLimit(), s.TransitSpreadMs, s.CallsMaxAnySecond, s.GateLimit())
 	fmt.Fprintf(w, "provider answer time (ms): p50 %.0f p99 %.0f max %.0f; pool bound %d, busy at most %d (sampled), provider in flight at most %d, caller runs %d\n",
 		s.Latency.P50, s.Latency.P99, s.Latency.Max, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.CallerRuns)
 	fmt.Fprintf(w, "accounting: accepted %s, SENT %s, received by the provider %s (%s distinct), retried %d, DUPLICATES %d (receipts beyond a push's attempts); states %s; last SENT %.1fs after the last POST\n",
 		Num(s.Accepted), Num(s.Sent), Num(s.Received), Num(s.Distinct), s.Retried, s.Duplicates, CountsOrNone(s.States), s.DrainSeconds)
 }
 
-// callsIn is the most calls the sender's gate lets through in any window
-// of w: the rate over w and the gate's burst of a hundredth of a second's
-// calls (at least 1); one more, as a call's time is read after the gate
-// lets it through (before the next may wait); and the rate over 1 ms, the
-// attempt log's resolution.
+// callsIn is the most calls the sender's gate plans in any window of w:
+// the pace over w and its burst of one call; and the pace over 1 ms, the
+// attempt log's resolution. (Calls made up to 20 ms after their planned
+// time show in the transit spread.)
 func (s *SenderReport) callsIn(w time.Duration) int {
-	burst := max(1, int(s.ProviderRate/100))
-	return int(math.Ceil(s.ProviderRate*w.Seconds())) + burst + 1 + int(math.Ceil(s.ProviderRate/1000))
+	return int(math.Ceil(s.Pace*w.Seconds())) + 1 + int(math.Ceil(s.Pace/1000))
 }
 
 // GateLimit is the most calls the sender may make in any one second.
@@ -135,8 +137,11 @@ func (s *SenderReport) problems(tolerance float64) []string {
 		p = append(p, fmt.Sprintf("only %d of %d pushes accepted (errors: %s)", s.Accepted, s.Scheduled, CountsOrNone(s.Errors)))
 	}
 	if math.Abs(s.RateError) > tolerance {
-		p = append(p, fmt.Sprintf("provider rate %.2f/s is %+.2f%% from the configured %.0f/s (tolerance %.2f%%)",
-			s.Measured, 100*s.RateError, s.ProviderRate, 100*tolerance))
+		p = append(p, fmt.Sprintf("provider rate %.2f/s is %+.2f%% from the configured pace %.0f/s (tolerance %.2f%%)",
+			s.Measured, 100*s.RateError, s.Pace, 100*tolerance))
+	}
+	if float64(s.MaxAnySecond) > s.ProviderRate {
+		p = append(p, fmt.Sprintf("the provider received %d sends in one second, above the account's limit %.0f/s", s.MaxAnySecond, s.ProviderRate))
 	}
 	if s.PoolBusyMax > s.PoolSize || s.ProviderMaxNow > s.PoolSize+1 {
 		p = append(p, fmt.Sprintf("pool above its bound %d: busy %d, provider in flight %d (bound + the reader)",
@@ -158,8 +163,8 @@ func (s *SenderReport) problems(tolerance float64) []string {
 }
 
 func (s *SenderReport) resultFields() string {
-	return fmt.Sprintf(" provider=%s accepted=%d sent=%d duplicates=%d calls_max_any_second=%d max_any_second=%d transit_spread_ms=%.0f provider_rate_per_s=%.2f rate_error_pct=%.3f pool_size=%d pool_busy_max=%d provider_max_in_flight=%d post_p50_ms=%.2f post_p99_ms=%.2f",
-		s.Provider, s.Accepted, s.Sent, s.Duplicates, s.CallsMaxAnySecond, s.MaxAnySecond, s.TransitSpreadMs, s.Measured, 100*s.RateError, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.Response.P50, s.Response.P99)
+	return fmt.Sprintf(" provider=%s accepted=%d sent=%d duplicates=%d calls_max_any_second=%d max_any_second=%d limit_per_s=%.0f transit_spread_ms=%.0f provider_rate_per_s=%.2f rate_error_pct=%.3f pool_size=%d pool_busy_max=%d provider_max_in_flight=%d post_p50_ms=%.2f post_p99_ms=%.2f",
+		s.Provider, s.Accepted, s.Sent, s.Duplicates, s.CallsMaxAnySecond, s.MaxAnySecond, s.ProviderRate, s.TransitSpreadMs, s.Measured, 100*s.RateError, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.Response.P50, s.Response.P99)
 }
 
 // senderCharts draws the provider's rate against its limit, the pool and
@@ -173,7 +178,7 @@ func senderCharts(r *Report) string {
 	marks := []mark{{float64(s.Window[0]), "window"}, {float64(s.Window[1]), "window end"}}
 	out := "<h2>Provider sends per second (seconds since the first send)</h2>\n" +
 		chart{title: "sends per second", xlabel: "seconds since the first send", lines: []line{rate}, marks: marks,
-			hline: s.ProviderRate, hlabel: fmt.Sprintf("limit %.0f/s", s.ProviderRate)}.svg()
+			hline: s.ProviderRate, hlabel: fmt.Sprintf("limit %.0f/s (pace %.0f/s)", s.ProviderRate, s.Pace)}.svg()
 	busy := line{name: "pool busy (sender gauge)", color: palette[0]}
 	inflight := line{name: "provider in flight (fake)", color: palette[1]}
 	queue := line{name: "queue", color: palette[2]}

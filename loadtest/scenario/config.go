@@ -198,23 +198,28 @@ type Config struct {
 	// them in turn. Default 1,000.
 	Devices int `conf:"devices" for:"sender" help:"phones registered through the bridge registration API (-provider fcm)"`
 
-	// ProviderRate is the provider's rate limit the sender is configured
-	// with (swrve-rate), sends per second. Default 300 (the seed's).
-	ProviderRate float64 `conf:"provider-rate" for:"sender" help:"the provider's rate limit the sender paces at (swrve-rate), per second"`
+	// ProviderRate is the provider account's rate limit the sender is
+	// configured with (swrve-rate, fcm-rate), calls a second: the fake
+	// must never receive more in any second. Default 300 (Swrve's).
+	ProviderRate float64 `conf:"provider-rate" for:"sender" help:"the provider account's rate limit (swrve-rate): never exceeded in any second"`
+	// ProviderDelay is the sender's pace (swrve-delay, fcm-delay): one
+	// call every ProviderDelay. Default 4ms (the seed's delayMillis:
+	// 250/s).
+	ProviderDelay time.Duration `conf:"provider-delay" for:"sender" help:"the sender's time between calls (swrve-delay): its pace, measured"`
 	// ProviderLatency is how the fake provider delays each answer: "seed"
 	// (log-normal with the seed's measured p50 983 ms and p99 5,956 ms)
 	// or a fixed duration. Default "seed".
 	ProviderLatency string `conf:"provider-latency" for:"sender" help:"fake provider answer time: seed (p50 983ms, p99 5956ms) or a fixed duration"`
 	// AverageLatency sizes the sender's pool (swrve-average-latency): the
-	// pool holds AverageLatency × ProviderRate sends. Default 2s (600 at
-	// 300/s, the seed's sizing).
+	// pool holds AverageLatency / ProviderDelay sends and a quarter of a
+	// second of calls. Default 2s (500 + 62 at 4 ms, the seed's sizing).
 	AverageLatency time.Duration `conf:"average-latency" for:"sender" help:"the sender's expected provider latency (swrve-average-latency; sizes its pool)"`
 	// Measure is the window over which the provider's send rate is
 	// measured, after Warmup. Default 1m.
 	Measure time.Duration `conf:"measure" for:"sender" help:"window over which the provider's send rate is measured"`
 	// RateTolerance fails the run when the measured rate is further than
-	// this fraction from ProviderRate. Default 0.01 (1%).
-	RateTolerance float64 `conf:"rate-tolerance" for:"sender" help:"fail when the provider's rate is further than this fraction from -provider-rate"`
+	// this fraction from the pace (1 / ProviderDelay). Default 0.01 (1%).
+	RateTolerance float64 `conf:"rate-tolerance" for:"sender" help:"fail when the provider's measured rate is further than this fraction from the pace (1 / -provider-delay)"`
 	// Quiet is how long to listen for late duplicates after the drain.
 	// Default 3s.
 	Quiet time.Duration `conf:"quiet" for:"stored,churn" help:"listen this long for late duplicates after the drain"`
@@ -301,6 +306,7 @@ func Default(scenario string) Config {
 		MaxInFlight:     4096,
 		PushTimeout:     10 * time.Second,
 		ProviderRate:    300,
+		ProviderDelay:   4 * time.Millisecond,
 		ProviderLatency: "seed",
 		Provider:        "swrve",
 		Devices:         1000,
@@ -403,13 +409,18 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// Pace is the sender's calls a second: 1 / ProviderDelay.
+func (c *Config) Pace() float64 { return float64(time.Second) / float64(c.ProviderDelay) }
+
 // validateSender checks the sender scenario's settings: the offered
 // pushes must outlast the measured window at the provider's rate, or the
 // window would see the queue run dry.
 func (c *Config) validateSender() error {
 	switch {
-	case c.PushRate <= 0 || c.Duration <= 0 || c.ProviderRate <= 0 || c.AverageLatency <= 0 || c.Measure <= 0 || c.Warmup < 0:
-		return errors.New("loadtest: sender: -push-rate, -duration, -provider-rate, -average-latency and -measure must be positive, -warmup not negative")
+	case c.PushRate <= 0 || c.Duration <= 0 || c.ProviderRate <= 0 || c.ProviderDelay <= 0 || c.AverageLatency <= 0 || c.Measure <= 0 || c.Warmup < 0:
+		return errors.New("loadtest: sender: -push-rate, -duration, -provider-rate, -provider-delay, -average-latency and -measure must be positive, -warmup not negative")
+	case c.Pace() > 0.95*c.ProviderRate:
+		return fmt.Errorf("loadtest: sender: -provider-delay %s paces %.0f/s, over 95%% of -provider-rate (the sender refuses it)", c.ProviderDelay, c.Pace())
 	case c.RateTolerance <= 0 || c.RateTolerance >= 1:
 		return errors.New("loadtest: sender: -rate-tolerance must be in (0, 1)")
 	case c.Provider != "swrve" && c.Provider != "fcm":
@@ -424,15 +435,15 @@ func (c *Config) validateSender() error {
 	if _, err := c.ProviderLatencyFunc(); err != nil {
 		return err
 	}
-	if c.PushRate <= c.ProviderRate {
-		return fmt.Errorf("loadtest: sender: -push-rate (%.0f/s) must be above -provider-rate (%.0f/s): the sender is measured with its queue full",
-			c.PushRate, c.ProviderRate)
+	if c.PushRate <= c.Pace() {
+		return fmt.Errorf("loadtest: sender: -push-rate (%.0f/s) must be above the pace (%.0f/s): the sender is measured with its queue full",
+			c.PushRate, c.Pace())
 	}
 	pushes := c.PushRate * c.Duration.Seconds()
-	if need := c.ProviderRate * (c.Warmup + c.Measure).Seconds() * 1.05; pushes < need {
+	if need := c.Pace() * (c.Warmup + c.Measure).Seconds() * 1.05; pushes < need {
 		return fmt.Errorf("loadtest: sender: %.0f pushes (-push-rate × -duration) run out before the window ends: "+
 			"the provider sends %.0f/s for -warmup + -measure (%s), %.0f pushes and 5%% more; offer more",
-			pushes, c.ProviderRate, c.Warmup+c.Measure, need/1.05)
+			pushes, c.Pace(), c.Warmup+c.Measure, need/1.05)
 	}
 	return nil
 }

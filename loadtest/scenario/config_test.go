@@ -73,7 +73,7 @@ func TestSenderFlags(t *testing.T) {
 	if _, err := ParseFlags(Sender, []string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, want := range []string{"-push-rate", "-duration", "-provider-rate", "-provider-latency", "-average-latency", "-measure", "-warmup", "-rate-tolerance"} {
+	for _, want := range []string{"-push-rate", "-duration", "-provider-rate", "-provider-delay", "-provider-latency", "-average-latency", "-measure", "-warmup", "-rate-tolerance"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("sender help lacks %s", want)
 		}
@@ -86,7 +86,7 @@ func TestSenderFlags(t *testing.T) {
 	// The embedded store unless -cql-hosts says otherwise, whatever
 	// CQL_HOSTS; the seed's figures by default.
 	cfg, err := ParseFlags(Sender, nil, io.Discard)
-	if err != nil || len(cfg.CQLHosts) != 0 || cfg.ProviderRate != 300 || cfg.PushRate != 500 || cfg.ProviderLatency != "seed" ||
+	if err != nil || len(cfg.CQLHosts) != 0 || cfg.ProviderRate != 300 || cfg.ProviderDelay != 4*time.Millisecond || cfg.PushRate != 500 || cfg.ProviderLatency != "seed" ||
 		cfg.Measure != time.Minute || cfg.RateTolerance != 0.01 {
 		t.Errorf("sender defaults %+v %v", cfg, err)
 	}
@@ -95,9 +95,11 @@ func TestSenderFlags(t *testing.T) {
 		t.Errorf("sender on CQL: %+v %v", cfg, err)
 	}
 	for _, args := range [][]string{
-		{"-push-rate", "300"},                     // not above the provider's rate: the queue would not fill
-		{"-push-rate", "310", "-duration", "70s"}, // 21,700 pushes run out before 10 s + 1 min at 300/s (and 5% more)
+		{"-push-rate", "250"},                     // not above the pace: the queue would not fill
+		{"-push-rate", "260", "-duration", "70s"}, // 18,200 pushes run out before 10 s + 1 min at 250/s (and 5% more)
 		{"-duration", "30s"}, {"-provider-latency", "often"}, {"-rate-tolerance", "0"}, {"-measure", "0s"}, {"-provider-rate", "-1"},
+		{"-provider-delay", "3ms"}, // 333/s: over 95% of the limit of 300
+		{"-provider-delay", "0s"},
 	} {
 		if _, err := ParseFlags(Sender, args, io.Discard); err == nil {
 			t.Errorf("ParseFlags(sender, %q) accepted", args)

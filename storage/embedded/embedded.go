@@ -29,8 +29,10 @@ type Store struct {
 	mu      sync.RWMutex
 	closed  bool
 	stripes [256]sync.Mutex
-	stop    chan struct{}
-	swept   sync.WaitGroup
+	// rateMu serializes the rate shares' compare-and-set (rateshares.go).
+	rateMu sync.Mutex
+	stop   chan struct{}
+	swept  sync.WaitGroup
 	// closeOnce makes Close idempotent.
 	closeOnce sync.Once
 }

@@ -59,6 +59,10 @@ func Run(t *testing.T, h Harness) {
 		{"PushTTLExpiry", testPushTTL},
 		{"PushInvalidInputRejected", testPushInvalid},
 		{"PushClosedStoreUnavailable", testPushClosed},
+		// The sender's rate shares (rateshares.go).
+		{"RateSharesCompareAndSet", testRateShares},
+		{"RateSharesOneWinner", testRateSharesOneWinner},
+		{"RateSharesInvalidInputRejected", testRateSharesInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,8 +29,12 @@ type Config struct {
 	// since an environment variable cannot hold a map. Default "{}" (no
 	// apps: the bridge is off).
 	Apps string `conf:"apns-apps" help:"JSON object: app id -> {topic, endpoint, key, key_id, team_id | cert, cert_key} (keys and certificates are paths, or PEM starting with '-')"`
-	// Rate is the most sends per second. Default 500.
-	Rate float64 `conf:"apns-rate" help:"most sends per second to APNs"`
+	// Rate is the most calls a second APNs gets, from every sender node
+	// sharing the store together. Default 500.
+	Rate float64 `conf:"apns-rate" help:"most calls a second to APNs, from all sender nodes together"`
+	// Delay is the time between two calls, all nodes together; at most
+	// 95% of Rate, for headroom. Default 2.5ms (400 calls a second).
+	Delay time.Duration `conf:"apns-delay" help:"time between two calls to APNs, all sender nodes together (the pace; leaves headroom under apns-rate)"`
 	// Concurrency is the most sends in flight (HTTP/2 streams) at once;
 	// the sender's pool is this size. Default 100.
 	Concurrency int `conf:"apns-concurrency" help:"most concurrent sends (HTTP/2 streams) to APNs; the sending pool's size"`
@@ -46,7 +50,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
-	return Config{Apps: "{}", Rate: 500, Concurrency: 100, Timeout: 10 * time.Second, MaxData: 4096}
+	return Config{Apps: "{}", Rate: 500, Delay: 2500 * time.Microsecond, Concurrency: 100, Timeout: 10 * time.Second, MaxData: 4096}
 }
 
 // Limits are what the sender drives the provider with. AverageLatency is
@@ -54,11 +58,8 @@ func DefaultConfig() Config {
 // (AverageLatency/Delay) is exactly Concurrency. APNs does not
 // deduplicate by apns-id, so Dedup is false.
 func (c *Config) Limits() provider.Limits {
-	l := provider.Limits{Rate: c.Rate, Timeout: c.Timeout, Bridge: true}
-	if c.Rate > 0 {
-		l.AverageLatency = l.Delay() * time.Duration(c.Concurrency)
-	}
-	return l
+	return provider.Limits{Rate: c.Rate, Delay: c.Delay, Timeout: c.Timeout, Bridge: true,
+		AverageLatency: c.Delay * time.Duration(c.Concurrency)}
 }
 
 // Validate reports the first setting that cannot work. It parses Apps

@@ -30,10 +30,14 @@ type Config struct {
 	// URL is the base of the FCM API. Default "https://fcm.googleapis.com".
 	// (The OAuth2 token URL is the service account's token_uri.)
 	URL string `conf:"fcm-url" help:"base URL of the FCM HTTP v1 API"`
-	// Rate paces sends to the project's quota, sends per second. Default 500.
-	Rate float64 `conf:"fcm-rate" help:"most sends per second to FCM (the project quota pacing)"`
-	// AverageLatency is the expected average answer time; with Rate it
-	// sizes the sending pool. Default 200ms (pool 100).
+	// Rate is the most calls a second FCM gets, from every sender node
+	// sharing the store together (the project's quota). Default 500.
+	Rate float64 `conf:"fcm-rate" help:"most calls a second to FCM, from all sender nodes together (the project quota)"`
+	// Delay is the time between two calls, all nodes together; at most
+	// 95% of Rate, for headroom. Default 2.5ms (400 calls a second).
+	Delay time.Duration `conf:"fcm-delay" help:"time between two calls to FCM, all sender nodes together (the pace; leaves headroom under fcm-rate)"`
+	// AverageLatency is the expected average answer time; with Delay it
+	// sizes the sending pool. Default 200ms (pool 80 + the look-ahead).
 	AverageLatency time.Duration `conf:"fcm-latency" help:"expected average FCM answer time (sizes the sending pool)"`
 	// Timeout bounds one send, the token fetch included. Default 10s.
 	Timeout time.Duration `conf:"fcm-timeout" help:"timeout of one send to FCM"`
@@ -49,14 +53,14 @@ type Config struct {
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
-		URL: "https://fcm.googleapis.com", Rate: 500, AverageLatency: 200 * time.Millisecond,
+		URL: "https://fcm.googleapis.com", Rate: 500, Delay: 2500 * time.Microsecond, AverageLatency: 200 * time.Millisecond,
 		Timeout: 10 * time.Second, MaxData: 4096, MinTTL: 60 * time.Second,
 	}
 }
 
 // Limits are what the sender drives the provider with.
 func (c *Config) Limits() provider.Limits {
-	return provider.Limits{Rate: c.Rate, AverageLatency: c.AverageLatency, Timeout: c.Timeout, Bridge: true}
+	return provider.Limits{Rate: c.Rate, Delay: c.Delay, AverageLatency: c.AverageLatency, Timeout: c.Timeout, Bridge: true}
 }
 
 // Validate reports the first setting that cannot work. It checks the

@@ -21,11 +21,17 @@ type Provider interface {
 
 // Limits is what a provider declares about its service.
 type Limits struct {
-	// Rate is the most sends per second the service accepts (its rate
-	// limit): the sender's reader starts sends no closer together than
-	// 1/Rate (the seed's delayMillis).
+	// Rate is the account's limit: the most calls the service accepts in
+	// any second, from every sender node sharing the store together (they
+	// divide the account between them: docs/sender.md).
 	Rate float64
-	// AverageLatency is the expected average answer time; with Rate it
+	// Delay is the time between two calls of the account (the seed's
+	// delayMillis): the nodes together call at 1/Delay. It must leave
+	// headroom under Rate (Pace <= Headroom × Rate) for what pacing
+	// cannot make exact: a call made up to the gate's slack late, and
+	// each node's one call of burst.
+	Delay time.Duration
+	// AverageLatency is the expected average answer time; with Delay it
 	// sizes the pool of concurrent sends (the seed's
 	// averageProcessingMillis / delayMillis).
 	AverageLatency time.Duration
@@ -41,13 +47,16 @@ type Limits struct {
 	Bridge bool
 }
 
-// Delay is the minimum time between two sends.
-func (l Limits) Delay() time.Duration { return time.Duration(float64(time.Second) / l.Rate) }
+// Headroom is the most of Rate the pace (1/Delay) may be.
+const Headroom = 0.95
+
+// Pace is the account's calls per second: 1/Delay.
+func (l Limits) Pace() float64 { return float64(time.Second) / float64(l.Delay) }
 
 // PoolSize is the seed's bound on concurrent sends: AverageLatency / Delay,
 // at least 1.
 func (l Limits) PoolSize() int {
-	return max(1, int(l.AverageLatency/l.Delay()))
+	return max(1, int(l.AverageLatency/l.Delay))
 }
 
 // Validate reports limits the sender cannot work with.
@@ -55,12 +64,27 @@ func (l Limits) Validate() error {
 	switch {
 	case l.Rate <= 0 || l.Rate > 1e6:
 		return fmt.Errorf("rate %v is outside (0, 1e6] per second", l.Rate)
+	case l.Delay < time.Microsecond:
+		return fmt.Errorf("delay %s is below 1µs", l.Delay)
+	case l.Pace() > Headroom*l.Rate:
+		return fmt.Errorf("delay %s paces %.0f calls a second, over %.0f%% of the rate %v: leave headroom (at least %s)",
+			l.Delay, l.Pace(), Headroom*100, l.Rate, time.Duration(float64(time.Second)/(Headroom*l.Rate)).Round(time.Microsecond))
 	case l.AverageLatency <= 0:
 		return fmt.Errorf("average latency %s is not positive", l.AverageLatency)
 	case l.Timeout <= 0:
 		return fmt.Errorf("timeout %s is not positive", l.Timeout)
 	}
 	return nil
+}
+
+// Checker is a provider that can tell, without calling its service, that
+// a notification cannot be sent (Swrve: no push key for its prototype and
+// platform). The sender asks before the call's turn at the rate, so such
+// a notification takes no call from the account. Safe for concurrent use.
+type Checker interface {
+	// Check returns the result of a send that would fail, and false; or
+	// true when the notification may be sent.
+	Check(n *Notification) (Result, bool)
 }
 
 // Priority is the delivery priority a provider maps to its own (FCM

@@ -26,12 +26,18 @@ type Config struct {
 	// URL is the push endpoint. Default "https://service.swrve.com/push"
 	// (EU data centre: https://eu-service.swrve.com/push).
 	URL string `conf:"swrve-url" help:"Swrve push API endpoint"`
-	// Rate is Swrve's rate limit, sends per second; the seed's
-	// delayMillis is 1000/Rate. Default 300.
-	Rate float64 `conf:"swrve-rate" help:"most sends per second Swrve accepts (its rate limit)"`
+	// Rate is Swrve's rate limit: the most calls the account accepts in
+	// any second, from every sender node sharing the store together.
+	// Default 300.
+	Rate float64 `conf:"swrve-rate" help:"most calls a second the Swrve account accepts, from all sender nodes together (its rate limit)"`
+	// Delay is the time between two calls of the account, all nodes
+	// together (the seed's delayMillis); at most 95% of Rate, for
+	// headroom. Default 4ms (250 calls a second).
+	Delay time.Duration `conf:"swrve-delay" help:"time between two calls to Swrve, all sender nodes together (the pace; leaves headroom under swrve-rate)"`
 	// AverageLatency is the expected average answer time; the sending
-	// pool holds AverageLatency*Rate sends (the seed's
-	// averageProcessingMillis/delayMillis). Default 2s (pool 600).
+	// pool holds AverageLatency/Delay sends (the seed's
+	// averageProcessingMillis/delayMillis) and the look-ahead. Default
+	// 2s (pool 500 + 62).
 	AverageLatency time.Duration `conf:"swrve-average-latency" help:"expected average Swrve answer time (sizes the sending pool)"`
 	// Timeout bounds one send, answer included. Default 30s.
 	Timeout time.Duration `conf:"swrve-timeout" help:"timeout of one send to Swrve"`
@@ -48,14 +54,14 @@ type Config struct {
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
-		URL: "https://service.swrve.com/push", Rate: 300, AverageLatency: 2 * time.Second,
+		URL: "https://service.swrve.com/push", Rate: 300, Delay: 4 * time.Millisecond, AverageLatency: 2 * time.Second,
 		Timeout: 30 * time.Second, KeysPoll: 10 * time.Second,
 	}
 }
 
 // Limits are what the sender drives the provider with.
 func (c *Config) Limits() provider.Limits {
-	return provider.Limits{Rate: c.Rate, AverageLatency: c.AverageLatency, Timeout: c.Timeout}
+	return provider.Limits{Rate: c.Rate, Delay: c.Delay, AverageLatency: c.AverageLatency, Timeout: c.Timeout}
 }
 
 // Validate reports the first setting that cannot work.
@@ -121,12 +127,28 @@ type answer struct {
 // maxAnswer bounds how much of an answer is read: Swrve's are tiny.
 const maxAnswer = 64 << 10
 
-// Send implements provider.Provider.
+var _ provider.Checker = (*Client)(nil)
+
+// Check implements provider.Checker: a prototype without a push key for
+// the platform fails before any call (MESSAGE_PROTOTYPE_KEY).
+func (c *Client) Check(n *provider.Notification) (provider.Result, bool) {
+	if _, ok := c.keys.Lookup(n.PrototypeKey, n.Platform); !ok {
+		return noKey(n), false
+	}
+	return provider.Result{}, true
+}
+
+func noKey(n *provider.Notification) provider.Result {
+	return provider.Result{Verdict: provider.NoPrototypeKey,
+		Message: fmt.Sprintf("no Swrve push_key for message prototype %q on %s", n.PrototypeKey, n.Platform)}
+}
+
+// Send implements provider.Provider. The mapping is looked up again: a
+// reload may have dropped the prototype since Check.
 func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Result {
 	key, ok := c.keys.Lookup(n.PrototypeKey, n.Platform)
 	if !ok {
-		return provider.Result{Verdict: provider.NoPrototypeKey,
-			Message: fmt.Sprintf("no Swrve push_key for message prototype %q on %s", n.PrototypeKey, n.Platform)}
+		return noKey(n)
 	}
 	form := url.Values{"push_key": {key}, "user": {n.Token}}
 	if n.Message != "" {

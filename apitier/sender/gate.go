@@ -1,0 +1,163 @@
+package sender
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Timing of the gate (docs/sender.md, "Gate").
+const (
+	// planHorizon is the furthest ahead a call is planned: a plan further
+	// out waits. It bounds how long a lowered share's old pace lasts
+	// (shareSettle).
+	planHorizon = 500 * time.Millisecond
+	// callSlack is how late a call may be made after its planned time;
+	// later (its attempt row took longer to write than the plan's lead,
+	// or the process got no CPU for a moment), it waits for a new time
+	// from the gate, so late calls never bunch. A node's calls in any
+	// second are at most its pace × (1 + callSlack/1s) + 1.
+	callSlack = 20 * time.Millisecond
+)
+
+// gate paces one lane's provider calls at this node's share of the
+// account's pace, and bounds the sends planned ahead of their calls.
+//
+// Each call's time is planned (plan) before its attempt row is written,
+// and the row records it (Attempt.Called): an attempt found IN_PROCESS
+// after a crash says when its call was due (a call woken too late for its
+// time takes a later one, so the row's time is a lower bound). The limiter's burst is one
+// call, and it keeps its schedule whatever the goroutines' wake-ups: a
+// plan is a reservation at a time, not a wait.
+//
+// Safe for concurrent use.
+type gate struct {
+	pace float64 // the account's calls per second, all nodes together
+
+	mu      sync.Mutex
+	lim     *rate.Limiter
+	parts   int           // this node's parts of the account's pace (of shareParts)
+	until   time.Time     // calls are planned only before this: the share's validity
+	changed chan struct{} // closed and replaced when parts or until change
+
+	// The sends ahead: handed on by the reader and not yet called (or
+	// dropped), at most aheadMax: a quarter of a second of this node's
+	// calls. Their attempt rows are written while they wait for their
+	// planned time, so a storage write that stalls holds up the sends
+	// behind it, not the calls, for as long as those ahead last.
+	ahead, aheadMax int
+	freed           chan struct{} // closed and replaced when a send ahead is called or dropped
+}
+
+func newGate(pace float64) *gate {
+	return &gate{pace: pace, lim: rate.NewLimiter(0, 1), changed: make(chan struct{}), freed: make(chan struct{}), aheadMax: 1}
+}
+
+// set gives the gate this node's share: parts of shareParts, usable to
+// plan calls before until.
+func (g *gate) set(parts int, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	local := g.pace * float64(parts) / shareParts
+	if parts != g.parts {
+		g.lim.SetLimit(rate.Limit(local))
+	}
+	g.parts, g.until = parts, until
+	g.aheadMax = max(1, int(local/4))
+	close(g.changed)
+	g.changed = make(chan struct{})
+	close(g.freed) // a larger look-ahead may let the reader on
+	g.freed = make(chan struct{})
+}
+
+// share returns the parts this node holds and until when.
+func (g *gate) share() (int, time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.parts, g.until
+}
+
+// open reports whether the gate may plan calls now.
+func (g *gate) open() bool {
+	parts, until := g.share()
+	return parts > 0 && time.Now().Before(until)
+}
+
+// enter takes a place among the sends ahead, waiting while they are all
+// taken; false when ctx ended first.
+func (g *gate) enter(ctx context.Context) bool {
+	for {
+		g.mu.Lock()
+		if g.ahead < g.aheadMax {
+			g.ahead++
+			g.mu.Unlock()
+			return true
+		}
+		ch := g.freed
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// passed gives back the place of a send that called, or will not call,
+// the provider.
+func (g *gate) passed() {
+	g.mu.Lock()
+	g.ahead--
+	close(g.freed)
+	g.freed = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// plan reserves the next call's time: the earliest the pace allows,
+// within planHorizon, while the share is valid. It waits for a share when
+// the node holds none (or it lapsed), and returns ctx's error when ctx
+// ends first. The reservation is cancelled when the call is not made.
+func (g *gate) plan(ctx context.Context) (time.Time, *rate.Reservation, error) {
+	for {
+		g.mu.Lock()
+		now := time.Now()
+		wait := time.Duration(-1) // until the share changes
+		if g.parts > 0 && now.Before(g.until) {
+			r := g.lim.ReserveN(now, 1)
+			at := now.Add(r.DelayFrom(now))
+			if r.OK() && at.Before(g.until) && at.Sub(now) <= planHorizon {
+				g.mu.Unlock()
+				return at, r, nil
+			}
+			r.CancelAt(now)
+			if r.OK() && at.Before(g.until) {
+				wait = at.Sub(now) - planHorizon
+			}
+		}
+		ch := g.changed
+		g.mu.Unlock()
+		if err := waitFor(ctx, ch, wait); err != nil {
+			return time.Time{}, nil, err
+		}
+	}
+}
+
+// waitFor waits for ch to close, or d to pass (d < 0: no limit), or ctx
+// to end (its error).
+func waitFor(ctx context.Context, ch <-chan struct{}, d time.Duration) error {
+	var timer <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ch:
+	case <-timer:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
