@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-bench bridge-bench
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench bridge-bench
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -49,8 +49,11 @@ e2e: ## headless Firefox through the single-node server, over ws:// and over wss
 bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh bench $(BENCHTIME)
 
-sender-cluster: ## two sender nodes on one Cassandra keyspace, 10,000 pushes, each sent once (~5 min; starts Cassandra when CQL_HOSTS is unset)
+sender-cluster: ## two, then three sender nodes on one Cassandra keyspace sharing one account's rate: 30,000 pushes each, sent once, the most in any second (~8 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh sender-cluster
+
+sender-crash: ## SIGKILL autoendpoint mid-stream and restart, 3 rounds of 6,000 pushes per backend and policy, counted at the provider (~10 min; starts Cassandra when CQL_HOSTS is unset)
+	bash tools/test.sh sender-crash
 
 sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s against a fake Swrve with the seed's latency; report in loadtest/out (~4 min)
 	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLAGS)

@@ -8,9 +8,12 @@
 #   tools/test.sh stress        tests with a CPU hog on every core, then the
 #                               engine and API tier packages twice more
 #   tools/test.sh bench [TIME]  benchmarks (-benchtime TIME, default 1s)
-#   tools/test.sh sender-cluster  two sender nodes on one keyspace, 10,000
-#                               pushes each received once (make test runs
-#                               the same test with 1,500)
+#   tools/test.sh sender-cluster  two, then three sender nodes on one keyspace
+#                               sharing one account's rate, 30,000 pushes
+#                               each received once (make test: 1,500)
+#   tools/test.sh sender-crash  autoendpoint SIGKILLed mid-stream and restarted,
+#                               3 rounds of 6,000 pushes per backend and
+#                               policy (make test: 1 round of 1,500)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
@@ -53,8 +56,13 @@ if [ "$mode" = bench ]; then
 	exit 0
 fi
 if [ "$mode" = sender-cluster ]; then
-	SENDER_CLUSTER_PUSHES=${SENDER_CLUSTER_PUSHES:-10000} go test -count=1 -v -timeout 30m \
-		-run '^TestTwoNodesEachPushOnce$' ./apitier/sender/ 2>&1 | grep -v ' WARN '
+	SENDER_CLUSTER_PUSHES=${SENDER_CLUSTER_PUSHES:-30000} go test -count=1 -v -timeout 40m \
+		-run '^TestNodesShareTheRate$' ./apitier/sender/ 2>&1 | grep -v ' WARN '
+	exit "${PIPESTATUS[0]}"
+fi
+if [ "$mode" = sender-crash ]; then
+	SENDER_CRASH_ROUNDS=${SENDER_CRASH_ROUNDS:-3} SENDER_CRASH_PUSHES=${SENDER_CRASH_PUSHES:-6000} go test -count=1 -v -timeout 60m \
+		-run '^TestCrashMidStream$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
 	exit "${PIPESTATUS[0]}"
 fi
 

@@ -62,7 +62,7 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		s.missedWindow(l, &p, next, err)
 		return
 	}
-	started, ok := s.begin(l, &p, at)
+	started, at, ok := s.begin(l, &p, at)
 	if !ok {
 		resv.Cancel()
 		l.passed()
@@ -98,12 +98,15 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	}
 }
 
-// begin writes p's attempt row, IN_PROCESS with the call planned at at,
-// under this node's lease (renewed when less than half is left). It
-// reports false when the push is not to be sent: another node took it
-// over, it was withdrawn, or storage failed (then it waits for its lease).
-func (s *Sender) begin(l *lane, p *storage.Push, at time.Time) (storage.Push, bool) {
+// begin writes p's attempt row, IN_PROCESS with the call planned at at
+// (or, planned for before the row, as soon as it is written: the time it
+// returns), under this node's lease (renewed when less than half is
+// left). It reports false when the push is not to be sent: another node
+// took it over, it was withdrawn, or storage failed (then it waits for its
+// lease).
+func (s *Sender) begin(l *lane, p *storage.Push, at time.Time) (storage.Push, time.Time, bool) {
 	now := time.Now()
+	at = later(at, now)
 	a := storage.Attempt{N: len(p.Attempts) + 1, Status: storage.AttemptInProcess, Node: s.node,
 		Started: now.UnixMilli(), Called: at.UnixMilli()}
 	if l.limits.Dedup {
@@ -116,7 +119,14 @@ func (s *Sender) begin(l *lane, p *storage.Push, at time.Time) (storage.Push, bo
 	started := advance(p, storage.PushInMemory, lease, now)
 	started.Owner = s.node
 	started.Attempts = append(started.Attempts, a)
-	return started, s.attemptWritten(l, p, started)
+	return started, at, s.attemptWritten(l, p, started)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // attemptWritten writes next over prev before a call, reporting whether

@@ -1,0 +1,133 @@
+package sender_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// parts is a node's share of Swrve's pace now, by its gauge.
+func parts(s *sender.Sender) int {
+	n, _ := strconv.Atoi(metricOf(s, `autosender_share_parts{provider="swrve"}`))
+	return n
+}
+
+// published is the parts the live entries of the Swrve account's record
+// hold, all nodes together.
+func published(t *testing.T, store storage.Store) int {
+	t.Helper()
+	rec, err := store.GetRateShares(context.Background(), "swrve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, e := range rec.Nodes {
+		if time.UnixMilli(e.Until).Add(time.Second).After(time.Now()) {
+			sum += e.Parts
+		}
+	}
+	return sum
+}
+
+// watchShares polls the nodes' gauges and the record until done reports
+// true, failing whenever the nodes use, or the record publishes, more
+// than the whole pace (120 parts).
+func watchShares(t *testing.T, store storage.Store, what string, done func() bool, nodes ...*sender.Sender) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !done(); {
+		used := 0
+		for _, s := range nodes {
+			used += parts(s)
+		}
+		if pub := published(t, store); used > shareWhole || pub > shareWhole {
+			t.Fatalf("%s: the nodes use %d parts, the record publishes %d; at most %d", what, used, pub, shareWhole)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in a minute (parts in use: %d)", what, used)
+		}
+		time.Sleep(20 * time.Millisecond) // polling gauges and the record
+	}
+}
+
+// TestSharesJoinAndLeave: a node alone uses the whole pace; a second one
+// joining gets half once the first has given it up, a leaving one's half
+// goes back; never do the nodes use, or their record publish, more than
+// the whole.
+func TestSharesJoinAndLeave(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := newStore(t)
+		fake := startFake(t)
+		a := startSender(t, store, fake, testConfig("node-a"))
+		watchShares(t, store, "alone", func() bool { return parts(a) == shareWhole }, a)
+		b := startSender(t, store, fake, testConfig("node-b"))
+		watchShares(t, store, "joined", func() bool { return parts(a) == shareWhole/2 && parts(b) == shareWhole/2 }, a, b)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		watchShares(t, store, "left", func() bool { return parts(a) == shareWhole }, a, b)
+	})
+}
+
+// flakyShares fails the rate shares' reads and writes while cut is set:
+// a node that lost the store.
+type flakyShares struct {
+	storage.Store
+	cut atomic.Bool
+}
+
+var errCut = errors.New("cut off (test)")
+
+func (f *flakyShares) GetRateShares(ctx context.Context, account string) (storage.RateShares, error) {
+	if f.cut.Load() {
+		return storage.RateShares{}, errCut
+	}
+	return f.Store.GetRateShares(ctx, account)
+}
+
+func (f *flakyShares) PutRateShares(ctx context.Context, prev int64, next storage.RateShares) error {
+	if f.cut.Load() {
+		return errCut
+	}
+	return f.Store.PutRateShares(ctx, prev, next)
+}
+
+// TestShareOfALostNode: a node that can no longer renew its share stops
+// using it before it lapses, and the other takes it only a margin after:
+// more than a second passes between the one's last use and the other's
+// first, so no second holds both.
+func TestShareOfALostNode(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := newStore(t)
+		fake := startFake(t)
+		lost := &flakyShares{Store: store}
+		cfg := testConfig("node-a")
+		cfg.ShareHold = 4 * time.Second
+		a := startSender(t, lost, fake, cfg)
+		cfg.Node = "node-b"
+		b := startSender(t, store, fake, cfg)
+		watchShares(t, store, "shared", func() bool { return parts(a) == shareWhole/2 && parts(b) == shareWhole/2 }, a, b)
+		lost.cut.Store(true)
+		var stopped time.Time
+		watchShares(t, store, "node a stops", func() bool {
+			if parts(a) == 0 && stopped.IsZero() {
+				stopped = time.Now()
+			}
+			return !stopped.IsZero()
+		}, a, b)
+		if parts(b) != shareWhole/2 {
+			t.Fatalf("node b took node a's parts (%d) before node a stopped using them", parts(b))
+		}
+		watchShares(t, store, "node b takes them", func() bool { return parts(b) == shareWhole }, a, b)
+		if gap := time.Since(stopped); gap < time.Second {
+			t.Fatalf("node b took node a's parts %s after node a stopped using them; want more than a second", gap)
+		}
+	})
+}
