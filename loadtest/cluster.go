@@ -70,20 +70,28 @@ func (c *cluster) info() report.ClusterInfo {
 
 // startCluster builds (or finds) the binaries, makes the storage, and
 // starts the engines and, when the scenario sends pushes, the endpoint.
-func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (c *cluster, err error) {
-	c = &cluster{cfg: cfg, log: log, storage: "embedded"}
+// When a step fails it stops what the earlier steps started (processes by
+// their PIDs, the Megaphone, the keyspace, the scratch directory) and
+// returns that step's error.
+func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (*cluster, error) {
+	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
 		c.storage = "scylla"
 	}
-	if c.dir, err = os.MkdirTemp("", "loadtest-"); err != nil {
-		return nil, fmt.Errorf("loadtest: scratch dir: %w", err)
+	if err := c.start(ctx, logDir); err != nil {
+		c.stop()
+		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			c.stop()
-			c = nil
-		}
-	}()
+	return c, nil
+}
+
+// start is startCluster's steps; what each starts is kept in c, for stop.
+func (c *cluster) start(ctx context.Context, logDir string) error {
+	cfg := c.cfg
+	var err error
+	if c.dir, err = os.MkdirTemp("", "loadtest-"); err != nil {
+		return fmt.Errorf("loadtest: scratch dir: %w", err)
+	}
 	c.single = c.storage == "embedded" && cfg.Sends()
 	var bins []string
 	switch {
@@ -94,50 +102,48 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 	default:
 		bins = []string{"autoconnect"}
 	}
-	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, log); err != nil {
-		return nil, err
+	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, c.log); err != nil {
+		return err
 	}
 	key := token.GenerateKey()
 	c.secret = token.GenerateKey() // any random string does
 	port, err := freePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.endpointURL = "http://" + port
 	if c.storage == "scylla" {
 		if err := c.makeKeyspace(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if cfg.Broadcasts > 0 {
 		if c.megaphone, err = startMegaphone(cfg.Broadcasts); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if c.single {
-		return c, c.startSingle(ctx, key, port, logDir)
+		return c.startSingle(ctx, key, port, logDir)
 	}
 	if err := c.startEngines(ctx, key, logDir); err != nil {
-		return nil, err
+		return err
 	}
-	if cfg.Sends() {
-		env := append(c.storageEnv("AUTOEND"),
-			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
-			"AUTOEND__NODE_SECRET="+c.secret)
-		if cfg.Stalls > 0 {
-			t := cfg.StallTimeout.String()
-			env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
-		}
-		env = append(env,
-			"AUTOEND__VERSION_FILE=")
-		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
-		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
-		if err != nil {
-			return nil, err
-		}
+	if !cfg.Sends() {
+		return nil
 	}
-	return c, nil
+	env := append(c.storageEnv("AUTOEND"),
+		"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
+		"AUTOEND__NODE_SECRET="+c.secret)
+	if cfg.Stalls > 0 {
+		t := cfg.StallTimeout.String()
+		env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
+	}
+	env = append(env,
+		"AUTOEND__VERSION_FILE=")
+	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
+	c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
+		filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
+	return err
 }
 
 // storageEnv is the storage settings of a tier (prefix AUTOCONNECT or
@@ -172,7 +178,8 @@ func (c *cluster) makeKeyspace(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	if err := scylla.ApplySchema(ctx, sc, c.cfg.CQLReplication); err != nil {
-		c.keyspace = ""
+		// c.keyspace stays: the statements before the failed one may have
+		// made it, and stop drops it if it exists.
 		return fmt.Errorf("loadtest: schema on %s: %w", strings.Join(c.cfg.CQLHosts, ","), err)
 	}
 	fmt.Fprintf(c.log, "loadtest: keyspace %s on %s\n", c.keyspace, strings.Join(c.cfg.CQLHosts, ","))

@@ -209,41 +209,51 @@ func latencyFunc(latency string) (func() time.Duration, *latencies) {
 // storage (a fresh keyspace, or an embedded store in a scratch directory),
 // sending to fake (Swrve with a prototype-key file of its own, or FCM with
 // a service account of the fake's and the bridge registration API open),
-// and returns it with the push API key it accepts.
-func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, fake *providerFake) (_ *cluster, apiKey string, err error) {
+// and returns it with the push API key it accepts. When a step fails it
+// stops what the earlier ones started, as startCluster does, and returns
+// that step's error.
+func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, fake *providerFake) (*cluster, string, error) {
 	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
 		c.storage = "scylla"
 	}
-	if c.dir, err = os.MkdirTemp("", "loadtest-sender-"); err != nil {
-		return nil, "", fmt.Errorf("loadtest: scratch dir: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			c.stop()
-		}
-	}()
-	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, []string{"autoendpoint"}, log); err != nil {
+	apiKey, err := c.startSender(ctx, logDir, fake)
+	if err != nil {
+		c.stop()
 		return nil, "", err
+	}
+	return c, apiKey, nil
+}
+
+// startSender is startSenderNode's steps; what each starts is kept in c,
+// for stop.
+func (c *cluster) startSender(ctx context.Context, logDir string, fake *providerFake) (string, error) {
+	cfg := c.cfg
+	var err error
+	if c.dir, err = os.MkdirTemp("", "loadtest-sender-"); err != nil {
+		return "", fmt.Errorf("loadtest: scratch dir: %w", err)
+	}
+	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, []string{"autoendpoint"}, c.log); err != nil {
+		return "", err
 	}
 	if c.storage == "scylla" {
 		if err := c.makeKeyspace(ctx); err != nil {
-			return nil, "", err
+			return "", err
 		}
 	}
 	keys := filepath.Join(c.dir, "swrve-keys.yaml")
 	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    'Hello': {IOS: lt-ios, ANDROID: lt-android}\n"), 0o600); err != nil {
-		return nil, "", err
+		return "", err
 	}
 	port, err := freePort()
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	b := make([]byte, 16)
 	if _, err := crand.Read(b); err != nil {
-		return nil, "", err
+		return "", err
 	}
-	apiKey = hex.EncodeToString(b)
+	apiKey := hex.EncodeToString(b)
 	c.endpointURL = "http://" + port
 	// The jobs' portions keep the seed's rule (portion × 1/rate < their
 	// 1 s interval) at any -provider-rate.
@@ -258,7 +268,7 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 	if fake.name == "fcm" {
 		acct, err := fake.fcm.NewAccount("loadtest")
 		if err != nil {
-			return nil, "", err
+			return "", err
 		}
 		apps, _ := json.Marshal(map[string]any{loadtestFCMApp: map[string]string{"project_id": "loadtest", "credentials": string(acct.JSON())}})
 		env = append(env, "AUTOEND__BRIDGE_AUTH_KEYS="+token.GenerateKey(), "AUTOEND__FCM_APPS="+string(apps),
@@ -270,10 +280,7 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 	c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
 		filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
-	if err != nil {
-		return nil, "", err
-	}
-	return c, apiKey, nil
+	return apiKey, err
 }
 
 // poster is the application back-end: POST /push open loop, each push at
