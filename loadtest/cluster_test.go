@@ -4,31 +4,37 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/storage/scylla"
 )
 
 // TestStartFailureStopsWhatStarted: when a child fails to start (the
-// endpoint given a bad setting, once the engines run), startCluster returns
-// that child's error, and what it had started is gone: the engines' PIDs,
-// the keyspace, the scratch directory.
+// engines given a bad setting, once the endpoint runs), startCluster
+// returns that child's error, and what it had started is gone: the
+// endpoint's PID, the keyspace, the scratch directory.
 func TestStartFailureStopsWhatStarted(t *testing.T) {
-	cfg := smallConfig(t, scenario.Broadcast) // engines, a Megaphone, an endpoint
+	cfg := smallConfig(t, scenario.Broadcast) // a Megaphone, an endpoint, engines
 	logDir := t.TempDir()
 	scratch := t.TempDir()
 	t.Setenv("TMPDIR", scratch) // where startCluster makes its scratch directory
 	// The operator's settings win over the run's (passThrough). On the
 	// embedded store the one autopush process is the child that fails.
-	bad := "AUTOEND__MAX_CONNECTIONS"
+	bad := "AUTOCONNECT__MAX_CONNECTIONS"
 	if len(cfg.CQLHosts) == 0 {
 		bad = "AUTOPUSH__ENDPOINT_MAX_CONNECTIONS"
 	}
@@ -40,14 +46,14 @@ func TestStartFailureStopsWhatStarted(t *testing.T) {
 	if c != nil || err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "exited before it started") {
 		t.Fatalf("startCluster: %v, %v; want nil and the failed child's error naming %s", c, err, bad)
 	}
-	pids := startedPIDs(t, logDir, "autoconnect-*.log")
-	if len(cfg.CQLHosts) > 0 && len(pids) != cfg.EngineCount() {
-		t.Fatalf("%d engines logged their start, want %d (each before the endpoint)", len(pids), cfg.EngineCount())
+	pids := startedPIDs(t, logDir, "autoendpoint.log")
+	if len(cfg.CQLHosts) > 0 && len(pids) != 1 {
+		t.Fatalf("%d endpoints logged their start, want 1 (before the engines)", len(pids))
 	}
 	for _, pid := range pids {
 		// Reaped by Stop: a PID that was stopped no longer exists.
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("engine pid %d still exists after the failed start (kill 0: %v)", pid, err)
+			t.Errorf("pid %d still exists after the failed start (kill 0: %v)", pid, err)
 		}
 	}
 	if left, _ := os.ReadDir(scratch); len(left) != 0 {
@@ -65,6 +71,104 @@ func TestStartFailureStopsWhatStarted(t *testing.T) {
 		}
 	} else if len(cfg.CQLHosts) > 0 {
 		t.Errorf("no keyspace logged")
+	}
+}
+
+// TestEndpointPortTakenStartsAgain: the endpoint's port, picked and
+// released before it runs, is taken by another process before it listens;
+// the endpoint (autopush on the embedded store) starts on another port,
+// and the engines are told that one.
+func TestEndpointPortTakenStartsAgain(t *testing.T) {
+	cfg := smallConfig(t, scenario.Broadcast)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	log := &lineLog{t: t}
+	c := newCluster(&cfg, log)
+	var picked []string
+	c.pickAddr = func() (string, error) {
+		if len(picked) == 0 {
+			picked = append(picked, taken.Addr().String())
+			return picked[0], nil
+		}
+		addr, err := freePort()
+		picked = append(picked, addr)
+		return addr, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err = c.start(ctx, t.TempDir())
+	defer c.stop()
+	if err != nil {
+		t.Fatalf("start with the endpoint's first port taken: %v", err)
+	}
+	if len(picked) != 2 || c.endpointURL != "http://"+picked[1] {
+		t.Fatalf("picked %v, endpoint on %s; want the second", picked, c.endpointURL)
+	}
+	if log.find(`(`+regexp.QuoteMeta(picked[0])+` was taken before it listened)`) == "" {
+		t.Errorf("the retry is not logged")
+	}
+	resp, err := http.Get(c.endpointURL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s/health: %s", c.endpointURL, resp.Status)
+	}
+	if c.single {
+		return // the engine is the endpoint's own process
+	}
+	for _, e := range c.engines {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", e.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "AUTOCONNECT__ENDPOINT_URL=" + c.endpointURL
+		if !slices.Contains(strings.Split(string(env), "\x00"), want) {
+			t.Errorf("engine pid %d not started with %s", e.PID(), want)
+		}
+	}
+}
+
+// TestStartListeningRetriesOnlyATakenPort: a child's start is tried again
+// on another port only when it reports its own address in use, at most
+// listenAttempts times.
+func TestStartListeningRetriesOnlyATakenPort(t *testing.T) {
+	taken := func(addr string) error {
+		return fmt.Errorf("proc: x exited before it started:\nx: listen tcp %s: bind: address already in use", addr)
+	}
+	other := errors.New("proc: x exited before it started:\nx: bad setting")
+	for _, tc := range []struct {
+		name  string
+		errs  func(attempt int, addr string) error
+		tries int
+		ok    bool
+	}{
+		{"taken once", func(n int, addr string) error {
+			if n == 1 {
+				return taken(addr)
+			}
+			return nil
+		}, 2, true},
+		{"another error", func(int, string) error { return other }, 1, false},
+		{"another address taken", func(int, string) error { return taken("127.0.0.1:1") }, 1, false},
+		{"always taken", func(_ int, addr string) error { return taken(addr) }, listenAttempts, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &cluster{log: io.Discard}
+			n := 0
+			c.pickAddr = func() (string, error) { return fmt.Sprintf("127.0.0.1:%d", 40000+n), nil }
+			_, addr, err := c.startListening("x", func(addr string) (*proc.Proc, error) {
+				n++
+				return nil, tc.errs(n, addr)
+			})
+			if n != tc.tries || (err == nil) != tc.ok || addr != fmt.Sprintf("127.0.0.1:%d", 40000+n-1) {
+				t.Errorf("%d starts, last on %s, err %v; want %d, ok %v", n, addr, err, tc.tries, tc.ok)
+			}
+		})
 	}
 }
 

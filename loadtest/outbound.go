@@ -24,6 +24,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/loadtest/hist"
@@ -213,10 +214,7 @@ func latencyFunc(latency string) (func() time.Duration, *latencies) {
 // stops what the earlier ones started, as startCluster does, and returns
 // that step's error.
 func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, fake *providerFake) (*cluster, string, error) {
-	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
-	if len(cfg.CQLHosts) > 0 {
-		c.storage = "scylla"
-	}
+	c := newCluster(cfg, log)
 	apiKey, err := c.startSender(ctx, logDir, fake)
 	if err != nil {
 		c.stop()
@@ -245,21 +243,16 @@ func (c *cluster) startSender(ctx context.Context, logDir string, fake *provider
 	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    'Hello': {IOS: lt-ios, ANDROID: lt-android}\n"), 0o600); err != nil {
 		return "", err
 	}
-	port, err := freePort()
-	if err != nil {
-		return "", err
-	}
 	b := make([]byte, 16)
 	if _, err := crand.Read(b); err != nil {
 		return "", err
 	}
 	apiKey := hex.EncodeToString(b)
-	c.endpointURL = "http://" + port
 	// The jobs' portions keep the seed's rule (portion × 1/rate < their
 	// 1 s interval) at any -provider-rate.
 	portion := strconv.Itoa(max(1, min(250, int(cfg.ProviderRate*0.8))))
 	env := append(c.storageEnv("AUTOEND"),
-		"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
+		"AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
 		"AUTOEND__NODE_SECRET="+token.GenerateKey(), // required; no connection node here to share it with
 		"AUTOEND__VERSION_FILE=", "AUTOEND__REQUEST_LOG=false", "AUTOEND__PUSH_API_KEYS="+apiKey,
 		"AUTOEND__SENDER_NODE=loadtest", "AUTOEND__SWRVE_KEYS_FILE="+keys,
@@ -277,10 +270,17 @@ func (c *cluster) startSender(ctx context.Context, logDir string, fake *provider
 		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate,
 			"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String())
 	}
-	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
-	c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-		filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
-	return apiKey, err
+	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
+		env := append(slices.Clip(env), "AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr)
+		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
+		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
+			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
+	})
+	if err != nil {
+		return "", err
+	}
+	c.endpoint, c.endpointURL = p, "http://"+addr
+	return apiKey, nil
 }
 
 // poster is the application back-end: POST /push open loop, each push at
