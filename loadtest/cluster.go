@@ -48,6 +48,9 @@ type cluster struct {
 	// megaphone serves the broadcasts the engines poll (Config.Broadcasts
 	// > 0); nil otherwise.
 	megaphone *megaphone
+	// pickAddr picks the address of a child whose URL is set before it
+	// runs (startListening); nil: freePort. Tests pick one that is taken.
+	pickAddr func() (string, error)
 }
 
 func (c *cluster) info() report.ClusterInfo {
@@ -70,20 +73,35 @@ func (c *cluster) info() report.ClusterInfo {
 
 // startCluster builds (or finds) the binaries, makes the storage, and
 // starts the engines and, when the scenario sends pushes, the endpoint.
-func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (c *cluster, err error) {
-	c = &cluster{cfg: cfg, log: log, storage: "embedded"}
+// When a step fails it stops what the earlier steps started (processes by
+// their PIDs, the Megaphone, the keyspace, the scratch directory) and
+// returns that step's error.
+func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (*cluster, error) {
+	c := newCluster(cfg, log)
+	if err := c.start(ctx, logDir); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newCluster is a cluster not started yet: on Cassandra when cfg names
+// hosts, else on the embedded store.
+func newCluster(cfg *scenario.Config, log io.Writer) *cluster {
+	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
 		c.storage = "scylla"
 	}
+	return c
+}
+
+// start is startCluster's steps; what each starts is kept in c, for stop.
+func (c *cluster) start(ctx context.Context, logDir string) error {
+	cfg := c.cfg
+	var err error
 	if c.dir, err = os.MkdirTemp("", "loadtest-"); err != nil {
-		return nil, fmt.Errorf("loadtest: scratch dir: %w", err)
+		return fmt.Errorf("loadtest: scratch dir: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			c.stop()
-			c = nil
-		}
-	}()
 	c.single = c.storage == "embedded" && cfg.Sends()
 	var bins []string
 	switch {
@@ -94,50 +112,96 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 	default:
 		bins = []string{"autoconnect"}
 	}
-	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, log); err != nil {
-		return nil, err
+	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, c.log); err != nil {
+		return err
 	}
 	key := token.GenerateKey()
 	c.secret = token.GenerateKey() // any random string does
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	c.endpointURL = "http://" + port
 	if c.storage == "scylla" {
 		if err := c.makeKeyspace(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if cfg.Broadcasts > 0 {
 		if c.megaphone, err = startMegaphone(cfg.Broadcasts); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if c.single {
-		return c, c.startSingle(ctx, key, port, logDir)
+		return c.startSingle(ctx, key, logDir)
 	}
-	if err := c.startEngines(ctx, key, logDir); err != nil {
-		return nil, err
-	}
+	// The endpoint first: its address is settled only once it listens,
+	// and the engines are told its URL.
 	if cfg.Sends() {
-		env := append(c.storageEnv("AUTOEND"),
-			"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+key,
-			"AUTOEND__NODE_SECRET="+c.secret)
-		if cfg.Stalls > 0 {
-			t := cfg.StallTimeout.String()
-			env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
+		if err := c.startEndpoint(ctx, key, logDir); err != nil {
+			return err
 		}
-		env = append(env,
-			"AUTOEND__VERSION_FILE=")
-		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
-		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
+	} else {
+		// Nothing pushes: the engines' endpoint URL names no listener.
+		port, err := freePort()
 		if err != nil {
-			return nil, err
+			return err
 		}
+		c.endpointURL = "http://" + port
 	}
-	return c, nil
+	return c.startEngines(ctx, key, logDir)
+}
+
+// startEndpoint starts autoendpoint on a port of its own (startListening).
+func (c *cluster) startEndpoint(ctx context.Context, key, logDir string) error {
+	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
+		env := append(c.storageEnv("AUTOEND"),
+			"AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr, "AUTOEND__CRYPTO_KEY="+key,
+			"AUTOEND__NODE_SECRET="+c.secret)
+		if c.cfg.Stalls > 0 {
+			t := c.cfg.StallTimeout.String()
+			env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
+		}
+		env = append(env, "AUTOEND__VERSION_FILE=")
+		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
+		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
+			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
+	})
+	if err != nil {
+		return err
+	}
+	c.endpoint, c.endpointURL = p, "http://"+addr
+	return nil
+}
+
+// listenAttempts bounds startListening's starts.
+const listenAttempts = 5
+
+// startListening starts a child (start) that listens on an address this
+// process picks, because the child's URL is configured before it runs (the
+// endpoint's, which the engines hand out and VAPID's aud names): a free
+// loopback port (c.pickAddr), released, then start(addr). Another process
+// may take the port before the child listens (every bind and connect on
+// the machine draws from the same ephemeral range; seen with CPU hogs and
+// other tests running), so when the child reports exactly that, it starts
+// again on another port.
+func (c *cluster) startListening(name string, start func(addr string) (*proc.Proc, error)) (*proc.Proc, string, error) {
+	pick := c.pickAddr
+	if pick == nil {
+		pick = freePort
+	}
+	for attempt := 1; ; attempt++ {
+		addr, err := pick()
+		if err != nil {
+			return nil, "", err
+		}
+		p, err := start(addr)
+		if err == nil || attempt == listenAttempts || !addrTaken(err, addr) {
+			return p, addr, err
+		}
+		fmt.Fprintf(c.log, "loadtest: %s: %s was taken before it listened; again on another port\n", name, addr)
+	}
+}
+
+// addrTaken tells whether a child's start error (which holds the end of
+// its output) is its listen on addr refused as in use.
+func addrTaken(err error, addr string) bool {
+	return strings.Contains(err.Error(), "listen tcp "+addr+": bind: address already in use")
 }
 
 // storageEnv is the storage settings of a tier (prefix AUTOCONNECT or
@@ -172,7 +236,8 @@ func (c *cluster) makeKeyspace(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	if err := scylla.ApplySchema(ctx, sc, c.cfg.CQLReplication); err != nil {
-		c.keyspace = ""
+		// c.keyspace stays: the statements before the failed one may have
+		// made it, and stop drops it if it exists.
 		return fmt.Errorf("loadtest: schema on %s: %w", strings.Join(c.cfg.CQLHosts, ","), err)
 	}
 	fmt.Fprintf(c.log, "loadtest: keyspace %s on %s\n", c.keyspace, strings.Join(c.cfg.CQLHosts, ","))
@@ -230,16 +295,13 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 	return nil
 }
 
-// startSingle runs both tiers in one process over the embedded store.
-func (c *cluster) startSingle(ctx context.Context, key, port, logDir string) error {
+// startSingle runs both tiers in one process over the embedded store, its
+// push API on a port of its own (startListening).
+func (c *cluster) startSingle(ctx context.Context, key, logDir string) error {
 	data := filepath.Join(c.dir, "dev")
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
 	}
-	// The single-node server (stack/cmd/autopush), which applies the
-	// engine's GC target as autoconnect does.
-	args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
-		"-endpoint-listen", port, "-endpoint-url", c.endpointURL, "-log-level", "info"}
 	env := []string{"AUTOPUSH__CRYPTO_KEY=" + key}
 	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
 	if c.cfg.Stalls > 0 {
@@ -247,11 +309,18 @@ func (c *cluster) startSingle(ctx context.Context, key, port, logDir string) err
 		env = append(env, "AUTOPUSH__HEADER_TIMEOUT="+t, "AUTOPUSH__BODY_TIMEOUT="+t,
 			"AUTOPUSH__ENDPOINT_MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
 	}
-	ch, err := startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
-		filepath.Join(logDir, "autopush.log"), "autopush ready", nil)
+	ch, addr, err := c.startListening("autopush", func(addr string) (*proc.Proc, error) {
+		// The single-node server (stack/cmd/autopush), which applies the
+		// engine's GC target as autoconnect does.
+		args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
+			"-endpoint-listen", addr, "-endpoint-url", "http://" + addr, "-log-level", "info"}
+		return startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
+			filepath.Join(logDir, "autopush.log"), "autopush ready", nil)
+	})
 	if err != nil {
 		return err
 	}
+	c.endpointURL = "http://" + addr
 	c.engines, c.gcTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
 	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
 	c.metricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
@@ -361,8 +430,8 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// freePort asks the OS for a free loopback port (for the endpoint, whose
-// URL the engines must know before it starts).
+// freePort asks the OS for a free loopback port, and releases it (for a
+// child whose URL is set before it runs: startListening).
 func freePort() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -25,12 +25,13 @@
 // Shape (one process cannot hold more than about 20,000 sockets here):
 //
 //	coordinator (Run) ──stdin/stdout JSON lines──▶ worker processes (this binary, re-executed)
-//	   │  starts autoconnect ×E, autoendpoint         │ epoll event loops own the user agents
+//	   │  starts autoendpoint, then autoconnect ×E    │ epoll event loops own the user agents
 //	   │  samples /proc/<pid> and /metrics            │ an open-loop sender per worker
 //	   └─ progress, JSON + HTML report                 └ ledger: every push's fate
 //
 // Child processes (engines, endpoint, workers) run through internal/proc:
-// they die with the coordinator however it ends, and are stopped by PID.
+// they die with the coordinator however it ends, and are stopped by PID,
+// also when a later one fails to start (the run then reports that failure).
 // Latency is measured from a push's intended send time (the open-loop
 // schedule), so a slow server cannot hide its queueing by slowing the
 // sender (no coordinated omission).

@@ -24,6 +24,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/loadtest/hist"
@@ -210,47 +211,49 @@ func latencyFunc(latency string) (func() time.Duration, *latencies) {
 // storage (a fresh keyspace, or an embedded store in a scratch directory),
 // sending to fake (Swrve with a prototype-key file of its own, or FCM with
 // a service account of the fake's and the bridge registration API open),
-// and returns it with the push API key it accepts.
-func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, fake *providerFake) (_ *cluster, apiKey string, err error) {
-	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
-	if len(cfg.CQLHosts) > 0 {
-		c.storage = "scylla"
-	}
-	if c.dir, err = os.MkdirTemp("", "loadtest-sender-"); err != nil {
-		return nil, "", fmt.Errorf("loadtest: scratch dir: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			c.stop()
-		}
-	}()
-	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, []string{"autoendpoint"}, log); err != nil {
+// and returns it with the push API key it accepts. When a step fails it
+// stops what the earlier ones started, as startCluster does, and returns
+// that step's error.
+func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, fake *providerFake) (*cluster, string, error) {
+	c := newCluster(cfg, log)
+	apiKey, err := c.startSender(ctx, logDir, fake)
+	if err != nil {
+		c.stop()
 		return nil, "", err
+	}
+	return c, apiKey, nil
+}
+
+// startSender is startSenderNode's steps; what each starts is kept in c,
+// for stop.
+func (c *cluster) startSender(ctx context.Context, logDir string, fake *providerFake) (string, error) {
+	cfg := c.cfg
+	var err error
+	if c.dir, err = os.MkdirTemp("", "loadtest-sender-"); err != nil {
+		return "", fmt.Errorf("loadtest: scratch dir: %w", err)
+	}
+	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, []string{"autoendpoint"}, c.log); err != nil {
+		return "", err
 	}
 	if c.storage == "scylla" {
 		if err := c.makeKeyspace(ctx); err != nil {
-			return nil, "", err
+			return "", err
 		}
 	}
 	keys := filepath.Join(c.dir, "swrve-keys.yaml")
 	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    'Hello': {IOS: lt-ios, ANDROID: lt-android}\n"), 0o600); err != nil {
-		return nil, "", err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	b := make([]byte, 16)
 	if _, err := crand.Read(b); err != nil {
-		return nil, "", err
+		return "", err
 	}
-	apiKey = hex.EncodeToString(b)
-	c.endpointURL = "http://" + port
+	apiKey := hex.EncodeToString(b)
 	// The jobs' portions keep the seed's rule (portion × delay < their
 	// 1 s interval) at any -provider-delay.
 	portion := strconv.Itoa(max(1, min(200, int(0.8*cfg.Pace()))))
 	env := append(c.storageEnv("AUTOEND"),
-		"AUTOEND__LISTEN="+port, "AUTOEND__ENDPOINT_URL="+c.endpointURL, "AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
+		"AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
 		"AUTOEND__NODE_SECRET="+token.GenerateKey(), // required; no connection node here to share it with
 		"AUTOEND__VERSION_FILE=", "AUTOEND__REQUEST_LOG=false", "AUTOEND__PUSH_API_KEYS="+apiKey,
 		"AUTOEND__SENDER_NODE=loadtest", "AUTOEND__SWRVE_KEYS_FILE="+keys,
@@ -259,7 +262,7 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 	if fake.name == "fcm" {
 		acct, err := fake.fcm.NewAccount("loadtest")
 		if err != nil {
-			return nil, "", err
+			return "", err
 		}
 		apps, _ := json.Marshal(map[string]any{loadtestFCMApp: map[string]string{"project_id": "loadtest", "credentials": string(acct.JSON())}})
 		env = append(env, "AUTOEND__BRIDGE_AUTH_KEYS="+token.GenerateKey(), "AUTOEND__FCM_APPS="+string(apps),
@@ -268,13 +271,17 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate, "AUTOEND__SWRVE_DELAY="+delay,
 			"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String())
 	}
-	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
-	c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-		filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
+	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
+		env := append(slices.Clip(env), "AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr)
+		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
+		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
+			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
+	})
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
-	return c, apiKey, nil
+	c.endpoint, c.endpointURL = p, "http://"+addr
+	return apiKey, nil
 }
 
 // poster is the application back-end: POST /push open loop, each push at
