@@ -25,19 +25,7 @@ import (
 // pushes whose attempt was in flight at the kill (INTERRUPTED in their
 // log), which Swrve (no dedup key) gets again under the default policy.
 func TestCrashMidStream(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "autoendpoint")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	fake, err := swrvefake.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fake.Close()
+	dir, bin, fake := binaryAndFake(t)
 	fake.SetFaults(func(swrvefake.Received) swrvefake.Fault { return swrvefake.Fault{Delay: 300 * time.Millisecond} })
 	keys := filepath.Join(dir, "keys.yaml")
 	os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    Hello:\n      IOS: k-ios\n"), 0o644)
