@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/mozlog"
@@ -211,7 +212,7 @@ func TestShutdown(t *testing.T) {
 // TestRequestLog: one MozLog JSON line per request, with the errno of
 // errors and the outcome of pushes.
 func TestRequestLog(t *testing.T) {
-	var buf syncBuffer
+	var buf apitiertest.SyncBuffer
 	cfg := testConfig()
 	cfg.RequestLog = true
 	store := newStore(t)
@@ -239,23 +240,6 @@ func TestRequestLog(t *testing.T) {
 	if bad["code"] != 400.0 || bad["errno"] != "112" {
 		t.Fatalf("summary of an error %v", bad)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/bridge"
+	"github.com/autopush-go/autopush/apitier/sender/apns"
 	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/vapid"
@@ -120,7 +121,7 @@ var (
 	errAppID        = badField("Unknown app id for this router type")
 	errRegChannelID = badField("channelID must be a UUID")
 	errRegKey       = badField("key must be a VAPID public key: an uncompressed P-256 point in base64url")
-	errRegAPS       = badField("Invalid APS data: a JSON object of at most 2048 bytes")
+	errRegAPS       = badField("Invalid APS data: a JSON object of at most 2048 bytes whose alert fields are strings (arrays of strings for title_loc_args and loc_args) and mutable-content, badge and content-available integers")
 	errRegTooLarge  = errno.PayloadTooLarge.HTTPError("The request body is over 4 KiB")
 	// The reference has no channel limit, so no errno: null, as the
 	// answers the reference's table has no number for.
@@ -193,7 +194,9 @@ func parseRegistrationBody(body []byte, routerType string, withToken bool) (regi
 	}
 	if b.APS != nil && routerType == bridge.TypeAPNs && withToken {
 		var obj map[string]json.RawMessage
-		if len(*b.APS) > maxAPS || json.Unmarshal([]byte(*b.APS), &obj) != nil || obj == nil {
+		// CheckAPS: the types the alert's derivation and autopush-rs's
+		// registration ask for, so that a stored aps always derives.
+		if len(*b.APS) > maxAPS || json.Unmarshal([]byte(*b.APS), &obj) != nil || obj == nil || apns.CheckAPS(*b.APS) != nil {
 			return in, errRegAPS
 		}
 		in.aps = *b.APS

@@ -228,6 +228,8 @@ func TestRegisterRefusals(t *testing.T) {
 		{"bad key", "/v1/fcm/fcm-app/registration", `{"token":"fcm-token-0123","key":"AAAA"}`, 400, errno.None},
 		{"bad aps", "/v1/apns/firefox/registration", `{"token":"0123456789abcdef","aps":"[1]"}`, 400, errno.None},
 		{"aps not JSON", "/v1/apns/firefox/registration", `{"token":"0123456789abcdef","aps":"{"}`, 400, errno.None},
+		{"aps title not a string", "/v1/apns/firefox/registration", `{"token":"0123456789abcdef","aps":"{\"title\":5}"}`, 400, errno.None},
+		{"aps badge negative", "/v1/apns/firefox/registration", `{"token":"0123456789abcdef","aps":"{\"badge\":-1}"}`, 400, errno.None},
 		{"oversized body", "/v1/fcm/fcm-app/registration", `{"token":"fcm-token-0123","pad":"` + strings.Repeat("x", maxRegistrationBody) + `"}`, 413, errno.PayloadTooLarge},
 	}
 	for _, c := range cases {

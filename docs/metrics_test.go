@@ -82,10 +82,11 @@ func servedMetrics(series []promtext.Sample) map[string]family {
 }
 
 // TestMetricsDoc checks metrics.md against the /metrics of running nodes
-// after a little of every kind of traffic: every family served is
-// documented with its type and labels, and every documented one is served.
+// (with the bridges configured: some series are per app) after a little
+// of every kind of traffic: every family served is documented with its
+// type and labels, and every documented one is served.
 func TestMetricsDoc(t *testing.T) {
-	st := stacktest.Start(t)
+	st := stacktest.StartWith(t, stacktest.Options{Bridges: true})
 	st.Exercise(t)
 	engineText, apiText := st.Metrics(t)
 	served := servedMetrics(append(stacktest.ParseMetrics(t, engineText), stacktest.ParseMetrics(t, apiText)...))

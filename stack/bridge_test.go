@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
@@ -176,7 +177,9 @@ func newUA(t *testing.T) ua {
 // for Android and iOS read: the data keys chid, body (the payload as the
 // application server sent it, base64url), con, and for aesgcm enc and
 // cryptokey; Urgency and Topic become the provider's priority and
-// collapse key; TTL the FCM ttl and the APNs expiration.
+// collapse key (no Urgency: no FCM priority, as autopush-rs sends none,
+// and APNs 10; no Topic: the push id is the APNs collapse id); TTL the
+// FCM ttl and the APNs expiration.
 func TestE2EBridgeWire(t *testing.T) {
 	st := bridgeStack(t, nil)
 	fcmDev := registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-wire-token-0001")
@@ -206,10 +209,11 @@ func TestE2EBridgeWire(t *testing.T) {
 		fcmPrio, apnsPriority string
 	}{
 		{"aes128gcm", aes128, []string{"Content-Encoding", "aes128gcm"},
-			`"body":"` + b64(aes128) + `",`, "", "", "HIGH", "10"},
+			`"body":"` + b64(aes128) + `",`, "", "", "", "10"},
 		{"aesgcm", aesgcm, []string{"Content-Encoding", "aesgcm", "Encryption", enc, "Crypto-Key", ckey},
 			`"body":"` + b64(aesgcm) + `",`, "low", "news", "NORMAL", "5"},
 		{"empty", nil, nil, "", "very-low", "", "NORMAL", "5"},
+		{"urgent", nil, nil, "", "high", "", "HIGH", "10"},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -245,8 +249,12 @@ func TestE2EBridgeWire(t *testing.T) {
 				collapse = `"collapse_key":"` + c.topic + `",`
 			}
 			// TTL 30 is raised to FCM's minimum, 60 s.
-			want := `{"message":{"android":{` + collapse + `"data":{` + data(fcmDev.ChannelID) + `},"priority":"` + c.fcmPrio +
-				`","ttl":"60s"},"token":"` + fcmDev.token + `"}}`
+			prio := ""
+			if c.fcmPrio != "" {
+				prio = `"priority":"` + c.fcmPrio + `",`
+			}
+			want := `{"message":{"android":{` + collapse + `"data":{` + data(fcmDev.ChannelID) + `},` + prio +
+				`"ttl":"60s"},"token":"` + fcmDev.token + `"}}`
 			if string(got.Body) != want {
 				t.Errorf("FCM got\n%s\nwant\n%s", got.Body, want)
 			}
@@ -271,8 +279,12 @@ func TestE2EBridgeWire(t *testing.T) {
 			if a.Proto != "HTTP/2.0" || a.Token != apnsDev.token || a.JWT == "" || a.Status != http.StatusOK {
 				t.Errorf("APNs request %s token %s jwt %q status %d", a.Proto, a.Token, a.JWT, a.Status)
 			}
+			collapseID := c.topic
+			if collapseID == "" {
+				collapseID = id
+			}
 			for k, v := range map[string]string{"apns-topic": stacktest.APNsTopic, "apns-push-type": "alert",
-				"apns-priority": c.apnsPriority, "apns-collapse-id": c.topic} {
+				"apns-priority": c.apnsPriority, "apns-collapse-id": collapseID} {
 				if got := a.Header.Get(k); got != v {
 					t.Errorf("APNs %s %q, want %q", k, got, v)
 				}
@@ -285,11 +297,46 @@ func TestE2EBridgeWire(t *testing.T) {
 			}
 		})
 	}
-	if n := metric(t, st, `autosender_sent_total{provider="fcm"}`); n != 3 {
-		t.Errorf("autosender_sent_total fcm %v, want 3", n)
+	if n := metric(t, st, `autosender_sent_total{provider="fcm"}`); n != float64(len(cases)) {
+		t.Errorf("autosender_sent_total fcm %v, want %d", n, len(cases))
 	}
-	if n := metric(t, st, `autosender_sent_total{provider="apns"}`); n != 3 {
-		t.Errorf("autosender_sent_total apns %v, want 3", n)
+	if n := metric(t, st, `autosender_sent_total{provider="apns"}`); n != float64(len(cases)) {
+		t.Errorf("autosender_sent_total apns %v, want %d", n, len(cases))
+	}
+}
+
+// The "aps" an iOS device registers with shapes the alert APNs gets, as
+// autopush-rs derives it: its alert fields replace the default's, other
+// keys are ignored, and the aps text itself is not sent. An aps whose
+// alert fields have the wrong type is refused at registration.
+func TestE2EBridgeAPS(t *testing.T) {
+	st := bridgeStack(t, nil)
+	token := apnsToken(t)
+	body, _ := json.Marshal(map[string]string{"token": token, "aps": `{"title":"New tab","loc_args":["Fenix"],"badge":2}`})
+	a := apitiertest.Send(t, http.MethodPost, st.EndpointURL()+"/v1/apns/"+stacktest.APNsApp+"/registration", body,
+		"Content-Type", "application/json")
+	var d bridged
+	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &d) != nil {
+		t.Fatalf("register: %d %s", a.Status, a.Body)
+	}
+	apitiertest.WantCreated(t, apitiertest.Send(t, http.MethodPost, d.Endpoint, nil, "TTL", "60"), st.EndpointURL(), "60")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := st.APNs.WaitCount(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := st.APNs.Log()[0]
+	want := `{"aps":{"alert":{"loc-args":["Fenix"],"loc-key":"SentTab.NoTabArrivingNotification.body","title":"New tab",` +
+		`"title-loc-key":"SentTab.NoTabArrivingNotification.title"},"mutable-content":1},"chid":"` + d.ChannelID +
+		`","ver":"` + got.Header.Get("apns-id") + `"}`
+	if string(got.Body) != want || got.Token != token {
+		t.Errorf("APNs got\n%s\nwant\n%s", got.Body, want)
+	}
+	body, _ = json.Marshal(map[string]string{"token": apnsToken(t), "aps": `{"title":["New tab"]}`})
+	a = apitiertest.Send(t, http.MethodPost, st.EndpointURL()+"/v1/apns/"+stacktest.APNsApp+"/registration", body,
+		"Content-Type", "application/json")
+	if a.Status != http.StatusBadRequest || !strings.Contains(string(a.Body), "APS") {
+		t.Errorf("an aps whose title is not a string: %d %s", a.Status, a.Body)
 	}
 }
 
@@ -363,10 +410,11 @@ func TestE2EBridgeFCMRetries(t *testing.T) {
 	}
 }
 
-// A device-gone verdict (FCM UNREGISTERED, APNs 410 Unregistered and 400
-// BadDeviceToken) fails the push and drops the registration: the
-// application server's next push is answered 410 errno 106 with
-// Cache-Control max-age=86400, on both storage backends.
+// A device-gone verdict (FCM 404 UNREGISTERED, APNs 410 Unregistered)
+// fails the push and drops the registration: the application server's
+// next push is answered 410 errno 106 with Cache-Control max-age=86400,
+// on both storage backends. (APNs 400 BadDeviceToken is not one:
+// TestE2EBridgeBadDeviceToken.)
 func TestE2EBridgeDeviceGone(t *testing.T) {
 	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
 		{
@@ -378,8 +426,6 @@ func TestE2EBridgeDeviceGone(t *testing.T) {
 				{"fcm", "fcm", stacktest.FCMApp, "fcm-gone-token-0001", func(string) { st.FCM.Queue(fcmfake.Unregistered()) }},
 				{"gcm", "gcm", stacktest.FCMApp, "gcm-gone-token-0001", func(tok string) { st.FCM.SetGone(tok) }},
 				{"apns 410", "apns", stacktest.APNsApp, apnsToken(t), func(tok string) { st.APNs.Gone(tok) }},
-				{"apns BadDeviceToken", "apns", stacktest.APNsApp, apnsToken(t),
-					func(string) { st.APNs.Queue(apnsfake.Fault{Status: 400, Reason: "BadDeviceToken"}) }},
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					dropped := metric(t, st, `autoendpoint_bridge_device_gone_total{result="dropped"}`)
@@ -406,6 +452,71 @@ func TestE2EBridgeDeviceGone(t *testing.T) {
 				})
 			}
 		}
+	})
+}
+
+// APNs 400 BadDeviceToken (here: tokens its other environment issued, as
+// from development builds of an app configured for production) fails the
+// push and never drops the registration: the device's next push is
+// accepted again, its registration API still answers. A burst of them
+// for one app (apns-bad-token-burst distinct tokens within the window)
+// raises autoendpoint_bridge_environment_mixup for the app and logs one
+// error naming it and the likely mix-up. A 410 still drops. Over HTTP/2
+// and TLS to the fake APNs, on both storage backends.
+func TestE2EBridgeBadDeviceToken(t *testing.T) {
+	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
+		var logs apitiertest.SyncBuffer
+		st := stacktest.StartWith(t, stacktest.Options{Bridges: true, Through: through,
+			Log:    slog.New(slog.NewJSONHandler(&logs, nil)),
+			Config: func(c *stack.Config) { c.API.APNsConfig.BadTokenBurst = 3 }})
+		mixup := `autoendpoint_bridge_environment_mixup{app_id="` + stacktest.APNsApp + `"}`
+		badTokens := `autoendpoint_bridge_bad_device_token_total{app_id="` + stacktest.APNsApp + `"}`
+		const reported = "likely a sandbox/production mix-up"
+		var devs []bridged
+		for i := range 3 {
+			d := registerDevice(t, st, "apns", stacktest.APNsApp, apnsToken(t))
+			st.APNs.OtherEnvironment(d.token)
+			devs = append(devs, d)
+			apitiertest.WantCreated(t, apitiertest.Send(t, http.MethodPost, d.Endpoint, nil, "TTL", "60"), st.EndpointURL(), "60")
+			p := finalPush(t, st, d.UAID)
+			if a := p.LastAttempt(); p.State != storage.PushFailed || len(p.Attempts) != 1 || a.ProviderCode != 400 || a.ProviderReason != "BadDeviceToken" {
+				t.Fatalf("push %d: %s, attempts %+v", i, p.State, p.Attempts)
+			}
+			if got := metric(t, st, badTokens); got != float64(i+1) {
+				t.Fatalf("%s = %v after %d BadDeviceToken", badTokens, got, i+1)
+			}
+			if i < 2 && (metric(t, st, mixup) != 0 || strings.Contains(logs.String(), reported)) {
+				t.Fatalf("mix-up reported after %d distinct tokens (the rule is 3)", i+1)
+			}
+		}
+		if metric(t, st, mixup) != 1 {
+			t.Errorf("%s = %v after 3 distinct tokens refused, want 1", mixup, metric(t, st, mixup))
+		}
+		if line := logs.String(); strings.Count(line, reported) != 1 || !strings.Contains(line, `"app_id":"`+stacktest.APNsApp+`"`) ||
+			!strings.Contains(line, `"level":"ERROR"`) {
+			t.Errorf("the mix-up's log line is missing or repeated:\n%s", line)
+		}
+		if got := metric(t, st, `autoendpoint_bridge_device_gone_total{result="dropped"}`); got != 0 {
+			t.Errorf("%v registrations dropped for BadDeviceToken", got)
+		}
+		for _, d := range devs {
+			// Still registered: the push is accepted (and fails again at
+			// APNs), the device's own API still knows it.
+			apitiertest.WantCreated(t, apitiertest.Send(t, http.MethodPost, d.Endpoint, nil, "TTL", "60"), st.EndpointURL(), "60")
+			a := apitiertest.Send(t, http.MethodGet, st.EndpointURL()+"/v1/apns/"+stacktest.APNsApp+"/registration/"+d.UAID+"/", nil,
+				"Authorization", "Bearer "+d.Secret)
+			if a.Status != http.StatusOK {
+				t.Errorf("registration %s after BadDeviceToken: %d %s", d.UAID, a.Status, a.Body)
+			}
+		}
+
+		gone := registerDevice(t, st, "apns", stacktest.APNsApp, apnsToken(t))
+		st.APNs.Gone(gone.token)
+		apitiertest.WantCreated(t, apitiertest.Send(t, http.MethodPost, gone.Endpoint, nil, "TTL", "60"), st.EndpointURL(), "60")
+		waitFor(t, "the 410 registration to be dropped", func() bool {
+			return metric(t, st, `autoendpoint_bridge_device_gone_total{result="dropped"}`) == 1
+		})
+		apitiertest.WantError(t, apitiertest.Send(t, http.MethodPost, gone.Endpoint, nil, "TTL", "60"), http.StatusGone, errno.InvalidSubscription)
 	})
 }
 

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/apitier/sender/apns"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -24,12 +26,14 @@ const (
 )
 
 // Router data keys, the reference's: FCM registrations keep "token" and
-// "app_id", APNs ones "token" and "rel_channel" (the release channel, its
-// app id).
+// "app_id", APNs ones "token", "rel_channel" (the release channel, its
+// app id) and, when the device sent one, "aps" (JSON text, from which
+// the alert is derived).
 const (
 	KeyToken      = "token"
 	KeyAppID      = "app_id"
 	KeyRelChannel = "rel_channel"
+	KeyAPS        = "aps"
 )
 
 // Provider names of the bridges in the sender.
@@ -59,6 +63,12 @@ type DataCheck func(data map[string]string) error
 type Bridge struct {
 	AppIDs []string
 	Check  DataCheck
+	// Mixup is when a burst of BadDeviceToken answers for one app is
+	// reported as a likely sandbox/production mix-up (APNs only).
+	Mixup MixupRule
+	// Environments names each app's APNs environment for that report:
+	// "production", "sandbox" or its endpoint URL (APNs only).
+	Environments map[string]string
 }
 
 // Bridges are the configured bridges. Safe for concurrent use once built.
@@ -69,6 +79,9 @@ type Bridges struct {
 	gone       *metrics.Counter
 	goneKept   *metrics.Counter
 	misconfig  *metrics.Counter
+	// mixups watch each APNs app's BadDeviceToken answers.
+	mixups map[string]*mixup
+	now    func() time.Time
 }
 
 type bridge struct {
@@ -76,13 +89,14 @@ type bridge struct {
 	check DataCheck
 }
 
-// New returns the bridges; fcm and apns may be nil (not configured).
-func New(fcm, apns *Bridge, log *slog.Logger) *Bridges {
+// New returns the bridges; fcmBridge and apnsBridge may be nil (not
+// configured).
+func New(fcmBridge, apnsBridge *Bridge, log *slog.Logger) *Bridges {
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Bridges{byProvider: map[string]*bridge{}, log: log.With("component", "bridge")}
-	for name, c := range map[string]*Bridge{ProviderFCM: fcm, ProviderAPNs: apns} {
+	b := &Bridges{byProvider: map[string]*bridge{}, log: log.With("component", "bridge"), mixups: map[string]*mixup{}, now: time.Now}
+	for name, c := range map[string]*Bridge{ProviderFCM: fcmBridge, ProviderAPNs: apnsBridge} {
 		if c == nil || len(c.AppIDs) == 0 {
 			continue
 		}
@@ -97,6 +111,11 @@ func New(fcm, apns *Bridge, log *slog.Logger) *Bridges {
 	b.gone = set.NewCounter(mDropped + `{result="dropped"}`)
 	b.goneKept = set.NewCounter(mDropped + `{result="kept"}`)
 	b.misconfig = set.NewCounter(mMisconfigured)
+	if apnsBridge != nil {
+		for _, id := range apnsBridge.AppIDs {
+			b.mixups[id] = newMixup(set, id, apnsBridge.Environments[id], apnsBridge.Mixup, func() time.Time { return b.now() })
+		}
+	}
 	return b
 }
 
@@ -210,6 +229,10 @@ func (b *Bridges) Request(u *storage.User, n *Notification) (sender.Request, err
 		return sender.Request{}, fmt.Errorf("%w: %s app id %q", ErrNotConfigured, u.RouterType, app)
 	}
 	data := Data(n)
+	if aps := u.RouterData[KeyAPS]; aps != "" && u.RouterType == TypeAPNs {
+		// The provider derives the alert from it (apns.Payload).
+		data[apns.APSKey] = aps
+	}
 	if check := b.byProvider[prov].check; check != nil {
 		if err := check(data); err != nil {
 			return sender.Request{}, fmt.Errorf("%w: %v", ErrTooLarge, err)

@@ -209,3 +209,101 @@ func TestDeviceGoneRacingNewToken(t *testing.T) {
 		t.Errorf("metrics:\n%s", buf.String())
 	}
 }
+
+// metricValue is the value of one series of the bridges' metrics (-1:
+// not served).
+func metricValue(t *testing.T, b *Bridges, series string) float64 {
+	t.Helper()
+	var buf bytes.Buffer
+	b.WriteMetrics(&buf)
+	for line := range strings.Lines(buf.String()) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			var v float64
+			if _, err := fmt.Sscan(rest, &v); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+// TestMixupRule: BadDeviceToken answers are counted per app; the mix-up
+// is reported (gauge 1, one error line naming the app and its
+// environment) once the rule's number of distinct tokens were refused
+// within its sliding window, not for one token refused again and again,
+// and again at most once per window while it lasts; the gauge falls back
+// once the window has passed.
+func TestMixupRule(t *testing.T) {
+	var logBuf bytes.Buffer
+	b := New(nil, &Bridge{AppIDs: []string{"ios", "beta"}, Mixup: MixupRule{Tokens: 3, Window: time.Minute},
+		Environments: map[string]string{"ios": "production", "beta": "sandbox"}}, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	b.now = func() time.Time { return now }
+	reports := func() int { return strings.Count(logBuf.String(), "likely a sandbox/production mix-up") }
+	gauge := func(app string) float64 { return metricValue(t, b, mMixup+`{app_id="`+app+`"}`) }
+	if gauge("ios") != 0 || gauge("beta") != 0 || metricValue(t, b, mBadToken+`{app_id="ios"}`) != 0 {
+		t.Fatalf("series not served from the start:\n%s", func() string { var w bytes.Buffer; b.WriteMetrics(&w); return w.String() }())
+	}
+	for range 5 {
+		b.BadDeviceToken("ios", "stale")
+	}
+	if gauge("ios") != 0 || reports() != 0 || metricValue(t, b, mBadToken+`{app_id="ios"}`) != 5 {
+		t.Fatalf("one token refused 5 times: gauge %v, %d reports", gauge("ios"), reports())
+	}
+	now = now.Add(50 * time.Second)
+	b.BadDeviceToken("ios", "t2")
+	if gauge("ios") != 0 || reports() != 0 {
+		t.Fatal("reported with 2 distinct tokens")
+	}
+	b.BadDeviceToken("ios", "t3")
+	line := logBuf.String()
+	if gauge("ios") != 1 || reports() != 1 || !strings.Contains(line, `app_id=ios`) || !strings.Contains(line, "environment=production") ||
+		!strings.Contains(line, `app \"ios\"`) || !strings.Contains(line, "level=ERROR") || gauge("beta") != 0 {
+		t.Fatalf("3 distinct tokens within a minute: gauge %v, log %s", gauge("ios"), line)
+	}
+	now = now.Add(20 * time.Second)
+	b.BadDeviceToken("ios", "t4")
+	if gauge("ios") != 1 || reports() != 1 {
+		t.Fatalf("the burst went on: gauge %v, %d reports, want 1 and still 1", gauge("ios"), reports())
+	}
+	now = now.Add(61 * time.Second)
+	if gauge("ios") != 0 {
+		t.Fatal("the gauge stays up after the window passed")
+	}
+	for _, tok := range []string{"t5", "t6", "t7"} {
+		b.BadDeviceToken("ios", tok)
+	}
+	if gauge("ios") != 1 || reports() != 2 {
+		t.Fatalf("a new burst a window later: gauge %v, %d reports", gauge("ios"), reports())
+	}
+	b.BadDeviceToken("unknown-app", "x")
+	if metricValue(t, b, mBadToken+`{app_id="ios"}`) != 11 || metricValue(t, b, mBadToken+`{app_id="unknown-app"}`) != -1 {
+		t.Fatal("counts wrong")
+	}
+
+	off := New(nil, &Bridge{AppIDs: []string{"ios"}}, quiet())
+	for _, tok := range []string{"a", "b", "c", "d"} {
+		off.BadDeviceToken("ios", tok)
+	}
+	if metricValue(t, off, mBadToken+`{app_id="ios"}`) != 4 || metricValue(t, off, mMixup+`{app_id="ios"}`) != 0 {
+		t.Fatal("with no rule: counted, never reported")
+	}
+}
+
+// TestRequestCarriesAPS: an APNs registration's aps reaches the
+// provider in the notification's data; an FCM one never carries one.
+func TestRequestCarriesAPS(t *testing.T) {
+	b := testBridges()
+	apnsUser := storage.User{UAID: uuid.New(), RouterType: "apns", RouterData: RouterData("apns", "ios", "abcdef0123456789")}
+	apnsUser.RouterData[KeyAPS] = `{"title":"t"}`
+	r, err := b.Request(&apnsUser, &Notification{CHID: uuid.New()})
+	if err != nil || r.Bridge.Data["aps"] != `{"title":"t"}` {
+		t.Fatalf("apns: %+v %v", r.Bridge, err)
+	}
+	fcmUser := storage.User{UAID: uuid.New(), RouterType: "fcm", RouterData: RouterData("fcm", "android", "tok-12345678")}
+	fcmUser.RouterData[KeyAPS] = `{"title":"t"}`
+	if r, err := b.Request(&fcmUser, &Notification{CHID: uuid.New()}); err != nil || r.Bridge.Data["aps"] != "" {
+		t.Fatalf("fcm: %+v %v", r.Bridge, err)
+	}
+}

@@ -41,12 +41,15 @@ func Build(sc sender.Config, pc providers.Config, store Store, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	// Before any send: the APNs client reports BadDeviceToken to them.
+	bridges := set.Bridges(log)
 	s, err := sender.New(sc, store, set.List(), log)
 	if err != nil {
 		set.Close()
 		return nil, err
 	}
-	bridges := set.Bridges(log)
+	// Only FCM UNREGISTERED and APNs 410 are DeviceGone verdicts: the
+	// registration is dropped for nothing else (docs/bridges.md).
 	s.OnDeviceGone(bridges.DeviceGone(store))
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &Sender{Sender: s, set: set, bridges: bridges, log: log, stop: cancel}

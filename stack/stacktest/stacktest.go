@@ -58,6 +58,8 @@ type Options struct {
 	// APNs app APNsApp sending to a fake APNs (Stack.APNs) with a
 	// provider-token key.
 	Bridges bool
+	// Log receives both tiers' logs (nil: discarded).
+	Log *slog.Logger
 }
 
 // The bridges' settings in a stack started with Options.Bridges.
@@ -157,6 +159,9 @@ func Start(t testing.TB) *Stack { return StartWith(t, Options{}) }
 func StartWith(t testing.TB, o Options) *Stack {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
+	if o.Log != nil {
+		log = o.Log
+	}
 	store, err := embedded.Open(embedded.Config{Dir: t.TempDir(), NoSync: o.NoSync, Logger: log})
 	if err != nil {
 		t.Fatalf("open store: %v", err)

@@ -46,7 +46,7 @@ func ParseAnswer(body []byte) Answer {
 
 // reasons are short texts for the APNs reasons a provider meets.
 var reasons = map[string]string{
-	"BadDeviceToken":              "the device token is not valid (the registration is dropped)",
+	"BadDeviceToken":              "the device token is not valid for this app's environment: a sandbox token sent to production or the reverse, or a malformed token (the registration is kept)",
 	"Unregistered":                "the device token is no longer active (the registration is dropped)",
 	"ExpiredToken":                "the device token has expired (the registration is dropped)",
 	"DeviceTokenNotForTopic":      "the device token is not for this app's topic (check the app's topic)",
@@ -67,13 +67,19 @@ var reasons = map[string]string{
 	"Shutdown":                    "the APNs server is shutting down",
 }
 
+// BadDeviceToken is APNs's reason for a token it does not accept from
+// this environment: it answers a sandbox token sent to production (or
+// the reverse) exactly as a malformed one, so it says nothing about the
+// device (docs/bridges.md, "No mass drop").
+const BadDeviceToken = "BadDeviceToken"
+
 // classify maps an answer to a verdict:
 //
 //	200              Sent
-//	410, 400 BadDeviceToken  DeviceGone
+//	410              DeviceGone: the only answer that says the device is gone
 //	403              Retry (credentials: visible by its reason, never silent)
 //	429, 5xx         Retry, after Retry-After when given
-//	other            Fail
+//	other            Fail (400 BadDeviceToken included: the registration stays)
 func classify(status int, retryAfter string, body []byte, now time.Time) provider.Result {
 	if status/100 == 2 {
 		return provider.Result{Verdict: provider.Sent, Status: status}
@@ -81,7 +87,7 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 	a := ParseAnswer(body)
 	r := provider.Result{Status: status, Reason: a.Reason, Message: message(status, a, body)}
 	switch {
-	case status == 410 || status == 400 && a.Reason == "BadDeviceToken":
+	case status == 410:
 		r.Verdict = provider.DeviceGone
 	case status == 403:
 		r.Verdict = provider.Retry

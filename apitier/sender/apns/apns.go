@@ -27,6 +27,8 @@ type Client struct {
 	// slots bounds sends in flight to Concurrency, whoever calls Send.
 	slots chan struct{}
 	now   func() time.Time
+	// badToken is told of each 400 BadDeviceToken (OnBadDeviceToken).
+	badToken func(appID, token string)
 }
 
 // app is one configured application.
@@ -153,6 +155,13 @@ func (c *Client) AppIDs() []string {
 	return sortedKeys(ids)
 }
 
+// OnBadDeviceToken sets fn, called with the app id and device token of
+// every 400 BadDeviceToken answer, which fails the push but never drops
+// the registration: the bridges watch them for a sandbox/production
+// mix-up (docs/bridges.md). fn must be quick and safe for concurrent
+// use. Call before the first Send.
+func (c *Client) OnBadDeviceToken(fn func(appID, token string)) { c.badToken = fn }
+
 // Close drops idle connections.
 func (c *Client) Close() {
 	for _, a := range c.apps {
@@ -173,7 +182,13 @@ func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Re
 	if n.Token == "" {
 		return provider.Result{Verdict: provider.DeviceGone, Reason: "MissingDeviceToken", Message: "the registration has no APNs device token"}
 	}
-	body := Payload(n)
+	body, err := payload(n)
+	if err != nil {
+		// Stored before the registration API checked it; autopush-rs
+		// refuses such a push too.
+		return provider.Result{Verdict: provider.Fail, Reason: "InvalidApsData",
+			Message: fmt.Sprintf("the registration's aps: %v", err)}
+	}
 	if len(body) > c.cfg.MaxData {
 		return provider.Result{Verdict: provider.Fail, Reason: "PayloadTooLarge",
 			Message: fmt.Sprintf("payload of %d bytes is over apns-max-data %d", len(body), c.cfg.MaxData)}
@@ -211,8 +226,11 @@ func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Re
 		return provider.Result{Verdict: provider.Retry, Status: resp.StatusCode, Err: fmt.Errorf("apns: read answer: %w", err), Message: provider.TransportMessage(err)}
 	}
 	r := classify(resp.StatusCode, resp.Header.Get("Retry-After"), answer, now)
-	if r.Reason == "ExpiredProviderToken" && tok != "" {
+	switch {
+	case r.Reason == "ExpiredProviderToken" && tok != "":
 		a.tokens.expire(tok)
+	case r.Status == http.StatusBadRequest && r.Reason == BadDeviceToken && c.badToken != nil:
+		c.badToken(n.AppID, n.Token)
 	}
 	return r
 }
@@ -222,6 +240,7 @@ func setHeaders(h http.Header, topic string, n *provider.Notification, now time.
 	h.Set("Content-Type", "application/json")
 	h.Set("apns-topic", topic)
 	h.Set("apns-push-type", "alert")
+	// No urgency (provider.Default) is 10, as autopush-rs always sends.
 	h.Set("apns-priority", "10")
 	if n.Priority == provider.Normal {
 		h.Set("apns-priority", "5")
@@ -232,8 +251,16 @@ func setHeaders(h http.Header, topic string, n *provider.Notification, now time.
 		exp = now.Add(n.TTL).Unix()
 	}
 	h.Set("apns-expiration", strconv.FormatInt(exp, 10))
-	if n.CollapseKey != "" {
+	// The collapse id is the Topic when there is one (a newer push
+	// replaces an older one not yet seen), else the push id: a resend of
+	// the same push (its first send was interrupted) then replaces the
+	// first in the device's notification list instead of showing twice,
+	// and distinct pushes never share one (docs/bridges.md).
+	switch {
+	case n.CollapseKey != "":
 		h.Set("apns-collapse-id", CollapseID(n.CollapseKey))
+	case n.ID != "":
+		h.Set("apns-collapse-id", CollapseID(n.ID))
 	}
 	// The push id as apns-id ties Apple's delivery logs to ours; APNs
 	// does not deduplicate by it.

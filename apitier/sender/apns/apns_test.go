@@ -150,7 +150,7 @@ func TestSendExactBytes(t *testing.T) {
 				t.Fatalf("PayloadSize %d, sent %d", PayloadSize(notification(c.data)), len(c.want))
 			}
 			want := map[string]string{"apns-topic": testTopic, "apns-push-type": "alert", "apns-priority": "10",
-				"apns-id": testID, "content-type": "application/json", "apns-collapse-id": ""}
+				"apns-id": testID, "content-type": "application/json", "apns-collapse-id": testID}
 			for h, v := range want {
 				if got := rec.Header.Get(h); got != v {
 					t.Errorf("%s: %q, want %q", h, got, v)
@@ -189,10 +189,11 @@ func TestExpiration(t *testing.T) {
 	}
 }
 
-// High priority is 10 (wake the device now), Normal 5.
+// High priority is 10 (wake the device now), Normal 5, and no urgency
+// 10, as autopush-rs always sends.
 func TestPriority(t *testing.T) {
 	e := newEnv(t, nil)
-	for p, want := range map[provider.Priority]string{provider.High: "10", provider.Normal: "5"} {
+	for p, want := range map[provider.Priority]string{provider.High: "10", provider.Normal: "5", provider.Default: "10"} {
 		n := notification(nil)
 		n.Priority = p
 		if r, rec := e.send(t, n); r.Verdict != provider.Sent || rec.Header.Get("apns-priority") != want {
@@ -203,8 +204,20 @@ func TestPriority(t *testing.T) {
 
 // A collapse key is sent as apns-collapse-id; one over Apple's 64 bytes
 // (or not a header value) is sent as its SHA-256, which APNs accepts.
+// Without one, the push id is the collapse id: each send of one push
+// carries the same, two pushes never share it.
 func TestCollapseID(t *testing.T) {
 	e := newEnv(t, nil)
+	var ids []string
+	for _, id := range []string{testID, testID, "6a1e3c9f-0b7d-4e2a-8c5f-1d2e3f4a5b6c"} {
+		n := notification(nil)
+		n.ID = id
+		_, rec := e.send(t, n)
+		ids = append(ids, rec.Header.Get("apns-collapse-id"))
+	}
+	if ids[0] != testID || ids[1] != testID || ids[2] != "6a1e3c9f-0b7d-4e2a-8c5f-1d2e3f4a5b6c" {
+		t.Errorf("collapse ids without a key %q, want each push's id", ids)
+	}
 	long := strings.Repeat("k", 65)
 	sum := sha256.Sum256([]byte(long))
 	ctl := sha256.Sum256([]byte("a\nb"))
@@ -338,7 +351,7 @@ func TestAnswers(t *testing.T) {
 		{apnsfake.Fault{Status: 500, Reason: "InternalServerError"}, provider.Retry, 0},
 		{apnsfake.Fault{Status: 503, Reason: "ServiceUnavailable", RetryAfter: "30"}, provider.Retry, 30 * time.Second},
 		{apnsfake.Fault{Status: 503, Reason: "Shutdown"}, provider.Retry, 0},
-		{apnsfake.Fault{Status: 400, Reason: "BadDeviceToken"}, provider.DeviceGone, 0},
+		{apnsfake.Fault{Status: 400, Reason: "BadDeviceToken"}, provider.Fail, 0},
 		{apnsfake.Fault{Status: 410, Reason: "ExpiredToken"}, provider.DeviceGone, 0},
 		{apnsfake.Fault{Status: 403, Reason: "BadCertificateEnvironment"}, provider.Retry, 0},
 		{apnsfake.Fault{Status: 400, Reason: "DeviceTokenNotForTopic"}, provider.Fail, 0},
@@ -357,10 +370,42 @@ func TestAnswers(t *testing.T) {
 // A token APNs no longer knows is gone (410 Unregistered, with when).
 func TestUnregistered(t *testing.T) {
 	e := newEnv(t, nil)
+	var told []string
+	e.client.OnBadDeviceToken(func(app, token string) { told = append(told, app+" "+token) })
 	e.fake.Gone(testToken)
 	r, _ := e.send(t, notification(nil))
 	if r.Verdict != provider.DeviceGone || r.Status != 410 || r.Reason != "Unregistered" || !strings.Contains(r.Message, " since ") {
 		t.Fatalf("result %+v", r)
+	}
+	if len(told) != 0 {
+		t.Fatalf("a 410 reported as BadDeviceToken: %q", told)
+	}
+}
+
+// A token APNs refuses as BadDeviceToken (here one its other environment
+// issued) fails the push and is not device gone: APNs answers a sandbox
+// token sent to production that way, so dropping on it would drop every
+// device of a misconfigured app. OnBadDeviceToken is told of it, with
+// the app and the token.
+func TestBadDeviceToken(t *testing.T) {
+	e := newEnv(t, nil)
+	var told []string
+	e.client.OnBadDeviceToken(func(app, token string) { told = append(told, app+" "+token) })
+	e.fake.OtherEnvironment(testToken)
+	r, rec := e.send(t, notification(nil))
+	if r.Verdict != provider.Fail || r.Status != 400 || r.Reason != BadDeviceToken || rec.Reason != BadDeviceToken ||
+		!strings.Contains(r.Message, "registration is kept") || !strings.Contains(r.Message, "sandbox") {
+		t.Fatalf("result %+v (the fake answered %d %s)", r, rec.Status, rec.Reason)
+	}
+	if len(told) != 1 || told[0] != "firefox "+testToken {
+		t.Fatalf("OnBadDeviceToken told %q", told)
+	}
+	// Another 400 is not a bad token.
+	e.fake.Queue(apnsfake.Fault{Status: 400, Reason: "BadTopic"})
+	n := notification(nil)
+	n.Token = strings.Repeat("b", 64)
+	if r, _ := e.send(t, n); r.Verdict != provider.Fail || len(told) != 1 {
+		t.Fatalf("BadTopic: %+v, told %q", r, told)
 	}
 }
 
@@ -632,6 +677,78 @@ func TestValidate(t *testing.T) {
 		}
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New accepted it", want)
+		}
+	}
+}
+
+// The registration's "aps" (carried in the data under APSKey) gives the
+// alert as autopush-rs derives it: its title, subtitle, body,
+// title_loc_key, title_loc_args, action_loc_key, loc_key, loc_args and
+// launch_image replace the default alert's, mutable-content stays 1,
+// other keys are ignored; the "aps" text itself is never sent. On the
+// wire, byte for byte.
+func TestAPSFromRegistration(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct{ name, aps, alert string }{
+		{"none", "", `{"loc-key":"SentTab.NoTabArrivingNotification.body","title-loc-key":"SentTab.NoTabArrivingNotification.title"}`},
+		{"every alert field",
+			`{"title":"New tab","subtitle":"from your phone","body":"b","title_loc_key":"T.key","title_loc_args":["x"],` +
+				`"action_loc_key":"A.key","loc_key":"L.key","loc_args":["a","b"],"launch_image":"i.png","mutable-content":0}`,
+			`{"action-loc-key":"A.key","body":"b","launch-image":"i.png","loc-args":["a","b"],"loc-key":"L.key",` +
+				`"subtitle":"from your phone","title":"New tab","title-loc-args":["x"],"title-loc-key":"T.key"}`},
+		{"ignored keys", `{"badge":3,"sound":"ping","alert":{"title":"x"},"title-loc-key":"kebab","content-available":1}`,
+			`{"loc-key":"SentTab.NoTabArrivingNotification.body","title-loc-key":"SentTab.NoTabArrivingNotification.title"}`},
+		{"empty values", `{"title":"","loc_args":[]}`,
+			`{"loc-args":[],"loc-key":"SentTab.NoTabArrivingNotification.body","title":"","title-loc-key":"SentTab.NoTabArrivingNotification.title"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := map[string]string{"chid": testCHID}
+			if c.aps != "" {
+				data[APSKey] = c.aps
+			}
+			r, rec := e.send(t, notification(data))
+			want := `{"aps":{"alert":` + c.alert + `,"mutable-content":1},"chid":"` + testCHID + `","ver":"` + testID + `"}`
+			if r.Verdict != provider.Sent || string(rec.Body) != want {
+				t.Fatalf("%+v, body\n%s\nwant\n%s", r, rec.Body, want)
+			}
+			if PayloadSize(notification(data)) != len(want) {
+				t.Fatalf("PayloadSize %d, sent %d", PayloadSize(notification(data)), len(want))
+			}
+		})
+	}
+	// An "aps" no alert derives from (stored before the registration API
+	// checked it) fails the push unsent, naming the field.
+	before := e.fake.Count()
+	for _, bad := range []string{`{"title":5}`, `{"loc_args":["a",null]}`, `{"body":null}`, `{"mutable-content":"1"}`, `{"mutable-content":1.5}`, `[1]`} {
+		r := e.client.Send(context.Background(), notification(map[string]string{"chid": testCHID, APSKey: bad}))
+		if r.Verdict != provider.Fail || r.Reason != "InvalidApsData" || !strings.Contains(r.Message, "aps") {
+			t.Errorf("aps %s: %+v", bad, r)
+		}
+	}
+	if e.fake.Count() != before {
+		t.Fatalf("pushes with an invalid aps reached APNs")
+	}
+}
+
+// CheckAPS refuses what autopush-rs's registration or derivation would:
+// a derivation field of the wrong type, and badge, sound,
+// content-available, category, mutable-content or url-args of the wrong
+// type (null allowed for those).
+func TestCheckAPS(t *testing.T) {
+	for _, ok := range []string{`{}`, `{"mutable-content":1}`, `{"title":"t","loc_args":["a"]}`, `{"badge":4294967295,"sound":"s",` +
+		`"content-available":255,"category":"c","url-args":["u"],"unknown":[1,{}]}`, `{"badge":null,"sound":null,"url-args":null}`} {
+		if err := CheckAPS(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for bad, field := range map[string]string{
+		`{"title":1}`: "title", `{"loc_key":null}`: "loc_key", `{"title_loc_args":"a"}`: "title_loc_args",
+		`{"mutable-content":null}`: "mutable-content", `{"mutable-content":256}`: "mutable-content",
+		`{"badge":-1}`: "badge", `{"badge":4294967296}`: "badge", `{"sound":1}`: "sound", `{"content-available":1.0}`: "content-available",
+		`{"category":[]}`: "category", `{"url-args":[1]}`: "url-args", `[]`: "object", `"x"`: "object",
+	} {
+		if err := CheckAPS(bad); !errors.Is(err, ErrInvalidAPS) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want ErrInvalidAPS naming %s", bad, err, field)
 		}
 	}
 }

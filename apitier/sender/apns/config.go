@@ -46,11 +46,36 @@ type Config struct {
 	// CAFile is a PEM file of extra root certificates to trust besides
 	// the system's (tests, private CAs). Default "" (system roots only).
 	CAFile string `conf:"apns-ca-file" help:"PEM file of extra CA certificates to trust for APNs (tests, private CAs)"`
+	// BadTokenBurst is how many distinct device tokens of one app APNs
+	// must refuse as 400 BadDeviceToken within BadTokenWindow for the
+	// bridges to report a likely sandbox/production mix-up (a gauge and
+	// an error log; docs/bridges.md). BadDeviceToken never drops a
+	// registration either way. 0: never report. Default 10.
+	BadTokenBurst int `conf:"apns-bad-token-burst" help:"distinct device tokens of one app refused as BadDeviceToken within apns-bad-token-window that report a likely sandbox/production mix-up (0: never)"`
+	// BadTokenWindow is the sliding window of BadTokenBurst. Default 10m.
+	BadTokenWindow time.Duration `conf:"apns-bad-token-window" help:"sliding window of apns-bad-token-burst"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
-	return Config{Apps: "{}", Rate: 500, Delay: 2500 * time.Microsecond, Concurrency: 100, Timeout: 10 * time.Second, MaxData: 4096}
+	return Config{Apps: "{}", Rate: 500, Delay: 2500 * time.Microsecond, Concurrency: 100, Timeout: 10 * time.Second, MaxData: 4096,
+		BadTokenBurst: 10, BadTokenWindow: 10 * time.Minute}
+}
+
+// maxBadTokenBurst bounds apns-bad-token-burst: the bridges keep that
+// many tokens' hashes per app, and scan them on each BadDeviceToken.
+const maxBadTokenBurst = 1000
+
+// Environment names an app's APNs environment: "production",
+// "sandbox", or its endpoint URL (tests, proxies).
+func (a App) Environment() string {
+	switch a.Endpoint {
+	case ProductionURL:
+		return "production"
+	case SandboxURL:
+		return "sandbox"
+	}
+	return a.Endpoint
 }
 
 // Limits are what the sender drives the provider with. AverageLatency is
@@ -73,6 +98,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("apns: config: apns-concurrency %d is outside 1..100000", c.Concurrency)
 	case c.MaxData < 1 || c.MaxData > 1<<20:
 		return fmt.Errorf("apns: config: apns-max-data %d is outside 1..1048576", c.MaxData)
+	case c.BadTokenBurst < 0 || c.BadTokenBurst > maxBadTokenBurst:
+		return fmt.Errorf("apns: config: apns-bad-token-burst %d is outside 0..%d", c.BadTokenBurst, maxBadTokenBurst)
+	case c.BadTokenBurst > 0 && (c.BadTokenWindow <= 0 || c.BadTokenWindow > 24*time.Hour):
+		return fmt.Errorf("apns: config: apns-bad-token-window %s is outside (0, 24h]", c.BadTokenWindow)
 	}
 	if err := c.Limits().Validate(); err != nil {
 		return fmt.Errorf("apns: config: %w", err)

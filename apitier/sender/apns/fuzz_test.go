@@ -72,7 +72,7 @@ func FuzzClassify(f *testing.F) {
 		switch {
 		case status/100 == 2:
 			want = provider.Sent
-		case status == 410 || status == 400 && reason == "BadDeviceToken":
+		case status == 410:
 			want = provider.DeviceGone
 		case status == 403 || status == 429 || status/100 == 5:
 			want = provider.Retry
@@ -161,3 +161,30 @@ func FuzzPayload(f *testing.F) {
 }
 
 func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\ufffd") == s }
+
+// FuzzCheckAPS: whatever a device sends as "aps", CheckAPS never panics,
+// and what it accepts derives an alert (so a push to the registration
+// is sent) whose payload is JSON with mutable-content 1.
+func FuzzCheckAPS(f *testing.F) {
+	for _, s := range []string{`{}`, `{"title":"t","loc_args":["a"],"mutable-content":1}`, `{"title":1}`,
+		`{"badge":null}`, `{"mutable-content":"1"}`, `{"loc_args":[null]}`, `[]`, ``, `null`, `{"title":"\u00e9"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckAPS(s) != nil {
+			return
+		}
+		b, err := payload(&provider.Notification{ID: "id", Data: map[string]string{APSKey: s}})
+		if err != nil && s != "" {
+			t.Fatalf("CheckAPS accepted %q, which does not derive: %v", s, err)
+		}
+		var got struct {
+			APS struct {
+				MutableContent int `json:"mutable-content"`
+			} `json:"aps"`
+		}
+		if json.Unmarshal(b, &got) != nil || got.APS.MutableContent != 1 {
+			t.Fatalf("payload %s", b)
+		}
+	})
+}

@@ -86,6 +86,7 @@ type Fake struct {
 	mu      sync.Mutex
 	keys    map[string]*Key
 	gone    map[string]time.Time
+	foreign map[string]bool
 	queue   []Fault
 	faults  func(Received) Fault
 	latency func() time.Duration
@@ -118,7 +119,7 @@ func Start(opts Options) (*Fake, error) {
 		return nil, fmt.Errorf("apnsfake: listen: %w", err)
 	}
 	f := &Fake{ln: ln, ca: c, opts: opts, done: make(chan struct{}),
-		keys: map[string]*Key{}, gone: map[string]time.Time{}, jwts: map[string]bool{},
+		keys: map[string]*Key{}, gone: map[string]time.Time{}, foreign: map[string]bool{}, jwts: map[string]bool{},
 		second: map[int64]int{}, now: time.Now}
 	var p http.Protocols
 	p.SetHTTP2(true)
@@ -203,6 +204,18 @@ func (f *Fake) Gone(tokens ...string) {
 	defer f.mu.Unlock()
 	for _, t := range tokens {
 		f.gone[t] = f.now()
+	}
+}
+
+// OtherEnvironment makes tokens answer 400 BadDeviceToken, as APNs
+// answers a token issued by its other environment: a development
+// build's sandbox token sent to production, or a release build's token
+// sent to the sandbox.
+func (f *Fake) OtherEnvironment(tokens ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range tokens {
+		f.foreign[t] = true
 	}
 }
 
@@ -407,8 +420,12 @@ func (f *Fake) check(r *http.Request, rec *Received) Fault {
 	}
 	f.mu.Lock()
 	_, gone := f.gone[token]
+	foreign := f.foreign[token]
 	f.mu.Unlock()
-	if gone {
+	switch {
+	case foreign:
+		return bad(http.StatusBadRequest, "BadDeviceToken")
+	case gone:
 		return bad(http.StatusGone, "Unregistered")
 	}
 	return Fault{}

@@ -103,6 +103,7 @@ func TestChecks(t *testing.T) {
 	}
 	c := client(t, f, nil)
 	f.Gone("gone")
+	f.OtherEnvironment("sandbox")
 	for _, x := range []struct {
 		call
 		status int
@@ -127,6 +128,7 @@ func TestChecks(t *testing.T) {
 		{call{"POST", "/3/device/abc", "{}", with("apns-push-type", "shout")}, 400, "InvalidPushType"},
 		{call{"POST", "/3/device/abc", "", ok}, 400, "PayloadEmpty"},
 		{call{"POST", "/3/device/abc", strings.Repeat("x", 4097), ok}, 413, "PayloadTooLarge"},
+		{call{"POST", "/3/device/sandbox", "{}", ok}, 400, "BadDeviceToken"},
 		{call{"POST", "/3/device/gone", "{}", ok}, 410, "Unregistered"},
 	} {
 		status, reason := do(t, c, f, x.call)
@@ -135,15 +137,15 @@ func TestChecks(t *testing.T) {
 		}
 	}
 	log := f.Log()
-	if len(log) != 20 || log[0].Status != 200 || log[0].JWT != good || log[0].KeyID != k.ID || string(log[0].Body) != "{}" ||
-		log[19].Status != 410 || log[19].Reason != "Unregistered" || log[19].Token != "gone" {
+	if len(log) != 21 || log[0].Status != 200 || log[0].JWT != good || log[0].KeyID != k.ID || string(log[0].Body) != "{}" ||
+		log[20].Status != 410 || log[20].Reason != "Unregistered" || log[20].Token != "gone" || log[19].Reason != "BadDeviceToken" {
 		t.Fatalf("log %d entries: first %+v last %+v", len(log), log[0], log[len(log)-1])
 	}
 	total := 0
 	for _, n := range f.PerSecond() {
 		total += n
 	}
-	if total != 20 {
+	if total != 21 {
 		t.Fatalf("per-second counts add up to %d", total)
 	}
 }

@@ -7,10 +7,12 @@
 //
 // The message is autopush's: {"message":{"android":{"data":{...},
 // "ttl":"<secs>s",...},"token":"<registration token>"}}, whose data
-// carries the WebPush notification (chid, body, con, enc, cryptokey).
-// Answers map to verdicts: 200 sent; 404 or UNREGISTERED device gone;
-// 401/403 retry after dropping the cached access token; 429 and 5xx
-// retry (honouring Retry-After); any other refusal fails.
+// carries the WebPush notification (chid, body, con, enc, cryptokey); a
+// priority only when the push had an Urgency (autopush-rs sends none).
+// Answers map to verdicts: 200 sent; 404 UNREGISTERED device gone (a 404
+// without it fails: it says nothing about the device); 401/403 retry
+// after dropping the cached access token; 429 and 5xx retry (honouring
+// Retry-After); any other refusal fails.
 //
 // It must never import the sender, a tier or storage: it only speaks the
 // provider contract. It never logs or returns a credential. FCM v1 takes

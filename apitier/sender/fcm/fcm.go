@@ -105,15 +105,21 @@ type message struct {
 type android struct {
 	CollapseKey string            `json:"collapse_key,omitempty"`
 	Data        map[string]string `json:"data"`
-	Priority    string            `json:"priority"`
+	Priority    string            `json:"priority,omitempty"`
 	TTL         string            `json:"ttl"`
 }
 
 // Body is the exact JSON sent for n (TTL clamped, data keys sorted).
+// A notification without urgency (provider.Default) carries no
+// priority, as autopush-rs sends none: FCM then uses its default for
+// data messages, normal.
 func (c *Client) Body(n *provider.Notification) ([]byte, error) {
-	prio := "NORMAL"
-	if n.Priority == provider.High {
+	prio := ""
+	switch n.Priority {
+	case provider.High:
 		prio = "HIGH"
+	case provider.Normal:
+		prio = "NORMAL"
 	}
 	ttl := int64(c.cfg.ClampTTL(n.TTL) / time.Second)
 	return marshal(request{Message: message{Token: n.Token, Android: android{
@@ -240,8 +246,12 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 		r.Reason = strings.TrimPrefix(st+"/"+code, "/")
 	}
 	switch {
-	case status == http.StatusNotFound || st == "NOT_FOUND" || code == "UNREGISTERED":
-		// autopush-rs drops the registration on any 404.
+	case status == http.StatusNotFound && code == "UNREGISTERED":
+		// FCM's answer for a token that is no longer valid. autopush-rs
+		// drops the registration on any 404; a 404 without UNREGISTERED
+		// (a wrong fcm-url or project, a proxy's page) says nothing about
+		// the device, and taking it for one would drop every device of
+		// the app (docs/bridges.md, "No mass drop"): it fails the push.
 		r.Verdict = provider.DeviceGone
 	case status == http.StatusForbidden && code == "SENDER_ID_MISMATCH":
 		// The token belongs to another project: a new token won't help.
@@ -260,7 +270,8 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 		r.RetryAfter = provider.ParseRetryAfter(retryAfter, now)
 	default:
 		// 400 INVALID_ARGUMENT (a malformed token included: autopush-rs
-		// does not drop the registration for it), other 4xx, 3xx.
+		// does not drop the registration for it either), other 4xx
+		// (404 without UNREGISTERED included), 3xx.
 		r.Verdict = provider.Fail
 	}
 	if r.Message == "" {

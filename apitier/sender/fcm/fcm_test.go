@@ -134,7 +134,9 @@ func TestSendWire(t *testing.T) {
 }
 
 // TestTTLPriorityCollapse: TTL is clamped to [fcm-min-ttl, 28 days] in
-// whole seconds; Urgency's priority and the collapse key are sent.
+// whole seconds; Urgency's priority and the collapse key are sent; a
+// notification without urgency carries no priority (autopush-rs sends
+// none), not HIGH.
 func TestTTLPriorityCollapse(t *testing.T) {
 	e := start(t, nil)
 	for _, tc := range []struct {
@@ -144,6 +146,7 @@ func TestTTLPriorityCollapse(t *testing.T) {
 		want     string
 	}{
 		{0, provider.High, "", `"priority":"HIGH","ttl":"60s"`},
+		{0, provider.Default, "", `{"message":{"android":{"data":{"chid":"c"},"ttl":"60s"},"token":"reg-2"}}`},
 		{30 * 24 * time.Hour, provider.Normal, "", `"priority":"NORMAL","ttl":"2419200s"`},
 		{90*time.Second + 900*time.Millisecond, provider.Normal, "topic-a", `{"collapse_key":"topic-a","data":{"chid":"c"},"priority":"NORMAL","ttl":"90s"}`},
 	} {
@@ -292,7 +295,9 @@ func TestAnswers(t *testing.T) {
 		{"400", fcmfake.Error(400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token", "INVALID_ARGUMENT"), provider.Fail, "INVALID_ARGUMENT", nil},
 		{"403 sender mismatch", fcmfake.Error(403, "PERMISSION_DENIED", "SenderId mismatch", "SENDER_ID_MISMATCH"), provider.Fail, "PERMISSION_DENIED/SENDER_ID_MISMATCH", nil},
 		{"404 unregistered", fcmfake.Unregistered(), provider.DeviceGone, "NOT_FOUND/UNREGISTERED", nil},
-		{"404 bare", fcmfake.Answer{Status: 404}, provider.DeviceGone, "", nil},
+		{"404 bare", fcmfake.Answer{Status: 404}, provider.Fail, "", nil},
+		{"404 not FCM's", fcmfake.Answer{Status: 404, Body: []byte("<html>Not Found</html>")}, provider.Fail, "", nil},
+		{"404 NOT_FOUND without UNREGISTERED", fcmfake.Error(404, "NOT_FOUND", "Requested entity was not found.", ""), provider.Fail, "NOT_FOUND", nil},
 		{"401 queued", fcmfake.Unauthenticated(), provider.Retry, "UNAUTHENTICATED", nil},
 		{"401 bare", fcmfake.Answer{Status: 401}, provider.Retry, "auth", nil},
 	} {
@@ -313,9 +318,14 @@ func TestAnswers(t *testing.T) {
 }
 
 // TestRefusedByFake: the fake's own checks (a gone token, a message
-// without recipient) reach the verdicts too.
+// without recipient, a wrong URL) reach the verdicts too; only the gone
+// token is device gone.
 func TestRefusedByFake(t *testing.T) {
 	e := start(t, nil)
+	wrong := start(t, func(c *Config) { c.URL += "/fcm/send" })
+	if r := wrong.send(t, push("reg-ok", nil)); r.Verdict != provider.Fail || r.Status != 404 {
+		t.Fatalf("a wrong fcm-url: %+v, want a failure, not device gone", r)
+	}
 	e.fake.SetGone("reg-gone")
 	if r := e.send(t, push("reg-gone", nil)); r.Verdict != provider.DeviceGone || r.Reason != "NOT_FOUND/UNREGISTERED" {
 		t.Fatalf("gone token: %+v", r)

@@ -52,12 +52,12 @@ func FuzzClassify(f *testing.F) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, status int, after string, body []byte) {
 		r := classify(status, after, body, now)
-		st, code, _ := ParseError(body)
+		_, code, _ := ParseError(body)
 		var want provider.Verdict
 		switch {
 		case status/100 == 2:
 			want = provider.Sent
-		case status == 404 || st == "NOT_FOUND" || code == "UNREGISTERED":
+		case status == 404 && code == "UNREGISTERED":
 			want = provider.DeviceGone
 		case status == 403 && code == "SENDER_ID_MISMATCH":
 			want = provider.Fail

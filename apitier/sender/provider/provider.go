@@ -91,18 +91,24 @@ type Checker interface {
 // "HIGH"/"NORMAL", APNs 10/5).
 type Priority int
 
-// Priorities.
+// Priorities. The zero value is Default: no urgency was given.
 const (
-	Normal Priority = iota
+	// Default leaves the priority to the provider's default, as the
+	// reference does: FCM is sent no priority (FCM's default for data
+	// messages, normal); APNs gets 10, which the reference always sends.
+	Default Priority = iota
+	Normal
 	High
 )
 
 // PriorityOf maps a WebPush Urgency (RFC 8030 §5.3) to a provider
 // priority: "very-low" and "low" may wait for the device's next wake-up
-// (Normal); "normal", "high" and no urgency wake it (High), as a push to
-// a websocket client is delivered at once.
+// (Normal); "normal" and "high" wake it (High); no urgency is Default.
 func PriorityOf(urgency string) Priority {
-	if urgency == "very-low" || urgency == "low" {
+	switch urgency {
+	case "":
+		return Default
+	case "very-low", "low":
 		return Normal
 	}
 	return High
@@ -126,10 +132,11 @@ type Notification struct {
 	// registration token, APNs device token).
 	Token   string
 	Message string
-	// Priority, TTL and CollapseKey ("": ID) are for providers that
-	// have them. TTL 0 is the provider's default for Swrve; for the
-	// bridges it is a WebPush TTL of 0, "now or never" (FCM raises it
-	// to its minimum, APNs sends apns-expiration 0).
+	// Priority, TTL and CollapseKey are for providers that have them.
+	// TTL 0 is the provider's default for Swrve; for the bridges it is a
+	// WebPush TTL of 0, "now or never" (FCM raises it to its minimum,
+	// APNs sends apns-expiration 0). CollapseKey "" is none (APNs then
+	// collapses on ID).
 	Priority    Priority
 	TTL         time.Duration
 	CollapseKey string
@@ -151,7 +158,8 @@ const (
 	// Fail: the service refused it for good; the push is FAILED.
 	Fail
 	// DeviceGone: the device's token is no longer valid (FCM
-	// UNREGISTERED, APNs 410): the push is FAILED, and bridges drop the
+	// UNREGISTERED, APNs 410; never an answer that may mean a
+	// misconfiguration): the push is FAILED, and bridges drop the
 	// registration.
 	DeviceGone
 	// NoPrototypeKey: the provider has no mapping for the push's

@@ -114,7 +114,8 @@ func (s *Set) List() []provider.Provider {
 }
 
 // Bridges are the mobile bridges over the configured FCM and APNs apps,
-// with their providers' data limits.
+// with their providers' data limits; the APNs client reports its
+// BadDeviceToken answers to them. Call once, before the providers send.
 func (s *Set) Bridges(log *slog.Logger) *bridge.Bridges {
 	var f, a *bridge.Bridge
 	if s.FCM != nil {
@@ -123,13 +124,24 @@ func (s *Set) Bridges(log *slog.Logger) *bridge.Bridges {
 	}
 	if s.APNs != nil {
 		ac := s.cfg.APNsConfig
+		apps, _ := apns.ParseApps(ac.Apps) // Build parsed them
+		envs := make(map[string]string, len(apps))
+		for id, app := range apps {
+			envs[id] = app.Environment()
+		}
 		a = &bridge.Bridge{AppIDs: ac.AppIDs(), Check: func(data map[string]string) error {
 			// The payload carries the push's id ("ver"): a uuid, as long
 			// as any the sender gives.
 			return ac.CheckData(&provider.Notification{ID: uuid.Nil.String(), Data: data})
-		}}
+		}, Mixup: bridge.MixupRule{Tokens: ac.BadTokenBurst, Window: ac.BadTokenWindow}, Environments: envs}
 	}
-	return bridge.New(f, a, log)
+	b := bridge.New(f, a, log)
+	if s.APNs != nil {
+		// BadDeviceToken fails a push without dropping its registration;
+		// the bridges watch those answers for a sandbox/production mix-up.
+		s.APNs.OnBadDeviceToken(b.BadDeviceToken)
+	}
+	return b
 }
 
 // Close releases the providers' connections.

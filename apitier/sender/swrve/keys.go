@@ -26,6 +26,8 @@ type Keys struct {
 	path string
 	mu   sync.RWMutex
 	m    map[string]map[string]string
+	// stat is the file's as last read, loaded or not: a bad file is
+	// read again when it changes (or on SIGHUP), not at every poll.
 	stat fileStat
 }
 
@@ -98,7 +100,7 @@ func (k *Keys) Len() int {
 }
 
 // Reload re-reads the file. On any error the mapping in use is kept. It
-// reports whether the file had changed since the last load.
+// reports whether the file had changed since it was last read.
 func (k *Keys) Reload() (bool, error) {
 	if k.path == "" {
 		return false, nil
@@ -107,24 +109,29 @@ func (k *Keys) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("swrve: keys: %w", err)
 	}
+	st := fileStat{fi.Size(), fi.ModTime()}
 	b, err := os.ReadFile(k.path)
-	if err != nil {
-		return false, fmt.Errorf("swrve: keys: %w", err)
-	}
-	m, err := ParseKeys(b)
-	if err != nil {
-		return false, fmt.Errorf("%w (file %s; the previous mapping stays in use)", err, k.path)
+	if err == nil {
+		var m map[string]map[string]string
+		if m, err = ParseKeys(b); err == nil {
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			changed := st != k.stat
+			k.m, k.stat = m, st
+			return changed, nil
+		}
+		err = fmt.Errorf("%w (file %s; the previous mapping stays in use)", err, k.path)
+	} else {
+		err = fmt.Errorf("swrve: keys: %w", err)
 	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	st := fileStat{fi.Size(), fi.ModTime()}
-	changed := st != k.stat
-	k.m, k.stat = m, st
-	return changed, nil
+	k.stat = st
+	k.mu.Unlock()
+	return false, err
 }
 
 // Changed reports whether the file's size or modification time differ
-// from the last load (a cheap stat, for polling).
+// from when it was last read (a cheap stat, for polling).
 func (k *Keys) Changed() bool {
 	if k.path == "" {
 		return false

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/internal/promtext"
+)
+
+// binaryAndFake builds autoendpoint into a new directory and starts a
+// fake Swrve for it (closed when the test ends); it skips under -short.
+func binaryAndFake(t *testing.T) (dir, bin string, fake *swrvefake.Fake) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "autoendpoint")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	fake, err := swrvefake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	return dir, bin, fake
+}
+
+// TestSIGHUPReloadsKeys: SIGHUP makes autoendpoint re-read the Swrve
+// keys file (-swrve-keys-poll 0: only the signal does). A new mapping
+// takes effect: the next push is sent with its push_key. A bad file is
+// logged and counted in autosender_keys_reloads_total{result="error"},
+// and the mapping in use stays. Every wait is on /metrics or on the
+// fake's log.
+func TestSIGHUPReloadsKeys(t *testing.T) {
+	dir, bin, fake := binaryAndFake(t)
+	keys := filepath.Join(dir, "keys.yaml")
+	write := func(content string) {
+		if err := os.WriteFile(keys+".new", []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(keys+".new", keys); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapping := func(key string) string {
+		return "swrve:\n  messagePrototypePushKeys:\n    World:\n      IOS: " + key + "\n"
+	}
+	write(mapping("k1"))
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
+		"-crypto-key", "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4=", "-node-secret", "reload-test-secret", "-push-api-keys", "k",
+		"-sender-node", "reload-node", "-swrve-url", fake.URL(), "-swrve-keys-file", keys, "-swrve-keys-poll", "0s",
+		"-sender-scheduled-start-delay", "0s", "-sender-pending-start-delay", "0s", "-request-log=false")
+	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: "autoendpoint started"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(30 * time.Second)
+	base := "http://" + p.Field("listen")
+
+	// push sends prototype World to user and returns the push_key the
+	// fake got it with: the mapping in use.
+	push := func(user string) string {
+		t.Helper()
+		before := fake.Count()
+		req, _ := http.NewRequest("POST", base+"/push", bytes.NewReader([]byte(`{"platform":"IOS","messagePrototypeKey":"World","pushKey":"`+user+`","message":"m"}`)))
+		req.Header.Set("Authorization", "Bearer k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST /push: %d", resp.StatusCode)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := fake.WaitCount(ctx, before+1); err != nil {
+			t.Fatal(err)
+		}
+		got := fake.Log()[before]
+		if got.User != user {
+			t.Fatalf("the fake got %s, want %s", got.User, user)
+		}
+		return got.PushKey
+	}
+	reloads := func(result string) float64 {
+		t.Helper()
+		m, err := promtext.Scrape(context.Background(), nil, base+"/metrics")
+		et.Must(t, err, "scrape /metrics")
+		return m[`autosender_keys_reloads_total{result="`+result+`"}`]
+	}
+	hangUp := func(result string, want float64) {
+		t.Helper()
+		et.Must(t, p.Signal(syscall.SIGHUP), "SIGHUP")
+		et.Eventually(t, et.Patience, "SIGHUP counts a reload "+result, func() bool { return reloads(result) == want })
+	}
+
+	if k := push("u1"); k != "k1" {
+		t.Fatalf("push_key %q, want k1", k)
+	}
+	write(mapping("key-two"))
+	hangUp("ok", 1)
+	if k := push("u2"); k != "key-two" {
+		t.Fatalf("after SIGHUP: push_key %q, want key-two", k)
+	}
+	write("swrve:\n  messagePrototypePushKeys: [not, a, mapping\n")
+	hangUp("error", 1)
+	if k := push("u3"); k != "key-two" {
+		t.Fatalf("after SIGHUP with a bad file: push_key %q, want the previous key-two", k)
+	}
+	if out := string(p.Output()); !strings.Contains(out, "swrve keys not reloaded") || !strings.Contains(out, "SIGHUP") {
+		t.Errorf("the bad file's reload is not logged:\n%s", p.Tail())
+	}
+	if got := reloads("ok"); got != 1 {
+		t.Errorf("reloads{ok} = %v, want 1", got)
+	}
+}
