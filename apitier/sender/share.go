@@ -120,6 +120,12 @@ func (sh *share) renew(ctx context.Context, first bool) error {
 		}
 	}
 	want := min(fairParts(s.node, others), max(0, shareParts-held))
+	if _, usable := sh.l.gate.share(); sh.used > 0 && now.Sub(usable) > shareSettle {
+		// The share lapsed (the store was out of reach) long enough ago
+		// that its last calls have settled: nothing of it is in use, and
+		// others may hold its parts by now.
+		sh.used, sh.lowered = 0, nil
+	}
 	pub := want
 	sh.lowered = slices.DeleteFunc(sh.lowered, func(x lowered) bool { return !x.until.After(now) })
 	if want < sh.used {

@@ -102,7 +102,8 @@ func (f *flakyShares) PutRateShares(ctx context.Context, prev int64, next storag
 // TestShareOfALostNode: a node that can no longer renew its share stops
 // using it before it lapses, and the other takes it only a margin after:
 // more than a second passes between the one's last use and the other's
-// first, so no second holds both.
+// first, so no second holds both. Back, the node gets its part again
+// without the record ever publishing more than the whole.
 func TestShareOfALostNode(t *testing.T) {
 	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
 		store := newStore(t)
@@ -129,5 +130,9 @@ func TestShareOfALostNode(t *testing.T) {
 		if gap := time.Since(stopped); gap < time.Second {
 			t.Fatalf("node b took node a's parts %s after node a stopped using them; want more than a second", gap)
 		}
+		// Node a back: it asks for its part again, never claiming what it
+		// no longer holds.
+		lost.cut.Store(false)
+		watchShares(t, store, "node a back", func() bool { return parts(a) == shareWhole/2 && parts(b) == shareWhole/2 }, a, b)
 	})
 }
