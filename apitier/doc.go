@@ -41,7 +41,7 @@ package apitier
 //     Content-Encoding sent twice are refused (the reference takes the
 //     first); an empty Topic or Urgency is refused;
 //   - a body is read whole before anything is looked up: incomplete is
-//     400, slower than body-timeout 408, never a storage error;
+//     400, not in by request-timeout 408, never a storage error;
 //   - an invalid Urgency is 400 with errno null;
 //   - an undecryptable DELETE /m id is 404 errno 102 (the reference: 400);
 //   - a user whose router type is not webpush gets 410 errno 106 and the

@@ -126,7 +126,7 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 			"AUTOEND__NODE_SECRET="+c.secret)
 		if cfg.Stalls > 0 {
 			t := cfg.StallTimeout.String()
-			env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
+			env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
 		}
 		env = append(env,
 			"AUTOEND__VERSION_FILE=")
@@ -244,7 +244,7 @@ func (c *cluster) startSingle(ctx context.Context, key, port, logDir string) err
 	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
 	if c.cfg.Stalls > 0 {
 		t := c.cfg.StallTimeout.String()
-		env = append(env, "AUTOPUSH__HEADER_TIMEOUT="+t, "AUTOPUSH__BODY_TIMEOUT="+t,
+		env = append(env, "AUTOPUSH__REQUEST_TIMEOUT="+t,
 			"AUTOPUSH__ENDPOINT_MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
 	}
 	ch, err := startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,

@@ -134,7 +134,7 @@ type StallStage struct {
 	Closed    int                `json:"closed"`          // closed by the endpoint within the limit
 	LimitS    float64            `json:"close_limit_s"`   // the endpoint's timeout + 1 s
 	CloseMaxS float64            `json:"close_max_s"`     // from connect to the endpoint's close
-	Slowest   map[string]float64 `json:"slowest_close_s"` // by where they stalled: header, body, chunk
+	Slowest   map[string]float64 `json:"slowest_close_s"` // by how they stalled: header, header+0, body, chunk, 1 byte/s
 }
 
 // Stage is one offered rate.

@@ -144,14 +144,17 @@ type Config struct {
 	// MinStages run before P99Limit may stop the ladder. Default 3.
 	MinStages int `conf:"min-stages" for:"notify" help:"rates run before -p99-limit may stop the ladder"`
 	// Stalls, when above 0, runs each notify rate a second time while
-	// that many connections to the push API stall (a third each mid-
-	// header, mid-body, mid-chunk), and checks that the endpoint closes
-	// every one within StallTimeout + 1 s. Default 0.
+	// that many connections to the push API stall (a fifth each mid-
+	// header, after a whole header with no body, mid-body, mid-chunk,
+	// and sending its body at one byte a second), and checks that the
+	// endpoint closes every one within StallTimeout + 1 s of connecting.
+	// They come from 127.0.1.x, at most 200 from one address (under the
+	// endpoint's max-connections-per-source). Default 0.
 	Stalls int `conf:"stalls" for:"notify" help:"stalled push API connections held during a second run of each rate (0: none)"`
-	// StallTimeout is the endpoint's header-timeout and body-timeout in a
-	// stall run (autoendpoint's AUTOEND__HEADER_TIMEOUT and BODY_TIMEOUT,
-	// the single-node server's AUTOPUSH__ ones). Default 10s.
-	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's header and body timeouts in a -stalls run"`
+	// StallTimeout is the endpoint's request-timeout in a stall run
+	// (autoendpoint's AUTOEND__REQUEST_TIMEOUT, the single-node server's
+	// AUTOPUSH__REQUEST_TIMEOUT). Default 10s.
+	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's request-timeout in a -stalls run"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
 	// PushRate is the offered push rate of stored, churn, broadcast and
