@@ -127,6 +127,16 @@ type NotifyReport struct {
 	Stalled []StallStage `json:"stalled,omitempty"`
 }
 
+// Quiet is the stage at rate offered without stalls.
+func (n *NotifyReport) Quiet(offered float64) (Stage, bool) {
+	for _, s := range n.Stages {
+		if s.Offered == offered {
+			return s, true
+		}
+	}
+	return Stage{}, false
+}
+
 // StallStage is one rate offered while connections to the push API stall.
 type StallStage struct {
 	Stage

@@ -155,6 +155,10 @@ type Config struct {
 	// (autoendpoint's AUTOEND__REQUEST_TIMEOUT, the single-node server's
 	// AUTOPUSH__REQUEST_TIMEOUT). Default 10s.
 	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's request-timeout in a -stalls run"`
+	// StallP99Factor fails a stall run whose pushes' p99 with the stalls
+	// is above this many times their p99 at the same rate without them.
+	// 0: not judged. Default 2.
+	StallP99Factor float64 `conf:"stall-p99-factor" for:"notify" help:"fail when the p99 with stalls passes this many times the p99 without (0: not judged)"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
 	// PushRate is the offered push rate of stored, churn, broadcast and
@@ -293,6 +297,7 @@ func Default(scenario string) Config {
 		P99Limit:        50 * time.Millisecond,
 		MinStages:       3,
 		StallTimeout:    10 * time.Second,
+		StallP99Factor:  2,
 		Messages:        100000,
 		PushRate:        1000,
 		Duration:        100 * time.Second,
@@ -366,6 +371,8 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
 	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
 		return errors.New("loadtest: notify: -rates must list positive rates")
+	case c.StallP99Factor < 0:
+		return errors.New("loadtest: notify: -stall-p99-factor must not be negative")
 	case c.Stalls < 0 || c.Stalls > 0 && c.StallTimeout < time.Second:
 		return errors.New("loadtest: notify: -stalls must not be negative, -stall-timeout at least 1s")
 	case c.Scenario == Notify && (c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0 || c.MinStages < 1):
