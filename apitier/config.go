@@ -94,6 +94,11 @@ type Config struct {
 	// load balancers in front. Loopback is not exempt unless listed
 	// ("127.0.0.0/8"). Default none.
 	PerSourceExempt []string `conf:"per-source-exempt" help:"addresses or CIDR prefixes exempt from max-connections-per-source (the load balancer's; comma-separated)"`
+	// MetricsListen is the operations listener serving GET /metrics (this
+	// node's series and the process's): never the public listener, whose
+	// clients are strangers. Bind it where only the monitoring system
+	// reaches it. "" turns it off. Default "127.0.0.1:8084".
+	MetricsListen string `conf:"metrics-listen" help:"listen address of GET /metrics, apart from the public listener (empty: off)"`
 	// IdleTimeout closes a keep-alive connection idle this long. Keep it
 	// above the idle timeout of the load balancer in front (AWS ELB: 60s),
 	// or the balancer may send a request down a connection being closed.
@@ -181,6 +186,7 @@ func DefaultConfig() Config {
 		WriteTimeout:            10 * time.Second,
 		MaxConnections:          10000,
 		MaxConnectionsPerSource: 256,
+		MetricsListen:           "127.0.0.1:8084",
 		IdleTimeout:             75 * time.Second,
 		ShutdownTimeout:         10 * time.Second,
 		VAPIDSkew:               vapid.DefaultSkew,

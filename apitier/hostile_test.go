@@ -198,7 +198,6 @@ func TestAllow(t *testing.T) {
 		"/wpush/abc":    "POST, OPTIONS",
 		"/m/abc":        "DELETE, OPTIONS",
 		"/status":       "GET, OPTIONS",
-		"/metrics":      "GET, OPTIONS",
 	} {
 		method := "PUT"
 		r := send(t, s, method, path, nil)

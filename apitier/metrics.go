@@ -71,7 +71,6 @@ const (
 	routeVersion      = "version"
 	routeHealth       = "health"
 	routeStatus       = "status"
-	routeMetrics      = "metrics"
 	routeOptions      = "options"
 	routeNotFound     = "not_found"
 	routeNoMethod     = "method_not_allowed"
@@ -86,7 +85,7 @@ const (
 )
 
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
-	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod,
+	routeVersion, routeHealth, routeStatus, routeOptions, routeNotFound, routeNoMethod,
 	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted, routePushPost, routePushGet, routePushList,
 	routeRegNew, routeRegUpdate, routeRegGet, routeRegDelete, routeRegSub, routeRegUnsub}
 

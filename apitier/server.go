@@ -55,6 +55,7 @@ type Server struct {
 
 	h        *server.Hertz
 	ln       *listener.Listener
+	ops      *opsListener // GET /metrics on metrics-listen (ops.go); nil: off
 	done     chan error
 	draining atomic.Bool
 }
@@ -178,7 +179,6 @@ func (s *Server) routeTable() []routeDef {
 		{Route{http.MethodGet, "/__version__"}, routeVersion, s.handleVersion},
 		{Route{http.MethodGet, "/health"}, routeHealth, s.handleHealth},
 		{Route{http.MethodGet, "/status"}, routeStatus, s.handleStatus},
-		{Route{http.MethodGet, "/metrics"}, routeMetrics, s.handleMetrics},
 		{Route{http.MethodPut, "/v1/broadcasts/:broadcaster/:channel"}, routeBroadcastPut, s.handlePublishBroadcast},
 		{Route{http.MethodGet, "/v1/broadcasts"}, routeBroadcasts, s.handleBroadcasts},
 		// The outbound sender's API (push.go).
@@ -244,6 +244,12 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("apitier: listen %s: %w", s.cfg.Listen, err)
 	}
+	if s.cfg.MetricsListen != "" {
+		if s.ops, err = s.startOps(); err != nil {
+			raw.Close()
+			return err
+		}
+	}
 	ln := listener.New(raw, listener.Config{
 		MaxConns:          s.cfg.MaxConnections,
 		MaxConnsPerSource: s.cfg.MaxConnectionsPerSource,
@@ -268,6 +274,7 @@ func (s *Server) Start() error {
 		select {
 		case err := <-s.done:
 			ln.Close()
+			s.closeOps()
 			if err == nil {
 				err = errors.New("stopped")
 			}
@@ -275,16 +282,26 @@ func (s *Server) Start() error {
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
+			s.closeOps()
 			return fmt.Errorf("apitier: serve %s: not running after 10s", ln.Addr())
 		}
 	}
-	s.log.Info("autoendpoint started", "listen", s.Addr(), "endpoint_url", s.cfg.EndpointURL,
+	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
 }
 
 // Config is the configuration the node runs with (what New was given).
 func (s *Server) Config() Config { return s.cfg }
+
+// MetricsAddr is the metrics listener's address, with the real port (""
+// before Start, or with metrics-listen off).
+func (s *Server) MetricsAddr() string {
+	if s.ops == nil {
+		return ""
+	}
+	return s.ops.ln.Addr().String()
+}
 
 // AlsoMetrics adds write to what /metrics serves: it is called on each
 // scrape, after this node's own series and before the process metrics.
@@ -338,6 +355,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, ctx.Err())
 	}
 	s.nodes.CloseIdle()
+	if s.ops != nil {
+		err = errors.Join(err, s.ops.srv.Shutdown(ctx))
+	}
 	if err == nil {
 		s.log.Info("autoendpoint stopped")
 	}

@@ -45,6 +45,8 @@ type cluster struct {
 	wsAddrs     []string
 	metricsURLs []string
 	endpointURL string
+	// apiMetricsURL is the API tier's /metrics, on its metrics-listen.
+	apiMetricsURL string
 	// megaphone serves the broadcasts the engines poll (Config.Broadcasts
 	// > 0); nil otherwise.
 	megaphone *megaphone
@@ -129,13 +131,14 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 			env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(cfg.Stalls+10000))
 		}
 		env = append(env,
-			"AUTOEND__VERSION_FILE=")
+			"AUTOEND__VERSION_FILE=", "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
 			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
 		if err != nil {
 			return nil, err
 		}
+		c.apiMetricsURL = "http://" + c.endpoint.Field("metrics") + "/metrics"
 	}
 	return c, nil
 }
@@ -239,7 +242,7 @@ func (c *cluster) startSingle(ctx context.Context, key, port, logDir string) err
 	// The single-node server (stack/cmd/autopush), which applies the
 	// engine's GC target as autoconnect does.
 	args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
-		"-endpoint-listen", port, "-endpoint-url", c.endpointURL, "-log-level", "info"}
+		"-endpoint-listen", port, "-endpoint-url", c.endpointURL, "-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
 	env := []string{"AUTOPUSH__CRYPTO_KEY=" + key}
 	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
 	if c.cfg.Stalls > 0 {
@@ -255,6 +258,7 @@ func (c *cluster) startSingle(ctx context.Context, key, port, logDir string) err
 	c.engines, c.gcTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
 	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
 	c.metricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
+	c.apiMetricsURL = "http://" + ch.Field("metrics") + "/metrics"
 	return nil
 }
 

@@ -66,7 +66,7 @@ func (r *run) outbound(ctx context.Context, logDir string) error {
 		rep.Phones = len(p.endpoints)
 		r.logf("%d phones registered through the bridge registration API", len(p.endpoints))
 	}
-	metricsURL := node.endpointURL + "/metrics"
+	metricsURL := node.apiMetricsURL
 	stopSampling := r.sampleSender(ctx, p, fake, node, metricsURL)
 	count := int(cfg.PushRate * cfg.Duration.Seconds())
 	rep.Scheduled = int64(count)
@@ -267,12 +267,14 @@ func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, l
 		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate,
 			"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String())
 	}
+	env = append(env, "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
 	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 	c.endpoint, err = startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
 		filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
 	if err != nil {
 		return nil, "", err
 	}
+	c.apiMetricsURL = "http://" + c.endpoint.Field("metrics") + "/metrics"
 	return c, apiKey, nil
 }
 

@@ -42,7 +42,7 @@ func TestCrashMidStream(t *testing.T) {
 	keys := filepath.Join(dir, "keys.yaml")
 	os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    Hello:\n      IOS: k-ios\n"), 0o644)
 	start := func() (*proc.Proc, string) {
-		cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
+		cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
 			"-crypto-key", "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4=", "-node-secret", "crash-test-secret", "-push-api-keys", "k",
 			"-sender-node", "crash-node", "-swrve-url", fake.URL(), "-swrve-keys-file", keys,
 			"-swrve-rate", "400", "-swrve-average-latency", "250ms", "-swrve-timeout", "5s",
