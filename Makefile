@@ -64,8 +64,8 @@ bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
 
-STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 1000 -stage-time 15s -p99-limit 0 -min-stages 1
-stall: ## 1,000 push API connections stalled mid-header/body/chunk while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the single-node server
+STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 5000 -stage-time 15s -p99-limit 0 -min-stages 1
+stall: ## 5,000 push API connections, 1,000 stalled each way (header, header+0, body, chunk, 1 byte/s), while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the single-node server
 	$(GO) run ./loadtest/cmd/loadtest notify $(STALL_FLAGS)
 
 FANOUT_FLAGS ?= -uas 10000 -push-rate 200

@@ -67,7 +67,9 @@ func (s *Server) routeBridged(ctx context.Context, u *storage.User, m *token.Mes
 	})
 	switch {
 	case errors.Is(err, bridge.ErrTooLarge):
-		return errno.PayloadTooLarge.HTTPError(err.Error())
+		// err names this node's packages and settings: not for the caller.
+		s.log.Debug("bridged push over the provider's limit", "error", err)
+		return errBridgeTooLarge
 	case errors.Is(err, bridge.ErrBadRecord):
 		return errBridgeRecord
 	case err != nil:

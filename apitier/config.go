@@ -3,6 +3,7 @@ package apitier
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -61,16 +62,17 @@ type Config struct {
 	// StorageTimeout bounds the storage calls of one request, together
 	// (a push makes 2 to 5). Default 5s.
 	StorageTimeout time.Duration `conf:"storage-timeout" help:"timeout of a request's storage calls"`
-	// HeaderTimeout bounds reading a request's header: from accept, or
-	// from the first byte of a later request on a keep-alive connection,
-	// to the end of the header. A client that is slower gets 408 (JSON)
-	// and the connection closes. Default 10s.
-	HeaderTimeout time.Duration `conf:"header-timeout" help:"time allowed to send a request's header"`
-	// BodyTimeout bounds reading a request's body once its header is in:
-	// the whole body (Content-Length, or chunked up to its last chunk)
-	// must arrive within it, else 408 (JSON), nothing stored, and the
-	// connection closes. Default 10s.
-	BodyTimeout time.Duration `conf:"body-timeout" help:"time allowed to send a request's body after its header"`
+	// RequestTimeout bounds each request from its first byte until it has
+	// arrived whole, header and body (Content-Length, or chunked up to its
+	// last chunk): the first request of a connection from accept, a later
+	// one from its first byte (a pipelined one, whose bytes came with the
+	// request before, from when the node starts on it). One deadline,
+	// never extended: a client that is slower in any way (a stalled
+	// header, a header and no body, a body that stops, one byte a second)
+	// gets 408 (JSON) at that deadline, nothing is stored, and the
+	// connection closes. It replaces header-timeout and body-timeout,
+	// whose sum a client could hold a connection for. Default 10s.
+	RequestTimeout time.Duration `conf:"request-timeout" help:"time allowed to send a whole request, header and body, from its first byte"`
 	// WriteTimeout bounds each write of an answer: a client that does not
 	// read its answers is disconnected. Default 10s.
 	WriteTimeout time.Duration `conf:"write-timeout" help:"time allowed to write each part of an answer"`
@@ -79,6 +81,24 @@ type Config struct {
 	// closed. In one process with a connection node the fds come out of
 	// the same limit as its websockets. Default 10000.
 	MaxConnections int `conf:"max-connections" help:"connections open at once; more are refused with 503"`
+	// MaxConnectionsPerSource caps the connections open at once from one
+	// source address (an IPv4 address, an IPv6 /64), so that one client
+	// holding connections cannot take all of max-connections from the
+	// others: beyond it a new connection from that source gets 503 (JSON,
+	// Retry-After) and is closed. Behind a load balancer every connection
+	// comes from the balancer: list its addresses in per-source-exempt.
+	// 0: no per-source cap. Default 256.
+	MaxConnectionsPerSource int `conf:"max-connections-per-source" help:"connections open at once from one address (IPv6: one /64); more are refused with 503 (0: no cap)"`
+	// PerSourceExempt are the sources max-connections-per-source does not
+	// apply to, as CIDR prefixes or addresses ("10.0.0.0/8", "::1"): the
+	// load balancers in front. Loopback is not exempt unless listed
+	// ("127.0.0.0/8"). Default none.
+	PerSourceExempt []string `conf:"per-source-exempt" help:"addresses or CIDR prefixes exempt from max-connections-per-source (the load balancer's; comma-separated)"`
+	// MetricsListen is the operations listener serving GET /metrics (this
+	// node's series and the process's): never the public listener, whose
+	// clients are strangers. Bind it where only the monitoring system
+	// reaches it. "" turns it off. Default "127.0.0.1:8084".
+	MetricsListen string `conf:"metrics-listen" help:"listen address of GET /metrics, apart from the public listener (empty: off)"`
 	// IdleTimeout closes a keep-alive connection idle this long. Keep it
 	// above the idle timeout of the load balancer in front (AWS ELB: 60s),
 	// or the balancer may send a request down a connection being closed.
@@ -154,28 +174,29 @@ type (
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
-		Listen:             ":8082",
-		EndpointURL:        "http://localhost:8082",
-		Settings:           storage.DefaultSettings(),
-		MaxDataBytes:       DefaultMaxDataBytes,
-		NodeTimeout:        3 * time.Second,
-		NodeConnectTimeout: time.Second,
-		NodeIdleConns:      64,
-		StorageTimeout:     5 * time.Second,
-		HeaderTimeout:      10 * time.Second,
-		BodyTimeout:        10 * time.Second,
-		WriteTimeout:       10 * time.Second,
-		MaxConnections:     10000,
-		IdleTimeout:        75 * time.Second,
-		ShutdownTimeout:    10 * time.Second,
-		VAPIDSkew:          vapid.DefaultSkew,
-		VAPIDCache:         vapid.DefaultCacheSize,
-		RequestLog:         true,
-		LogLevel:           "info",
-		VersionFile:        "version.json",
-		BridgeMaxChannels:  DefaultBridgeMaxChannels,
-		SenderConfig:       sender.DefaultConfig(),
-		ProvidersConfig:    providers.DefaultConfig(),
+		Listen:                  ":8082",
+		EndpointURL:             "http://localhost:8082",
+		Settings:                storage.DefaultSettings(),
+		MaxDataBytes:            DefaultMaxDataBytes,
+		NodeTimeout:             3 * time.Second,
+		NodeConnectTimeout:      time.Second,
+		NodeIdleConns:           64,
+		StorageTimeout:          5 * time.Second,
+		RequestTimeout:          10 * time.Second,
+		WriteTimeout:            10 * time.Second,
+		MaxConnections:          10000,
+		MaxConnectionsPerSource: 256,
+		MetricsListen:           "127.0.0.1:8084",
+		IdleTimeout:             75 * time.Second,
+		ShutdownTimeout:         10 * time.Second,
+		VAPIDSkew:               vapid.DefaultSkew,
+		VAPIDCache:              vapid.DefaultCacheSize,
+		RequestLog:              true,
+		LogLevel:                "info",
+		VersionFile:             "version.json",
+		BridgeMaxChannels:       DefaultBridgeMaxChannels,
+		SenderConfig:            sender.DefaultConfig(),
+		ProvidersConfig:         providers.DefaultConfig(),
 	}
 }
 
@@ -202,17 +223,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("apitier: config: %w", c.Settings.Validate())
 	case c.MaxDataBytes < 1 || c.MaxDataBytes > MaxMaxDataBytes:
 		return fmt.Errorf("apitier: config: max-data-bytes %d is outside 1..%d", c.MaxDataBytes, MaxMaxDataBytes)
-	case c.NodeTimeout <= 0 || c.NodeConnectTimeout <= 0 || c.StorageTimeout <= 0 || c.HeaderTimeout <= 0 ||
-		c.BodyTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 || c.ShutdownTimeout <= 0:
+	case c.NodeTimeout <= 0 || c.NodeConnectTimeout <= 0 || c.StorageTimeout <= 0 || c.RequestTimeout <= 0 ||
+		c.WriteTimeout <= 0 || c.IdleTimeout <= 0 || c.ShutdownTimeout <= 0:
 		return errors.New("apitier: config: timeouts must be positive")
 	case c.NodeIdleConns < 1:
 		return errors.New("apitier: config: node-idle-conns must be >= 1")
 	case c.MaxConnections < 1:
 		return errors.New("apitier: config: max-connections must be >= 1")
+	case c.MaxConnectionsPerSource < 0:
+		return errors.New("apitier: config: max-connections-per-source must not be negative")
 	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0:
 		return errors.New("apitier: config: vapid-skew, vapid-cache and bridge-max-channels must not be negative")
 	}
 	if _, err := origin(c.EndpointURL); err != nil {
+		return err
+	}
+	if _, err := parsePrefixes(c.PerSourceExempt); err != nil {
 		return err
 	}
 	for _, tok := range append(append([]string(nil), c.BroadcastTokens...), c.BroadcastReaderTokens...) {
@@ -256,4 +282,23 @@ func origin(base string) (string, error) {
 		host += ":" + port
 	}
 	return scheme + "://" + host, nil
+}
+
+// parsePrefixes reads per-source-exempt: CIDR prefixes, or addresses
+// (a prefix of one).
+func parsePrefixes(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("apitier: config: per-source-exempt %q is neither an address nor a CIDR prefix", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

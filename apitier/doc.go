@@ -6,16 +6,18 @@
 //
 //	POST   /wpush/v1/{token}, /wpush/v2/{token}, /wpush/{token} (v1)   wpush.go
 //	DELETE /m/{message_id}                                             message.go
-//	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status /metrics   ops.go
+//	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status   ops.go
 //	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  broadcasts.go
 //	POST   /push, GET /push, GET /push/{id} (the outbound sender)      push.go
 //	/v1/{type}/{app_id}/registration... (bridge registration)          registration.go
 //	OPTIONS (any path): the CORS preflight                             cors.go
 //
 // and JSON errors for unknown paths (404 errno 102) and methods (405, with
-// Allow). The listener (internal/listener, wired in guard.go) bounds every
-// connection: header, body and write deadlines, a connection cap, and the
-// JSON answer for what Hertz would refuse in plain text.
+// Allow). GET /metrics is served apart, on metrics-listen (ops.go), never
+// here. The listener (internal/listener, wired in guard.go) bounds every
+// connection: one deadline per request from its first byte, a write
+// deadline, a connection cap in all and per source address, and the JSON
+// answer for what Hertz would refuse in plain text.
 // Every error body is errno.HTTPError's {code, errno, error, message,
 // more_info} (errors.go), statuses and errnos from the one table in
 // internal/errno. The header rules are in headers.go, the routing to
@@ -41,7 +43,7 @@ package apitier
 //     Content-Encoding sent twice are refused (the reference takes the
 //     first); an empty Topic or Urgency is refused;
 //   - a body is read whole before anything is looked up: incomplete is
-//     400, slower than body-timeout 408, never a storage error;
+//     400, not in by request-timeout 408, never a storage error;
 //   - an invalid Urgency is 400 with errno null;
 //   - an undecryptable DELETE /m id is 404 errno 102 (the reference: 400);
 //   - a user whose router type is not webpush gets 410 errno 106 and the

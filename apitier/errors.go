@@ -24,10 +24,13 @@ var (
 	errRepeatedTopic = errno.InvalidTopic.HTTPError("Topic must be sent once")
 	errUrgency       = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Urgency must be one of very-low, low, normal or high, sent once"}
 	errTooLarge      = errno.PayloadTooLarge.HTTPError("")
-	errBody          = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "The request body is incomplete or malformed"}
-	errBodyTimeout   = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
-	errNoUser        = errno.InvalidSubscription.HTTPError("UAID not found")
-	errNoChannel     = errno.InvalidSubscription.HTTPError("No such subscription")
+	// errBridgeTooLarge: a bridged user's push whose data the mobile
+	// provider would refuse.
+	errBridgeTooLarge = errno.PayloadTooLarge.HTTPError("The data is over the limit of the subscription's mobile push service")
+	errBody           = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "The request body is incomplete or malformed"}
+	errBodyTimeout    = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
+	errNoUser         = errno.InvalidSubscription.HTTPError("UAID not found")
+	errNoChannel      = errno.InvalidSubscription.HTTPError("No such subscription")
 	// errRegNoUser: the registration routes' unknown uaid (the reference's
 	// NoUser, errno 103); the push route's is errNoUser (its NoSubscription).
 	errRegNoUser    = errno.ExpiredEndpoint.HTTPError("UAID not found")

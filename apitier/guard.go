@@ -14,10 +14,11 @@ import (
 
 // What guards the listener and the answers Hertz would give itself:
 //
-//   - Deadlines (internal/listener): a request's header must arrive within
-//     header-timeout of accept (or of its first byte on a keep-alive
-//     connection), its body within body-timeout of the header, each
-//     write within write-timeout; at most max-connections are open.
+//   - Deadlines (internal/listener): a request, header and body, must
+//     arrive within request-timeout of its first byte (of accept for a
+//     connection's first request), each write within write-timeout; at
+//     most max-connections are open, max-connections-per-source from one
+//     source address.
 //   - Every answer is JSON: those Hertz writes before any handler runs (a
 //     request it cannot parse, a header too large, a header that timed
 //     out) are replaced at the connection by the JSON error for their
@@ -27,11 +28,12 @@ import (
 //     whose body was not read (an error before it, or a route that takes
 //     none) the connection closes without reading it (handle, server.go).
 
-// guard runs first on every routed request: the body deadline starts,
-// and an error answer Hertz gave without a body gets the JSON one.
+// guard runs first on every routed request: the listener learns that
+// what is written now is a handler's answer, and an error answer Hertz
+// gave without a body gets the JSON one.
 func (s *Server) guard(ctx context.Context, c *app.RequestContext) {
 	conn := listener.FromContext(ctx)
-	conn.BeginBody(s.cfg.BodyTimeout)
+	conn.Routed()
 	c.Next(ctx)
 	if code := c.Response.StatusCode(); code >= 400 && len(c.Response.Body()) == 0 {
 		// Hertz's router refused the request before any route (a missing
@@ -74,8 +76,13 @@ func statusError(code int) *errno.HTTPError {
 	return &errno.HTTPError{Status: code, Errno: errno.None, Message: msg}
 }
 
-// errTooManyConns is written to a connection over max-connections.
-var errTooManyConns = statusError(http.StatusServiceUnavailable)
+// errTooManyConns is written to a connection over max-connections, and
+// errTooManyFromSource to one over max-connections-per-source.
+var (
+	errTooManyConns      = statusError(http.StatusServiceUnavailable)
+	errTooManyFromSource = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.None,
+		Message: "Too many connections from this address; retry later"}
+)
 
 // rawAnswer is a whole HTTP/1.1 answer carrying e, closing the
 // connection, for the listener to write where no handler runs.

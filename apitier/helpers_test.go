@@ -41,6 +41,7 @@ func testConfig() Config {
 	cfg.VersionFile = ""
 	cfg.RequestLog = false
 	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.MetricsListen = "127.0.0.1:0"
 	return cfg
 }
 

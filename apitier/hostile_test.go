@@ -1,9 +1,15 @@
 package apitier
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +28,7 @@ import (
 
 // quick sets short listener deadlines.
 func quick(c *Config) {
-	c.HeaderTimeout, c.BodyTimeout = 300*time.Millisecond, 300*time.Millisecond
+	c.RequestTimeout = 300 * time.Millisecond
 }
 
 // wantJSONError checks an answer read from a Raw connection.
@@ -192,7 +198,6 @@ func TestAllow(t *testing.T) {
 		"/wpush/abc":    "POST, OPTIONS",
 		"/m/abc":        "DELETE, OPTIONS",
 		"/status":       "GET, OPTIONS",
-		"/metrics":      "GET, OPTIONS",
 	} {
 		method := "PUT"
 		r := send(t, s, method, path, nil)
@@ -207,13 +212,7 @@ func TestAllow(t *testing.T) {
 // and are closed, counted; once one closes, a new one is served.
 func TestConnectionCap(t *testing.T) {
 	s := startServer(t, newStore(t), func(c *Config) { c.MaxConnections = 2 })
-	metric := func(name string) float64 {
-		var b bytes.Buffer
-		s.metrics.set.WritePrometheus(&b)
-		m, err := promtext.Parse(&b)
-		et.Must(t, err, "parse metrics")
-		return m[name]
-	}
+	metric := func(name string) float64 { return seriesValue(t, s, name) }
 	held := []*apitiertest.Raw{apitiertest.Dial(t, s.Addr()), apitiertest.Dial(t, s.Addr())}
 	et.Eventually(t, 10*time.Second, "2 connections open", func() bool { return metric(mConnections) == 2 })
 	over := apitiertest.Dial(t, s.Addr())
@@ -240,10 +239,10 @@ func TestConnectionCap(t *testing.T) {
 }
 
 // TestBroadcastRouteHardened: the publish route is behind the same guard
-// as the push route: a version body that stalls gets 408 at body-timeout,
-// an incomplete one 400, one too long or sent without a valid token is
-// answered without being read (the connection closes), and nothing of
-// them is stored; a whole chunked version is taken.
+// as the push route: a version body that stalls gets 408 at
+// request-timeout, an incomplete one 400, one too long or sent without a
+// valid token is refused (the connection closes), and nothing of them is
+// stored; a whole chunked version is taken.
 func TestBroadcastRouteHardened(t *testing.T) {
 	const tok = "hostile-test-publisher"
 	store := newStore(t)
@@ -259,12 +258,16 @@ func TestBroadcastRouteHardened(t *testing.T) {
 		halfShut bool
 		status   int
 	}{
-		"mid-body":                  {head(tok, "Content-Length: 100\r\n\r\n\"v1"), false, http.StatusRequestTimeout},
-		"mid-chunk":                 {head(tok, "Transfer-Encoding: chunked\r\n\r\n10\r\n\"v1"), false, http.StatusRequestTimeout},
-		"incomplete chunked":        {head(tok, "Transfer-Encoding: chunked\r\n\r\n3\r\n\"v1\r\n"), true, http.StatusBadRequest},
-		"too long, announced":       {head(tok, "Content-Length: 1000000\r\n\r\n"), false, http.StatusBadRequest},
-		"too long, chunked":         {head(tok, "Transfer-Encoding: chunked\r\n\r\n200\r\n"+strings.Repeat("v", 512)+"\r\n"), false, http.StatusBadRequest},
-		"no token, body never sent": {head("wrong-token-0123456789", "Content-Length: 100\r\n\r\n"), false, http.StatusUnauthorized},
+		"mid-body":            {head(tok, "Content-Length: 100\r\n\r\n\"v1"), false, http.StatusRequestTimeout},
+		"mid-chunk":           {head(tok, "Transfer-Encoding: chunked\r\n\r\n10\r\n\"v1"), false, http.StatusRequestTimeout},
+		"incomplete chunked":  {head(tok, "Transfer-Encoding: chunked\r\n\r\n3\r\n\"v1\r\n"), true, http.StatusBadRequest},
+		"too long, announced": {head(tok, "Content-Length: 1000000\r\n\r\n"), false, http.StatusBadRequest},
+		"too long, chunked":   {head(tok, "Transfer-Encoding: chunked\r\n\r\n200\r\n"+strings.Repeat("v", 512)+"\r\n"), false, http.StatusBadRequest},
+		"no token":            {head("wrong-token-0123456789", "Content-Length: 4\r\n\r\n\"v1\""), false, http.StatusUnauthorized},
+		// The node reads a body of up to the largest any route takes
+		// before routing it: one announced and never sent is a request
+		// that never arrived.
+		"no token, body never sent": {head("wrong-token-0123456789", "Content-Length: 100\r\n\r\n"), false, http.StatusRequestTimeout},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := apitiertest.Dial(t, s.Addr())
@@ -292,4 +295,134 @@ func TestBroadcastRouteHardened(t *testing.T) {
 	if all, err := store.Broadcasts(t.Context()); err != nil || all["probe/hostile"] != `"v1"` {
 		t.Fatalf("stored %v (%v), want probe/hostile at \"v1\"", all, err)
 	}
+}
+
+// TestRequestTimeoutFromFirstByte: however a client stalls, the node
+// closes the connection request-timeout after the request's first byte
+// (after accept for the first request), not later: measured from the
+// client's side, each stalled connection gets its 408 and is closed no
+// sooner than the timeout and within a second of it. A header followed
+// by nothing used to get header-timeout and body-timeout in turn (their
+// sum); a keep-alive request whose first bytes came slowly got the
+// timeout again from its fourth byte (Hertz's own deadline).
+func TestRequestTimeoutFromFirstByte(t *testing.T) {
+	const timeout = 1500 * time.Millisecond
+	s := startServer(t, newStore(t), func(c *Config) { c.RequestTimeout = timeout })
+	u := subscribe(t, s, "", nil)
+	ka := "GET /status HTTP/1.1\r\nHost: x\r\n\r\n"
+	for name, tc := range map[string]struct {
+		first string // answered before the stalled request starts
+		sent  string // sent at once
+		drip  string // then one byte every 450 ms
+	}{
+		"nothing":                {},
+		"mid-header":             {sent: pushHead(u.path) + "Content-Le"},
+		"header, no body":        {sent: pushHead(u.path, "Content-Length: 100\r\n\r\n")},
+		"header and 1 byte":      {sent: pushHead(u.path, "Content-Length: 100\r\n\r\n0")},
+		"mid-body":               {sent: pushHead(u.path, "Content-Length: 100\r\n\r\n0123456789")},
+		"mid-chunk":              {sent: pushHead(u.path, "Transfer-Encoding: chunked\r\n\r\n10\r\n01234567")},
+		"header, 1 byte/450ms":   {drip: pushHead(u.path, "Content-Length: 100\r\n\r\n")},
+		"body, 1 byte/450ms":     {sent: pushHead(u.path, "Content-Length: 100\r\n\r\n"), drip: strings.Repeat("b", 100)},
+		"keep-alive, no body":    {first: ka, sent: pushHead(u.path, "Content-Length: 100\r\n\r\n")},
+		"keep-alive, 1 byte/450": {first: ka, drip: ka},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", s.Addr())
+			et.Must(t, err, "dial")
+			defer c.Close()
+			br := bufio.NewReader(c)
+			c.SetReadDeadline(time.Now().Add(apitiertest.RawWait))
+			if tc.first != "" {
+				io.WriteString(c, tc.first)
+				resp, err := http.ReadResponse(br, nil)
+				et.Must(t, err, "first answer")
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			start := time.Now() // the stalled request's first byte, or accept
+			io.WriteString(c, tc.sent)
+			go func() {
+				for i := range len(tc.drip) {
+					if _, err := io.WriteString(c, tc.drip[i:i+1]); err != nil {
+						return // closed by the node, or by the test's end
+					}
+					time.Sleep(450 * time.Millisecond) // the client's pace, not a wait for the node
+				}
+			}()
+			got, err := io.ReadAll(br)
+			took := time.Since(start)
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("after %v: %v", took, err)
+			}
+			if len(got) > 0 && !bytes.HasPrefix(got, []byte("HTTP/1.1 408 ")) {
+				t.Fatalf("answer %q, want 408", got)
+			}
+			if took < timeout-50*time.Millisecond || took > timeout+time.Second {
+				t.Fatalf("closed %v after the request's first byte, want %v (+1s)", took.Round(time.Millisecond), timeout)
+			}
+		})
+	}
+}
+
+// TestPerSourceCap: a source address holding max-connections-per-source
+// stalled connections gets 503 (JSON, Retry-After) for each further one,
+// counted apart from max-connections' refusals, while other sources are
+// served: without the cap the hog would take all of max-connections and
+// every other client would get 503. A source in per-source-exempt is not
+// capped. Sources are loopback addresses (127.0.0.x), as the load tester
+// uses them.
+func TestPerSourceCap(t *testing.T) {
+	const total, perSource = 10, 4
+	s := startServer(t, newStore(t), func(c *Config) {
+		c.MaxConnections, c.MaxConnectionsPerSource = total, perSource
+		c.PerSourceExempt = []string{"127.0.0.9/32"}
+		c.RequestTimeout = time.Minute // the hog's stalls outlast the test
+	})
+	u := subscribe(t, s, "", nil)
+	metric := func(name string) float64 { return seriesValue(t, s, name) }
+	stall := pushHead(u.path) + "Content-Le"
+	for range perSource {
+		apitiertest.DialFrom(t, s.Addr(), "127.0.0.2").Write(stall)
+	}
+	et.Eventually(t, 10*time.Second, "the hog's connections open", func() bool { return metric(mConnections) == perSource })
+	for range total {
+		over := apitiertest.DialFrom(t, s.Addr(), "127.0.0.2")
+		over.Write(stall)
+		a := over.Answer()
+		wantJSONError(t, a, http.StatusServiceUnavailable)
+		if a.Header.Get("Retry-After") == "" || !bytes.Contains(a.Body, []byte("from this address")) {
+			t.Fatalf("refusal %s (Retry-After %q)", a.Body, a.Header.Get("Retry-After"))
+		}
+		over.WantClosed()
+	}
+	if got, all := metric(mConnsRefusedSource), metric(mConnsRefused); got != total || all != 0 {
+		t.Fatalf("%s = %v, %s = %v; want %d, 0", mConnsRefusedSource, got, mConnsRefused, all, total)
+	}
+	// Every other source is served, up to max-connections in all.
+	for i := range total - perSource {
+		c := apitiertest.DialFrom(t, s.Addr(), "127.0.0."+strconv.Itoa(3+i))
+		c.Write(pushHead(u.path, "Connection: close\r\nContent-Length: 4\r\n\r\nabcd"))
+		wantCreated(t, s, fromRaw(c.Answer()), "60")
+		c.WantClosed()
+	}
+	et.Eventually(t, 10*time.Second, "only the hog's connections open", func() bool { return metric(mConnections) == perSource })
+	// An exempt source holds more than the per-source cap.
+	for range perSource + 1 {
+		c := apitiertest.DialFrom(t, s.Addr(), "127.0.0.9")
+		c.Write("GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+		if a := c.Answer(); a.Status != http.StatusOK {
+			t.Fatalf("exempt source: %d %s", a.Status, a.Body)
+		}
+	}
+}
+
+// seriesValue is one series of the node's metrics (0 when absent).
+func seriesValue(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	var b bytes.Buffer
+	s.metrics.set.WritePrometheus(&b)
+	m, err := promtext.Parse(&b)
+	et.Must(t, err, "parse metrics")
+	return m[name]
 }

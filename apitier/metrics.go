@@ -51,6 +51,9 @@ const (
 	mConnections = "autoendpoint_connections"
 	// mConnsRefused: connections refused over max-connections.
 	mConnsRefused = "autoendpoint_connections_refused_total"
+	// mConnsRefusedSource: connections refused over
+	// max-connections-per-source.
+	mConnsRefusedSource = "autoendpoint_connections_refused_per_source_total"
 	// mBridgeAuthFailures{reason}: registration API calls refused 401:
 	// closed (no bridge-auth-keys), missing (no bearer secret), invalid
 	// (a secret no key verifies).
@@ -68,7 +71,6 @@ const (
 	routeVersion      = "version"
 	routeHealth       = "health"
 	routeStatus       = "status"
-	routeMetrics      = "metrics"
 	routeOptions      = "options"
 	routeNotFound     = "not_found"
 	routeNoMethod     = "method_not_allowed"
@@ -83,7 +85,7 @@ const (
 )
 
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
-	routeVersion, routeHealth, routeStatus, routeMetrics, routeOptions, routeNotFound, routeNoMethod,
+	routeVersion, routeHealth, routeStatus, routeOptions, routeNotFound, routeNoMethod,
 	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted, routePushPost, routePushGet, routePushList,
 	routeRegNew, routeRegUpdate, routeRegGet, routeRegDelete, routeRegSub, routeRegUnsub}
 
@@ -126,23 +128,24 @@ type apiMetrics struct {
 	seconds  map[string]*metrics.PrometheusHistogram
 	routeIdx map[string]int
 
-	errnos        map[errno.Code]*metrics.Counter
-	outcomes      map[string]*metrics.Counter
-	encodings     map[string]*metrics.Counter
-	nodeCalls     map[[2]string]*metrics.Counter
-	nodeSeconds   map[string]*metrics.PrometheusHistogram
-	dataBytes     *metrics.PrometheusHistogram
-	nodeCleared   *metrics.Counter
-	storageSecs   *metrics.PrometheusHistogram
-	storageErrors *metrics.Counter
-	vapidOK       *metrics.Counter
-	vapidFailed   *metrics.Counter
-	vapidRules    sync.Map // rule -> *metrics.Counter
-	deleted       *metrics.Counter
-	deleteInvalid *metrics.Counter
-	withdrawn     *metrics.Counter
-	connsRefused  *metrics.Counter
-	bridgeAuth    map[string]*metrics.Counter // by reason
+	errnos             map[errno.Code]*metrics.Counter
+	outcomes           map[string]*metrics.Counter
+	encodings          map[string]*metrics.Counter
+	nodeCalls          map[[2]string]*metrics.Counter
+	nodeSeconds        map[string]*metrics.PrometheusHistogram
+	dataBytes          *metrics.PrometheusHistogram
+	nodeCleared        *metrics.Counter
+	storageSecs        *metrics.PrometheusHistogram
+	storageErrors      *metrics.Counter
+	vapidOK            *metrics.Counter
+	vapidFailed        *metrics.Counter
+	vapidRules         sync.Map // rule -> *metrics.Counter
+	deleted            *metrics.Counter
+	deleteInvalid      *metrics.Counter
+	withdrawn          *metrics.Counter
+	connsRefused       *metrics.Counter
+	connsRefusedSource *metrics.Counter
+	bridgeAuth         map[string]*metrics.Counter // by reason
 }
 
 // newMetrics makes the node's metrics; open reports the connections the
@@ -150,25 +153,26 @@ type apiMetrics struct {
 func newMetrics(open func() int) *apiMetrics {
 	s := metrics.NewSet()
 	m := &apiMetrics{
-		set:           s,
-		seconds:       map[string]*metrics.PrometheusHistogram{},
-		routeIdx:      map[string]int{},
-		errnos:        map[errno.Code]*metrics.Counter{},
-		outcomes:      map[string]*metrics.Counter{},
-		encodings:     map[string]*metrics.Counter{},
-		nodeCalls:     map[[2]string]*metrics.Counter{},
-		nodeSeconds:   map[string]*metrics.PrometheusHistogram{},
-		dataBytes:     s.NewPrometheusHistogramExt(mNotificationBytes, dataBuckets),
-		nodeCleared:   s.NewCounter(mNodeCleared),
-		storageSecs:   s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
-		storageErrors: s.NewCounter(mStorageErrors),
-		vapidOK:       s.NewCounter(mVAPID + `{result="ok"}`),
-		vapidFailed:   s.NewCounter(mVAPID + `{result="failed"}`),
-		deleted:       s.NewCounter(mDeletes + `{result="deleted"}`),
-		deleteInvalid: s.NewCounter(mDeletes + `{result="invalid"}`),
-		withdrawn:     s.NewCounter(mDeletes + `{result="withdrawn"}`),
-		connsRefused:  s.NewCounter(mConnsRefused),
-		bridgeAuth:    map[string]*metrics.Counter{},
+		set:                s,
+		seconds:            map[string]*metrics.PrometheusHistogram{},
+		routeIdx:           map[string]int{},
+		errnos:             map[errno.Code]*metrics.Counter{},
+		outcomes:           map[string]*metrics.Counter{},
+		encodings:          map[string]*metrics.Counter{},
+		nodeCalls:          map[[2]string]*metrics.Counter{},
+		nodeSeconds:        map[string]*metrics.PrometheusHistogram{},
+		dataBytes:          s.NewPrometheusHistogramExt(mNotificationBytes, dataBuckets),
+		nodeCleared:        s.NewCounter(mNodeCleared),
+		storageSecs:        s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
+		storageErrors:      s.NewCounter(mStorageErrors),
+		vapidOK:            s.NewCounter(mVAPID + `{result="ok"}`),
+		vapidFailed:        s.NewCounter(mVAPID + `{result="failed"}`),
+		deleted:            s.NewCounter(mDeletes + `{result="deleted"}`),
+		deleteInvalid:      s.NewCounter(mDeletes + `{result="invalid"}`),
+		withdrawn:          s.NewCounter(mDeletes + `{result="withdrawn"}`),
+		connsRefused:       s.NewCounter(mConnsRefused),
+		connsRefusedSource: s.NewCounter(mConnsRefusedSource),
+		bridgeAuth:         map[string]*metrics.Counter{},
 	}
 	for _, r := range []string{authClosed, authMissing, authInvalid} {
 		m.bridgeAuth[r] = s.NewCounter(mBridgeAuthFailures + `{reason="` + r + `"}`)

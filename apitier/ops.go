@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -20,7 +23,10 @@ import (
 //	GET /__version__      the version.json file
 //	GET /health           storage health with uptime and version (200/503)
 //	GET /status           200 {"status":"ok","version":...}, no storage call
-//	GET /metrics          VictoriaMetrics text format, process metrics too
+//
+// and, on its own listener (metrics-listen), never the public one:
+//
+//	GET /metrics          Prometheus text format, process metrics too
 
 func (s *Server) handleHeartbeat(ctx context.Context, c *app.RequestContext, _ *reqState) {
 	status, code := s.health(ctx)
@@ -54,18 +60,58 @@ func (s *Server) handleStatus(_ context.Context, c *app.RequestContext, _ *reqSt
 	writeJSON(c, http.StatusOK, map[string]any{"status": "ok", "version": s.versionString()})
 }
 
-func (s *Server) handleMetrics(_ context.Context, c *app.RequestContext, _ *reqState) {
-	var b bytes.Buffer
-	s.metrics.set.WritePrometheus(&b)
+// writeMetrics writes every series GET /metrics serves.
+func (s *Server) writeMetrics(b *bytes.Buffer) {
+	s.metrics.set.WritePrometheus(b)
 	if s.pushes != nil {
-		s.pushes.WriteMetrics(&b) // autosender_*
+		s.pushes.WriteMetrics(b) // autosender_*
 	}
 	for _, write := range s.extraMetrics {
-		write(&b)
+		write(b)
 	}
 	// go_goroutines, go_memstats_*, process_resident_memory_bytes, ...
-	metrics.WriteProcessMetrics(&b)
-	c.Data(http.StatusOK, "text/plain; version=0.0.4", b.Bytes())
+	metrics.WriteProcessMetrics(b)
+}
+
+// opsListener serves GET /metrics on metrics-listen: the operator's
+// numbers (rates, node names, errors) are not for the public port's
+// strangers. net/http, with its own time limits: one route, scraped by
+// one monitoring system.
+type opsListener struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+func (s *Server) startOps() (*opsListener, error) {
+	ln, err := net.Listen("tcp", s.cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("apitier: metrics-listen %s: %w", s.cfg.MetricsListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		var b bytes.Buffer
+		s.writeMetrics(&b)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(b.Bytes())
+	})
+	o := &opsListener{ln: ln, srv: &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    8 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}}
+	go o.srv.Serve(ln)
+	return o, nil
+}
+
+// closeOps stops the metrics listener at once (a failed Start).
+func (s *Server) closeOps() {
+	if s.ops != nil {
+		s.ops.srv.Close()
+	}
 }
 
 // health asks storage whether it can serve.

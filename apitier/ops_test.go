@@ -131,7 +131,12 @@ func TestOperationsRoutes(t *testing.T) {
 	wantCreated(t, s, send(t, s, "POST", u.path, []byte("x"), "TTL", "60", "Content-Encoding", "aes128gcm"), "60")
 	wantError(t, send(t, s, "POST", u.path, nil), 400, errno.MissingHeader)
 	wantError(t, send(t, s, "POST", u.path, nil, "TTL", "60", "Authorization", "vapid t=x,k=y"), 401, errno.InvalidAuth)
-	r := send(t, s, "GET", "/metrics", nil)
+	// Not on the public port: strangers get 404 there.
+	wantError(t, send(t, s, "GET", "/metrics", nil), http.StatusNotFound, errno.InvalidEndpoint)
+	r := fromRaw(apitiertest.Send(t, "GET", "http://"+s.MetricsAddr()+"/metrics", nil))
+	if r.code != http.StatusOK {
+		t.Fatalf("GET /metrics on metrics-listen: %d", r.code)
+	}
 	for _, want := range []string{
 		`autoendpoint_requests_total{route="wpush_v1",code="201"} 1`,
 		`autoendpoint_requests_total{route="wpush_v1",code="400"} 1`,

@@ -177,6 +177,15 @@ func jsonProblem(err error) string {
 	return msg
 }
 
+// invalidMessages are the 400 answers to what the store refuses
+// (storage.ErrInvalid), by pushStorageError's op: the sender checks the
+// fields first, so only a cursor a client made up should get here.
+var invalidMessages = map[string]string{
+	"list pushes": "cursor: not a cursor this API gave",
+	"accept push": "Invalid push",
+	"get push":    "Invalid push id",
+}
+
 // pushStorageError answers a failed sender call: 404, 400 or 503.
 func (s *Server) pushStorageError(c *app.RequestContext, st *reqState, op string, err error) {
 	if errors.Is(err, storage.ErrNotFound) {
@@ -184,7 +193,10 @@ func (s *Server) pushStorageError(c *app.RequestContext, st *reqState, op string
 		return
 	}
 	if errors.Is(err, storage.ErrInvalid) {
-		s.writeError(c, st, badField(err.Error()))
+		// The store's text names the backend and its internals: the
+		// client gets what it can act on, the log the rest.
+		s.log.Info("push API: the store refused the request", "op", op, "error", err)
+		s.writeError(c, st, badField(invalidMessages[op]))
 		return
 	}
 	s.log.Warn("push API storage error", "op", op, "error", err)

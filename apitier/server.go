@@ -55,6 +55,7 @@ type Server struct {
 
 	h        *server.Hertz
 	ln       *listener.Listener
+	ops      *opsListener // GET /metrics on metrics-listen (ops.go); nil: off
 	done     chan error
 	draining atomic.Bool
 }
@@ -111,25 +112,33 @@ func newVerifier(cfg Config) *vapid.Verifier {
 func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 	opts = append([]config.Option{
 		server.WithHostPorts(s.cfg.Listen),
-		// Bodies are read by the handler (readBody), which gives a body
-		// of any size, an incomplete one or a slow one its JSON answer.
-		// Hertz reads at most 2 bytes of a body before the handler runs
-		// (the least its stream mode reads ahead), so the header
-		// deadline ends with the header and the body deadline
-		// (guard.go) covers the body.
+		// Bodies are streamed (the handler reads them: readBodyUpTo) with
+		// Hertz reading ahead at most the largest body any route takes.
+		// Hertz's stream mode reads ahead a Content-Length body of up to
+		// this size exactly (8 KiB of it at most; the handler reads the
+		// rest, never past its end). A body announced larger takes
+		// Hertz's other read-ahead, which reads whatever bytes the
+		// connection holds, past the body's end (a pipelined request's
+		// too): such a body is refused and the connection closed, so
+		// what it read past the end is never served. A chunked body is
+		// read by the handler, up to its last chunk. All of it within
+		// the request's one deadline (internal/listener).
 		server.WithStreamBody(true),
-		server.WithMaxRequestBodySize(1),
+		server.WithMaxRequestBodySize(s.maxBodyLimit()),
 		server.WithDisablePreParseMultipartForm(true),
 		server.WithMaxHeaderBytes(maxHeaderBytes),
-		// On a keep-alive connection Hertz waits idle-timeout for a
-		// request's first bytes, then sets this deadline for its header.
-		// The first request's header deadline starts at accept
-		// (internal/listener).
-		server.WithReadTimeout(s.cfg.HeaderTimeout),
+		// The listener holds each request to request-timeout from its
+		// first byte; Hertz's own read deadline (set after a keep-alive
+		// request's first bytes) cannot extend it.
+		server.WithReadTimeout(s.cfg.RequestTimeout),
 		// Not 0: the connection would close after each request on the
 		// standard transport (and on netpoll Hertz 0.10.6 then resets
 		// keep-alive connections sending requests back to back).
 		server.WithIdleTimeout(s.cfg.IdleTimeout),
+		// Tells the listener when Hertz starts on a request, which for a
+		// pipelined one (read along with the request before) is not its
+		// first byte.
+		server.WithTracer(requestStart{}),
 		server.WithExitWaitTime(s.cfg.ShutdownTimeout),
 		server.WithRedirectTrailingSlash(false),
 		server.WithHandleMethodNotAllowed(true),
@@ -170,7 +179,6 @@ func (s *Server) routeTable() []routeDef {
 		{Route{http.MethodGet, "/__version__"}, routeVersion, s.handleVersion},
 		{Route{http.MethodGet, "/health"}, routeHealth, s.handleHealth},
 		{Route{http.MethodGet, "/status"}, routeStatus, s.handleStatus},
-		{Route{http.MethodGet, "/metrics"}, routeMetrics, s.handleMetrics},
 		{Route{http.MethodPut, "/v1/broadcasts/:broadcaster/:channel"}, routeBroadcastPut, s.handlePublishBroadcast},
 		{Route{http.MethodGet, "/v1/broadcasts"}, routeBroadcasts, s.handleBroadcasts},
 		// The outbound sender's API (push.go).
@@ -203,6 +211,23 @@ func (s *Server) bodyLimit(hdr *hertzproto.RequestHeader) int {
 	return s.cfg.MaxDataBytes
 }
 
+// maxBodyLimit is the largest body any route reads (bodyLimit's
+// largest).
+func (s *Server) maxBodyLimit() int {
+	return max(maxPushBody, maxRegistrationBody, s.cfg.MaxDataBytes, storage.MaxBroadcastLen)
+}
+
+// requestStart is the Hertz tracer that starts a request's deadline
+// (listener.Conn.BeginRequest) when Hertz starts on the request.
+type requestStart struct{}
+
+func (requestStart) Start(ctx context.Context, _ *app.RequestContext) context.Context {
+	listener.FromContext(ctx).BeginRequest()
+	return ctx
+}
+
+func (requestStart) Finish(context.Context, *app.RequestContext) {}
+
 // maxHeaderBytes bounds a request's header block: crypto headers are at
 // most storage's 4 KiB, a VAPID header well under 2 KiB.
 const maxHeaderBytes = 32 << 10
@@ -211,17 +236,31 @@ const maxHeaderBytes = 32 << 10
 // connections (a listen address with port 0 gets a free port; Addr says
 // which).
 func (s *Server) Start() error {
+	exempt, err := parsePrefixes(s.cfg.PerSourceExempt)
+	if err != nil {
+		return err
+	}
 	raw, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("apitier: listen %s: %w", s.cfg.Listen, err)
 	}
+	if s.cfg.MetricsListen != "" {
+		if s.ops, err = s.startOps(); err != nil {
+			raw.Close()
+			return err
+		}
+	}
 	ln := listener.New(raw, listener.Config{
-		MaxConns:      s.cfg.MaxConnections,
-		HeaderTimeout: s.cfg.HeaderTimeout,
-		WriteTimeout:  s.cfg.WriteTimeout,
-		Refusal:       rawAnswer(errTooManyConns),
-		OnRefuse:      s.metrics.connsRefused.Inc,
-		Unhandled:     s.unhandled,
+		MaxConns:          s.cfg.MaxConnections,
+		MaxConnsPerSource: s.cfg.MaxConnectionsPerSource,
+		Exempt:            exempt,
+		RequestTimeout:    s.cfg.RequestTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		Refusal:           rawAnswer(errTooManyConns),
+		SourceRefusal:     rawAnswer(errTooManyFromSource),
+		OnRefuse:          s.metrics.connsRefused.Inc,
+		OnSourceRefuse:    s.metrics.connsRefusedSource.Inc,
+		Unhandled:         s.unhandled,
 	})
 	s.ln = ln
 	// The standard transport (a goroutine per connection, as net/http)
@@ -235,6 +274,7 @@ func (s *Server) Start() error {
 		select {
 		case err := <-s.done:
 			ln.Close()
+			s.closeOps()
 			if err == nil {
 				err = errors.New("stopped")
 			}
@@ -242,16 +282,26 @@ func (s *Server) Start() error {
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
+			s.closeOps()
 			return fmt.Errorf("apitier: serve %s: not running after 10s", ln.Addr())
 		}
 	}
-	s.log.Info("autoendpoint started", "listen", s.Addr(), "endpoint_url", s.cfg.EndpointURL,
+	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
 }
 
 // Config is the configuration the node runs with (what New was given).
 func (s *Server) Config() Config { return s.cfg }
+
+// MetricsAddr is the metrics listener's address, with the real port (""
+// before Start, or with metrics-listen off).
+func (s *Server) MetricsAddr() string {
+	if s.ops == nil {
+		return ""
+	}
+	return s.ops.ln.Addr().String()
+}
 
 // AlsoMetrics adds write to what /metrics serves: it is called on each
 // scrape, after this node's own series and before the process metrics.
@@ -305,6 +355,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, ctx.Err())
 	}
 	s.nodes.CloseIdle()
+	if s.ops != nil {
+		err = errors.Join(err, s.ops.srv.Shutdown(ctx))
+	}
 	if err == nil {
 		s.log.Info("autoendpoint stopped")
 	}

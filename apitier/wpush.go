@@ -27,7 +27,7 @@ import (
 // application server's push (RFC 8030 §5). The body is read first, whole
 // (readBody), so that nothing is looked up or stored for a body that
 // never arrives complete and no storage deadline runs while a client
-// sends: a body that does not arrive within body-timeout gets 408, an
+// sends: a body not in by request-timeout gets 408, an
 // incomplete one 400. Then the checks run in this order, so a request
 // with several faults gets the reference's answer for the one it cares
 // most about:
@@ -236,11 +236,13 @@ type pushBuf struct {
 var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
 
 // readBody returns the request body, whole: every byte of its
-// Content-Length, or a chunked body up to its last chunk. It refuses a
-// body over max-data-bytes (413) without reading more than one byte past
-// the limit, one that does not arrive within body-timeout (408), and one
-// that ends early or is malformed (400). On any error the connection
-// closes after the answer, the rest of the body unread.
+// Content-Length, or a chunked body up to its last chunk, and not one
+// byte past its end (what follows on the connection is the next
+// request). It refuses a body over max-data-bytes (413) without reading
+// more than one byte past the limit, one that has not arrived by the
+// request's deadline (request-timeout: 408), and one that ends early or
+// is malformed (400). On any error the connection closes after the
+// answer, the rest of the body unread.
 func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *errno.HTTPError) {
 	return readBodyUpTo(c, &pb.body, s.cfg.MaxDataBytes, errTooLarge)
 }
@@ -248,7 +250,8 @@ func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *errno.HT
 // readBodyUpTo is readBody for any limit: buf is grown to limit+1 when
 // smaller, and tooLarge is the answer to a body over limit.
 func readBodyUpTo(c *app.RequestContext, buf *[]byte, limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
-	if c.Request.Header.ContentLength() > limit {
+	cl := c.Request.Header.ContentLength()
+	if cl > limit {
 		return nil, tooLarge
 	}
 	if !c.Request.IsBodyStream() {
@@ -261,9 +264,20 @@ func readBodyUpTo(c *app.RequestContext, buf *[]byte, limit int, tooLarge *errno
 	if cap(*buf) < limit+1 {
 		*buf = make([]byte, limit+1)
 	}
-	b := (*buf)[:limit+1]
+	// A Content-Length body is read into exactly its length: Hertz
+	// 0.10.6's stream reads the connection into all of the buffer it is
+	// given, past the body's end, taking the next request's bytes.
+	// (Its chunked reader stops at each chunk's end by itself.)
+	want := limit + 1
+	if cl >= 0 {
+		want = cl
+	}
+	b := (*buf)[:want]
 	r := c.RequestBodyStream()
 	for n := 0; ; {
+		if cl >= 0 && n == cl {
+			return b[:n], nil
+		}
 		m, err := r.Read(b[n:])
 		n += m
 		switch {

@@ -1,8 +1,11 @@
 package engine_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -446,4 +449,49 @@ func TestUnackedDirectBehindCursorStillDelivered(t *testing.T) {
 	c2 := et.Dial(t, srv.Addr())
 	c2.Hello(uaid)
 	wantNotification(t, c2, chid, "behind", "ZGF0YQ")
+}
+
+// TestNodeAPIRefusesAtOnce: a call refused before its body is read (no
+// secret, a wrong one, an invalid uaid, a call that takes no body) is
+// answered at once and the connection closed, though the caller
+// announced a body it never sends: the node does not wait for the body
+// (the node API's timeouts here are a minute, the client's wait for an
+// answer far less). A right secret with a stalled body is read, and
+// times out.
+func TestNodeAPIRefusesAtOnce(t *testing.T) {
+	srv, _ := node(t, func(c *engine.Config) {
+		c.NodeSecret = "s3cret"
+		c.NodeAPIHeaderTimeout, c.NodeAPIBodyTimeout = time.Minute, time.Minute
+	})
+	uaid := strings.Repeat("ab", 16)
+	for name, tc := range map[string]struct {
+		head string
+		code int
+	}{
+		"no secret":                {"PUT /push/" + uaid + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", 401},
+		"wrong secret":             {"PUT /push/" + uaid + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Length: 100\r\n\r\n", 401},
+		"no secret, chunked":       {"PUT /push/" + uaid + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nab", 401},
+		"invalid uaid":             {"PUT /push/nonsense HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 100\r\n\r\n", 400},
+		"a body notif never reads": {"PUT /notif/" + uaid + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 100\r\n\r\n", 404},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", srv.RouterAddr())
+			et.Must(t, err, "dial")
+			defer c.Close()
+			io.WriteString(c, tc.head)
+			// Far below the minute the node would wait for the body.
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			et.Must(t, err, "answer")
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.code)
+			}
+			if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+				t.Fatalf("after the answer: %q, %v (want the connection closed)", rest, err)
+			}
+		})
+	}
 }

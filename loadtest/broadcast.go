@@ -211,6 +211,6 @@ func (r *run) serverView(ctx context.Context) (serverView, error) {
 	if v.fanOut, err = scrapeHist(ctx, r.cl.metricsURLs, "autoconnect_broadcast_fanout_seconds", ""); err != nil {
 		return v, err
 	}
-	v.deliver, err = scrapeHist(ctx, []string{r.cl.endpointURL + "/metrics"}, "autoendpoint_node_call_seconds", `call="push"`)
+	v.deliver, err = scrapeHist(ctx, []string{r.cl.apiMetricsURL}, "autoendpoint_node_call_seconds", `call="push"`)
 	return v, err
 }

@@ -45,6 +45,8 @@ type cluster struct {
 	wsAddrs     []string
 	metricsURLs []string
 	endpointURL string
+	// apiMetricsURL is the API tier's /metrics, on its metrics-listen.
+	apiMetricsURL string
 	// megaphone serves the broadcasts the engines poll (Config.Broadcasts
 	// > 0); nil otherwise.
 	megaphone *megaphone
@@ -155,9 +157,9 @@ func (c *cluster) startEndpoint(ctx context.Context, key, logDir string) error {
 			"AUTOEND__NODE_SECRET="+c.secret)
 		if c.cfg.Stalls > 0 {
 			t := c.cfg.StallTimeout.String()
-			env = append(env, "AUTOEND__HEADER_TIMEOUT="+t, "AUTOEND__BODY_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
+			env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
 		}
-		env = append(env, "AUTOEND__VERSION_FILE=")
+		env = append(env, "AUTOEND__VERSION_FILE=", "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
 			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
@@ -166,6 +168,7 @@ func (c *cluster) startEndpoint(ctx context.Context, key, logDir string) error {
 		return err
 	}
 	c.endpoint, c.endpointURL = p, "http://"+addr
+	c.apiMetricsURL = "http://" + p.Field("metrics") + "/metrics"
 	return nil
 }
 
@@ -306,14 +309,14 @@ func (c *cluster) startSingle(ctx context.Context, key, logDir string) error {
 	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
 	if c.cfg.Stalls > 0 {
 		t := c.cfg.StallTimeout.String()
-		env = append(env, "AUTOPUSH__HEADER_TIMEOUT="+t, "AUTOPUSH__BODY_TIMEOUT="+t,
+		env = append(env, "AUTOPUSH__REQUEST_TIMEOUT="+t,
 			"AUTOPUSH__ENDPOINT_MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
 	}
 	ch, addr, err := c.startListening("autopush", func(addr string) (*proc.Proc, error) {
 		// The single-node server (stack/cmd/autopush), which applies the
 		// engine's GC target as autoconnect does.
 		args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
-			"-endpoint-listen", addr, "-endpoint-url", "http://" + addr, "-log-level", "info"}
+			"-endpoint-listen", addr, "-endpoint-url", "http://" + addr, "-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
 		return startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
 			filepath.Join(logDir, "autopush.log"), "autopush ready", nil)
 	})
@@ -324,6 +327,7 @@ func (c *cluster) startSingle(ctx context.Context, key, logDir string) error {
 	c.engines, c.gcTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
 	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
 	c.metricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
+	c.apiMetricsURL = "http://" + ch.Field("metrics") + "/metrics"
 	return nil
 }
 

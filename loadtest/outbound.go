@@ -68,7 +68,7 @@ func (r *run) outbound(ctx context.Context, logDir string) error {
 		rep.Phones = len(p.endpoints)
 		r.logf("%d phones registered through the bridge registration API", len(p.endpoints))
 	}
-	metricsURL := node.endpointURL + "/metrics"
+	metricsURL := node.apiMetricsURL
 	stopSampling := r.sampleSender(ctx, p, fake, node, metricsURL)
 	count := int(cfg.PushRate * cfg.Duration.Seconds())
 	rep.Scheduled = int64(count)
@@ -271,6 +271,7 @@ func (c *cluster) startSender(ctx context.Context, logDir string, fake *provider
 		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate, "AUTOEND__SWRVE_DELAY="+delay,
 			"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String())
 	}
+	env = append(env, "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
 	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
 		env := append(slices.Clip(env), "AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr)
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
@@ -281,6 +282,7 @@ func (c *cluster) startSender(ctx context.Context, logDir string, fake *provider
 		return "", err
 	}
 	c.endpoint, c.endpointURL = p, "http://"+addr
+	c.apiMetricsURL = "http://" + p.Field("metrics") + "/metrics"
 	return apiKey, nil
 }
 

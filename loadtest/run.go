@@ -381,6 +381,10 @@ func (r *run) verdict() {
 				p = append(p, fmt.Sprintf("at %.0f/s with stalls: %d lost, %d duplicated after ack", s.Offered,
 					s.Account.Lost, s.Account.DuplicatedAfterAck))
 			}
+			if q, ok := n.Quiet(s.Offered); ok && r.cfg.StallP99Factor > 0 && s.Latency.P99 > r.cfg.StallP99Factor*q.Latency.P99 {
+				p = append(p, fmt.Sprintf("at %.0f/s: p99 %.1f ms with stalls, over %g × the %.1f ms without",
+					s.Offered, s.Latency.P99, r.cfg.StallP99Factor, q.Latency.P99))
+			}
 		}
 		for _, s := range n.Stages {
 			if !s.Account.Exact() {

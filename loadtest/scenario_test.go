@@ -411,8 +411,9 @@ func TestBridgeSmall(t *testing.T) {
 }
 
 // TestNotifyStallsSmall: the small form of make stall. Stalled push API
-// connections (mid-header, mid-body, mid-chunk) are all closed by the
-// endpoint within its timeout and a second, while the rate offered
+// connections (mid-header, a header and no body, mid-body, mid-chunk, a
+// body at one byte a second) are all closed by the endpoint within its
+// request-timeout and a second of connecting, while the rate offered
 // alongside is delivered exactly (its latency is reported, not judged
 // here: make stall measures it).
 func TestNotifyStallsSmall(t *testing.T) {
@@ -420,13 +421,14 @@ func TestNotifyStallsSmall(t *testing.T) {
 	cfg.UAs, cfg.Rates, cfg.Stalls = 40, []float64{40}, 30
 	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 1
 	cfg.StallTimeout = 2 * time.Second
+	cfg.StallP99Factor = 0 // a few pushes: their p99 is noise (make stall judges it)
 	rep := runScenario(t, cfg)
 	n := rep.Notify
 	if len(n.Stages) != 1 || len(n.Stalled) != 1 {
 		t.Fatalf("%d stages and %d stalled stages, want 1 each", len(n.Stages), len(n.Stalled))
 	}
 	s := n.Stalled[0]
-	if s.Stalls != cfg.Stalls || s.Closed != cfg.Stalls || len(s.Slowest) != 3 {
+	if s.Stalls != cfg.Stalls || s.Closed != cfg.Stalls || len(s.Slowest) != len(stallKinds) {
 		t.Errorf("stalls %+v", s)
 	}
 	for kind, d := range s.Slowest {

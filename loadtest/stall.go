@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,20 +14,34 @@ import (
 )
 
 // The -stalls run of notify: connections to the push API that send part
-// of a request and then nothing, a third each stopping mid-header,
-// mid-body (Content-Length) and mid-chunk (a chunked body without its
-// last chunk), held while the rate is offered again. The endpoint must
-// close every one within its timeout plus a second, and the well-behaved
-// pushes keep their latency.
+// of a request and then nothing, or the rest too slowly, a fifth each
+// stopping mid-header, after a whole header (no body byte), mid-body
+// (Content-Length), mid-chunk (a chunked body without its last chunk),
+// and sending its body one byte a second, held while the rate is offered
+// again. The endpoint must close every one within its request-timeout
+// (from the connection's first byte, here its accept) plus a second, and
+// the well-behaved pushes keep their latency.
 
-// stallKinds are where a stalled connection stops, and what it sends.
-var stallKinds = []struct{ name, sent string }{
-	{"header", "POST /wpush/v1/stalled HTTP/1.1\r\nHost: loadtest\r\nTTL: 60\r\nContent-Le"},
-	{"body", "POST /wpush/v1/stalled HTTP/1.1\r\nHost: loadtest\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\n" +
-		"Content-Length: 100\r\n\r\n0123456789"},
-	{"chunk", "POST /wpush/v1/stalled HTTP/1.1\r\nHost: loadtest\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\n" +
-		"Transfer-Encoding: chunked\r\n\r\n10\r\n01234567"},
+// stallHead is a push's header up to its framing header.
+const stallHead = "POST /wpush/v1/stalled HTTP/1.1\r\nHost: loadtest\r\nTTL: 60\r\nContent-Encoding: aes128gcm\r\n"
+
+// stallKinds are where a stalled connection stops: what it sends at
+// once, and what it then sends one byte a second.
+var stallKinds = []struct{ name, sent, drip string }{
+	{"header", stallHead + "Content-Le", ""},
+	{"header+0", stallHead + "Content-Length: 100\r\n\r\n", ""},
+	{"body", stallHead + "Content-Length: 100\r\n\r\n0123456789", ""},
+	{"chunk", stallHead + "Transfer-Encoding: chunked\r\n\r\n10\r\n01234567", ""},
+	{"1 byte/s", stallHead + "Content-Length: 100\r\n\r\n", strings.Repeat("d", 100)},
 }
+
+// stallsPerSource bounds the stalled connections from one address
+// (127.0.1.x), under the endpoint's max-connections-per-source (256 by
+// default): the run measures the timeouts, not the cap.
+const stallsPerSource = 200
+
+// stallSource is the address stalled connection i connects from.
+func stallSource(i int) net.IP { return net.IPv4(127, 0, 1, byte(1+i/stallsPerSource%250)) }
 
 // stalls holds n stalled connections to the endpoint until each is
 // closed by it (or wait passes); done reports them.
@@ -44,9 +59,9 @@ func startStalls(ctx context.Context, endpointURL string, n int, wait time.Durat
 		return nil, fmt.Errorf("loadtest: stalls: %w", err)
 	}
 	s := &stalls{closes: make([]time.Duration, n), kinds: make([]int, n)}
-	d := net.Dialer{Timeout: 5 * time.Second}
 	for i := range n {
 		kind := i % len(stallKinds)
+		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: stallSource(i)}}
 		start := time.Now()
 		c, err := d.DialContext(ctx, "tcp", u.Host)
 		if err != nil {
@@ -60,6 +75,9 @@ func startStalls(ctx context.Context, endpointURL string, n int, wait time.Durat
 			defer c.Close()
 			if _, err := io.WriteString(c, stallKinds[kind].sent); err != nil {
 				s.fail(fmt.Errorf("stall %d: write: %w", i, err))
+			}
+			if drip := stallKinds[kind].drip; drip != "" {
+				go dripBytes(c, drip)
 			}
 			// Read (and drop) the endpoint's answer until it closes.
 			c.SetReadDeadline(start.Add(wait))
@@ -103,4 +121,18 @@ func (s *stalls) finish(st *report.StallStage, limit time.Duration) error {
 		}
 	}
 	return s.failure
+}
+
+// dripBytes writes p to c one byte a second until it is written or c is
+// closed.
+func dripBytes(c net.Conn, p string) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := range len(p) {
+		<-tick.C
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := io.WriteString(c, p[i:i+1]); err != nil {
+			return
+		}
+	}
 }

@@ -417,7 +417,8 @@ type prometheusConfig struct {
 
 // TestPrometheusConfig checks that Prometheus scrapes each tier where the
 // compose file makes it serve /metrics: a connection node on its node API
-// listener, an endpoint node on its public one.
+// listener, an endpoint node on its metrics-listen (never its public one,
+// which the compose file publishes).
 func TestPrometheusConfig(t *testing.T) {
 	var p prometheusConfig
 	if err := yaml.Unmarshal(read(t, "ops/prometheus/prometheus.yml"), &p); err != nil {
@@ -430,7 +431,13 @@ func TestPrometheusConfig(t *testing.T) {
 	tierConfig(t, c.Services["autoendpoint"], "AUTOEND", &acfg, vars, map[string]bool{})
 	want := map[string]string{
 		"autoconnect":  "autoconnect:" + port(t, ecfg.RouterListen),
-		"autoendpoint": "autoendpoint:" + port(t, acfg.Listen),
+		"autoendpoint": "autoendpoint:" + port(t, acfg.MetricsListen),
+	}
+	if host, _, _ := strings.Cut(acfg.MetricsListen, ":"); host == "127.0.0.1" || host == "localhost" {
+		t.Errorf("autoendpoint's metrics-listen %q is loopback: Prometheus, in another container, cannot reach it", acfg.MetricsListen)
+	}
+	if acfg.MetricsListen == acfg.Listen || port(t, acfg.MetricsListen) == port(t, acfg.Listen) {
+		t.Errorf("autoendpoint serves /metrics on its public listener %s", acfg.Listen)
 	}
 	got := map[string]string{}
 	for _, sc := range p.ScrapeConfigs {

@@ -598,8 +598,12 @@ func TestE2EBridgeAPNsRetries(t *testing.T) {
 func TestE2EBridgeRefused(t *testing.T) {
 	st := bridgeStack(t, func(c *stack.Config) { c.API.FCMConfig.MaxData = 1000 })
 	d := registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-refused-token-0001")
-	apitiertest.WantError(t, apitiertest.Send(t, http.MethodPost, d.Endpoint, make([]byte, 1000),
-		"TTL", "60", "Content-Encoding", "aes128gcm"), http.StatusRequestEntityTooLarge, errno.PayloadTooLarge)
+	tooLarge := apitiertest.Send(t, http.MethodPost, d.Endpoint, make([]byte, 1000), "TTL", "60", "Content-Encoding", "aes128gcm")
+	apitiertest.WantError(t, tooLarge, http.StatusRequestEntityTooLarge, errno.PayloadTooLarge)
+	// The message names neither this node's packages nor its settings.
+	if b := string(tooLarge.Body); strings.Contains(b, "bridge:") || strings.Contains(b, "fcm") {
+		t.Errorf("413 %s names internals", b)
+	}
 	// A record for an app this node does not serve (the operator removed
 	// it from fcm-apps).
 	u, err := st.Store.GetUser(context.Background(), uuid.MustParse(d.UAID))

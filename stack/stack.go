@@ -147,9 +147,9 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	}
 	api.SetPushService(pushes)
 	api.SetBridges(pushes.Bridges())
-	// One process, one scrape: the API tier's /metrics serves the
-	// connection node's series too (the node API's serves its own), and
-	// the sender's (push.go).
+	// One process, one scrape: the API tier's /metrics (on its
+	// metrics-listen) serves the connection node's series too (the node
+	// API's serves its own), and the sender's (push.go).
 	api.AlsoMetrics(node.WriteMetrics)
 	return &Stack{node: node, api: api, pushes: pushes, endpointURL: acfg.EndpointURL}, nil
 }
@@ -194,6 +194,10 @@ func (s *Stack) NodeURL() string { return s.node.NodeURL() }
 
 // HTTPAddr is the WebPush HTTP API's listen address, with the real port.
 func (s *Stack) HTTPAddr() string { return s.api.Addr() }
+
+// MetricsAddr is the address serving GET /metrics, both tiers' series and
+// the sender's ("" with metrics-listen off).
+func (s *Stack) MetricsAddr() string { return s.api.MetricsAddr() }
 
 // EndpointURL is the public base URL push endpoints are minted under.
 func (s *Stack) EndpointURL() string { return s.endpointURL }

@@ -27,9 +27,21 @@ const RawWait = 20 * time.Second
 // Dial opens a Raw connection to addr (host:port).
 func Dial(t testing.TB, addr string) *Raw {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return DialFrom(t, addr, "")
+}
+
+// DialFrom opens a Raw connection to addr from the loopback address
+// source ("127.0.0.7"; "" for any), as a distinct client to the node's
+// per-source connection cap.
+func DialFrom(t testing.TB, addr, source string) *Raw {
+	t.Helper()
+	d := net.Dialer{}
+	if source != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(source)}
+	}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
+		t.Fatalf("dial %s from %q: %v", addr, source, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return &Raw{t: t, c: c, br: bufio.NewReader(c)}

@@ -1,10 +1,12 @@
 package listener
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -17,19 +19,35 @@ type Config struct {
 	// beyond it is written Refusal (when set) and closed, and Accept goes
 	// on with the next one. 0: no cap.
 	MaxConns int
-	// HeaderTimeout is the read deadline of a connection from accept, and
-	// from the first byte of each later request, until the server calls
-	// Conn.BeginBody. 0: none (the server sets its own).
-	HeaderTimeout time.Duration
+	// MaxConnsPerSource caps the connections open at once from one
+	// source: an IPv4 address, or an IPv6 /64 (one host's usual share).
+	// A connection beyond it is written SourceRefusal and closed. 0: no
+	// cap.
+	MaxConnsPerSource int
+	// Exempt are the sources MaxConnsPerSource does not apply to (a load
+	// balancer in front, whose connections all come from its addresses).
+	Exempt []netip.Prefix
+	// RequestTimeout bounds the time from a request's first byte (for a
+	// connection's first request: from accept) until its answer is
+	// written: the read deadline is set then and never moved later,
+	// whatever deadline the server asks for meanwhile. A request that
+	// does not arrive whole in time fails its reads. 0: none (the server
+	// sets its own deadlines).
+	RequestTimeout time.Duration
 	// WriteTimeout bounds each write. 0: none.
 	WriteTimeout time.Duration
-	// Refusal is what a connection over the cap is written before it is
+	// Refusal is what a connection over MaxConns is written before it is
 	// closed (an HTTP answer with "Connection: close").
 	Refusal []byte
-	// OnRefuse, if set, is called for each connection refused (a metric).
-	OnRefuse func()
+	// SourceRefusal is what a connection over MaxConnsPerSource is
+	// written before it is closed; Refusal when empty.
+	SourceRefusal []byte
+	// OnRefuse, if set, is called for each connection refused over
+	// MaxConns, and OnSourceRefuse for each over MaxConnsPerSource
+	// (metrics).
+	OnRefuse, OnSourceRefuse func()
 	// Unhandled, if set, sees each write made on a connection whose
-	// current request has not reached BeginBody: the server answering a
+	// current request has not reached Conn.Routed: the server answering a
 	// request it could not parse or read, or an interim answer such as
 	// "100 Continue". timedOut says that a read deadline passed on the
 	// connection (the server may call that a parse error). A non-nil
@@ -42,21 +60,22 @@ type Listener struct {
 	net.Listener
 	cfg Config
 
-	mu    sync.Mutex
-	conns map[*Conn]struct{}
+	mu     sync.Mutex
+	conns  map[*Conn]struct{}
+	source map[netip.Addr]int // open connections per counted source
 }
 
 // New wraps ln.
 func New(ln net.Listener, cfg Config) *Listener {
-	return &Listener{Listener: ln, cfg: cfg, conns: map[*Conn]struct{}{}}
+	return &Listener{Listener: ln, cfg: cfg, conns: map[*Conn]struct{}{}, source: map[netip.Addr]int{}}
 }
 
 // refusalWait bounds writing the refusal: a fresh socket's send buffer
 // takes it at once, so only a broken peer ever waits.
 const refusalWait = time.Second
 
-// Accept returns the next connection under the cap, refusing (and
-// closing) those over it.
+// Accept returns the next connection under the caps, refusing (and
+// closing) those over them.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		nc, err := l.Listener.Accept()
@@ -64,33 +83,70 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		c := &Conn{Conn: nc, l: l}
+		src, counted := l.sourceOf(nc)
 		l.mu.Lock()
 		full := l.cfg.MaxConns > 0 && len(l.conns) >= l.cfg.MaxConns
-		if !full {
+		over := !full && counted && l.source[src] >= l.cfg.MaxConnsPerSource
+		if !full && !over {
 			l.conns[c] = struct{}{}
+			if counted {
+				l.source[src]++
+				c.src, c.counted = src, true
+			}
 		}
 		l.mu.Unlock()
-		if full {
-			l.refuse(nc)
+		switch {
+		case full:
+			l.refuse(nc, l.cfg.Refusal, l.cfg.OnRefuse)
+			continue
+		case over:
+			refusal := l.cfg.SourceRefusal
+			if len(refusal) == 0 {
+				refusal = l.cfg.Refusal
+			}
+			l.refuse(nc, refusal, l.cfg.OnSourceRefuse)
 			continue
 		}
-		if l.cfg.HeaderTimeout > 0 {
-			nc.SetReadDeadline(time.Now().Add(l.cfg.HeaderTimeout))
+		if l.cfg.RequestTimeout > 0 {
+			c.arm(time.Now())
 		}
 		return c, nil
 	}
 }
 
-func (l *Listener) refuse(nc net.Conn) {
-	if l.cfg.OnRefuse != nil {
-		l.cfg.OnRefuse()
+// sourceOf is the per-source key of nc's peer (its IPv4 address, or its
+// IPv6 /64), and whether MaxConnsPerSource counts it.
+func (l *Listener) sourceOf(nc net.Conn) (netip.Addr, bool) {
+	if l.cfg.MaxConnsPerSource <= 0 {
+		return netip.Addr{}, false
 	}
-	if len(l.cfg.Refusal) == 0 {
+	ap, err := netip.ParseAddrPort(nc.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}, false // not TCP/IP (a pipe in tests): nothing to count
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range l.cfg.Exempt {
+		if p.Contains(ip) {
+			return netip.Addr{}, false
+		}
+	}
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		ip = p.Addr()
+	}
+	return ip, true
+}
+
+func (l *Listener) refuse(nc net.Conn, refusal []byte, count func()) {
+	if count != nil {
+		count()
+	}
+	if len(refusal) == 0 {
 		nc.Close()
 		return
 	}
 	nc.SetWriteDeadline(time.Now().Add(refusalWait))
-	nc.Write(l.cfg.Refusal)
+	nc.Write(refusal)
 	// Lingers as Conn.Close does (the client may have sent its request
 	// already), off the accept loop.
 	go (&Conn{Conn: nc, l: l}).lingerClose()
@@ -119,31 +175,79 @@ func (l *Listener) WakeIdle() int {
 }
 
 // Conn is an accepted connection. A connection is busy from the first
-// byte of a request until the first write of its answer, idle otherwise.
+// byte of a request (or from BeginRequest) until the first write of its
+// answer, idle otherwise.
 type Conn struct {
 	net.Conn
 	l        *Listener
+	src      netip.Addr // its per-source key, when counted
+	counted  bool
 	busy     atomic.Bool
-	handled  atomic.Bool // BeginBody ran for the current request
-	timedOut atomic.Bool // a read deadline passed
-	unread   atomic.Bool // the request is answered unread: linger on Close
+	reqEnd   atomic.Int64 // the current request's deadline (unix ns); 0: none
+	handled  atomic.Bool  // Routed ran for the current request
+	timedOut atomic.Bool  // a read deadline passed
+	unread   atomic.Bool  // the request is answered unread: linger on Close
 	once     sync.Once
 }
 
-// Read reads; the first byte of a request starts its header deadline.
+// arm starts a request's deadline at now + RequestTimeout unless one is
+// running.
+func (c *Conn) arm(now time.Time) {
+	if c.l.cfg.RequestTimeout <= 0 || c.reqEnd.Load() != 0 {
+		return
+	}
+	end := now.Add(c.l.cfg.RequestTimeout)
+	c.reqEnd.Store(end.UnixNano())
+	c.Conn.SetReadDeadline(end)
+}
+
+// Read reads; the first byte of a request starts its deadline.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		c.timedOut.Store(true)
 	}
-	if n > 0 && c.busy.CompareAndSwap(false, true) && c.l.cfg.HeaderTimeout > 0 {
-		c.Conn.SetReadDeadline(time.Now().Add(c.l.cfg.HeaderTimeout))
+	if n > 0 && c.busy.CompareAndSwap(false, true) {
+		c.arm(time.Now())
 	}
 	return n, err
 }
 
+// BeginRequest tells the connection that the server starts on its next
+// request: one whose bytes it read along with the one before (pipelined)
+// starts its deadline here, as it read no byte of it. Safe on a nil Conn.
+func (c *Conn) BeginRequest() {
+	if c == nil {
+		return
+	}
+	c.busy.Store(true)
+	c.arm(time.Now())
+}
+
+// SetReadDeadline sets the read deadline, never later than the current
+// request's: the server's own deadlines (Hertz sets one after a
+// keep-alive request's first bytes) cannot extend it.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if end := c.reqEnd.Load(); end != 0 && (t.IsZero() || t.UnixNano() > end) {
+		t = time.Unix(0, end)
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline sets both deadlines, the read one as SetReadDeadline.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// continueAnswer is the interim answer that does not end a request.
+var continueAnswer = []byte("HTTP/1.1 100 ")
+
 // Write writes p within WriteTimeout, or what Config.Unhandled puts in
-// its place.
+// its place. The first write of a final answer ends the request: its
+// deadline stops and the connection is idle.
 func (c *Conn) Write(p []byte) (int, error) {
 	if !c.handled.Load() && c.l.cfg.Unhandled != nil {
 		if q := c.l.cfg.Unhandled(p, c.timedOut.Load()); q != nil {
@@ -154,9 +258,15 @@ func (c *Conn) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 	}
-	c.handled.Store(false)
+	interim := bytes.HasPrefix(p, continueAnswer)
+	if !interim {
+		c.handled.Store(false)
+	}
 	n, err := c.write(p)
-	c.busy.Store(false)
+	if !interim {
+		c.reqEnd.Store(0)
+		c.busy.Store(false)
+	}
 	return n, err
 }
 
@@ -179,6 +289,11 @@ func (c *Conn) Close() error {
 		first = true
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
+		if c.counted {
+			if c.l.source[c.src]--; c.l.source[c.src] <= 0 {
+				delete(c.l.source, c.src)
+			}
+		}
 		c.l.mu.Unlock()
 	})
 	if first && c.unread.Load() {
@@ -206,20 +321,16 @@ const (
 	lingerBytes = 8 << 20
 )
 
-// BeginBody tells the connection that the current request's header was
-// read and routed: the read deadline becomes now + timeout (none for 0).
-// Safe on a nil Conn (requests served without a network, in tests).
-func (c *Conn) BeginBody(timeout time.Duration) {
+// Routed tells the connection that the current request's header was read
+// and routed: what the server writes from now on is its own answer, not
+// Config.Unhandled's to see. The read deadline stays the request's. Safe
+// on a nil Conn (requests served without a network, in tests).
+func (c *Conn) Routed() {
 	if c == nil {
 		return
 	}
 	c.handled.Store(true)
 	c.busy.Store(true)
-	if timeout > 0 {
-		c.Conn.SetReadDeadline(time.Now().Add(timeout))
-	} else {
-		c.Conn.SetReadDeadline(time.Time{})
-	}
 }
 
 // AbandonBody makes every further read fail at once: what is left of the

@@ -51,9 +51,9 @@ type Route struct {
 func Routes(node Node, cfg ServerConfig) []Route {
 	h := &handler{node: node, cfg: cfg}
 	return []Route{
-		{RoutePush, h.authed(h.push)},
-		{RouteNotif, h.authed(h.notif)},
-		{RouteDrop, h.authed(h.drop)},
+		{RoutePush, h.authed(h.push, true)},
+		{RouteNotif, h.authed(h.notif, false)},
+		{RouteDrop, h.authed(h.drop, false)},
 	}
 }
 
@@ -62,17 +62,39 @@ type handler struct {
 	cfg  ServerConfig
 }
 
-func (h *handler) authed(next http.HandlerFunc) http.HandlerFunc {
+// authed serves next to callers with the secret; readsBody says whether
+// next reads the request's body.
+func (h *handler) authed(next http.HandlerFunc, readsBody bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !Authorized(r, h.cfg.Secret) {
 			if h.cfg.Unauthorized != nil {
 				h.cfg.Unauthorized()
 			}
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			refuse(w, "unauthorized", http.StatusUnauthorized)
 			return
+		}
+		if !readsBody && r.ContentLength != 0 {
+			abandonBody(w) // a body this call never reads
 		}
 		next(w, r)
 	}
+}
+
+// refuse answers an error without reading the request's body.
+func refuse(w http.ResponseWriter, msg string, code int) {
+	abandonBody(w)
+	http.Error(w, msg, code)
+}
+
+// abandonBody has the answer written at once and the connection closed
+// after it, what is left of the request's body unread. net/http would
+// otherwise read the rest of the body (up to 256 KiB) before writing the
+// answer, and again before closing: a caller that announced a body and
+// sent none would wait for the read deadline (node-api-header-timeout +
+// node-api-body-timeout) for its 401.
+func abandonBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // Authorized reports whether r may call the API: its bearer token is
@@ -90,7 +112,7 @@ func Authorized(r *http.Request, secret string) bool {
 func uaidParam(w http.ResponseWriter, r *http.Request) ([16]byte, bool) {
 	uaid, ok := protocol.ParseUAID(r.PathValue("uaid"))
 	if !ok {
-		http.Error(w, "invalid uaid", http.StatusBadRequest)
+		refuse(w, "invalid uaid", http.StatusBadRequest)
 	}
 	return uaid, ok
 }
@@ -137,7 +159,7 @@ func (h *handler) notif(w http.ResponseWriter, r *http.Request) {
 func (h *handler) drop(w http.ResponseWriter, r *http.Request) {
 	connectedAt, err := strconv.ParseInt(r.PathValue("connected_at"), 10, 64)
 	if err != nil {
-		http.Error(w, "invalid connected_at", http.StatusBadRequest)
+		refuse(w, "invalid connected_at", http.StatusBadRequest)
 		return
 	}
 	if uaid, ok := uaidParam(w, r); ok {

@@ -127,6 +127,16 @@ type NotifyReport struct {
 	Stalled []StallStage `json:"stalled,omitempty"`
 }
 
+// Quiet is the stage at rate offered without stalls.
+func (n *NotifyReport) Quiet(offered float64) (Stage, bool) {
+	for _, s := range n.Stages {
+		if s.Offered == offered {
+			return s, true
+		}
+	}
+	return Stage{}, false
+}
+
 // StallStage is one rate offered while connections to the push API stall.
 type StallStage struct {
 	Stage
@@ -134,7 +144,7 @@ type StallStage struct {
 	Closed    int                `json:"closed"`          // closed by the endpoint within the limit
 	LimitS    float64            `json:"close_limit_s"`   // the endpoint's timeout + 1 s
 	CloseMaxS float64            `json:"close_max_s"`     // from connect to the endpoint's close
-	Slowest   map[string]float64 `json:"slowest_close_s"` // by where they stalled: header, body, chunk
+	Slowest   map[string]float64 `json:"slowest_close_s"` // by how they stalled: header, header+0, body, chunk, 1 byte/s
 }
 
 // Stage is one offered rate.

@@ -144,14 +144,21 @@ type Config struct {
 	// MinStages run before P99Limit may stop the ladder. Default 3.
 	MinStages int `conf:"min-stages" for:"notify" help:"rates run before -p99-limit may stop the ladder"`
 	// Stalls, when above 0, runs each notify rate a second time while
-	// that many connections to the push API stall (a third each mid-
-	// header, mid-body, mid-chunk), and checks that the endpoint closes
-	// every one within StallTimeout + 1 s. Default 0.
+	// that many connections to the push API stall (a fifth each mid-
+	// header, after a whole header with no body, mid-body, mid-chunk,
+	// and sending its body at one byte a second), and checks that the
+	// endpoint closes every one within StallTimeout + 1 s of connecting.
+	// They come from 127.0.1.x, at most 200 from one address (under the
+	// endpoint's max-connections-per-source). Default 0.
 	Stalls int `conf:"stalls" for:"notify" help:"stalled push API connections held during a second run of each rate (0: none)"`
-	// StallTimeout is the endpoint's header-timeout and body-timeout in a
-	// stall run (autoendpoint's AUTOEND__HEADER_TIMEOUT and BODY_TIMEOUT,
-	// the single-node server's AUTOPUSH__ ones). Default 10s.
-	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's header and body timeouts in a -stalls run"`
+	// StallTimeout is the endpoint's request-timeout in a stall run
+	// (autoendpoint's AUTOEND__REQUEST_TIMEOUT, the single-node server's
+	// AUTOPUSH__REQUEST_TIMEOUT). Default 10s.
+	StallTimeout time.Duration `conf:"stall-timeout" for:"notify" help:"the endpoint's request-timeout in a -stalls run"`
+	// StallP99Factor fails a stall run whose pushes' p99 with the stalls
+	// is above this many times their p99 at the same rate without them.
+	// 0: not judged. Default 2.
+	StallP99Factor float64 `conf:"stall-p99-factor" for:"notify" help:"fail when the p99 with stalls passes this many times the p99 without (0: not judged)"`
 	// Messages is how many pushes stored sends. Default 100,000.
 	Messages int `conf:"messages" for:"stored" help:"pushes sent while the user agents are offline"`
 	// PushRate is the offered push rate of stored, churn, broadcast and
@@ -295,6 +302,7 @@ func Default(scenario string) Config {
 		P99Limit:        50 * time.Millisecond,
 		MinStages:       3,
 		StallTimeout:    10 * time.Second,
+		StallP99Factor:  2,
 		Messages:        100000,
 		PushRate:        1000,
 		Duration:        100 * time.Second,
@@ -369,6 +377,8 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
 	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
 		return errors.New("loadtest: notify: -rates must list positive rates")
+	case c.StallP99Factor < 0:
+		return errors.New("loadtest: notify: -stall-p99-factor must not be negative")
 	case c.Stalls < 0 || c.Stalls > 0 && c.StallTimeout < time.Second:
 		return errors.New("loadtest: notify: -stalls must not be negative, -stall-timeout at least 1s")
 	case c.Scenario == Notify && (c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0 || c.MinStages < 1):

@@ -23,7 +23,7 @@ import (
 
 // ReadyMsg is the message of the line the server logs once it serves:
 // its fields name the addresses (websocket, ws_listen, node_api,
-// push_api, endpoint_url) and the GC target in effect (gogc).
+// push_api, metrics, endpoint_url) and the GC target in effect (gogc).
 const ReadyMsg = "autopush ready"
 
 // SettingsMsg is the message of the line, logged at start, whose
@@ -70,7 +70,7 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	s := &Server{st: st, cfg: cfg, log: log}
 	log.Info(SettingsMsg, "settings", s.InEffect())
 	log.Info(ReadyMsg, "websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
-		"push_api", st.HTTPAddr(), "endpoint_url", st.EndpointURL(), "gogc", gcPercent())
+		"push_api", st.HTTPAddr(), "metrics", st.MetricsAddr(), "endpoint_url", st.EndpointURL(), "gogc", gcPercent())
 	return s, nil
 }
 

@@ -130,6 +130,7 @@ func Config(t testing.TB) stack.Config {
 	cfg.Engine.VersionFile = ""
 	cfg.API.VersionFile, cfg.API.RequestLog = "", false
 	cfg.API.ShutdownTimeout = 5 * time.Second
+	cfg.API.MetricsListen = "127.0.0.1:0"
 	// The outbound sender: its API open to PushAPIKey, its jobs quick,
 	// and its provider on loopback (StartWith points it at a fake Swrve;
 	// nothing listens on port 1).
@@ -375,7 +376,7 @@ func (sub *Subscriber) Receive(t testing.TB) string {
 // the API tier.
 func (s *Stack) Metrics(t testing.TB) (engineText, apiText string) {
 	t.Helper()
-	return get(t, "http://"+s.NodeAddr()+"/metrics"), get(t, s.EndpointURL()+"/metrics")
+	return get(t, "http://"+s.NodeAddr()+"/metrics"), get(t, "http://"+s.MetricsAddr()+"/metrics")
 }
 
 func get(t testing.TB, url string) string {

@@ -84,7 +84,7 @@ func startTiers(t *testing.T) *tiers {
 		}
 	}
 	aenv := storageEnv("AUTOENDPOINT")
-	aenv["AUTOENDPOINT__LISTEN"] = port
+	aenv["AUTOENDPOINT__LISTEN"], aenv["AUTOENDPOINT__METRICS_LISTEN"] = port, "127.0.0.1:0"
 	startTier(t, "autoendpoint", "autoendpoint started", aenv)
 	return &tiers{
 		node: func(extra map[string]string) *proc.Proc {

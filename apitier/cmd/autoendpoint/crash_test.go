@@ -128,7 +128,7 @@ func crashRound(t *testing.T, bin string, store []string, policy string, pushes 
 		t.Fatal(err)
 	}
 	start := func() (*proc.Proc, string) {
-		args := append([]string{"-listen", "127.0.0.1:0",
+		args := append([]string{"-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0",
 			"-crypto-key", "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4=", "-node-secret", "crash-test-secret", "-push-api-keys", "k",
 			"-sender-node", "crash-node", "-sender-interrupted", policy, "-swrve-url", fake.URL(), "-swrve-keys-file", keys,
 			"-swrve-average-latency", "2s", "-swrve-timeout", "10s", "-sender-queue-capacity", strconv.Itoa(pushes + 1000),

@@ -251,6 +251,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"connect-listen":  ws,
 		"router-listen":   node,
 		"endpoint-listen": api,
+		"metrics-listen":  et.FreeAddr(t),
 		"endpoint-url":    "http://" + api,
 		"node-url":        "http://" + node,
 		"node-secret":     hex.EncodeToString(secret),
@@ -281,6 +282,8 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"megaphone-api-token":     probeMegaphoneToken,
 		// Small, so that check can pass it.
 		"msg-limit": "3",
+		// Not the source the check's requests come from (127.0.0.1).
+		"per-source-exempt": "127.0.0.250/32,10.9.0.0/16",
 	}
 	if def := describeDefault("sender-interrupted"); def == "resend" {
 		strs["sender-interrupted"] = "fail"
@@ -433,7 +436,7 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 	}
 	// The listeners and URLs, as the server reports and serves them.
 	for field, want := range map[string]string{"ws_listen": v["connect-listen"], "node_api": v["router-listen"],
-		"push_api": v["endpoint-listen"], "endpoint_url": v["endpoint-url"]} {
+		"push_api": v["endpoint-listen"], "metrics": v["metrics-listen"], "endpoint_url": v["endpoint-url"]} {
 		if p.Field(field) != want {
 			t.Errorf("ready line %s = %q, want %q", field, p.Field(field), want)
 		}
@@ -500,10 +503,13 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 	if code := et.NodeCall(t, http.MethodPut, "http://"+v["router-listen"]+uaidPath, "", v["node-secret"]); code == http.StatusUnauthorized {
 		t.Errorf("node API with node-secret: 401")
 	}
-	// One /metrics for both tiers, on the push API.
-	if code, body := get(t, v["endpoint-url"]+"/metrics", ""); code != 200 ||
+	// One /metrics for both tiers, on metrics-listen, not the push API.
+	if code, body := get(t, "http://"+v["metrics-listen"]+"/metrics", ""); code != 200 ||
 		!strings.Contains(body, "autoconnect_hellos_total 1") || !strings.Contains(body, "autoendpoint_") {
 		t.Errorf("/metrics: %d, want both tiers' series (the hello counted)", code)
+	}
+	if code, _ := get(t, v["endpoint-url"]+"/metrics", ""); code != http.StatusNotFound {
+		t.Errorf("/metrics on the push API: %d, want 404", code)
 	}
 	for _, path := range []string{"/__heartbeat__", "/__lbheartbeat__", "/health", "/status"} {
 		if code, body := get(t, v["endpoint-url"]+path, ""); code != 200 {
@@ -539,7 +545,7 @@ func (r *probeRun) checkBroadcasts(t *testing.T) {
 // left of those it had.
 func (r *probeRun) noConnection(t *testing.T) {
 	t.Helper()
-	url := r.vals["endpoint-url"] // its /metrics has the node's series
+	url := "http://" + r.vals["metrics-listen"] // its /metrics has the node's series
 	et.Eventually(t, et.Patience, "the node to close every connection", func() bool {
 		v, ok := et.Metric(t, url, "autoconnect_connections")
 		return ok && v == 0
@@ -601,7 +607,7 @@ func (r *probeRun) checkMsgLimit(t *testing.T, c *et.Client, uaid, chid, endpoin
 func minimal(t *testing.T, dir string) map[string]string {
 	api := et.FreeAddr(t)
 	return map[string]string{"connect-listen": et.FreeAddr(t), "router-listen": et.FreeAddr(t), "endpoint-listen": api,
-		"endpoint-url": "http://" + api, "data-dir": filepath.Join(dir, "store")}
+		"endpoint-url": "http://" + api, "data-dir": filepath.Join(dir, "store"), "metrics-listen": et.FreeAddr(t)}
 }
 
 // TestCryptoKeyFile: through each source, crypto-key-file makes a key on

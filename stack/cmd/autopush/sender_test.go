@@ -61,7 +61,7 @@ func TestSenderInTheServer(t *testing.T) {
 	})
 
 	metrics := func() map[string]float64 {
-		m, err := promtext.Scrape(ctx, nil, base+"/metrics")
+		m, err := promtext.Scrape(ctx, nil, "http://"+vals["metrics-listen"]+"/metrics")
 		et.Must(t, err, "scrape /metrics")
 		return m
 	}

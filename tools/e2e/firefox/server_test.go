@@ -49,7 +49,7 @@ func (d *server) start(t *testing.T, ws string) {
 	t.Helper()
 	d.starts++
 	cmd := exec.Command(d.bin, "-data-dir", filepath.Join(d.dataDir, "store"), "-crypto-key-file", filepath.Join(d.dataDir, "crypto_key"),
-		"-connect-listen", ws, "-router-listen", d.node, "-endpoint-listen", d.http,
+		"-connect-listen", ws, "-router-listen", d.node, "-endpoint-listen", d.http, "-metrics-listen", "127.0.0.1:0",
 		"-endpoint-url", d.endpointURL, "-drain-window", "1s", "-log-level", "debug")
 	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: single.ReadyMsg}) // gone with the test binary
 	if err != nil {
