@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-bench bridge-bench
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-bench bridge-bench drain-loop
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 
 sender-cluster: ## two sender nodes on one Cassandra keyspace, 10,000 pushes, each sent once (~5 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh sender-cluster
+
+drain-loop: ## SIGTERM the single-node server while pushes and acks flow, restart, reconnect: 20 rounds on each backend, nothing answered 201 lost, nothing acked delivered again (~2 min; starts Cassandra when CQL_HOSTS is unset)
+	bash tools/test.sh drain-loop
 
 sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s against a fake Swrve with the seed's latency; report in loadtest/out (~4 min)
 	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLAGS)

@@ -11,6 +11,8 @@
 #   tools/test.sh sender-cluster  two sender nodes on one keyspace, 10,000
 #                               pushes each received once (make test runs
 #                               the same test with 1,500)
+#   tools/test.sh drain-loop    SIGTERM during pushes and acks, 20 rounds on
+#                               each backend (make test runs 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
@@ -55,6 +57,12 @@ fi
 if [ "$mode" = sender-cluster ]; then
 	SENDER_CLUSTER_PUSHES=${SENDER_CLUSTER_PUSHES:-10000} go test -count=1 -v -timeout 30m \
 		-run '^TestTwoNodesEachPushOnce$' ./apitier/sender/ 2>&1 | grep -v ' WARN '
+	exit "${PIPESTATUS[0]}"
+fi
+
+if [ "$mode" = drain-loop ]; then
+	AUTOPUSH_DRAIN_ROUNDS=${AUTOPUSH_DRAIN_ROUNDS:-20} go test -count=1 -v -timeout 30m \
+		-run '^TestDrainLoop$' ./stack/cmd/autopush/ 2>&1 | grep -a -E '^\s*(--- |drain_test\.go|ok |FAIL|PASS$)'
 	exit "${PIPESTATUS[0]}"
 fi
 
