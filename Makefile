@@ -52,7 +52,7 @@ bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 sender-cluster: ## two sender nodes on one Cassandra keyspace, 10,000 pushes, each sent once (~5 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh sender-cluster
 
-drain-loop: ## SIGTERM the single-node server while pushes and acks flow, restart, reconnect: 20 rounds on each backend, nothing answered 201 lost, nothing acked delivered again (~2 min; starts Cassandra when CQL_HOSTS is unset)
+drain-loop: ## SIGTERM the single-node server while pushes and acks flow, restart, reconnect: 20 rounds on each backend, nothing answered 201 lost, nothing acked delivered again (~3 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh drain-loop
 
 sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s against a fake Swrve with the seed's latency; report in loadtest/out (~4 min)
