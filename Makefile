@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench bridge-bench
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench bridge-bench drain-loop
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -55,10 +55,13 @@ sender-cluster: ## two, then three sender nodes on one Cassandra keyspace sharin
 sender-crash: ## SIGKILL autoendpoint mid-stream and restart, 3 rounds of 6,000 pushes per backend and policy, counted at the provider (~10 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh sender-crash
 
+drain-loop: ## SIGTERM the single-node server while pushes and acks flow, restart, reconnect: 20 rounds on each backend, nothing answered 201 lost, nothing acked delivered again (~3 min; starts Cassandra when CQL_HOSTS is unset)
+	bash tools/test.sh drain-loop
+
 sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s against a fake Swrve with the seed's latency; report in loadtest/out (~4 min)
 	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLAGS)
 
-bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones at 500/s for 80 s, FCM paced at 300/s against a fake FCM (~3 min)
+bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones at 500/s for 80 s, FCM paced at 250/s under a 300/s limit against a fake FCM (~3 min)
 	$(GO) run ./loadtest/cmd/loadtest sender -provider fcm -provider-latency 80ms -average-latency 500ms $(BRIDGE_FLAGS)
 
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md

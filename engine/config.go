@@ -49,8 +49,10 @@ type Config struct {
 	// PingInterval: the server sends a websocket ping after this much
 	// inbound silence. Default 5m.
 	PingInterval time.Duration `conf:"ping-interval" help:"send a websocket ping after this much client silence"`
-	// PongTimeout: no frame within it after our ping closes. Default 30s.
-	PongTimeout time.Duration `conf:"pong-timeout" help:"close when nothing answers a ping within this"`
+	// PongTimeout: no frame within it after our ping closes. A drain also
+	// waits this long after its last 1001 close for the clients' answers
+	// (Drain). Default 30s.
+	PongTimeout time.Duration `conf:"pong-timeout" help:"close when nothing answers a ping (or a drain's close) within this"`
 	// MinClientPing: client pings more often than this are abusive and
 	// close the connection with 4774. Default 45s (Firefox pings about
 	// every 30 minutes).

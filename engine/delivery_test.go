@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -367,10 +368,55 @@ func TestDrainStoresUnacked(t *testing.T) {
 	if code := c.ExpectClose(); code != 1001 {
 		t.Fatalf("drain close %d, want 1001", code)
 	}
+	c.AnswerClose()
 	et.Must(t, <-done, "drain")
 	ms, err := store.TimestampMessages(context.Background(), parseUAID(t, uaid), 0, 10)
 	if err != nil || len(ms) != 1 || ms[0].Version != "in-flight" || ms[0].Data != "ZGF0YQ" {
 		t.Fatalf("after drain: %+v %v", ms, err)
+	}
+}
+
+// TestDrainReadsAcksSentAfterItsClose: the acks a client sends after the
+// drain's 1001 close frame left the node, and before its own close frame
+// answers it (acks crossing the close on the wire), count: the acked
+// stored message is deleted and the acked direct one is not stored by the
+// leave; only the unacked direct one is. Closing the socket right after
+// the close frame dropped such acks, and the restarted node delivered
+// those messages again (issue 20).
+func TestDrainReadsAcksSentAfterItsClose(t *testing.T) {
+	store := newStore(t)
+	srv, err := engine.New(et.Config(), store, nil)
+	et.Must(t, err, "new")
+	et.Must(t, srv.Start(), "start")
+	c, uaid, chid := connected(t, srv)
+	c.Leave()
+	u := parseUAID(t, uaid)
+	et.Must(t, store.SaveMessage(context.Background(), u, storedMessage(chid, "stored", "", 600)), "save")
+	c = et.Dial(t, srv.Addr())
+	c.Hello(uaid)
+	wantNotification(t, c, chid, "stored", "c3RvcmVk")
+	for _, v := range []string{"acked", "unacked"} {
+		if code := et.Push(t, srv, uaid, et.Notification(chid, v, "ZGF0YQ"), ""); code != http.StatusOK {
+			t.Fatalf("push %s: %d", v, code)
+		}
+		wantNotification(t, c, chid, v, "ZGF0YQ")
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Drain(context.Background()) }()
+	if code := c.ExpectClose(); code != 1001 {
+		t.Fatalf("drain close %d, want 1001", code)
+	}
+	c.Ack(chid, "stored")
+	c.Ack(chid, "acked")
+	c.AnswerClose()
+	et.Must(t, <-done, "drain")
+	ms, err := store.TimestampMessages(context.Background(), u, 0, 10)
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.Version)
+	}
+	if err != nil || !slices.Equal(got, []string{"unacked"}) {
+		t.Fatalf("stored after the drain: %v %v, want only the unacked direct message", got, err)
 	}
 }
 

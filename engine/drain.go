@@ -10,16 +10,24 @@ import (
 //
 //  1. new upgrades get 503, /__lbheartbeat__ fails (the load balancer stops
 //     sending clients), direct deliveries get 503 (endpoints store) and
-//     autoconnect_draining reads 1 (the node API serves it until step 3);
-//  2. registered clients are closed with 1001 in random order, spread over
-//     DrainWindow, so they do not all reconnect elsewhere at once; each
-//     close stores the client's unacked direct notifications (leave);
-//  3. the listeners stop and the queued storage work completes.
+//     autoconnect_draining reads 1 (the node API serves it until step 4);
+//  2. registered clients are sent the 1001 close in random order, spread
+//     over DrainWindow, so they do not all reconnect elsewhere at once;
+//  3. each connection stays open until the client answers with its own
+//     close frame: the acks it sent before it read ours are read and
+//     count (their deletes done before the connection closes), so nothing
+//     it acked is stored again or left stored. A client that has not
+//     answered PongTimeout after the last 1001 is dropped. Each close
+//     stores the client's unacked direct notifications (leave);
+//  4. the listeners stop and the queued storage work (deletes, leaves)
+//     completes before Drain returns.
 //
-// Nothing answered 201 to an application server is lost. A SIGKILL, by
-// contrast, loses the direct notifications written to clients and not yet
-// acked: the endpoint got 200 from this node for them and did not store
-// them (at most MaxUnacked per client).
+// Nothing answered 201 to an application server is lost, and nothing a
+// client acked before it answered the close comes back
+// (stack/cmd/autopush TestDrainLoop). A SIGKILL, by contrast, loses the
+// direct notifications written to clients and not yet acked: the endpoint
+// got 200 from this node for them and did not store them (at most
+// MaxUnacked per client).
 func (srv *Server) Drain(ctx context.Context) error {
 	srv.env.Draining.Store(true)
 	var list []*conn
@@ -44,7 +52,8 @@ func (srv *Server) Drain(ctx context.Context) error {
 		}
 		srv.onLoop(cn, cn.s.Shutdown)
 	}
-	for srv.registry.len() > 0 && ctx.Err() == nil {
+	answered := time.Now().Add(srv.cfg.PongTimeout)
+	for srv.registry.len() > 0 && ctx.Err() == nil && time.Now().Before(answered) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return srv.Close()

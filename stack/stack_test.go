@@ -92,9 +92,9 @@ func TestWiring(t *testing.T) {
 	}
 }
 
-// TestShutdownDrains: Shutdown closes clients with 1001 and stores the
-// direct message they had not acked; a second call returns the first's
-// result.
+// TestShutdownDrains: Shutdown closes clients with 1001 and, once the
+// client answers the close, stores the direct message it had not acked; a
+// second call returns the first's result.
 func TestShutdownDrains(t *testing.T) {
 	st := stacktest.Start(t)
 	sub := st.Subscribe(t, "")
@@ -106,11 +106,14 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := st.Shutdown(ctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
+	done := make(chan error, 1)
+	go func() { done <- st.Shutdown(ctx) }()
 	if code := sub.ExpectClose(); code != ws.StatusGoingAway {
 		t.Fatalf("close code %d, want 1001", code)
+	}
+	sub.AnswerClose() // as Firefox does: the node waits for it
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
 	}
 	if n := len(st.Stored(t, sub.UAID)); n != 1 {
 		t.Fatalf("%d messages stored by the drain, want the unacked one", n)

@@ -14,6 +14,8 @@
 #   tools/test.sh sender-crash  autoendpoint SIGKILLed mid-stream and restarted,
 #                               3 rounds of 6,000 pushes per backend and
 #                               policy (make test: 1 round of 1,500)
+#   tools/test.sh drain-loop    SIGTERM during pushes and acks, 20 rounds on
+#                               each backend (make test runs 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
@@ -63,6 +65,12 @@ fi
 if [ "$mode" = sender-crash ]; then
 	SENDER_CRASH_ROUNDS=${SENDER_CRASH_ROUNDS:-3} SENDER_CRASH_PUSHES=${SENDER_CRASH_PUSHES:-6000} go test -count=1 -v -timeout 60m \
 		-run '^TestCrashMidStream$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
+	exit "${PIPESTATUS[0]}"
+fi
+
+if [ "$mode" = drain-loop ]; then
+	AUTOPUSH_DRAIN_ROUNDS=${AUTOPUSH_DRAIN_ROUNDS:-20} go test -count=1 -v -timeout 30m \
+		-run '^TestDrainLoop$' ./stack/cmd/autopush/ 2>&1 | grep -a -E '^\s*(--- |drain_test\.go|ok |FAIL|PASS$)'
 	exit "${PIPESTATUS[0]}"
 fi
 

@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -130,16 +131,27 @@ func (c *Client) SendRaw(text string) {
 // SendFrame sends one masked frame of any opcode.
 func (c *Client) SendFrame(op ws.OpCode, payload []byte) {
 	c.t.Helper()
-	f := ws.MaskFrameInPlace(ws.NewFrame(op, true, append([]byte(nil), payload...)))
-	if err := ws.WriteFrame(c.conn, f); err != nil {
+	if err := writeFrame(c.conn, op, payload); err != nil {
 		c.t.Fatalf("send: %v", err)
 	}
+}
+
+// writeFrame writes one masked frame in one write, as a browser does:
+// ws.WriteFrame writes the header and the payload apart, and a reset
+// arriving between the two would fail a frame that was half sent.
+func writeFrame(conn net.Conn, op ws.OpCode, payload []byte) error {
+	var b bytes.Buffer
+	if err := ws.WriteFrame(&b, ws.MaskFrameInPlace(ws.NewFrame(op, true, append([]byte(nil), payload...)))); err != nil {
+		return err
+	}
+	_, err := conn.Write(b.Bytes())
+	return err
 }
 
 // TrySendFrame is SendFrame returning the write error instead of failing.
 func (c *Client) TrySendFrame(op ws.OpCode, payload []byte) error {
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	return ws.WriteFrame(c.conn, ws.MaskFrameInPlace(ws.NewFrame(op, true, append([]byte(nil), payload...))))
+	return writeFrame(c.conn, op, payload)
 }
 
 // Send sends v as JSON.
@@ -215,6 +227,28 @@ func (c *Client) ExpectClose() ws.StatusCode {
 			c.t.Fatalf("waiting for close: %v", err)
 		}
 		c.t.Logf("message before close: %s", text)
+	}
+}
+
+// AnswerClose answers the node's close frame (after Next returned
+// ErrClosed, or ExpectClose) as Firefox does: a close frame back, then
+// reading until the node closes the connection. A draining node reads
+// everything sent before this answer, acks included, and closes the
+// connection once it has it (docs/protocol.md, Draining).
+func (c *Client) AnswerClose() {
+	c.t.Helper()
+	c.SendFrame(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+	for {
+		_, _, err := c.Next(Patience)
+		if err == nil || errors.Is(err, ErrClosed) {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.t.Fatalf("answered the close: the node did not close the connection: %v", err)
+		}
+		c.conn.Close()
+		return
 	}
 }
 

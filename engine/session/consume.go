@@ -131,6 +131,10 @@ func (s *Session) message(x *Ctx, msg ws.Message) {
 	if s.leaving() {
 		return // the client closed: nothing it sends after counts
 	}
+	if s.state == stGoingAway {
+		s.goingAway(x, msg)
+		return
+	}
 	switch msg.Op {
 	case ws.OpText:
 		s.text(x, msg.Payload)
@@ -142,6 +146,23 @@ func (s *Session) message(x *Ctx, msg ws.Message) {
 		// lastRead was refreshed by the frame itself.
 	case ws.OpClose:
 		s.clientClose(x)
+	}
+}
+
+// goingAway reads what a client sends after the node's 1001 close
+// (Shutdown): its acks, sent before it read that close, and its close
+// frame, which ends the connection once the acked messages are deleted.
+// Nothing else is answered: no frame may follow our close.
+func (s *Session) goingAway(x *Ctx, msg ws.Message) {
+	switch msg.Op {
+	case ws.OpClose:
+		s.clientClose(x)
+	case ws.OpText:
+		m := clientMessages.Get().(*protocol.ClientMessage)
+		defer clientMessages.Put(m)
+		if protocol.DecodeClient(msg.Payload, m) == nil && m.Type == protocol.MsgAck {
+			s.ack(x, m)
+		}
 	}
 }
 
@@ -206,11 +227,21 @@ func (s *Session) Tick(x *Ctx) {
 	case stAnswering:
 		x.Out = ws.AppendHTTPResponse(x.Out, 503, "storage did not answer in time\n", "Retry-After", "30")
 		s.fail(x, "hello_timeout", ws.StatusPolicyViolation, "")
+	case stGoingAway:
+		// No ping may follow the node's close: a client silent for the
+		// keepalive interval is dropped (the node bounds the wait anyway:
+		// engine.Drain). The acks it sent were read; their deletes end
+		// within the storage timeout whatever happens to the connection.
+		if s.pingOut || idle >= cfg.PingInterval.Milliseconds() {
+			s.abort(x)
+		} else {
+			x.schedule(now.Add(cfg.PingInterval - time.Duration(idle)*time.Millisecond))
+		}
 	case stHelloing, stReady:
 		switch {
 		case s.leaving():
-			// Only the close answer is written now; the deletes it waits
-			// for end within the storage timeout.
+			// Only the close answer is written now; the deletes and the
+			// read it waits for end within the storage timeout.
 		case s.pingOut:
 			// Any inbound frame clears pingOut, and this deadline was set
 			// PongTimeout after the ping: nothing answered.

@@ -32,8 +32,8 @@ type flow struct {
 	// being dropped for passing it (msglimit.go).
 	fromStorage int
 	dropping    bool
-	// closeAsked: the client sent its close frame while acked messages
-	// were still being deleted; the answer waits for them (clientClose).
+	// closeAsked: the client sent its close frame; the answer waits for
+	// what its acks started (clientClose).
 	closeAsked bool
 }
 
@@ -136,12 +136,22 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 	if r.Err != nil {
 		// Nothing is lost: the messages stay stored for the next check.
 		x.Log.Warn("storage check failed", "error", r.Err, "uaid", protocol.FormatUAID(s.uaid))
+		if f.closeAsked {
+			s.closeWith(x, ws.StatusNormalClosure, "")
+			return
+		}
 		s.idle()
 		return
 	}
 	f.more = r.More
 	now := x.Now()
 	if s.overLimit(x, f, r, now) {
+		return
+	}
+	if f.closeAsked {
+		// Read for the limit only: the client is leaving, the page stays
+		// stored for its next connection.
+		s.closeWith(x, ws.StatusNormalClosure, "")
 		return
 	}
 	sentAt := x.monoNanos(now) // the page's writes are back to back: one stamp
@@ -208,8 +218,8 @@ func (f *flow) find(chid, version string) int {
 func (s *Session) deleteDone(x *Ctx) {
 	if f := s.flow; f != nil {
 		f.deleting--
-		if f.closeAsked && f.deleting == 0 {
-			s.closeWith(x, ws.StatusNormalClosure, "")
+		if f.closeAsked {
+			s.answerClose(x)
 			return
 		}
 		s.drained(x)
@@ -217,22 +227,50 @@ func (s *Session) deleteDone(x *Ctx) {
 }
 
 // leaving reports that the client sent its close frame and the answer
-// waits for deletes: nothing more is written to it but that answer.
+// waits (clientClose): nothing more is written to it but that answer.
 func (s *Session) leaving() bool { return s.flow != nil && s.flow.closeAsked }
 
-// clientClose answers the client's close frame. While messages it acked
-// are still being deleted the answer waits for the deletes (each bounded
-// by the storage timeout): a client that reconnects once its close is
-// answered, to another node perhaps, must not read back what it acked,
-// and the node that will read for it cannot wait for this one's deletes.
+// clientClose answers the client's close frame once what its acks started
+// is done, as the reference finishes an ack before it reads the close:
+//   - the deletes of the messages it acked (each bounded by the storage
+//     timeout): a client that reconnects once its close is answered, to
+//     another node perhaps, must not read back what it acked, and the node
+//     that will read for it cannot wait for this one's deletes;
+//   - with a msg-limit, the stored page those acks made owed: it is read
+//     and counted against the limit (msglimit.go), not sent, so a client
+//     cannot escape the limit by closing as soon as it acked.
+//
 // Meanwhile nothing more is sent to it: deliveries are busy (the endpoint
-// stores them) and no stored page is read.
+// stores them) and its input is ignored. Going away (Shutdown) only the
+// deletes are waited for.
 func (s *Session) clientClose(x *Ctx) {
-	if f := s.flow; f != nil && f.deleting > 0 && s.state == stReady {
+	if f := s.flow; f != nil && (s.state == stReady || s.state == stGoingAway) {
 		f.closeAsked = true
+		s.answerClose(x)
 		return
 	}
 	s.closeWith(x, ws.StatusNormalClosure, "")
+}
+
+// answerClose answers a held close frame (clientClose) unless something it
+// waits for still runs; when the acks owe a page under a msg-limit, it
+// reads that page first (checkDone then answers).
+func (s *Session) answerClose(x *Ctx) {
+	f := s.flow
+	if s.state == stGoingAway {
+		if f.deleting == 0 {
+			s.closeWith(x, ws.StatusNormalClosure, "")
+		}
+		return
+	}
+	limit := x.Config.MsgLimit > 0
+	switch {
+	case f.deleting > 0 || f.dropping || f.checking && limit:
+	case limit && len(f.unacked) == 0 && (f.more || f.recheck):
+		s.check(x)
+	default:
+		s.closeWith(x, ws.StatusNormalClosure, "")
+	}
 }
 
 // drained continues the storage drain once nothing is in flight: move the

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +32,14 @@ type fuzzModel struct {
 	// must never repeat a version the client was sent; helloed once the
 	// hello reply went out.
 	fanout, helloed bool
+	// frameClosed: a close frame was written (the node's, or its answer
+	// to the client's); clientClosed: the client sent its close frame.
+	frameClosed, clientClosed bool
+	// owed: the last read found a full page and no read was asked since:
+	// once all it sent is acked and deleted, the next page is owed (and,
+	// with a msg-limit, must be read before the client's close is
+	// answered).
+	owed bool
 }
 
 // FuzzSession drives a session with a sequence of inputs (client bytes and
@@ -41,6 +50,11 @@ type fuzzModel struct {
 // MaxUnacked notifications in flight, and gives every one back on Close;
 // never asks to register the nil UUID, and never lets the user's channels
 // pass MaxChannels by more than the registers it lets wait for storage.
+// Once a close frame is written nothing more is, and only deletes are
+// asked; an ack the session reads while registered, the drain's close
+// sent or not, asks the delete of every stored message it names; the
+// client's close is never answered while the deletes of its acks run or,
+// with the msg-limit, while the page they made owed is unread.
 func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 1, 2, 0, 1, 5, 3, 1, 1, 6, 4, 9})
 	f.Add([]byte{0, 0, 1, 1, 3, 0, 5, 0, 3, 2, 1, 6, 1, 6, 3, 0, 3, 0, 9, 1})
@@ -50,6 +64,11 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 0, 3, 0, 3, 8, 1, 5, 3, 0, 3, 8, 3, 0, 3, 0})
 	f.Add([]byte{1, 18, 3, 0, 3, 1})
 	f.Add([]byte{1, 19})
+	// A full page acked, the client's close at once, the deletes, the
+	// owed read (over the limit: the drop).
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 6, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 3, 6, 3, 0})
+	// The drain's close, then the client's ack and its close.
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 6, 7, 2, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 4, 20})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		h := newHarness(t, func(c *Config) {
 			c.MaxUnacked, c.MessagePage, c.MaxMessageSize, c.MsgLimit, c.MaxChannels = 3, 4, 1024, 5, 3
@@ -90,7 +109,7 @@ func (m *fuzzModel) apply(op, arg byte) {
 		m.consume(req[:cut])
 		m.consume(req[cut:])
 	case 1:
-		m.consume(m.clientInput(arg))
+		m.client(arg)
 	case 2:
 		m.versions++
 		n := protocol.Notification{ChannelID: uuid.NewString(), Version: fmt.Sprint("direct-", m.versions), TTL: int64(arg % 3 * 30),
@@ -132,6 +151,28 @@ func (m *fuzzModel) apply(op, arg byte) {
 			m.closing = true
 			if n := h.env.InFlight.Load(); n != 0 {
 				h.t.Fatalf("Close left %d in flight", n)
+			}
+		}
+	}
+}
+
+// client feeds the client frame chosen by arg. An ack of every stored
+// message sent, read while the session is registered and neither side
+// closed the connection, must ask each one's delete.
+func (m *fuzzModel) client(arg byte) {
+	h := m.h
+	counts := (h.s.state == stReady || h.s.state == stGoingAway) && !h.s.leaving() && !m.closing &&
+		(h.s.asm == nil || !h.s.asm.Fragmented())
+	m.consume(m.clientInput(arg))
+	switch arg % 21 {
+	case 14:
+		m.clientClosed = true
+	case 5, 6:
+		if counts && !h.close {
+			for v, k := range m.sent {
+				if !m.deleted[k] {
+					h.t.Fatalf("ack of %s read in state %d: no delete asked", v, h.s.state)
+				}
 			}
 		}
 	}
@@ -252,6 +293,9 @@ func (m *fuzzModel) answer(arg byte) {
 		}
 	}
 	m.step(func(x *Ctx) { h.s.Done(x, r) })
+	if j.Kind == JobCheck && h.s.state == stReady && !m.closing {
+		m.owed = r.Err == nil && r.More && !slices.ContainsFunc(h.jobs, func(j Job) bool { return j.Kind == JobDrop })
+	}
 	for _, n := range h.messagesIfAny() {
 		if v, _ := n["version"].(string); n["messageType"] == "notification" && pageKeys[v] != (storage.MessageKey{}) {
 			m.sent[v] = pageKeys[v]
@@ -273,7 +317,7 @@ func (m *fuzzModel) consume(b []byte) {
 // step runs one transition and checks the invariants on its effects.
 func (m *fuzzModel) step(fn func(x *Ctx)) {
 	h := m.h
-	closedBefore := m.closing
+	closedBefore, frameBefore := m.closing, m.frameClosed
 	h.step(fn)
 	if h.s.Closed() {
 		m.closing = true
@@ -281,11 +325,18 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 	if closedBefore && (len(h.out) > 0 || len(h.jobs) > 0) {
 		h.t.Fatalf("after the close: wrote %q, asked %+v", h.out, h.jobs)
 	}
+	if frameBefore && (len(h.out) > 0 || slices.ContainsFunc(h.jobs, func(j Job) bool { return j.Kind != JobDelete })) {
+		h.t.Fatalf("after a close frame: wrote %q, asked %+v", h.out, h.jobs)
+	}
 	if !bytes.HasPrefix(h.out, []byte("HTTP/1.1 ")) {
 		frames := h.frames()
 		for i, f := range frames {
 			if f.Header.OpCode == gws.OpClose && i != len(frames)-1 {
 				h.t.Fatalf("frames after a close frame: %q", h.out)
+			}
+			if f.Header.OpCode == gws.OpClose {
+				m.frameClosed = true
+				m.checkCloseAnswer(f.Payload)
 			}
 		}
 		m.checkBroadcasts()
@@ -297,6 +348,9 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 		}
 	}
 	for _, j := range h.jobs {
+		if j.Kind == JobCheck {
+			m.owed = false
+		}
 		if j.Kind == JobRegister {
 			if j.CHID == ([16]byte{}) {
 				h.t.Fatalf("register job for the nil UUID")
@@ -321,6 +375,23 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 	}
 	if h.close {
 		m.closing = true
+	}
+}
+
+// checkCloseAnswer checks a plain 1000 close written after the client's
+// close frame (its answer): no delete of an acked message still runs and,
+// with a msg-limit, no page is owed with everything acked.
+func (m *fuzzModel) checkCloseAnswer(payload []byte) {
+	h := m.h
+	code, reason := gws.ParseCloseFrameData(payload)
+	if code != gws.StatusNormalClosure || reason != "" || !m.clientClosed {
+		return
+	}
+	if slices.ContainsFunc(m.queue, func(j Job) bool { return j.Kind == JobDelete }) {
+		h.t.Fatalf("the client's close answered with a delete still running")
+	}
+	if h.env.Config.MsgLimit > 0 && m.owed && h.env.InFlight.Load() == 0 {
+		h.t.Fatalf("the client's close answered with a page owed and unread (msg-limit %d)", h.env.Config.MsgLimit)
 	}
 }
 

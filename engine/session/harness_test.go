@@ -240,6 +240,19 @@ func (h *harness) closedWith(code ws.StatusCode) {
 	}
 }
 
+// wentAway checks the last transition sent the node's 1001 close frame
+// and keeps the connection open for the client's answer (Shutdown).
+func (h *harness) wentAway() {
+	h.t.Helper()
+	fs := h.frames()
+	if len(fs) == 0 || fs[len(fs)-1].Header.OpCode != gws.OpClose {
+		h.t.Fatalf("no close frame in %q", h.out)
+	}
+	if got, _ := gws.ParseCloseFrameData(fs[len(fs)-1].Payload); got != ws.StatusGoingAway || h.close || h.s.state != stGoingAway {
+		h.t.Fatalf("closed with %d (close asked: %v, state %d), want 1001 and the connection open", got, h.close, h.s.state)
+	}
+}
+
 // counter reads a session counter by its field name in MetricNames.
 func (h *harness) counter(field string) uint64 {
 	return h.set.GetOrCreateCounter("session_test_" + strings.ToLower(field)).Get()

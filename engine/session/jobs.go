@@ -93,6 +93,13 @@ func (s *Session) Done(x *Ctx, r *Result) {
 	switch {
 	case s.state >= stClosing:
 		return
+	case s.state == stGoingAway:
+		// Nothing more is written: only the deletes the client's close
+		// waits for still matter (goingAway).
+		if r.Job.Kind == JobDelete {
+			s.deleteDone(x)
+		}
+		return
 	case r.Job.Kind == JobHealth:
 		if s.state == stAnswering {
 			s.healthDone(x, r)

@@ -12,6 +12,7 @@ const (
 	stHello                  // websocket open, waiting for hello
 	stHelloing               // hello accepted, storage work in flight
 	stReady                  // registered: messages and deliveries flow
+	stGoingAway              // the node's 1001 close is sent: acks and the client's close are read, nothing is written
 	stAnswering              // plain HTTP on the public port: answering once storage has (http.go)
 	stClosing                // close frame sent, input ignored
 	stClosed                 // the connection closed (Close ran)
@@ -89,7 +90,9 @@ func (s *Session) closeWith(x *Ctx, code ws.StatusCode, reason string) {
 	if s.state >= stClosing {
 		return
 	}
-	if s.state != stUpgrade && s.state != stAnswering {
+	// Before the upgrade and on plain HTTP there is no websocket; going
+	// away, the close frame is sent already.
+	if s.state != stUpgrade && s.state != stAnswering && s.state != stGoingAway {
 		x.Out = ws.AppendClose(x.Out, code, reason)
 	}
 	s.abort(x)
@@ -136,5 +139,20 @@ func (s *Session) Overloaded(x *Ctx) {
 	s.fail(x, "storage", ws.StatusTryAgainLater, "server overloaded")
 }
 
-// Shutdown closes a registered client because the node is draining.
-func (s *Session) Shutdown(x *Ctx) { s.closeWith(x, ws.StatusGoingAway, "server shutting down") }
+// Shutdown closes a registered client because the node is draining. A
+// ready client is sent the 1001 close frame and the connection stays open
+// until the client's close frame answers it: the acks it sent before it
+// read ours are read and count (goingAway). Closing the socket at once
+// would drop them, and those messages would come back after the restart
+// (docs/protocol.md, Draining). The node bounds the wait (engine.Drain).
+func (s *Session) Shutdown(x *Ctx) {
+	switch {
+	case s.state != stReady:
+		s.closeWith(x, ws.StatusGoingAway, "server shutting down")
+	case s.leaving():
+		// The client's own close is answered once what it waits for ends.
+	default:
+		x.Out = ws.AppendClose(x.Out, ws.StatusGoingAway, "server shutting down")
+		s.state = stGoingAway
+	}
+}

@@ -137,7 +137,7 @@ func TestHelloFailures(t *testing.T) {
 		if ms := h.frames(); len(ms) != 2 || ms[0].Header.OpCode != gws.OpText {
 			t.Fatalf("want the hello reply then a close: %q", h.out)
 		}
-		h.closedWith(ws.StatusGoingAway)
+		h.wentAway()
 		if !h.s.Registered() {
 			t.Fatal("a hello closed by the drain must still leave (clear its node_id)")
 		}
