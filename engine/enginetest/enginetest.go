@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,14 +89,49 @@ type Client struct {
 // FreeAddr reserves a loopback port and releases it: for a listener the
 // caller must name before it starts (a process's flag, or an endpoint URL
 // and so the VAPID audience).
+//
+// The port is drawn below the kernel's ephemeral range, which every
+// outgoing connection and every listener on port 0 draws from: between
+// the release and the caller's listen, only another FreeAddr picking the
+// same port at random could take it, not the machine's other traffic (a
+// port in the range was taken so under make test-stress: "address already
+// in use").
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	if lo, ok := ephemeralStart(); ok && lo > freeAddrFloor+1000 {
+		for range 200 {
+			port := freeAddrFloor + rand.IntN(lo-freeAddrFloor)
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err == nil {
+				ln.Close()
+				return ln.Addr().String()
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// freeAddrFloor is the lowest port FreeAddr picks: above the well-known
+// and common service ports.
+const freeAddrFloor = 20000
+
+// ephemeralStart is the first port of the kernel's ephemeral range.
+func ephemeralStart() (int, bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, false
+	}
+	lo, err := strconv.Atoi(f[0])
+	return lo, err == nil
 }
 
 // Dial opens a websocket to a node, offering Firefox's subprotocol.

@@ -121,6 +121,7 @@ func TestSchemaStatements(t *testing.T) {
 		"CREATE TABLE IF NOT EXISTS ks.broadcast (",
 		"CREATE TABLE IF NOT EXISTS ks.push (",
 		"CREATE TABLE IF NOT EXISTS ks.push_state (",
+		"CREATE TABLE IF NOT EXISTS ks.sender_rate (",
 	}
 	if len(stmts) != len(want) {
 		t.Fatalf("%d statements, want %d:\n%s", len(stmts), len(want), strings.Join(stmts, "\n---\n"))

@@ -59,7 +59,7 @@ func TestSIGHUPReloadsKeys(t *testing.T) {
 		return "swrve:\n  messagePrototypePushKeys:\n    World:\n      IOS: " + key + "\n"
 	}
 	write(mapping("k1"))
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
 		"-crypto-key", "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4=", "-node-secret", "reload-test-secret", "-push-api-keys", "k",
 		"-sender-node", "reload-node", "-swrve-url", fake.URL(), "-swrve-keys-file", keys, "-swrve-keys-poll", "0s",
 		"-sender-scheduled-start-delay", "0s", "-sender-pending-start-delay", "0s", "-request-log=false")
@@ -98,7 +98,7 @@ func TestSIGHUPReloadsKeys(t *testing.T) {
 	}
 	reloads := func(result string) float64 {
 		t.Helper()
-		m, err := promtext.Scrape(context.Background(), nil, base+"/metrics")
+		m, err := promtext.Scrape(context.Background(), nil, "http://"+p.Field("metrics")+"/metrics")
 		et.Must(t, err, "scrape /metrics")
 		return m[`autosender_keys_reloads_total{result="`+result+`"}`]
 	}
