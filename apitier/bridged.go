@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"

@@ -12,8 +12,8 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/apitier/sender/apns"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/vapid"

@@ -15,7 +15,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/internal/token"

@@ -24,7 +24,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
@@ -276,12 +276,25 @@ func TestGenerated(t *testing.T) {
 		t.Errorf("the errnos never sent are now %v: update the prose of errors.md", unsent)
 	}
 	generated(t, "configuration.md", "autoconnect", settingsTable(settings.Describe(ptr(engine.DefaultConfig()), "AUTOCONNECT")))
-	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(ptr(apitier.DefaultConfig()), "AUTOEND")))
-	generated(t, "configuration.md", "autosender", settingsTable(settings.Describe(ptr(sendernode.DefaultConfig()), "AUTOSENDER")))
+	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(&autoendpointConfig{apitier.DefaultConfig(), node.DefaultConfig()}, "AUTOEND")))
+	generated(t, "configuration.md", "autosender", settingsTable(settings.Describe(ptr(node.DefaultAutosenderConfig()), "AUTOSENDER")))
 	generated(t, "configuration.md", "autopush", settingsTable(settings.Describe(ptr(single.DefaultConfig()).Settings(), single.Prefix)))
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// autoendpointConfig is autoendpoint's settings as its main
+// (apitier/cmd/autoendpoint) composes them: the HTTP tier's, then the
+// outbound sender's.
+type autoendpointConfig struct {
+	endpointSettings
+	senderSettings
+}
+
+type (
+	endpointSettings = apitier.Config
+	senderSettings   = node.Config
+)
 
 // decodeJSON reads resp's body as JSON into v and closes it.
 func decodeJSON(resp *http.Response, v any) error {

@@ -22,8 +22,8 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/token"

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
 )
 
 const (

@@ -1,4 +1,4 @@
-package sendernode_test
+package node_test
 
 import (
 	"context"
@@ -11,23 +11,23 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
-	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/apitier/sender/node"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
 
-// node is a sender node over an embedded store, sending to a fake Swrve
+// senderNode is a sender node over an embedded store, sending to a fake Swrve
 // with the prototype keys in a file.
-type node struct {
-	*sendernode.Sender
+type senderNode struct {
+	*node.Sender
 	fake *swrvefake.Fake
 	keys string
 	logs *apitiertest.SyncBuffer
 }
 
-func startNode(t *testing.T, keys string, poll time.Duration) *node {
+func startNode(t *testing.T, keys string, poll time.Duration) *senderNode {
 	t.Helper()
 	fake, err := swrvefake.Start()
 	if err != nil {
@@ -43,10 +43,10 @@ func startNode(t *testing.T, keys string, poll time.Duration) *node {
 	t.Cleanup(func() { store.Close() })
 	path := filepath.Join(t.TempDir(), "keys.yaml")
 	writeKeys(t, path, keys)
-	cfg := sendernode.DefaultConfig()
+	cfg := node.DefaultConfig()
 	cfg.SenderConfig.Node, cfg.ScheduledStart, cfg.PendingStart = "keys-test", 0, 0
 	cfg.SwrveConfig.URL, cfg.KeysFile, cfg.KeysPoll = fake.URL(), path, poll
-	s, err := sendernode.Build(cfg.SenderConfig, cfg.ProvidersConfig, store, log)
+	s, err := node.Build(cfg, store, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func startNode(t *testing.T, keys string, poll time.Duration) *node {
 		defer cancel()
 		s.Stop(ctx)
 	})
-	return &node{Sender: s, fake: fake, keys: path, logs: logs}
+	return &senderNode{Sender: s, fake: fake, keys: path, logs: logs}
 }
 
 // writeKeys replaces the keys file by renaming a new one over it, as a
@@ -80,7 +80,7 @@ func keysFor(pushKey string) string {
 }
 
 // reloads is the node's autosender_keys_reloads_total{result}.
-func (n *node) reloads(t *testing.T, result string) float64 {
+func (n *senderNode) reloads(t *testing.T, result string) float64 {
 	t.Helper()
 	var b strings.Builder
 	n.WriteMetrics(&b)
@@ -95,7 +95,7 @@ func (n *node) reloads(t *testing.T, result string) float64 {
 }
 
 // waitReloads waits until the node counted want reloads with result.
-func (n *node) waitReloads(t *testing.T, result string, want float64) {
+func (n *senderNode) waitReloads(t *testing.T, result string, want float64) {
 	t.Helper()
 	et.Eventually(t, et.Patience, "a reload "+result, func() bool { return n.reloads(t, result) >= want })
 	if got := n.reloads(t, result); got != want {
@@ -105,7 +105,7 @@ func (n *node) waitReloads(t *testing.T, result string, want float64) {
 
 // sendsWith pushes prototype World to user and waits until the fake gets
 // it: the push_key it was sent with is the mapping in use.
-func (n *node) sendsWith(t *testing.T, user string) string {
+func (n *senderNode) sendsWith(t *testing.T, user string) string {
 	t.Helper()
 	before := n.fake.Count()
 	if _, err := n.Accept(context.Background(), sender.Request{Platform: "IOS", PrototypeKey: "World", PushKey: user, Message: "m"}); err != nil {

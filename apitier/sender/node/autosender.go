@@ -1,12 +1,10 @@
-package sendernode
+package node
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -14,89 +12,19 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
-	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/providers"
-	"github.com/autopush-go/autopush/apitier/sender/swrve"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Sender is a sender with its providers and the mobile bridges: Reload
-// (SIGHUP) re-reads the Swrve keys.
-type Sender struct {
-	*sender.Sender
-	set     *providers.Set
-	bridges *bridge.Bridges
-	log     *slog.Logger
-	stop    context.CancelFunc
-}
-
-// Build makes the configured providers, the sender over store and the
-// bridges (whose device-gone verdicts drop registrations from store), and
-// starts watching the Swrve keys file. Start the sender with Start; Close
-// stops the watcher and the providers' connections.
-func Build(sc sender.Config, pc providers.Config, store Store, log *slog.Logger) (*Sender, error) {
-	set, err := providers.Build(pc)
-	if err != nil {
-		return nil, err
-	}
-	// Before any send: the APNs client reports BadDeviceToken to them.
-	bridges := set.Bridges(log)
-	s, err := sender.New(sc, store, set.List(), log)
-	if err != nil {
-		set.Close()
-		return nil, err
-	}
-	// Only FCM UNREGISTERED and APNs 410 are DeviceGone verdicts: the
-	// registration is dropped for nothing else (docs/bridges.md).
-	s.OnDeviceGone(bridges.DeviceGone(store))
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &Sender{Sender: s, set: set, bridges: bridges, log: log, stop: cancel}
-	go swrve.Watch(ctx, set.SwrveKeys, pc.SwrveConfig.KeysPoll, log, s.KeysReloaded)
-	return out, nil
-}
-
-// Store is what a sender node keeps: the pushes, and the registrations
-// the bridges drop when a device is gone.
-type Store interface {
-	storage.PushStore
-	bridge.Store
-}
-
-// Bridges are the mobile bridges over the configured FCM and APNs apps,
-// for the API tier's push and registration routes (SetBridges).
-func (s *Sender) Bridges() *bridge.Bridges { return s.bridges }
-
-// WriteMetrics writes the sender's and the bridges' metrics.
-func (s *Sender) WriteMetrics(w io.Writer) {
-	s.Sender.WriteMetrics(w)
-	s.bridges.WriteMetrics(w)
-}
-
-// Reload re-reads the keys file (on SIGHUP); the mapping in use stays on
-// any error.
-func (s *Sender) Reload() {
-	_, err := s.set.SwrveKeys.Reload()
-	swrve.ReportReload(s.log, s.set.SwrveKeys, err, "SIGHUP")
-	s.KeysReloaded(err)
-}
-
-// Close stops the keys watcher and the providers' connections.
-func (s *Sender) Close() {
-	s.stop()
-	s.set.Close()
-}
-
-// Config of autosender, the binary that only sends: the storage, the
-// sender and its provider, and the operations listener.
-type Config struct {
+// AutosenderConfig is the configuration of autosender, the binary that
+// only sends: the storage, the sender and its providers, and the
+// operations listener.
+type AutosenderConfig struct {
 	// Listen serves /metrics and the health routes. Default ":8083".
 	Listen string `conf:"listen" help:"operations HTTP listen address (/metrics, /__heartbeat__)"`
 	storage.Settings
-	SenderConfig
-	// ProvidersConfig: swrve-*, fcm-*, apns-* (package providers).
-	ProvidersConfig
+	// Config: sender-*, swrve-*, fcm-*, apns-*.
+	Config
 	// ShutdownTimeout bounds a graceful stop: sends in flight finish and
 	// the queue is handed back. Default 40s.
 	ShutdownTimeout time.Duration `conf:"shutdown-timeout" help:"time allowed to finish sends in flight on shutdown"`
@@ -106,20 +34,15 @@ type Config struct {
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
 }
 
-// SenderConfig and ProvidersConfig name the settings Config embeds.
-type (
-	SenderConfig    = sender.Config
-	ProvidersConfig = providers.Config
-)
-
-// DefaultConfig returns the defaults documented on Config.
-func DefaultConfig() Config {
-	return Config{Listen: ":8083", Settings: storage.DefaultSettings(), SenderConfig: sender.DefaultConfig(),
-		ProvidersConfig: providers.DefaultConfig(), ShutdownTimeout: 40 * time.Second, LogLevel: "info", VersionFile: "version.json"}
+// DefaultAutosenderConfig returns the defaults documented on
+// AutosenderConfig.
+func DefaultAutosenderConfig() AutosenderConfig {
+	return AutosenderConfig{Listen: ":8083", Settings: storage.DefaultSettings(), Config: DefaultConfig(),
+		ShutdownTimeout: 40 * time.Second, LogLevel: "info", VersionFile: "version.json"}
 }
 
 // Validate reports the first setting that cannot work.
-func (c *Config) Validate() error {
+func (c *AutosenderConfig) Validate() error {
 	if c.Listen == "" {
 		return errors.New("autosender: config: listen is required")
 	}

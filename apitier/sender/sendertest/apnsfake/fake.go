@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/fakelog"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fakelog"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 )

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/fakelog"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fakelog"
 	"github.com/golang-jwt/jwt/v5"
 )
 

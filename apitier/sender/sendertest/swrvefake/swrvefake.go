@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/fakelog"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fakelog"
 )
 
 // Received is one request the fake got, in arrival order.

@@ -1,4 +1,4 @@
-package providers
+package node
 
 import (
 	"encoding/json"
@@ -8,18 +8,18 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/apitier/sender/apns"
-	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/storage"
 )
 
 // config has one FCM app ("android") and one APNs app ("ios"), their
 // credentials in files as an operator would give them.
-func config(t *testing.T) Config {
+func config(t *testing.T) ProvidersConfig {
 	t.Helper()
 	dir := t.TempDir()
 	fcm, err := fcmfake.Start()
@@ -43,7 +43,7 @@ func config(t *testing.T) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := DefaultConfig()
+	c := DefaultProvidersConfig()
 	f, _ := json.Marshal(map[string]any{"android": map[string]string{"project_id": "project", "credentials": creds}})
 	a, _ := json.Marshal(map[string]any{"ios": map[string]string{"key": keyFile, "key_id": key.ID, "team_id": key.TeamID}})
 	c.FCMConfig.Apps, c.FCMConfig.URL, c.APNsConfig.Apps = string(f), fcm.URL(), string(a)
@@ -51,7 +51,7 @@ func config(t *testing.T) Config {
 }
 
 func TestBuildOnlyConfigured(t *testing.T) {
-	s, err := Build(DefaultConfig())
+	s, err := BuildProviders(DefaultProvidersConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestBuildOnlyConfigured(t *testing.T) {
 		t.Fatal("bridges without apps know an app")
 	}
 
-	s, err = Build(config(t))
+	s, err = BuildProviders(config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestBuildOnlyConfigured(t *testing.T) {
 func TestBuildBadCredentials(t *testing.T) {
 	c := config(t)
 	c.FCMConfig.Apps = `{"android": {"project_id": "p", "credentials": "/nonexistent/sa.json"}}`
-	if _, err := Build(c); err == nil || !strings.Contains(err.Error(), "android") {
+	if _, err := BuildProviders(c); err == nil || !strings.Contains(err.Error(), "android") {
 		t.Fatalf("Build: %v", err)
 	}
 }
@@ -98,7 +98,7 @@ func TestBuildBadCredentials(t *testing.T) {
 func TestAPNsCheckMatchesProvider(t *testing.T) {
 	c := config(t)
 	c.APNsConfig.MaxData = 600
-	s, err := Build(c)
+	s, err := BuildProviders(c)
 	if err != nil {
 		t.Fatal(err)
 	}

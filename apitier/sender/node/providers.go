@@ -1,12 +1,12 @@
-// Package providers is the outbound sender's set of providers: their
-// settings in one struct (Swrve, and the mobile bridges FCM and APNs),
-// validated together against the sender's, and built together. The API
-// tier and autosender embed Config; sendernode builds the set.
+package node
+
+// The outbound sender's set of providers: their settings in one struct
+// (Swrve, and the mobile bridges FCM and APNs), validated together
+// against the sender's, and built together.
 //
 // Swrve is always built (its keys file may map nothing). FCM and APNs
 // are built only when their apps are configured: without apps they have
 // no work, and the bridges answer their pushes 502 errno 900.
-package providers
 
 import (
 	"fmt"
@@ -14,16 +14,17 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/apitier/sender/apns"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/apitier/sender/fcm"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/apitier/sender/swrve"
 )
 
-// Config holds every provider's settings (swrve-*, fcm-*, apns-*).
-type Config struct {
+// ProvidersConfig holds every provider's settings (swrve-*, fcm-*,
+// apns-*).
+type ProvidersConfig struct {
 	SwrveConfig
 	FCMConfig
 	APNsConfig
@@ -36,15 +37,15 @@ type (
 	APNsConfig  = apns.Config
 )
 
-// DefaultConfig returns each provider's defaults.
-func DefaultConfig() Config {
-	return Config{SwrveConfig: swrve.DefaultConfig(), FCMConfig: fcm.DefaultConfig(), APNsConfig: apns.DefaultConfig()}
+// DefaultProvidersConfig returns each provider's defaults.
+func DefaultProvidersConfig() ProvidersConfig {
+	return ProvidersConfig{SwrveConfig: swrve.DefaultConfig(), FCMConfig: fcm.DefaultConfig(), APNsConfig: apns.DefaultConfig()}
 }
 
 // Validate reports the first provider setting that cannot work, alone or
 // with the sender's settings sc (a provider's pace against the sender's
 // queue and jobs).
-func (c *Config) Validate(sc *sender.Config) error {
+func (c *ProvidersConfig) Validate(sc *sender.Config) error {
 	if err := c.SwrveConfig.Validate(); err != nil {
 		return err
 	}
@@ -68,23 +69,25 @@ func (c *Config) Validate(sc *sender.Config) error {
 	return nil
 }
 
-// Set is the built providers. FCM and APNs are nil when not configured.
-type Set struct {
+// Providers are the built providers. FCM and APNs are nil when not
+// configured.
+type Providers struct {
 	Swrve     *swrve.Client
 	SwrveKeys *swrve.Keys
 	FCM       *fcm.Client
 	APNs      *apns.Client
-	cfg       Config
+	cfg       ProvidersConfig
 }
 
-// Build makes the configured providers, reading their credentials, so a
-// missing key file or service account stops the start with its app id.
-func Build(c Config) (*Set, error) {
+// BuildProviders makes the configured providers, reading their
+// credentials, so a missing key file or service account stops the start
+// with its app id.
+func BuildProviders(c ProvidersConfig) (*Providers, error) {
 	keys, err := swrve.LoadKeys(c.SwrveConfig.KeysFile)
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{SwrveKeys: keys, cfg: c}
+	s := &Providers{SwrveKeys: keys, cfg: c}
 	if s.Swrve, err = swrve.New(c.SwrveConfig, keys); err != nil {
 		return nil, err
 	}
@@ -102,7 +105,7 @@ func Build(c Config) (*Set, error) {
 }
 
 // List is the providers for sender.New.
-func (s *Set) List() []provider.Provider {
+func (s *Providers) List() []provider.Provider {
 	out := []provider.Provider{s.Swrve}
 	if s.FCM != nil {
 		out = append(out, s.FCM)
@@ -116,7 +119,7 @@ func (s *Set) List() []provider.Provider {
 // Bridges are the mobile bridges over the configured FCM and APNs apps,
 // with their providers' data limits; the APNs client reports its
 // BadDeviceToken answers to them. Call once, before the providers send.
-func (s *Set) Bridges(log *slog.Logger) *bridge.Bridges {
+func (s *Providers) Bridges(log *slog.Logger) *bridge.Bridges {
 	var f, a *bridge.Bridge
 	if s.FCM != nil {
 		fc := s.cfg.FCMConfig
@@ -145,7 +148,7 @@ func (s *Set) Bridges(log *slog.Logger) *bridge.Bridges {
 }
 
 // Close releases the providers' connections.
-func (s *Set) Close() {
+func (s *Providers) Close() {
 	if s.APNs != nil {
 		s.APNs.Close()
 	}
