@@ -12,7 +12,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/sender/apns"
+	"github.com/autopush-go/autopush/apitier/sender/apns/alert"
 	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
@@ -194,9 +194,9 @@ func parseRegistrationBody(body []byte, routerType string, withToken bool) (regi
 	}
 	if b.APS != nil && routerType == bridge.TypeAPNs && withToken {
 		var obj map[string]json.RawMessage
-		// CheckAPS: the types the alert's derivation and autopush-rs's
+		// alert.Check: the types the alert's derivation and autopush-rs's
 		// registration ask for, so that a stored aps always derives.
-		if len(*b.APS) > maxAPS || json.Unmarshal([]byte(*b.APS), &obj) != nil || obj == nil || apns.CheckAPS(*b.APS) != nil {
+		if len(*b.APS) > maxAPS || json.Unmarshal([]byte(*b.APS), &obj) != nil || obj == nil || alert.Check(*b.APS) != nil {
 			return in, errRegAPS
 		}
 		in.aps = *b.APS

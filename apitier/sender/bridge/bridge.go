@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/apns"
+	"github.com/autopush-go/autopush/apitier/sender/apns/alert"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -231,7 +231,7 @@ func (b *Bridges) Request(u *storage.User, n *Notification) (sender.Request, err
 	data := Data(n)
 	if aps := u.RouterData[KeyAPS]; aps != "" && u.RouterType == TypeAPNs {
 		// The provider derives the alert from it (apns.Payload).
-		data[apns.APSKey] = aps
+		data[alert.DataKey] = aps
 	}
 	if check := b.byProvider[prov].check; check != nil {
 		if err := check(data); err != nil {
