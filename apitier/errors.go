@@ -31,16 +31,13 @@ var (
 	errBodyTimeout    = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
 	errNoUser         = errno.InvalidSubscription.HTTPError("UAID not found")
 	errNoChannel      = errno.InvalidSubscription.HTTPError("No such subscription")
-	// errRegNoUser: the registration routes' unknown uaid (the reference's
-	// NoUser, errno 103); the push route's is errNoUser (its NoSubscription).
-	errRegNoUser    = errno.ExpiredEndpoint.HTTPError("UAID not found")
-	errUserDeleted  = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
-	errStorage      = errno.RetryBackoff.HTTPError("Database error while saving notification")
-	errStorageRead  = errno.RetryBackoff.HTTPError("Database error")
-	errInternal     = errno.Unknown.HTTPError("An unexpected server error occurred.")
-	errBadMessageID = errno.InvalidEndpoint.HTTPError("Invalid message ID")
-	errNotFound     = errno.InvalidEndpoint.HTTPError("Not Found")
-	errNoMethod     = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
+	errUserDeleted    = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
+	errStorage        = errno.RetryBackoff.HTTPError("Database error while saving notification")
+	errStorageRead    = errno.RetryBackoff.HTTPError("Database error")
+	errInternal       = errno.Unknown.HTTPError("An unexpected server error occurred.")
+	errBadMessageID   = errno.InvalidEndpoint.HTTPError("Invalid message ID")
+	errNotFound       = errno.InvalidEndpoint.HTTPError("Not Found")
+	errNoMethod       = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
 )
 
 // Crypto header errors: a body whose encryption headers are missing or

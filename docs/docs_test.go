@@ -367,9 +367,11 @@ func errnoTable(t *testing.T) string {
 	names := errnoNames(t)
 	sent := map[errno.Code]bool{}
 	use := regexp.MustCompile(`\berrno\.([A-Z][A-Za-z]*)\b`)
-	for _, f := range sources(t, "../apitier") {
-		for _, m := range use.FindAllStringSubmatch(f, -1) {
-			sent[names[m[1]]] = true
+	for _, dir := range httpTier(t) {
+		for _, f := range sources(t, dir) {
+			for _, m := range use.FindAllStringSubmatch(f, -1) {
+				sent[names[m[1]]] = true
+			}
 		}
 	}
 	// The error types the API tier answers with (token.EndpointError,
@@ -392,6 +394,24 @@ func errnoTable(t *testing.T) string {
 		fmt.Fprintf(&b, "| %d | %d %s | %s | %s | %s |\n", in.Errno, in.Status, http.StatusText(in.Status), in.Meaning, in.Message, yes)
 	}
 	return b.String()
+}
+
+// httpTier lists the API tier's packages that answer HTTP: its root and
+// the APIs in packages of their own (apitier/pushapi, ...), not the
+// sender's wing, the test helpers or the binaries.
+func httpTier(t *testing.T) []string {
+	t.Helper()
+	dirs := []string{"../apitier"}
+	subs, err := filepath.Glob("../apitier/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range subs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains([]string{"cmd", "sender", "apitiertest"}, filepath.Base(d)) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // errnoNames maps the errno.Code constants' names to their values, read

@@ -1,34 +1,56 @@
-package apitier
+package registration_test
 
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/apitier/registration"
+	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/embedded"
 )
+
+// The registration API's tests run it on a real endpoint node
+// (apitier.Server on 127.0.0.1:0), over real HTTP.
 
 const (
 	regKey1 = "first-bridge-auth-key-0123456789"
 	regKey2 = "second-bridge-auth-key-0123456789"
+	// testEndpointURL is the public URL the node mints endpoints under;
+	// requests go to its real listener.
+	testEndpointURL = "http://127.0.0.1:8082"
+	// maxBridgeToken is the longest bridge token accepted.
+	maxBridgeToken = 256
 )
 
-// mapApps is a BridgeApps over "type/app" keys.
+// mapApps is an Apps over "type/app" keys.
 type mapApps map[string]bool
 
 func (m mapApps) Known(routerType, appID string) bool { return m[routerType+"/"+appID] }
 
 var testApps = mapApps{"fcm/fcm-app": true, "gcm/gcm-app": true, "apns/firefox": true}
+
+var _ registration.Apps = testApps
 
 // countingStore counts the writes a request makes and can fail Connect.
 type countingStore struct {
@@ -74,30 +96,125 @@ func (c *countingStore) DropUser(ctx context.Context, uaid uuid.UUID) error {
 	return c.Store.DropUser(ctx, uaid)
 }
 
+// node is an endpoint node serving the registration API, with its store
+// and its keys.
+type node struct {
+	*apitier.Server
+	t     *testing.T
+	store storage.Store
+	keys  *token.Keys
+}
+
+func newStore(t *testing.T) *embedded.Store {
+	t.Helper()
+	s, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Logger: quiet()})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startNode runs a node over store, configured as mutate says, until the
+// test ends.
+func startNode(t *testing.T, store storage.Store, mutate func(*apitier.Config)) *node {
+	t.Helper()
+	cfg := apitier.DefaultConfig()
+	cfg.Listen, cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.CryptoKey, cfg.NodeSecret, cfg.EndpointURL = et.TestKey, et.TestSecret, testEndpointURL
+	cfg.VersionFile, cfg.RequestLog, cfg.ShutdownTimeout = "", false, 5*time.Second
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	srv, err := apitier.New(cfg, store, quiet())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	keys, err := token.ParseKeys(et.TestKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &node{Server: srv, t: t, store: store, keys: keys}
+}
+
 // regServer is a node with two bridge auth keys and testApps.
-func regServer(t *testing.T) (*Server, *countingStore) {
+func regServer(t *testing.T) (*node, *countingStore) {
 	t.Helper()
 	cs := &countingStore{Store: newStore(t)}
-	s := newServer(t, cs, func(c *Config) { c.BridgeAuthKeys = []string{regKey1, regKey2} })
+	s := startNode(t, cs, func(c *apitier.Config) { c.BridgeAuthKeys = []string{regKey1, regKey2} })
 	s.SetBridgeApps(testApps)
 	return s, cs
 }
 
-// registration is a POST registration answer.
-type registration struct {
+// response is what a test looks at.
+type response struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+// perform makes one request to the node; kv are header name, value
+// pairs.
+func perform(s *node, method, path string, body []byte, kv ...string) response {
+	s.t.Helper()
+	a := apitiertest.Send(s.t, method, "http://"+s.Addr()+path, body, kv...)
+	return response{code: a.Status, header: a.Header, body: a.Body}
+}
+
+// hdr is header name, value pairs.
+func hdr(kv ...string) []string { return kv }
+
+// wantError checks an error answer: status, errno (0 for null) and the
+// body format.
+func wantError(t testing.TB, r response, code int, wantErrno errno.Code) map[string]any {
+	t.Helper()
+	return apitiertest.WantError(t, apitiertest.Answer{Status: r.code, Header: r.header, Body: r.body}, code, wantErrno)
+}
+
+// vapidKey is an application server's key pair.
+type vapidKey struct {
+	pub []byte // raw 65-byte point
+	b64 string // base64url, unpadded
+}
+
+func newVAPIDKey(t testing.TB) vapidKey {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := priv.PublicKey.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vapidKey{pub: pub, b64: base64.RawURLEncoding.EncodeToString(pub)}
+}
+
+// registered is a POST registration answer.
+type registered struct {
 	UAID      string `json:"uaid"`
 	ChannelID string `json:"channelID"`
 	Endpoint  string `json:"endpoint"`
 	Secret    string `json:"secret"`
 }
 
-func register(t *testing.T, s *Server, typ, app, body string) registration {
+func register(t *testing.T, s *node, typ, app, body string) registered {
 	t.Helper()
 	r := perform(s, http.MethodPost, "/v1/"+typ+"/"+app+"/registration", []byte(body), hdr("Content-Type", "application/json")...)
 	if r.code != http.StatusOK {
 		t.Fatalf("register %s/%s: %d %s", typ, app, r.code, r.body)
 	}
-	var reg registration
+	var reg registered
 	if err := json.Unmarshal(r.body, &reg); err != nil {
 		t.Fatalf("register answer %s: %v", r.body, err)
 	}
@@ -107,12 +224,12 @@ func register(t *testing.T, s *Server, typ, app, body string) registration {
 func bearer(secret string) []string { return []string{"Authorization", "Bearer " + secret} }
 
 // regCall performs a call under /v1/{typ}/{app}/registration/{uaid}.
-func regCall(s *Server, method, typ, app, uaid, rest string, body []byte, kv ...string) response {
-	return perform(s, method, "/v1/"+typ+"/"+app+"/registration/"+uaid+rest, body, hdr(kv...)...)
+func regCall(s *node, method, typ, app, uaid, rest string, body []byte, kv ...string) response {
+	return perform(s, method, "/v1/"+typ+"/"+app+"/registration/"+uaid+rest, body, kv...)
 }
 
 // endpointOf decrypts an endpoint URL made with the test key.
-func endpointOf(t *testing.T, s *Server, ep string) token.Endpoint {
+func endpointOf(t *testing.T, s *node, ep string) token.Endpoint {
 	t.Helper()
 	root := strings.TrimRight(testEndpointURL, "/") + "/wpush/"
 	version, tok, ok := strings.Cut(strings.TrimPrefix(ep, root), "/")
@@ -230,7 +347,7 @@ func TestRegisterRefusals(t *testing.T) {
 		{"aps not JSON", "/v1/apns/firefox/registration", `{"token":"0123456789abcdef","aps":"{"}`, 400, errno.None},
 		{"aps title not a string", "/v1/apns/firefox/registration", `{"token":"0123456789abcdef","aps":"{\"title\":5}"}`, 400, errno.None},
 		{"aps badge negative", "/v1/apns/firefox/registration", `{"token":"0123456789abcdef","aps":"{\"badge\":-1}"}`, 400, errno.None},
-		{"oversized body", "/v1/fcm/fcm-app/registration", `{"token":"fcm-token-0123","pad":"` + strings.Repeat("x", maxRegistrationBody) + `"}`, 413, errno.PayloadTooLarge},
+		{"oversized body", "/v1/fcm/fcm-app/registration", `{"token":"fcm-token-0123","pad":"` + strings.Repeat("x", registration.MaxBody) + `"}`, 413, errno.PayloadTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -259,14 +376,14 @@ func TestRegisterFailureCleansUp(t *testing.T) {
 }
 
 func TestRegistrationClosedWithoutKeys(t *testing.T) {
-	s := newServer(t, newStore(t), nil)
+	s := startNode(t, newStore(t), nil)
 	s.SetBridgeApps(testApps)
 	r := perform(s, http.MethodPost, "/v1/fcm/fcm-app/registration", []byte(`{"token":"fcm-token-0123"}`))
 	wantError(t, r, 401, errno.InvalidAuth)
 	uaid := uuid.New()
 	r = regCall(s, http.MethodGet, "fcm", "fcm-app", uaid.String(), "", nil, bearer(bridgeauth.Secret(regKey1, uaid))...)
 	wantError(t, r, 401, errno.InvalidAuth)
-	if got := metricValue(t, s, mBridgeAuthFailures+`{reason="closed"}`); got != "2" {
+	if got := metricValue(t, s, `autoendpoint_bridge_auth_failures_total{reason="closed"}`); got != "2" {
 		t.Errorf("closed refusals counted %s, want 2", got)
 	}
 }
@@ -310,10 +427,10 @@ func TestRegistrationAuth(t *testing.T) {
 			}
 		})
 	}
-	if got := metricValue(t, s, mBridgeAuthFailures+`{reason="missing"}`); got != "2" {
+	if got := metricValue(t, s, `autoendpoint_bridge_auth_failures_total{reason="missing"}`); got != "2" {
 		t.Errorf("missing-secret refusals counted %s, want 2", got)
 	}
-	if got := metricValue(t, s, mBridgeAuthFailures+`{reason="invalid"}`); got != "3" {
+	if got := metricValue(t, s, `autoendpoint_bridge_auth_failures_total{reason="invalid"}`); got != "3" {
 		t.Errorf("invalid-secret refusals counted %s, want 3", got)
 	}
 	// Every route under {uaid} checks the secret.
@@ -471,7 +588,7 @@ func TestRegistrationSubscriptions(t *testing.T) {
 		r := regCall(s, http.MethodPost, "fcm", "fcm-app", reg.UAID, "/subscription", []byte(body), auth...)
 		wantError(t, r, 400, errno.None)
 	}
-	big := []byte(`{"x":"` + strings.Repeat("x", maxRegistrationBody) + `"}`)
+	big := []byte(`{"x":"` + strings.Repeat("x", registration.MaxBody) + `"}`)
 	wantError(t, regCall(s, http.MethodPost, "fcm", "fcm-app", reg.UAID, "/subscription", big, auth...), 413, errno.PayloadTooLarge)
 	if n := cs.count(); n != before {
 		t.Errorf("refused subscriptions made %d writes", n-before)
@@ -494,7 +611,7 @@ func TestRegistrationSubscriptions(t *testing.T) {
 // and unsubscribing makes room again.
 func TestRegistrationChannelLimit(t *testing.T) {
 	cs := &countingStore{Store: newStore(t)}
-	s := newServer(t, cs, func(c *Config) { c.BridgeAuthKeys = []string{regKey1}; c.BridgeMaxChannels = 3 })
+	s := startNode(t, cs, func(c *apitier.Config) { c.BridgeAuthKeys = []string{regKey1}; c.BridgeMaxChannels = 3 })
 	s.SetBridgeApps(testApps)
 	reg := register(t, s, "fcm", "fcm-app", `{"token":"fcm-token-0123"}`) // channel 1
 	auth := bearer(reg.Secret)
@@ -548,11 +665,11 @@ func TestRegistrationMetrics(t *testing.T) {
 	regCall(s, http.MethodGet, "fcm", "fcm-app", reg.UAID, "", nil)
 	perform(s, http.MethodPost, "/v1/nope/x/registration", []byte(`{}`))
 	for series, want := range map[string]string{
-		mRequests + `{route="registration_new",code="200"}`: "1",
-		mRequests + `{route="registration_new",code="400"}`: "1",
-		mRequests + `{route="registration_get",code="200"}`: "1",
-		mRequests + `{route="registration_get",code="401"}`: "1",
-		mErrors + `{errno="108"}`:                           "1",
+		`autoendpoint_requests_total{route="registration_new",code="200"}`: "1",
+		`autoendpoint_requests_total{route="registration_new",code="400"}`: "1",
+		`autoendpoint_requests_total{route="registration_get",code="200"}`: "1",
+		`autoendpoint_requests_total{route="registration_get",code="401"}`: "1",
+		`autoendpoint_errors_total{errno="108"}`:                           "1",
 	} {
 		if got := metricValue(t, s, series); got != want {
 			t.Errorf("%s = %s, want %s", series, got, want)
@@ -560,30 +677,15 @@ func TestRegistrationMetrics(t *testing.T) {
 	}
 }
 
-// metricValue is the value of one series in s's metrics ("" if absent).
-func metricValue(t *testing.T, s *Server, series string) string {
+// metricValue is the value of one series the node's /metrics serves
+// ("" if absent).
+func metricValue(t *testing.T, s *node, series string) string {
 	t.Helper()
-	var b bytes.Buffer
-	s.metrics.set.WritePrometheus(&b)
-	for _, line := range strings.Split(b.String(), "\n") {
+	a := apitiertest.Send(t, http.MethodGet, "http://"+s.MetricsAddr()+"/metrics", nil)
+	for _, line := range strings.Split(string(a.Body), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			return v
 		}
 	}
 	return ""
-}
-
-func TestBridgeAuthKeysConfig(t *testing.T) {
-	for _, keys := range [][]string{{"short"}, {"a key with spaces in it"}, {regKey1, ""}} {
-		cfg := testConfig()
-		cfg.BridgeAuthKeys = keys
-		if err := cfg.Validate(); err == nil {
-			t.Errorf("bridge-auth-keys %q accepted", keys)
-		}
-	}
-	cfg := testConfig()
-	cfg.BridgeAuthKeys = []string{regKey1, regKey2}
-	if err := cfg.Validate(); err != nil {
-		t.Errorf("valid keys refused: %v", err)
-	}
 }

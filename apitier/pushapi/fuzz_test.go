@@ -1,4 +1,4 @@
-package apitier
+package pushapi
 
 import (
 	"encoding/json"
@@ -23,12 +23,12 @@ func FuzzPushBody(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, herr := parsePushBody(body)
+		req, herr := parseBody(body)
 		if herr != nil {
 			if herr.Status != http.StatusBadRequest || !strings.HasPrefix(herr.Message, "Invalid JSON body: ") {
 				t.Fatalf("refused with %d %q", herr.Status, herr.Message)
 			}
-			for _, goType := range []string{"*string", "apitier.", "pushBody", "Go value"} {
+			for _, goType := range []string{"*string", "pushapi.", "pushBody", "Go value"} {
 				if strings.Contains(herr.Message, goType) {
 					t.Fatalf("message %q shows Go's types", herr.Message)
 				}
@@ -48,7 +48,7 @@ func FuzzPushBody(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, herr := parsePushBody(again)
+		back, herr := parseBody(again)
 		if herr != nil || back != req {
 			t.Fatalf("re-encoded %s parsed to %+v (%v), want %+v", again, back, herr, req)
 		}

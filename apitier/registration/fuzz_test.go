@@ -1,4 +1,4 @@
-package apitier
+package registration
 
 import (
 	"net/http"
@@ -37,7 +37,7 @@ func FuzzRegistrationBody(f *testing.F) {
 			if herr.Status != http.StatusBadRequest {
 				t.Fatalf("refused with %d %q", herr.Status, herr.Message)
 			}
-			for _, goType := range []string{"*string", "apitier.", "registrationBody", "Go value"} {
+			for _, goType := range []string{"*string", "registration.", "registrationBody", "Go value"} {
 				if strings.Contains(herr.Message, goType) {
 					t.Fatalf("message %q shows Go's types", herr.Message)
 				}

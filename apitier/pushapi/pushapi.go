@@ -1,4 +1,4 @@
-package apitier
+package pushapi
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,45 +16,64 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 )
 
-// The outbound sender's HTTP API (seed 002), for application back-ends:
-//
-//	POST /push             accept a push (the seed's body); 201, empty body, Location /push/{id}
-//	GET  /push/{id}        its state and attempt log
-//	GET  /push?state=S     page through the pushes in state S (cursor, limit)
-//
-// Every call needs "Authorization: Bearer <key>" with one of push-api-keys
-// (compared in constant time); none configured closes the API (401).
-
-// PushService is what the routes need of the sender.
-type PushService interface {
+// Service is what the routes need of the sender.
+type Service interface {
 	Accept(ctx context.Context, r sender.Request) (storage.Push, error)
 	Get(ctx context.Context, id uuid.UUID) (storage.Push, error)
 	List(ctx context.Context, state storage.PushState, cursor string, limit int) ([]storage.Push, string, error)
-	Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool, error)
-	WriteMetrics(w io.Writer)
 }
 
-var _ PushService = (*sender.Sender)(nil)
+var _ Service = (*sender.Sender)(nil)
 
-// SetPushService wires the sender the push routes use; call before Start.
-// Without one the routes answer 503.
-func (s *Server) SetPushService(ps PushService) { s.pushes = ps }
+// API is the push API's routes. Goroutine-safe once the node serves
+// them; SetService is called before.
+type API struct {
+	keys   []string
+	pushes Service
+	log    *slog.Logger
+}
 
-// Route labels of the push API.
+// New returns the routes, open to keys (push-api-keys; none closes
+// them). Without a service (SetService) they answer 503.
+func New(keys []string, log *slog.Logger) *API {
+	return &API{keys: keys, log: log}
+}
+
+// SetService wires the sender the routes use; call before the node
+// serves them.
+func (a *API) SetService(ps Service) { a.pushes = ps }
+
+// Route labels of the push API (autoendpoint_requests_total{route}).
 const (
-	routePushPost = "push_post"
-	routePushGet  = "push_get"
-	routePushList = "push_list"
+	routePost = "push_post"
+	routeGet  = "push_get"
+	routeList = "push_list"
 )
 
-// maxPushBody bounds a POST /push body: the longest message escaped as
+// Routes lists the push API's routes.
+func (a *API) Routes() []httpapi.Route {
+	return []httpapi.Route{
+		{Method: http.MethodPost, Path: "/push", Label: routePost, Handle: a.handlePost},
+		{Method: http.MethodGet, Path: "/push/:id", Label: routeGet, Handle: a.handleGet},
+		{Method: http.MethodGet, Path: "/push", Label: routeList, Handle: a.handleList},
+	}
+}
+
+// MaxBody bounds a POST /push body: the longest message escaped as
 // JSON, with room for the other fields.
-const maxPushBody = 32 << 10
+const MaxBody = 32 << 10
+
+// Serves reports whether a request URI is the push API's: the node reads
+// a body of at most MaxBody for it.
+func Serves(uri []byte) bool {
+	return bytes.Equal(uri, []byte("/push")) || bytes.HasPrefix(uri, []byte("/push?"))
+}
 
 var (
 	errPushAuth        = errno.InvalidAuth.HTTPError("Missing or invalid push API key")
@@ -63,34 +83,30 @@ var (
 	errPushTooLarge    = errno.PayloadTooLarge.HTTPError("The request body is over 32 KiB")
 )
 
-func badField(msg string) *errno.HTTPError {
-	return &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: msg}
-}
-
-// pushAuthorized checks the bearer key against every configured one.
-func (s *Server) pushAuthorized(c *app.RequestContext) bool {
+// authorized checks the bearer key against every configured one.
+func (a *API) authorized(c *app.RequestContext) bool {
 	h := string(c.Request.Header.Peek("Authorization"))
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 		return false
 	}
 	match := 0
-	for _, k := range s.cfg.PushAPIKeys {
+	for _, k := range a.keys {
 		match |= subtle.ConstantTimeCompare([]byte(key), []byte(k))
 	}
 	return match == 1
 }
 
-// pushGate answers the request when it cannot go on (no service, no or a
+// gate answers the request when it cannot go on (no service, no or a
 // wrong key) and reports whether it may.
-func (s *Server) pushGate(c *app.RequestContext, st *reqState) bool {
-	if !s.pushAuthorized(c) {
-		s.writeError(c, st, errPushAuth)
+func (a *API) gate(c *app.RequestContext, x httpapi.Exchange) bool {
+	if !a.authorized(c) {
+		x.Fail(errPushAuth)
 		c.Response.Header.Set("WWW-Authenticate", `Bearer realm="push"`)
 		return false
 	}
-	if s.pushes == nil {
-		s.writeError(c, st, errPushOff)
+	if a.pushes == nil {
+		x.Fail(errPushOff)
 		return false
 	}
 	return true
@@ -112,48 +128,46 @@ func str(p *string) string {
 	return *p
 }
 
-func (s *Server) handlePushPost(ctx context.Context, c *app.RequestContext, st *reqState) {
-	if !s.pushGate(c, st) {
+func (a *API) handlePost(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	if !a.gate(c, x) {
 		return
 	}
-	var buf []byte
-	body, err := readBodyUpTo(c, &buf, maxPushBody, errPushTooLarge)
+	body, err := x.ReadBody(MaxBody, errPushTooLarge)
 	if err != nil {
-		s.writeError(c, st, err)
+		x.Fail(err)
 		return
 	}
-	st.bodyRead = true
-	req, herr := parsePushBody(body)
+	req, herr := parseBody(body)
 	if herr != nil {
-		s.writeError(c, st, herr)
+		x.Fail(herr)
 		return
 	}
-	p, err2 := s.pushes.Accept(ctx, req)
+	p, err2 := a.pushes.Accept(ctx, req)
 	var fe *sender.FieldError
 	switch {
 	case errors.As(err2, &fe):
-		s.writeError(c, st, badField(fe.Error()))
+		x.Fail(httpapi.BadRequest(fe.Error()))
 		return
 	case err2 != nil:
-		s.pushStorageError(c, st, "accept push", err2)
+		a.storageError(x, "accept push", err2)
 		return
 	}
 	c.Response.Header.Set("Location", "/push/"+p.ID.String())
 	c.SetStatusCode(http.StatusCreated)
 }
 
-// parsePushBody decodes the seed's POST /push body: one JSON object with
+// parseBody decodes the seed's POST /push body: one JSON object with
 // only the seed's fields, each a string or null (null and absent are "").
 // The field rules are the sender's (sender.Sender.Accept).
-func parsePushBody(body []byte) (sender.Request, *errno.HTTPError) {
+func parseBody(body []byte) (sender.Request, *errno.HTTPError) {
 	var b pushBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		return sender.Request{}, badField("Invalid JSON body: " + jsonProblem(err))
+		return sender.Request{}, httpapi.BadRequest("Invalid JSON body: " + httpapi.JSONProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return sender.Request{}, badField("Invalid JSON body: more than one value")
+		return sender.Request{}, httpapi.BadRequest("Invalid JSON body: more than one value")
 	}
 	return sender.Request{
 		Platform: str(b.Platform), PrototypeKey: str(b.MessagePrototypeKey), PushKey: str(b.PushKey),
@@ -161,24 +175,8 @@ func parsePushBody(body []byte) (sender.Request, *errno.HTTPError) {
 	}, nil
 }
 
-// jsonProblem names what is wrong without echoing the decoder's Go types.
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field == "" {
-			return "the body must be a JSON object"
-		}
-		return te.Field + " must be a string"
-	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "json: unknown field ") {
-		return "unknown field " + strings.TrimPrefix(msg, "json: unknown field ")
-	}
-	return msg
-}
-
 // invalidMessages are the 400 answers to what the store refuses
-// (storage.ErrInvalid), by pushStorageError's op: the sender checks the
+// (storage.ErrInvalid), by storageError's op: the sender checks the
 // fields first, so only a cursor a client made up should get here.
 var invalidMessages = map[string]string{
 	"list pushes": "cursor: not a cursor this API gave",
@@ -186,77 +184,77 @@ var invalidMessages = map[string]string{
 	"get push":    "Invalid push id",
 }
 
-// pushStorageError answers a failed sender call: 404, 400 or 503.
-func (s *Server) pushStorageError(c *app.RequestContext, st *reqState, op string, err error) {
+// storageError answers a failed sender call: 404, 400 or 503.
+func (a *API) storageError(x httpapi.Exchange, op string, err error) {
 	if errors.Is(err, storage.ErrNotFound) {
-		s.writeError(c, st, errPushNotFound)
+		x.Fail(errPushNotFound)
 		return
 	}
 	if errors.Is(err, storage.ErrInvalid) {
 		// The store's text names the backend and its internals: the
 		// client gets what it can act on, the log the rest.
-		s.log.Info("push API: the store refused the request", "op", op, "error", err)
-		s.writeError(c, st, badField(invalidMessages[op]))
+		a.log.Info("push API: the store refused the request", "op", op, "error", err)
+		x.Fail(httpapi.BadRequest(invalidMessages[op]))
 		return
 	}
-	s.log.Warn("push API storage error", "op", op, "error", err)
-	s.writeError(c, st, errPushUnavailable)
+	a.log.Warn("push API storage error", "op", op, "error", err)
+	x.Fail(errPushUnavailable)
 }
 
-func (s *Server) handlePushGet(ctx context.Context, c *app.RequestContext, st *reqState) {
-	if !s.pushGate(c, st) {
+func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	if !a.gate(c, x) {
 		return
 	}
 	id, err := uuid.Parse(c.Param("id"))
 	if err != nil {
-		s.writeError(c, st, errPushNotFound)
+		x.Fail(errPushNotFound)
 		return
 	}
-	p, err := s.pushes.Get(ctx, id)
+	p, err := a.pushes.Get(ctx, id)
 	if err != nil {
-		s.pushStorageError(c, st, "get push", err)
+		a.storageError(x, "get push", err)
 		return
 	}
-	writeJSON(c, http.StatusOK, pushView(&p))
+	httpapi.WriteJSON(c, http.StatusOK, view(&p))
 }
 
-func (s *Server) handlePushList(ctx context.Context, c *app.RequestContext, st *reqState) {
-	if !s.pushGate(c, st) {
+func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	if !a.gate(c, x) {
 		return
 	}
 	state := storage.PushState(c.Query("state"))
 	if !state.Valid() {
-		s.writeError(c, st, badField("state: must be one of SCHEDULED, PENDING, IN_MEMORY, RETRY, GIVEN_UP, SENT, FAILED"))
+		x.Fail(httpapi.BadRequest("state: must be one of SCHEDULED, PENDING, IN_MEMORY, RETRY, GIVEN_UP, SENT, FAILED"))
 		return
 	}
 	limit := 100
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > storage.MaxPushPage {
-			s.writeError(c, st, badField("limit: must be 1.."+strconv.Itoa(storage.MaxPushPage)))
+			x.Fail(httpapi.BadRequest("limit: must be 1.." + strconv.Itoa(storage.MaxPushPage)))
 			return
 		}
 		limit = n
 	}
-	ps, next, err := s.pushes.List(ctx, state, c.Query("cursor"), limit)
+	ps, next, err := a.pushes.List(ctx, state, c.Query("cursor"), limit)
 	if err != nil {
-		s.pushStorageError(c, st, "list pushes", err)
+		a.storageError(x, "list pushes", err)
 		return
 	}
 	out := make([]map[string]any, len(ps))
 	for i := range ps {
-		out[i] = pushView(&ps[i])
+		out[i] = view(&ps[i])
 	}
 	var cursor any
 	if next != "" {
 		cursor = next
 	}
-	writeJSON(c, http.StatusOK, map[string]any{"pushes": out, "next": cursor})
+	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"pushes": out, "next": cursor})
 }
 
-// pushView is a push as the API shows it: the seed's field names, times
+// view is a push as the API shows it: the seed's field names, times
 // in RFC 3339 (UTC, ms).
-func pushView(p *storage.Push) map[string]any {
+func view(p *storage.Push) map[string]any {
 	var cron any
 	if p.CronExpression != "" {
 		cron = p.CronExpression
