@@ -1,6 +1,16 @@
-package apitier
+// Package pushheader is the headers of a WebPush push request (RFC 8030
+// TTL, Topic and Urgency; RFC 8188/8291 Content-Encoding and the legacy
+// aesgcm draft's Encryption and Crypto-Key), read in one pass over the
+// header and checked as the reference checks them (docs/errors.md and
+// docs/openapi.yaml say what each fault answers). It does no I/O: the
+// endpoint node (apitier) hands it the request's header and answers
+// what it returns.
+//
+// It must never import apitier (the node imports it).
+package pushheader
 
 import (
+	"net/http"
 	"strings"
 
 	hertzproto "github.com/cloudwego/hertz/pkg/protocol"
@@ -49,27 +59,54 @@ import (
 // (names and values), storage's own limit.
 const maxCryptoHeaderBytes = storage.MaxHeaderBytes
 
-// pushHeaders are a push request's checked headers.
-type pushHeaders struct {
-	ttl     int64 // effective: 0..storage.MaxTTL
-	topic   string
-	urgency string
-	// Crypto headers, only for a push with a body.
-	encoding, encryption, cryptoKey, encryptionKey string
+// The answers to a header fault. Messages are the reference's.
+// Package variables: answering an error allocates nothing.
+var (
+	errMissingTTL    = errno.MissingHeader.HTTPError("Missing TTL value")
+	errInvalidTTL    = errno.InvalidTTL.HTTPError("Invalid TTL header value")
+	errRepeatedTTL   = errno.InvalidTTL.HTTPError("TTL must be sent once")
+	errNegativeTTL   = errno.NegativeTTL.HTTPError("TTL must be greater than 0")
+	errTopicLength   = errno.InvalidTopic.HTTPError("Topic must be no greater than 32 characters")
+	errTopicChars    = errno.InvalidTopic.HTTPError("Topic must be URL and Filename safe Base64 alphabet")
+	errRepeatedTopic = errno.InvalidTopic.HTTPError("Topic must be sent once")
+	errUrgency       = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Urgency must be one of very-low, low, normal or high, sent once"}
+)
+
+// Crypto header errors: a body whose encryption headers are missing or
+// wrong for its Content-Encoding gets errno 110 ("Invalid crypto keys
+// specified"), with the reference's messages; the reference never sends
+// 101 ("Missing necessary crypto keys"), and neither does this tier.
+func errMissingCrypto(msg string) *errno.HTTPError {
+	return errno.InvalidCryptoKeys.HTTPError(msg)
 }
 
-// pushFields are the request's header fields the push rules read,
+func errInvalidCrypto(msg string) *errno.HTTPError {
+	return errno.InvalidCryptoKeys.HTTPError(msg)
+}
+
+// Headers are a push request's checked headers.
+type Headers struct {
+	TTL     int64 // effective: 0..storage.MaxTTL
+	Topic   string
+	Urgency string
+	// Crypto headers, only for a push with a body: the coding in lower
+	// case (AES128GCM or AESGCM), and Encryption, Crypto-Key and
+	// Encryption-Key as stored.
+	Encoding, Encryption, CryptoKey, EncryptionKey string
+}
+
+// fields are the request's header fields the push rules read,
 // collected in one pass over the header; n counts the field lines of each
 // singleton.
-type pushFields struct {
+type fields struct {
 	ttl, topic, urgency, encoding        []byte
 	nTTL, nTopic, nUrgency, nEncoding    int
 	encryption, cryptoKey, encryptionKey []byte
 }
 
 // collect reads the push fields of req.
-func collect(req *hertzproto.RequestHeader) pushFields {
-	var f pushFields
+func collect(req *hertzproto.RequestHeader) fields {
+	var f fields
 	req.VisitAll(func(k, v []byte) {
 		switch {
 		case equalFold(k, "ttl"):
@@ -194,8 +231,8 @@ func parseUrgency(v []byte, n int) (string, *errno.HTTPError) {
 
 // Content codings (RFC 8188, and the legacy draft), as kept.
 const (
-	encAES128GCM = "aes128gcm"
-	encAESGCM    = "aesgcm"
+	AES128GCM = "aes128gcm"
+	AESGCM    = "aesgcm"
 )
 
 // parseEncoding checks the Content-Encoding header's n field lines (v:
@@ -206,98 +243,98 @@ func parseEncoding(v []byte, n int) (string, *errno.HTTPError) {
 		return "", errInvalidCrypto("Missing Content-Encoding header")
 	case n > 1:
 		return "", errInvalidCrypto("Content-Encoding must be sent once")
-	case equalFold(v, encAES128GCM):
-		return encAES128GCM, nil
-	case equalFold(v, encAESGCM):
-		return encAESGCM, nil
+	case equalFold(v, AES128GCM):
+		return AES128GCM, nil
+	case equalFold(v, AESGCM):
+		return AESGCM, nil
 	}
 	return "", errInvalidCrypto("Unknown Content-Encoding header")
 }
 
-// parseHeaders reads every push header of req; hasData says whether
-// the push has a body.
-func parseHeaders(req *hertzproto.RequestHeader, hasData bool) (pushHeaders, *errno.HTTPError) {
+// Parse reads every push header of req; hasData says whether the push
+// has a body.
+func Parse(req *hertzproto.RequestHeader, hasData bool) (Headers, *errno.HTTPError) {
 	f := collect(req)
 	return f.parse(hasData)
 }
 
 // parse applies the header rules to the collected fields.
-func (f *pushFields) parse(hasData bool) (pushHeaders, *errno.HTTPError) {
-	var h pushHeaders
+func (f *fields) parse(hasData bool) (Headers, *errno.HTTPError) {
+	var h Headers
 	var e *errno.HTTPError
-	if h.ttl, e = parseTTL(f.ttl, f.nTTL); e != nil {
+	if h.TTL, e = parseTTL(f.ttl, f.nTTL); e != nil {
 		return h, e
 	}
-	if h.topic, e = parseTopic(f.topic, f.nTopic); e != nil {
+	if h.Topic, e = parseTopic(f.topic, f.nTopic); e != nil {
 		return h, e
 	}
-	if h.urgency, e = parseUrgency(f.urgency, f.nUrgency); e != nil {
+	if h.Urgency, e = parseUrgency(f.urgency, f.nUrgency); e != nil {
 		return h, e
 	}
 	if !hasData {
 		return h, nil
 	}
-	if h.encoding, e = parseEncoding(f.encoding, f.nEncoding); e != nil {
+	if h.Encoding, e = parseEncoding(f.encoding, f.nEncoding); e != nil {
 		return h, e
 	}
 	if len(f.encryption) > 0 {
-		h.encryption = stripHeader(f.encryption)
+		h.Encryption = stripHeader(f.encryption)
 	}
 	if len(f.cryptoKey) > 0 {
-		h.cryptoKey = stripHeader(f.cryptoKey)
+		h.CryptoKey = stripHeader(f.cryptoKey)
 	}
 	if len(f.encryptionKey) > 0 {
-		h.encryptionKey = string(f.encryptionKey)
+		h.EncryptionKey = string(f.encryptionKey)
 	}
 	return h, h.checkEncryption()
 }
 
 // checkEncryption applies the Content-Encoding rules to a push with a
 // body.
-func (h *pushHeaders) checkEncryption() *errno.HTTPError {
-	switch h.encoding {
-	case encAES128GCM:
-		if e := assertNotExists("aes128gcm Encryption", h.encryption, "salt"); e != nil {
+func (h *Headers) checkEncryption() *errno.HTTPError {
+	switch h.Encoding {
+	case AES128GCM:
+		if e := assertNotExists("aes128gcm Encryption", h.Encryption, "salt"); e != nil {
 			return e
 		}
-		if e := assertNotExists("aes128gcm Crypto-Key", h.cryptoKey, "dh"); e != nil {
+		if e := assertNotExists("aes128gcm Crypto-Key", h.CryptoKey, "dh"); e != nil {
 			return e
 		}
-	case encAESGCM:
-		if e := assertBase64ItemExists("Encryption", h.encryption, "salt"); e != nil {
+	case AESGCM:
+		if e := assertBase64ItemExists("Encryption", h.Encryption, "salt"); e != nil {
 			return e
 		}
-		if h.encryptionKey != "" {
+		if h.EncryptionKey != "" {
 			return errInvalidCrypto("Encryption-Key header is not valid for webpush draft 02 or later")
 		}
-		if e := assertBase64ItemExists("Crypto-Key", h.cryptoKey, "dh"); e != nil {
+		if e := assertBase64ItemExists("Crypto-Key", h.CryptoKey, "dh"); e != nil {
 			return e
 		}
 	default:
 		return errInvalidCrypto("Unknown Content-Encoding header")
 	}
-	if len("encoding")+len(h.encoding)+len("encryption")+len(h.encryption)+
-		len("crypto_key")+len(h.cryptoKey)+len("encryption_key")+len(h.encryptionKey) > maxCryptoHeaderBytes {
+	if len("encoding")+len(h.Encoding)+len("encryption")+len(h.Encryption)+
+		len("crypto_key")+len(h.CryptoKey)+len("encryption_key")+len(h.EncryptionKey) > maxCryptoHeaderBytes {
 		return errInvalidCrypto("Crypto headers are too large")
 	}
 	return nil
 }
 
-// headers returns the crypto headers the client needs, in the
-// reference's names; nil for a push without a body.
-func (h *pushHeaders) headers(dst []protocol.Header) []protocol.Header {
-	if h.encoding == "" {
+// Append appends the crypto headers the client needs, in the
+// reference's names, to dst; none for a push without a body.
+func (h *Headers) Append(dst []protocol.Header) []protocol.Header {
+	if h.Encoding == "" {
 		return dst
 	}
-	dst = append(dst, protocol.Header{Name: "encoding", Value: h.encoding})
-	if h.encryption != "" {
-		dst = append(dst, protocol.Header{Name: "encryption", Value: h.encryption})
+	dst = append(dst, protocol.Header{Name: "encoding", Value: h.Encoding})
+	if h.Encryption != "" {
+		dst = append(dst, protocol.Header{Name: "encryption", Value: h.Encryption})
 	}
-	if h.cryptoKey != "" {
-		dst = append(dst, protocol.Header{Name: "crypto_key", Value: h.cryptoKey})
+	if h.CryptoKey != "" {
+		dst = append(dst, protocol.Header{Name: "crypto_key", Value: h.CryptoKey})
 	}
-	if h.encryptionKey != "" {
-		dst = append(dst, protocol.Header{Name: "encryption_key", Value: h.encryptionKey})
+	if h.EncryptionKey != "" {
+		dst = append(dst, protocol.Header{Name: "encryption_key", Value: h.EncryptionKey})
 	}
 	return dst
 }
