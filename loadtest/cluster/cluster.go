@@ -1,4 +1,15 @@
-package loadtest
+// Package cluster is the system under test of a load-test run: the
+// processes the run starts and stops itself (autoconnect engines, an
+// autoendpoint, or the single-node server autopush holding both; or, for
+// the sender scenario, autoendpoint with its sender workers), their
+// storage (a fresh keyspace, or an embedded store in a scratch
+// directory), the binaries built for them, and the run's own Megaphone.
+//
+// Children run through internal/proc: they die with the load tester
+// however it ends, and are stopped by their PIDs only. It must never stop
+// a process it did not start, nor talk to a non-loopback address it was
+// not given.
+package cluster
 
 import (
 	"context"
@@ -24,64 +35,68 @@ import (
 	"github.com/autopush-go/autopush/storage/scylla"
 )
 
-// cluster is the system under test: the engine processes and the endpoint
-// this run started, sharing one storage.
-type cluster struct {
+// Cluster is the system under test: the engine processes and the endpoint
+// this run started, sharing one storage. Its exported fields are set by
+// Start (StartSender) and read-only after.
+type Cluster struct {
 	cfg      *scenario.Config
 	log      io.Writer
 	dir      string // the run's scratch directory (binaries, embedded data)
 	binDir   string
-	storage  string // "scylla" or "embedded"
+	Storage  string // "scylla" or "embedded"
 	keyspace string
-	engines  []*proc.Proc
-	// gcTraces follow each engine's GODEBUG=gctrace=1 lines, for the live
+	Engines  []*proc.Proc
+	// GCTraces follow each engine's GODEBUG=gctrace=1 lines, for the live
 	// heap (hold only; nil otherwise).
-	gcTraces []*probe.GCTrace
-	endpoint *proc.Proc // autoendpoint; nil for hold, or when autopush is both
+	GCTraces []*probe.GCTrace
+	Endpoint *proc.Proc // autoendpoint; nil for hold, or when autopush is both
 	secret   string     // the node secret of the run's tiers
 	// single: one process (autopush) holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
-	single      bool
-	wsAddrs     []string
-	metricsURLs []string
-	endpointURL string
-	// apiMetricsURL is the API tier's /metrics, on its metrics-listen.
-	apiMetricsURL string
-	// megaphone serves the broadcasts the engines poll (Config.Broadcasts
+	single bool
+	// WSAddrs are the engines' websocket addresses, MetricsURLs their
+	// /metrics (on the node API).
+	WSAddrs     []string
+	MetricsURLs []string
+	EndpointURL string
+	// APIMetricsURL is the API tier's /metrics, on its metrics-listen.
+	APIMetricsURL string
+	// Megaphone serves the broadcasts the engines poll (Config.Broadcasts
 	// > 0); nil otherwise.
-	megaphone *megaphone
+	Megaphone *Megaphone
 	// pickAddr picks the address of a child whose URL is set before it
 	// runs (startListening); nil: freePort. Tests pick one that is taken.
 	pickAddr func() (string, error)
 }
 
-func (c *cluster) info() report.ClusterInfo {
-	ci := report.ClusterInfo{Storage: c.storage, Engines: len(c.engines), EngineKind: "autoconnect", EngineAddrs: c.wsAddrs,
+// Info describes the cluster for the report.
+func (c *Cluster) Info() report.ClusterInfo {
+	ci := report.ClusterInfo{Storage: c.Storage, Engines: len(c.Engines), EngineKind: "autoconnect", EngineAddrs: c.WSAddrs,
 		Keyspace: c.keyspace}
-	if c.endpoint != nil || c.single {
-		ci.Endpoint = c.endpointURL
+	if c.Endpoint != nil || c.single {
+		ci.Endpoint = c.EndpointURL
 	}
 	if c.single {
 		ci.EngineKind = "autopush"
 	}
-	if c.storage == "scylla" {
+	if c.Storage == "scylla" {
 		ci.CQLHosts = c.cfg.CQLHosts
 	}
-	for _, e := range c.engines {
+	for _, e := range c.Engines {
 		ci.EnginePIDs = append(ci.EnginePIDs, e.PID())
 	}
 	return ci
 }
 
-// startCluster builds (or finds) the binaries, makes the storage, and
-// starts the engines and, when the scenario sends pushes, the endpoint.
-// When a step fails it stops what the earlier steps started (processes by
-// their PIDs, the Megaphone, the keyspace, the scratch directory) and
-// returns that step's error.
-func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (*cluster, error) {
+// Start builds (or finds) the binaries, makes the storage, and starts
+// the engines and, when the scenario sends pushes, the endpoint; each
+// child logs to logDir, the steps to log. When a step fails it stops what
+// the earlier steps started (processes by their PIDs, the Megaphone, the
+// keyspace, the scratch directory) and returns that step's error.
+func Start(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (*Cluster, error) {
 	c := newCluster(cfg, log)
 	if err := c.start(ctx, logDir); err != nil {
-		c.stop()
+		c.Stop()
 		return nil, err
 	}
 	return c, nil
@@ -89,22 +104,22 @@ func startCluster(ctx context.Context, cfg *scenario.Config, logDir string, log 
 
 // newCluster is a cluster not started yet: on Cassandra when cfg names
 // hosts, else on the embedded store.
-func newCluster(cfg *scenario.Config, log io.Writer) *cluster {
-	c := &cluster{cfg: cfg, log: log, storage: "embedded"}
+func newCluster(cfg *scenario.Config, log io.Writer) *Cluster {
+	c := &Cluster{cfg: cfg, log: log, Storage: "embedded"}
 	if len(cfg.CQLHosts) > 0 {
-		c.storage = "scylla"
+		c.Storage = "scylla"
 	}
 	return c
 }
 
-// start is startCluster's steps; what each starts is kept in c, for stop.
-func (c *cluster) start(ctx context.Context, logDir string) error {
+// start is Start's steps; what each starts is kept in c, for stop.
+func (c *Cluster) start(ctx context.Context, logDir string) error {
 	cfg := c.cfg
 	var err error
 	if c.dir, err = os.MkdirTemp("", "loadtest-"); err != nil {
 		return fmt.Errorf("loadtest: scratch dir: %w", err)
 	}
-	c.single = c.storage == "embedded" && cfg.Sends()
+	c.single = c.Storage == "embedded" && cfg.Sends()
 	var bins []string
 	switch {
 	case c.single:
@@ -114,18 +129,18 @@ func (c *cluster) start(ctx context.Context, logDir string) error {
 	default:
 		bins = []string{"autoconnect"}
 	}
-	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, bins, c.log); err != nil {
+	if c.binDir, err = Binaries(ctx, cfg.BinDir, c.dir, bins, c.log); err != nil {
 		return err
 	}
 	key := token.GenerateKey()
 	c.secret = token.GenerateKey() // any random string does
-	if c.storage == "scylla" {
+	if c.Storage == "scylla" {
 		if err := c.makeKeyspace(ctx); err != nil {
 			return err
 		}
 	}
 	if cfg.Broadcasts > 0 {
-		if c.megaphone, err = startMegaphone(cfg.Broadcasts); err != nil {
+		if c.Megaphone, err = startMegaphone(cfg.Broadcasts); err != nil {
 			return err
 		}
 	}
@@ -144,13 +159,13 @@ func (c *cluster) start(ctx context.Context, logDir string) error {
 		if err != nil {
 			return err
 		}
-		c.endpointURL = "http://" + port
+		c.EndpointURL = "http://" + port
 	}
 	return c.startEngines(ctx, key, logDir)
 }
 
 // startEndpoint starts autoendpoint on a port of its own (startListening).
-func (c *cluster) startEndpoint(ctx context.Context, key, logDir string) error {
+func (c *Cluster) startEndpoint(ctx context.Context, key, logDir string) error {
 	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
 		env := append(c.storageEnv("AUTOEND"),
 			"AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr, "AUTOEND__CRYPTO_KEY="+key,
@@ -167,8 +182,8 @@ func (c *cluster) startEndpoint(ctx context.Context, key, logDir string) error {
 	if err != nil {
 		return err
 	}
-	c.endpoint, c.endpointURL = p, "http://"+addr
-	c.apiMetricsURL = "http://" + p.Field("metrics") + "/metrics"
+	c.Endpoint, c.EndpointURL = p, "http://"+addr
+	c.APIMetricsURL = "http://" + p.Field("metrics") + "/metrics"
 	return nil
 }
 
@@ -183,7 +198,7 @@ const listenAttempts = 5
 // the machine draws from the same ephemeral range; seen with CPU hogs and
 // other tests running), so when the child reports exactly that, it starts
 // again on another port.
-func (c *cluster) startListening(name string, start func(addr string) (*proc.Proc, error)) (*proc.Proc, string, error) {
+func (c *Cluster) startListening(name string, start func(addr string) (*proc.Proc, error)) (*proc.Proc, string, error) {
 	pick := c.pickAddr
 	if pick == nil {
 		pick = freePort
@@ -209,8 +224,8 @@ func addrTaken(err error, addr string) bool {
 
 // storageEnv is the storage settings of a tier (prefix AUTOCONNECT or
 // AUTOEND).
-func (c *cluster) storageEnv(prefix string) []string {
-	if c.storage == "embedded" {
+func (c *Cluster) storageEnv(prefix string) []string {
+	if c.Storage == "embedded" {
 		return []string{prefix + "__STORAGE=embedded", prefix + "__DATA_DIR=" + filepath.Join(c.dir, "data")}
 	}
 	return []string{prefix + "__STORAGE=scylla", prefix + "__CQL_HOSTS=" + strings.Join(c.cfg.CQLHosts, ","),
@@ -231,7 +246,7 @@ func passThrough(prefixes ...string) []string {
 	return out
 }
 
-func (c *cluster) makeKeyspace(ctx context.Context) error {
+func (c *Cluster) makeKeyspace(ctx context.Context) error {
 	b := make([]byte, 4)
 	rand.Read(b)
 	c.keyspace = "loadtest_" + hex.EncodeToString(b)
@@ -247,7 +262,7 @@ func (c *cluster) makeKeyspace(ctx context.Context) error {
 	return nil
 }
 
-func (c *cluster) scyllaConfig() scylla.Config {
+func (c *Cluster) scyllaConfig() scylla.Config {
 	sc := scylla.DefaultConfig()
 	sc.Hosts, sc.Keyspace, sc.Consistency = c.cfg.CQLHosts, c.keyspace, c.cfg.CQLConsistency
 	sc.Timeout = 30 * time.Second
@@ -255,10 +270,10 @@ func (c *cluster) scyllaConfig() scylla.Config {
 }
 
 // startEngines starts the autoconnect processes, a few at a time.
-func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
+func (c *Cluster) startEngines(ctx context.Context, key, logDir string) error {
 	n := c.cfg.EngineCount()
-	c.engines = make([]*proc.Proc, n)
-	c.gcTraces = make([]*probe.GCTrace, n)
+	c.Engines = make([]*proc.Proc, n)
+	c.GCTraces = make([]*probe.GCTrace, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -270,7 +285,7 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 			defer func() { <-sem }()
 			env := append(c.storageEnv("AUTOCONNECT"),
 				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
-				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.endpointURL,
+				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.EndpointURL,
 				"AUTOCONNECT__NODE_SECRET="+c.secret,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
 			env = append(env, c.megaphoneEnv("AUTOCONNECT")...)
@@ -280,10 +295,10 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 				// hold reports the live heap, which only the runtime's
 				// trace of each collection (a line on stderr) tells.
 				env = append(env, "GODEBUG="+strings.Trim(os.Getenv("GODEBUG")+",gctrace=1", ","))
-				c.gcTraces[i] = &probe.GCTrace{}
-				watch = c.gcTraces[i].Line
+				c.GCTraces[i] = &probe.GCTrace{}
+				watch = c.GCTraces[i].Line
 			}
-			c.engines[i], errs[i] = startChild(ctx, fmt.Sprintf("autoconnect-%d", i), filepath.Join(c.binDir, "autoconnect"), nil, env,
+			c.Engines[i], errs[i] = startChild(ctx, fmt.Sprintf("autoconnect-%d", i), filepath.Join(c.binDir, "autoconnect"), nil, env,
 				filepath.Join(logDir, fmt.Sprintf("autoconnect-%d.log", i)), "autoconnect started", watch)
 		}()
 	}
@@ -291,16 +306,16 @@ func (c *cluster) startEngines(ctx context.Context, key, logDir string) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	for _, e := range c.engines {
-		c.wsAddrs = append(c.wsAddrs, e.Field("listen"))
-		c.metricsURLs = append(c.metricsURLs, "http://"+e.Field("node_api")+"/metrics")
+	for _, e := range c.Engines {
+		c.WSAddrs = append(c.WSAddrs, e.Field("listen"))
+		c.MetricsURLs = append(c.MetricsURLs, "http://"+e.Field("node_api")+"/metrics")
 	}
 	return nil
 }
 
 // startSingle runs both tiers in one process over the embedded store, its
 // push API on a port of its own (startListening).
-func (c *cluster) startSingle(ctx context.Context, key, logDir string) error {
+func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
 	data := filepath.Join(c.dir, "dev")
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
@@ -323,29 +338,29 @@ func (c *cluster) startSingle(ctx context.Context, key, logDir string) error {
 	if err != nil {
 		return err
 	}
-	c.endpointURL = "http://" + addr
-	c.engines, c.gcTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
-	c.wsAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
-	c.metricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
-	c.apiMetricsURL = "http://" + ch.Field("metrics") + "/metrics"
+	c.EndpointURL = "http://" + addr
+	c.Engines, c.GCTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
+	c.WSAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
+	c.MetricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
+	c.APIMetricsURL = "http://" + ch.Field("metrics") + "/metrics"
 	return nil
 }
 
 // megaphoneEnv points an engine process (its variables' prefix) at the
 // run's Megaphone, when there is one.
-func (c *cluster) megaphoneEnv(prefix string) []string {
-	if c.megaphone == nil {
+func (c *Cluster) megaphoneEnv(prefix string) []string {
+	if c.Megaphone == nil {
 		return nil
 	}
-	return []string{prefix + "__MEGAPHONE_API_URL=" + c.megaphone.url,
+	return []string{prefix + "__MEGAPHONE_API_URL=" + c.Megaphone.url,
 		prefix + "__MEGAPHONE_POLL_INTERVAL=" + c.cfg.BroadcastPoll.String()}
 }
 
-// stop stops every process by its PID (engines drain on SIGTERM), drops the
-// keyspace unless kept, and removes the scratch directory.
-func (c *cluster) stop() {
+// Stop stops every process by its PID (engines drain on SIGTERM), drops
+// the keyspace unless kept, and removes the scratch directory.
+func (c *Cluster) Stop() {
 	var wg sync.WaitGroup
-	for _, p := range append(c.engines, c.endpoint) {
+	for _, p := range append(c.Engines, c.Endpoint) {
 		if p == nil {
 			continue
 		}
@@ -358,8 +373,8 @@ func (c *cluster) stop() {
 		}()
 	}
 	wg.Wait()
-	if c.megaphone != nil {
-		c.megaphone.stop()
+	if c.Megaphone != nil {
+		c.Megaphone.stop()
 	}
 	if c.keyspace != "" && !c.cfg.KeepKeyspace {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -389,9 +404,10 @@ func startChild(ctx context.Context, name, bin string, args, env []string, logPa
 	return p, nil
 }
 
-// binaries returns a directory holding bins: binDir when given, else a
-// fresh build from this module into scratch.
-func binaries(ctx context.Context, binDir, scratch string, bins []string, log io.Writer) (string, error) {
+// Binaries returns a directory holding bins (autoconnect, autoendpoint,
+// autopush): binDir when given, else a fresh build from this module into
+// scratch.
+func Binaries(ctx context.Context, binDir, scratch string, bins []string, log io.Writer) (string, error) {
 	if binDir != "" {
 		for _, b := range bins {
 			if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {

@@ -1,4 +1,4 @@
-package loadtest
+package cluster
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,14 +25,14 @@ import (
 )
 
 // TestStartFailureStopsWhatStarted: when a child fails to start (the
-// engines given a bad setting, once the endpoint runs), startCluster
+// engines given a bad setting, once the endpoint runs), Start
 // returns that child's error, and what it had started is gone: the
 // endpoint's PID, the keyspace, the scratch directory.
 func TestStartFailureStopsWhatStarted(t *testing.T) {
-	cfg := smallConfig(t, scenario.Broadcast) // a Megaphone, an endpoint, engines
+	cfg := testConfig(t, scenario.Broadcast) // a Megaphone, an endpoint, engines
 	logDir := t.TempDir()
 	scratch := t.TempDir()
-	t.Setenv("TMPDIR", scratch) // where startCluster makes its scratch directory
+	t.Setenv("TMPDIR", scratch) // where Start makes its scratch directory
 	// The operator's settings win over the run's (passThrough). On the
 	// embedded store the one autopush process is the child that fails.
 	bad := "AUTOCONNECT__MAX_CONNECTIONS"
@@ -42,9 +43,9 @@ func TestStartFailureStopsWhatStarted(t *testing.T) {
 	log := &lineLog{t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := startCluster(ctx, &cfg, logDir, log)
+	c, err := Start(ctx, &cfg, logDir, log)
 	if c != nil || err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "exited before it started") {
-		t.Fatalf("startCluster: %v, %v; want nil and the failed child's error naming %s", c, err, bad)
+		t.Fatalf("Start: %v, %v; want nil and the failed child's error naming %s", c, err, bad)
 	}
 	pids := startedPIDs(t, logDir, "autoendpoint.log")
 	if len(cfg.CQLHosts) > 0 && len(pids) != 1 {
@@ -79,7 +80,7 @@ func TestStartFailureStopsWhatStarted(t *testing.T) {
 // the endpoint (autopush on the embedded store) starts on another port,
 // and the engines are told that one.
 func TestEndpointPortTakenStartsAgain(t *testing.T) {
-	cfg := smallConfig(t, scenario.Broadcast)
+	cfg := testConfig(t, scenario.Broadcast)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -100,33 +101,33 @@ func TestEndpointPortTakenStartsAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	err = c.start(ctx, t.TempDir())
-	defer c.stop()
+	defer c.Stop()
 	if err != nil {
 		t.Fatalf("start with the endpoint's first port taken: %v", err)
 	}
-	if len(picked) != 2 || c.endpointURL != "http://"+picked[1] {
-		t.Fatalf("picked %v, endpoint on %s; want the second", picked, c.endpointURL)
+	if len(picked) != 2 || c.EndpointURL != "http://"+picked[1] {
+		t.Fatalf("picked %v, endpoint on %s; want the second", picked, c.EndpointURL)
 	}
 	if log.find(`(`+regexp.QuoteMeta(picked[0])+` was taken before it listened)`) == "" {
 		t.Errorf("the retry is not logged")
 	}
-	resp, err := http.Get(c.endpointURL + "/health")
+	resp, err := http.Get(c.EndpointURL + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET %s/health: %s", c.endpointURL, resp.Status)
+		t.Errorf("GET %s/health: %s", c.EndpointURL, resp.Status)
 	}
 	if c.single {
 		return // the engine is the endpoint's own process
 	}
-	for _, e := range c.engines {
+	for _, e := range c.Engines {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", e.PID()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "AUTOCONNECT__ENDPOINT_URL=" + c.endpointURL
+		want := "AUTOCONNECT__ENDPOINT_URL=" + c.EndpointURL
 		if !slices.Contains(strings.Split(string(env), "\x00"), want) {
 			t.Errorf("engine pid %d not started with %s", e.PID(), want)
 		}
@@ -158,7 +159,7 @@ func TestStartListeningRetriesOnlyATakenPort(t *testing.T) {
 		{"always taken", func(_ int, addr string) error { return taken(addr) }, listenAttempts, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &cluster{log: io.Discard}
+			c := &Cluster{log: io.Discard}
 			n := 0
 			c.pickAddr = func() (string, error) { return fmt.Sprintf("127.0.0.1:%d", 40000+n), nil }
 			_, addr, err := c.startListening("x", func(addr string) (*proc.Proc, error) {
@@ -170,6 +171,25 @@ func TestStartListeningRetriesOnlyATakenPort(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testConfig is a scenario's config at test size. Its cluster builds the
+// binaries into its scratch directory (go build's cache keeps that
+// quick).
+func testConfig(t *testing.T, name string) scenario.Config {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the go command is needed to build the service binaries (put Go on PATH)")
+		}
+		t.Skip("the go command is needed to build the service binaries (put Go on PATH)")
+	}
+	cfg := scenario.Default(name)
+	cfg.Out = t.TempDir()
+	if len(cfg.CQLHosts) > 0 {
+		cfg.Engines = 2
+	}
+	return cfg
 }
 
 // startedPIDs reads the Pid of each child whose log (in dir, matching

@@ -1,4 +1,4 @@
-package loadtest
+package cluster
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/autopush-go/autopush/loadtest/agent"
 )
 
-// megaphone is the run's own Megaphone: the read API the engines poll
+// Megaphone is the run's own Megaphone: the read API the engines poll
 // (GET /v1/broadcasts: {"code":200,"broadcasts":{...}}) on 127.0.0.1,
 // serving Config.Broadcasts ids, all at one version that change moves on.
 // Megaphone is a third party's service: a stand-in that speaks its API,
 // as the engine's tests use.
-type megaphone struct {
+type Megaphone struct {
 	srv *http.Server
 	url string
 
@@ -27,8 +27,8 @@ type megaphone struct {
 	requests int64
 }
 
-// broadcastIDs names the n ids of a run.
-func broadcastIDs(n int) []string {
+// BroadcastIDs names the n ids of a run.
+func BroadcastIDs(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("loadtest/b%d", i)
@@ -36,19 +36,19 @@ func broadcastIDs(n int) []string {
 	return ids
 }
 
-func startMegaphone(n int) (*megaphone, error) {
+func startMegaphone(n int) (*Megaphone, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: megaphone: %w", err)
 	}
-	m := &megaphone{ids: broadcastIDs(n), version: agent.VersionAt(time.Now().UnixNano())}
+	m := &Megaphone{ids: BroadcastIDs(n), version: agent.VersionAt(time.Now().UnixNano())}
 	m.url = "http://" + ln.Addr().String() + "/v1/broadcasts"
 	m.srv = &http.Server{Handler: http.HandlerFunc(m.serve), ReadHeaderTimeout: 5 * time.Second}
 	go m.srv.Serve(ln)
 	return m, nil
 }
 
-func (m *megaphone) serve(w http.ResponseWriter, r *http.Request) {
+func (m *Megaphone) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/broadcasts" || r.Method != http.MethodGet {
 		http.NotFound(w, r)
 		return
@@ -64,9 +64,9 @@ func (m *megaphone) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"code": 200, "broadcasts": all})
 }
 
-// change moves every id to a new version named for now, and returns it
+// Change moves every id to a new version named for now, and returns it
 // and its instant.
-func (m *megaphone) change() (string, int64) {
+func (m *Megaphone) Change() (string, int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	at := time.Now().UnixNano()
@@ -74,7 +74,7 @@ func (m *megaphone) change() (string, int64) {
 	return m.version, at
 }
 
-func (m *megaphone) stop() {
+func (m *Megaphone) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	m.srv.Shutdown(ctx)

@@ -1,10 +1,19 @@
-package loadtest
+// Package outbound is the load tester's sender scenario (make
+// sender-bench, make bridge-bench; docs/sender.md, docs/benchmarks.md):
+// autoendpoint with its sender workers (loadtest/cluster) against a fake
+// provider in this process (Swrve, or FCM for pushes to bridged phones),
+// pushes offered open loop above the provider's rate (POST /push, or
+// WebPush POSTs to the phones' endpoints), the provider's rate measured
+// over a window and in any second, the pool's bound checked, and every
+// accepted push accounted for. No user agents: it drives no workers.
+//
+// It is the only part of the load tester that links the fake providers
+// (apitier/sender/sendertest); no service binary does.
+package outbound
 
 import (
 	"context"
-	crand "crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +21,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,72 +32,68 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
-	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/promtext"
-	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/loadtest/cluster"
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/sender"
 )
 
-// outbound runs the sender scenario: autoendpoint with its sender workers
-// against a fake provider in this process (Swrve, or FCM for pushes to
-// bridged phones), pushes offered open loop above the provider's rate (POST
-// /push, or WebPush POSTs to the phones' endpoints), the provider's rate
-// measured over a window and in any second, the pool's bound checked, and
-// every accepted push accounted for.
-func (r *run) outbound(ctx context.Context, logDir string) error {
-	defer r.prog.stop()
-	cfg := &r.cfg
+// Run runs the sender scenario of cfg into the run's report (out.Sender,
+// out.Cluster, out.Series), followed by mon; its processes log to
+// logDir.
+func Run(ctx context.Context, cfg *scenario.Config, out *report.Report, mon *monitor.Monitor, logDir string) error {
+	defer mon.StopProgress()
 	rep := &report.SenderReport{Provider: cfg.Provider, Offered: cfg.PushRate, ProviderRate: cfg.ProviderRate, Pace: cfg.Pace(),
 		States: map[string]int64{}}
-	r.rep.Sender = rep
+	out.Sender = rep
 	fake, provLatency, err := startFake(cfg.Provider, cfg.ProviderLatency)
 	if err != nil {
 		return err
 	}
 	defer fake.close()
-	node, apiKey, err := startSenderNode(ctx, &r.cfg, logDir, r.prog, fake)
+	node, apiKey, err := cluster.StartSender(ctx, cfg, logDir, mon.Log(), fake.provider)
 	if err != nil {
 		return err
 	}
-	defer node.stop()
-	r.rep.Cluster = node.info()
-	r.logf("autoendpoint (pid %d) on %s storage, its sender paced at %.0f/s (limit %.0f/s) against a fake %s at %s (%s latency)",
-		node.endpoint.PID(), node.storage, cfg.Pace(), cfg.ProviderRate, fake.name, fake.url, cfg.ProviderLatency)
+	defer node.Stop()
+	out.Cluster = node.Info()
+	mon.Logf("autoendpoint (pid %d) on %s storage, its sender paced at %.0f/s (limit %.0f/s) against a fake %s at %s (%s latency)",
+		node.Endpoint.PID(), node.Storage, cfg.Pace(), cfg.ProviderRate, fake.name, fake.url, cfg.ProviderLatency)
 
-	p := newPoster(cfg, node.endpointURL, apiKey)
+	p := newPoster(cfg, node.EndpointURL, apiKey)
 	if fake.name == "fcm" {
-		if p.endpoints, err = registerPhones(ctx, p.client, node.endpointURL, cfg.Devices); err != nil {
-			return errRun("registering phones", err)
+		if p.endpoints, err = registerPhones(ctx, p.client, node.EndpointURL, cfg.Devices); err != nil {
+			return monitor.StepError("registering phones", err)
 		}
 		rep.Phones = len(p.endpoints)
-		r.logf("%d phones registered through the bridge registration API", len(p.endpoints))
+		mon.Logf("%d phones registered through the bridge registration API", len(p.endpoints))
 	}
-	metricsURL := node.apiMetricsURL
-	stopSampling := r.sampleSender(ctx, p, fake, node, metricsURL)
+	metricsURL := node.APIMetricsURL
+	stopSampling := sampleSender(ctx, mon, cfg, p, fake, node, metricsURL)
 	count := int(cfg.PushRate * cfg.Duration.Seconds())
 	rep.Scheduled = int64(count)
-	r.setPhase("post", int64(count), func(s report.Sample) int64 { return s.Sent })
-	t0, start := r.now(), time.Now()
+	mon.SetPhase("post", int64(count), func(s report.Sample) int64 { return s.Sent })
+	t0, start := mon.Now(), time.Now()
 	p.run(ctx, count, time.Duration(float64(time.Second)/cfg.PushRate))
 	rep.PostSeconds = time.Since(start).Seconds()
 	postEnd := time.Now()
-	rep.CPU = r.avgCPU(t0, r.now())
+	rep.CPU = mon.AvgCPU(t0, mon.Now())
 	rep.Accepted, rep.Errors, rep.Response = p.accepted.Load(), p.errors(), hist.Summarize(p.total)
 	rep.Achieved = float64(rep.Accepted) / rep.PostSeconds
-	r.logf("POSTs done: %d of %d accepted in %.1fs; waiting for every accepted push to be SENT", rep.Accepted, count, rep.PostSeconds)
+	mon.Logf("POSTs done: %d of %d accepted in %.1fs; waiting for every accepted push to be SENT", rep.Accepted, count, rep.PostSeconds)
 
-	r.setPhase("drain", rep.Accepted, func(s report.Sample) int64 { return s.Received })
-	drainErr := waitDrained(ctx, node.endpointURL, apiKey, cfg.DrainTimeout)
+	mon.SetPhase("drain", rep.Accepted, func(s report.Sample) int64 { return s.Received })
+	drainErr := waitDrained(ctx, node.EndpointURL, apiKey, cfg.DrainTimeout)
 	rep.DrainSeconds = time.Since(postEnd).Seconds()
 	samples := stopSampling()
 	rep.Samples = samples
-	r.rep.Series = r.seriesCopy()
+	out.Series = mon.Series()
 	if drainErr != nil {
-		r.logf("%v", drainErr)
+		mon.Logf("%v", drainErr)
 	}
 	if m, err := promtext.Scrape(ctx, nil, metricsURL); err == nil {
 		rep.WentPending = int64(m["autosender_pushes_went_pending_total"])
@@ -98,7 +102,7 @@ func (r *run) outbound(ctx context.Context, logDir string) error {
 	}
 	attempts, calls, err := p.account(ctx, rep)
 	if err != nil {
-		return errRun("accounting", err)
+		return monitor.StepError("accounting", err)
 	}
 	receipts := fake.receipts()
 	providerSide(rep, receipts, attempts, calls, cfg.Warmup, cfg.Measure)
@@ -107,14 +111,14 @@ func (r *run) outbound(ctx context.Context, logDir string) error {
 	for _, s := range samples {
 		rep.PoolBusyMax = max(rep.PoolBusyMax, s.PoolBusy)
 	}
-	rep.QueueMin = queueMin(samples, receipts, r.started, rep.Window)
+	rep.QueueMin = queueMin(samples, receipts, mon.Started(), rep.Window)
 	return nil
 }
 
 // providerFake is the fake provider of a sender run, as the run reads it.
 type providerFake struct {
 	name, url                    string
-	fcm                          *fcmfake.Fake // -provider fcm: its service accounts
+	provider                     cluster.Provider // what the sender node is pointed at
 	inFlight, maxInFlight, count func() int
 	receipts                     func() []receipt // in the fake's log order (providerSide sorts them)
 	close                        func() error
@@ -137,7 +141,13 @@ func startFake(name, latency string) (*providerFake, *latencies, error) {
 			return nil, nil, err
 		}
 		f.SetLatency(draw)
-		return &providerFake{name: "fcm", url: f.URL(), fcm: f, inFlight: f.InFlight, maxInFlight: f.MaxInflight, count: f.Sends,
+		acct, err := f.NewAccount("loadtest")
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		return &providerFake{name: "fcm", url: f.URL(), provider: cluster.Provider{Name: "fcm", URL: f.URL(), FCMAccount: acct.JSON()},
+			inFlight: f.InFlight, maxInFlight: f.MaxInflight, count: f.Sends,
 			receipts: func() []receipt { return fcmReceipts(f.Log()) }, close: f.Close}, l, nil
 	}
 	f, err := swrvefake.Start()
@@ -145,7 +155,7 @@ func startFake(name, latency string) (*providerFake, *latencies, error) {
 		return nil, nil, err
 	}
 	f.SetLatency(draw)
-	return &providerFake{name: "swrve", url: f.URL(), inFlight: f.InFlight, maxInFlight: f.MaxInflight, count: f.Count,
+	return &providerFake{name: "swrve", url: f.URL(), provider: cluster.Provider{Name: "swrve", URL: f.URL()}, inFlight: f.InFlight, maxInFlight: f.MaxInflight, count: f.Count,
 		receipts: func() []receipt {
 			log := f.Log()
 			out := make([]receipt, len(log))
@@ -205,85 +215,6 @@ func latencyFunc(latency string) (func() time.Duration, *latencies) {
 		l.mu.Unlock()
 		return d
 	}, l
-}
-
-// startSenderNode starts autoendpoint with its sender workers on the run's
-// storage (a fresh keyspace, or an embedded store in a scratch directory),
-// sending to fake (Swrve with a prototype-key file of its own, or FCM with
-// a service account of the fake's and the bridge registration API open),
-// and returns it with the push API key it accepts. When a step fails it
-// stops what the earlier ones started, as startCluster does, and returns
-// that step's error.
-func startSenderNode(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer, fake *providerFake) (*cluster, string, error) {
-	c := newCluster(cfg, log)
-	apiKey, err := c.startSender(ctx, logDir, fake)
-	if err != nil {
-		c.stop()
-		return nil, "", err
-	}
-	return c, apiKey, nil
-}
-
-// startSender is startSenderNode's steps; what each starts is kept in c,
-// for stop.
-func (c *cluster) startSender(ctx context.Context, logDir string, fake *providerFake) (string, error) {
-	cfg := c.cfg
-	var err error
-	if c.dir, err = os.MkdirTemp("", "loadtest-sender-"); err != nil {
-		return "", fmt.Errorf("loadtest: scratch dir: %w", err)
-	}
-	if c.binDir, err = binaries(ctx, cfg.BinDir, c.dir, []string{"autoendpoint"}, c.log); err != nil {
-		return "", err
-	}
-	if c.storage == "scylla" {
-		if err := c.makeKeyspace(ctx); err != nil {
-			return "", err
-		}
-	}
-	keys := filepath.Join(c.dir, "swrve-keys.yaml")
-	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    'Hello': {IOS: lt-ios, ANDROID: lt-android}\n"), 0o600); err != nil {
-		return "", err
-	}
-	b := make([]byte, 16)
-	if _, err := crand.Read(b); err != nil {
-		return "", err
-	}
-	apiKey := hex.EncodeToString(b)
-	// The jobs' portions keep the seed's rule (portion × delay < their
-	// 1 s interval) at any -provider-delay.
-	portion := strconv.Itoa(max(1, min(200, int(0.8*cfg.Pace()))))
-	env := append(c.storageEnv("AUTOEND"),
-		"AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
-		"AUTOEND__NODE_SECRET="+token.GenerateKey(), // required; no connection node here to share it with
-		"AUTOEND__VERSION_FILE=", "AUTOEND__REQUEST_LOG=false", "AUTOEND__PUSH_API_KEYS="+apiKey,
-		"AUTOEND__SENDER_NODE=loadtest", "AUTOEND__SWRVE_KEYS_FILE="+keys,
-		"AUTOEND__SENDER_SCHEDULED_PORTION="+portion, "AUTOEND__SENDER_PENDING_PORTION="+portion)
-	rate, delay := strconv.FormatFloat(cfg.ProviderRate, 'f', -1, 64), cfg.ProviderDelay.String()
-	if fake.name == "fcm" {
-		acct, err := fake.fcm.NewAccount("loadtest")
-		if err != nil {
-			return "", err
-		}
-		apps, _ := json.Marshal(map[string]any{loadtestFCMApp: map[string]string{"project_id": "loadtest", "credentials": string(acct.JSON())}})
-		env = append(env, "AUTOEND__BRIDGE_AUTH_KEYS="+token.GenerateKey(), "AUTOEND__FCM_APPS="+string(apps),
-			"AUTOEND__FCM_URL="+fake.url, "AUTOEND__FCM_RATE="+rate, "AUTOEND__FCM_DELAY="+delay, "AUTOEND__FCM_LATENCY="+cfg.AverageLatency.String())
-	} else {
-		env = append(env, "AUTOEND__SWRVE_URL="+fake.url, "AUTOEND__SWRVE_RATE="+rate, "AUTOEND__SWRVE_DELAY="+delay,
-			"AUTOEND__SWRVE_AVERAGE_LATENCY="+cfg.AverageLatency.String())
-	}
-	env = append(env, "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
-	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
-		env := append(slices.Clip(env), "AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr)
-		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
-		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
-	})
-	if err != nil {
-		return "", err
-	}
-	c.endpoint, c.endpointURL = p, "http://"+addr
-	c.apiMetricsURL = "http://" + p.Field("metrics") + "/metrics"
-	return apiKey, nil
 }
 
 // poster is the application back-end: POST /push open loop, each push at
@@ -410,9 +341,6 @@ func pushPayload(i int) string {
 	return fmt.Sprintf("loadtest push %08d", i) + strings.Repeat(".", 100)
 }
 
-// loadtestFCMApp is the app id the phones register with.
-const loadtestFCMApp = "loadtest-android"
-
 // registerPhones registers n FCM phones through the bridge registration
 // API, a few at a time, and returns their push endpoints.
 func registerPhones(ctx context.Context, client *http.Client, base string, n int) ([]string, error) {
@@ -424,7 +352,7 @@ func registerPhones(ctx context.Context, client *http.Client, base string, n int
 		wg.Go(func() {
 			for i := range next {
 				body := fmt.Sprintf(`{"token":"loadtest-phone-%08d"}`, i)
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/fcm/"+loadtestFCMApp+"/registration", strings.NewReader(body))
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/fcm/"+cluster.FCMApp+"/registration", strings.NewReader(body))
 				if err != nil {
 					errs <- err
 					continue
@@ -482,15 +410,15 @@ func (p *poster) takeInterval() *hist.Latency {
 	return &l
 }
 
-// sampleSender starts sampling (run.monitor) and returns its stop, which
+// sampleSender starts sampling (mon.Start) and returns its stop, which
 // returns the sender's own samples; the series gets the POSTs, the
 // provider's receipts and the endpoint's memory and CPU.
-func (r *run) sampleSender(ctx context.Context, p *poster, fake *providerFake, node *cluster, metricsURL string) (stop func() []report.SenderSample) {
+func sampleSender(ctx context.Context, mon *monitor.Monitor, cfg *scenario.Config, p *poster, fake *providerFake, node *cluster.Cluster, metricsURL string) (stop func() []report.SenderSample) {
 	var out []report.SenderSample // the monitor's goroutine appends; read after stop
-	pid := node.endpoint.PID()
-	client := &http.Client{Timeout: r.cfg.SampleEvery}
-	stopMonitor := r.monitor(func() report.Sample {
-		now := r.now()
+	pid := node.Endpoint.PID()
+	client := &http.Client{Timeout: cfg.SampleEvery}
+	stopMonitor := mon.Start(func() report.Sample {
+		now := mon.Now()
 		ss := report.SenderSample{T: now, ProviderInFlight: fake.inFlight(), Received: int64(fake.count())}
 		if m, err := promtext.Scrape(ctx, client, metricsURL); err == nil {
 			ss.QueueSize = int(m[`autosender_queue_size{provider="`+fake.name+`"}`])
@@ -498,12 +426,10 @@ func (r *run) sampleSender(ctx context.Context, p *poster, fake *providerFake, n
 		}
 		out = append(out, ss)
 		s := report.Sample{T: now, Sent: p.posted.Load(), Accepted: p.accepted.Load(), Received: ss.Received,
-			Response: p.takeInterval(), CPU: r.cpu.Read(nil, []int{pid}, []int{os.Getpid()}, r.storagePID)}
+			Response: p.takeInterval(), CPU: mon.ReadCPU(nil, []int{pid}, []int{os.Getpid()})}
 		s.PostErrors = s.Sent - s.Accepted - p.inFlight.Load()
 		s.EndpointRSS, _ = probe.ProcRSS(pid)
-		r.mu.Lock()
-		s.Phase = r.phase
-		r.mu.Unlock()
+		s.Phase = mon.Phase()
 		return s
 	})
 	return func() []report.SenderSample { stopMonitor(); return out }
@@ -574,7 +500,7 @@ func waitDrained(ctx context.Context, base, apiKey string, timeout time.Duration
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("loadtest: drain: pushes still unfinished after %s", timeout)
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil { // polling the sender's answer
+		if err := monitor.Sleep(ctx, 250*time.Millisecond); err != nil { // polling the sender's answer
 			return err
 		}
 	}
