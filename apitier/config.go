@@ -144,7 +144,7 @@ type Config struct {
 	// that API (401). Default empty.
 	PushAPIKeys []string `conf:"push-api-keys" help:"API keys of the push sender's routes (Authorization: Bearer); empty: closed"`
 	// BridgeAuthKeys sign and verify the secrets of the bridge
-	// registration API (/v1/{type}/{app_id}/registration..., seed 004):
+	// registration API (/v1/{type}/{app_id}/registration..., docs/bridges.md):
 	// a registration's secret is the hex HMAC-SHA256 of its UAID under
 	// the first key; any key verifies, so keys rotate by putting the new
 	// one first. The reference's auth_keys, byte for byte: its secrets

@@ -13,8 +13,8 @@ import (
 	"github.com/autopush-go/autopush/internal/nodeapi"
 )
 
-// Metric names of the endpoint node, one place (the operations issue's
-// dashboards and docs check against them). Labelled families are listed
+// Metric names of the endpoint node, one place (docs/metrics.md and the
+// dashboards in ops/ are checked against them). Labelled families are listed
 // by their name; the label values are below.
 const (
 	// mRequests{route,code}: every request, by route label and status.

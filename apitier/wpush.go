@@ -43,7 +43,7 @@ import (
 //  3. the router record exists, is a webpush or bridged (fcm, gcm, apns)
 //     user and has the channel: else 410 errno 106;
 //  4. the body is at most max-data-bytes: else 413 errno 104;
-//  5. the headers (headers.go): else 400.
+//  5. the headers (apitier/pushheader): else 400.
 //
 // An accepted push is routed (router.go; a bridged user's is queued to
 // the sender, bridged.go) and answered 201 Created with

@@ -25,8 +25,8 @@ import (
 // (autoendpoint's NotificationHeaders; autopush's WebPush schemas):
 //
 //   - TTL is required: missing 111; not an integer, or sent twice, 112;
-//     negative 114 (autopush-rs answers 111 for an unparsable value, the
-//     seed's error table and this tier's issue say 112). Values above 30
+//     negative 114 (autopush-rs answers 111 for an unparsable value;
+//     docs/errors.md lists the difference). Values above 30
 //     days are lowered to 30 days, not refused, and the effective value
 //     is echoed. Digits beyond int64 count as "very large" (RFC 7234
 //     delta-seconds).
@@ -36,8 +36,8 @@ import (
 //     in the url-safe alphabet only); it does not make another topic.
 //   - Urgency (RFC 8030 §5.3): very-low, low, normal or high, any case;
 //     anything else (empty included) is refused with 400 and errno null.
-//     (autopush-rs maps an unknown value to normal; this tier's issue
-//     asks for 400.)
+//     (autopush-rs maps an unknown value to normal; docs/errors.md lists
+//     the difference.)
 //   - A body needs Content-Encoding: "aes128gcm" (RFC 8188: the salt and
 //     key are in the body, so Encryption must not carry salt= nor
 //     Crypto-Key dh=), or the legacy "aesgcm" (needs Encryption: salt=

@@ -189,7 +189,7 @@ type registrationInput struct {
 
 // registrationBody is the JSON of a registration or subscription body
 // (the reference's RouterDataInput and NewChannelData). Other members
-// are ignored: seed 004 lets bridges add their own.
+// are ignored: a bridge may add its own (docs/openapi.yaml).
 type registrationBody struct {
 	Token     *string `json:"token"`
 	ChannelID *string `json:"channelID"`

@@ -13,6 +13,6 @@
 // JWTs, the most requests in flight at once and requests per second, so
 // load tests can check a sender's rate and concurrency limits.
 //
-// It is a test helper: the tiers must never import it. It listens only on
-// loopback.
+// It is a test helper: only tests and the load tester import it, never a
+// service binary (stack/deps_test.go). It listens only on loopback.
 package apnsfake

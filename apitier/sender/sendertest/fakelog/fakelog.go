@@ -1,7 +1,7 @@
 // Package fakelog is what the fake providers (swrvefake, fcmfake,
 // apnsfake) keep of the requests they get: the requests in arrival order,
-// which a test can wait for, and how many were in flight at once. Tests
-// only: nothing in a binary imports it.
+// which a test can wait for, and how many were in flight at once. For the
+// tests and the load tester, as the fakes: no service binary imports it.
 package fakelog
 
 import (

@@ -14,6 +14,6 @@
 // endpoint answers. NewAccount makes a test service account (a fresh RSA
 // key) whose token_uri is the fake.
 //
-// It is a test helper: the tiers must never import it; only tests and the
-// load tester do. It listens only on loopback.
+// It is a test helper: only tests and the load tester import it, never a
+// service binary (stack/deps_test.go). It listens only on loopback.
 package fcmfake

@@ -7,6 +7,6 @@
 // timeout), a connection reset, and an answer latency drawn from a
 // distribution (the seed's measured one: p50 about 1 s, p99 about 6 s).
 //
-// It is a test helper: the tiers must never import it; only tests, the
-// sender's tests and the load tester do. It listens only on loopback.
+// It is a test helper: only tests and the load tester import it, never a
+// service binary (stack/deps_test.go). It listens only on loopback.
 package swrvefake
