@@ -20,19 +20,20 @@ import (
 
 const module = "github.com/autopush-go/autopush/"
 
-// pkgInfo is one of the module's packages: where it is and what it
-// links (itself excluded, the module's packages without the module
-// prefix, the standard library's and others' as they are).
+// pkgInfo is one of the module's packages: its non-test Go files and
+// what it links (itself excluded, the module's packages without the
+// module prefix, the standard library's and others' as they are).
 type pkgInfo struct {
-	dir  string
-	deps []string
+	files []string
+	deps  []string
 }
 
 // graph lists the module's packages with what each links (go list -deps
 // of each, without tests), in one go list.
 func graph(t *testing.T) map[string]pkgInfo {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}}{{range .Deps}} {{.}}{{end}}", module+"...").Output()
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} files:{{range .GoFiles}}{{$.Dir}}/{{.}},{{end}}{{range .Deps}} {{.}}{{end}}`, module+"...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -48,7 +49,13 @@ func graph(t *testing.T) map[string]pkgInfo {
 		for _, d := range f[2:] {
 			deps = append(deps, strings.TrimPrefix(d, module))
 		}
-		g[strings.TrimPrefix(f[0], module)] = pkgInfo{dir: f[1], deps: deps}
+		var files []string
+		for file := range strings.SplitSeq(strings.TrimPrefix(f[1], "files:"), ",") {
+			if file != "" {
+				files = append(files, file)
+			}
+		}
+		g[strings.TrimPrefix(f[0], module)] = pkgInfo{files: files, deps: deps}
 	}
 	if len(g) == 0 {
 		t.Fatal("go list listed no package")
@@ -169,7 +176,7 @@ func checkRules(t *testing.T, g map[string]pkgInfo) {
 		if !under(pkg, "apitier/sender") || under(pkg, "apitier/sender/node") || testHelper(pkg) {
 			continue
 		}
-		for _, src := range sources(t, info.dir) {
+		for _, src := range sources(t, info) {
 			if m := serves.FindString(src.text); m != "" {
 				t.Errorf("%s (%s) uses %s: the sender core serves no HTTP", pkg, src.name, m)
 			}
@@ -181,17 +188,10 @@ func checkRules(t *testing.T, g map[string]pkgInfo) {
 type source struct{ name, text string }
 
 // sources reads a package's non-test Go files.
-func sources(t *testing.T, dir string) []source {
+func sources(t *testing.T, info pkgInfo) []source {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []source
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
+	for _, f := range info.files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -239,19 +239,19 @@ const maxLines = 2500
 
 var sizeReason = regexp.MustCompile(`(?m)^// Size: \S`)
 
-// checkSizes: no package has over maxLines non-test lines (its .go files
+// checkSizes: no package has over maxLines non-test lines (its Go files
 // but the _test.go ones, every line counted) without a reason in its
 // doc.go.
 func checkSizes(t *testing.T, g map[string]pkgInfo) {
 	for pkg, info := range g {
 		lines := 0
-		for _, src := range sources(t, info.dir) {
+		for _, src := range sources(t, info) {
 			lines += strings.Count(src.text, "\n")
 		}
-		if lines <= maxLines {
+		if lines <= maxLines || len(info.files) == 0 {
 			continue
 		}
-		doc, _ := os.ReadFile(filepath.Join(info.dir, "doc.go"))
+		doc, _ := os.ReadFile(filepath.Join(filepath.Dir(info.files[0]), "doc.go"))
 		if !sizeReason.Match(doc) {
 			t.Errorf("%s has %d non-test lines, over %d, and its doc.go gives no reason (a paragraph \"Size: ...\")", pkg, lines, maxLines)
 		}
