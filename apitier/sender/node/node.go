@@ -42,6 +42,7 @@ func (c *Config) Validate() error {
 // (SIGHUP) re-reads the Swrve keys.
 type Sender struct {
 	*sender.Sender
+	cfg       Config
 	providers *Providers
 	bridges   *bridge.Bridges
 	log       *slog.Logger
@@ -72,10 +73,13 @@ func Build(cfg Config, store Store, log *slog.Logger) (*Sender, error) {
 	// registration is dropped for nothing else (docs/bridges.md).
 	s.OnDeviceGone(bridges.DeviceGone(store))
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &Sender{Sender: s, providers: providers, bridges: bridges, log: log, stop: cancel}
+	out := &Sender{Sender: s, cfg: cfg, providers: providers, bridges: bridges, log: log, stop: cancel}
 	go swrve.Watch(ctx, providers.SwrveKeys, cfg.SwrveConfig.KeysPoll, log, s.KeysReloaded)
 	return out, nil
 }
+
+// Config is the configuration the node runs with (what Build was given).
+func (s *Sender) Config() Config { return s.cfg }
 
 // Store is what a sender node keeps: the pushes, and the registrations
 // the bridges drop when a device is gone.
