@@ -8,8 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
+	"github.com/autopush-go/autopush/apitier/pushheader"
 	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
@@ -57,13 +58,13 @@ const withdrawCause = "withdrawn by the application server (DELETE of its Locati
 
 // routeBridged queues the notification m names for u, a bridged user,
 // through the sender.
-func (s *Server) routeBridged(ctx context.Context, u *storage.User, m *token.MessageID, h *pushHeaders, body string) *errno.HTTPError {
+func (s *Server) routeBridged(ctx context.Context, u *storage.User, m *token.MessageID, h *pushheader.Headers, body string) *errno.HTTPError {
 	if s.pushes == nil {
 		return errBridgeOff
 	}
 	req, err := s.bridges.Request(u, &bridge.Notification{
-		CHID: uuid.UUID(m.CHID), TTL: h.ttl, Urgency: h.urgency, Topic: h.topic,
-		Body: body, Encoding: h.encoding, Encryption: h.encryption, CryptoKey: h.cryptoKey,
+		CHID: uuid.UUID(m.CHID), TTL: h.TTL, Urgency: h.Urgency, Topic: h.Topic,
+		Body: body, Encoding: h.Encoding, Encryption: h.Encryption, CryptoKey: h.CryptoKey,
 	})
 	switch {
 	case errors.Is(err, bridge.ErrTooLarge):

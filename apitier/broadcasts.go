@@ -10,6 +10,7 @@ import (
 
 	"github.com/cloudwego/hertz/pkg/app"
 
+	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -103,7 +104,7 @@ func (s *Server) handlePublishBroadcast(ctx context.Context, c *app.RequestConte
 		code = http.StatusCreated
 	}
 	s.log.Info("broadcast published", "id", id, "version", version)
-	writeJSON(c, code, map[string]int{"code": code})
+	httpapi.WriteJSON(c, code, map[string]int{"code": code})
 }
 
 // handleBroadcasts lists every broadcast (Megaphone's GET).

@@ -8,15 +8,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/providers"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Config of an endpoint node. DefaultConfig holds every default; the
-// settings package fills it from a JSON file, AUTOEND__NAME variables
-// (AUTOENDPOINT__NAME too) and -name flags.
+// Config of an endpoint node's HTTP tier. DefaultConfig holds every
+// default; the settings package fills it from a JSON file, AUTOEND__NAME
+// variables (AUTOENDPOINT__NAME too) and -name flags. The outbound
+// sender's settings (sender-*, swrve-*, fcm-*, apns-*) are not here:
+// who runs the sender beside the node composes them
+// (apitier/sender/node.Config), as autoendpoint's main and the
+// single-node server do.
 type Config struct {
 	// Listen is the public HTTP address. Default ":8082".
 	Listen string `conf:"listen" help:"public HTTP listen address"`
@@ -142,7 +144,7 @@ type Config struct {
 	// that API (401). Default empty.
 	PushAPIKeys []string `conf:"push-api-keys" help:"API keys of the push sender's routes (Authorization: Bearer); empty: closed"`
 	// BridgeAuthKeys sign and verify the secrets of the bridge
-	// registration API (/v1/{type}/{app_id}/registration..., seed 004):
+	// registration API (/v1/{type}/{app_id}/registration..., docs/bridges.md):
 	// a registration's secret is the hex HMAC-SHA256 of its UAID under
 	// the first key; any key verifies, so keys rotate by putting the new
 	// one first. The reference's auth_keys, byte for byte: its secrets
@@ -157,19 +159,7 @@ type Config struct {
 	// Concurrent subscriptions of one device can pass it by their number.
 	// 0: no limit. Default 100000 (as max-channels).
 	BridgeMaxChannels int `conf:"bridge-max-channels" help:"channels per bridged registration; subscriptions beyond get 429 (0: no limit)"`
-	// The outbound sender (sender-*) and its Swrve provider (swrve-*);
-	// autoendpoint runs the sender's workers unless sender-workers is
-	// false. Defaults in sender.DefaultConfig and swrve.DefaultConfig.
-	SenderConfig
-	// ProvidersConfig: swrve-*, fcm-*, apns-* (package providers).
-	ProvidersConfig
 }
-
-// SenderConfig and ProvidersConfig name the settings Config embeds.
-type (
-	SenderConfig    = sender.Config
-	ProvidersConfig = providers.Config
-)
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
@@ -195,8 +185,6 @@ func DefaultConfig() Config {
 		LogLevel:                "info",
 		VersionFile:             "version.json",
 		BridgeMaxChannels:       DefaultBridgeMaxChannels,
-		SenderConfig:            sender.DefaultConfig(),
-		ProvidersConfig:         providers.DefaultConfig(),
 	}
 }
 
@@ -251,10 +239,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("apitier: config: bridge-auth-keys must be at least %d characters without whitespace", minBridgeAuthKey)
 		}
 	}
-	if err := c.SenderConfig.Validate(); err != nil {
-		return err
-	}
-	return c.ProvidersConfig.Validate(&c.SenderConfig)
+	return nil
 }
 
 // minBroadcastToken keeps guessable tokens out of the publish route.

@@ -8,9 +8,14 @@
 //	DELETE /m/{message_id}                                             message.go
 //	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status   ops.go
 //	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  broadcasts.go
-//	POST   /push, GET /push, GET /push/{id} (the outbound sender)      push.go
-//	/v1/{type}/{app_id}/registration... (bridge registration)          registration.go
+//	POST   /push, GET /push, GET /push/{id} (the outbound sender)      apitier/pushapi
+//	/v1/{type}/{app_id}/registration... (bridge registration)          apitier/registration
 //	OPTIONS (any path): the CORS preflight                             cors.go
+//
+// The push API and the registration API live in packages of their own,
+// built and served by this one (apis.go): their handlers answer and read
+// through apitier/httpapi's Exchange, so their requests are counted,
+// logged and guarded as the routes above are.
 //
 // and JSON errors for unknown paths (404 errno 102) and methods (405, with
 // Allow). GET /metrics is served apart, on metrics-listen (ops.go), never
@@ -20,7 +25,7 @@
 // answer for what Hertz would refuse in plain text.
 // Every error body is errno.HTTPError's {code, errno, error, message,
 // more_info} (errors.go), statuses and errnos from the one table in
-// internal/errno. The header rules are in headers.go, the routing to
+// internal/errno. The header rules are in apitier/pushheader, the routing to
 // connection nodes (direct, stored, dropped; the reconnect races) in
 // router.go, metric names in metrics.go, settings and their defaults in
 // config.go.
@@ -28,7 +33,10 @@
 // It must never import engine or stack; what both tiers share lives in
 // internal/ (protocol, token, vapid, errno, nodeapi), and it must never
 // import internal/pushcrypto, the sender's and user agent's side (its
-// tests may). Its end-to-end tests with a connection node live in package
+// tests may). It links the outbound sender's core (a bridged user's push
+// is handed to it: bridged.go) but no provider client: the binaries
+// compose the sender's node (apitier/sender/node) beside it
+// (stack/deps_test.go). Its end-to-end tests with a connection node live in package
 // stack, and its benchmarks behind a whole stack are an external test
 // package (bench_test.go) on stack/stacktest. It must never answer
 // 201 for a push it has neither handed to a client's node nor stored
@@ -52,7 +60,7 @@ package apitier
 //   - Retry-After on 503 is 30 s (the reference: 120);
 //   - VAPID is verified before any storage read, so an unauthenticated v2
 //     push costs no read;
-//   - bridge registration (registration.go): the PUT and DELETEs answer
+//   - bridge registration (apitier/registration): the PUT and DELETEs answer
 //     {} (the reference: an empty body); a registration reached through
 //     another bridge's type is 400 errno 108 (the reference rewrites or
 //     serves it); an unknown FCM app id is 400 errno null (the reference:

@@ -9,21 +9,14 @@ import (
 	"github.com/autopush-go/autopush/internal/errno"
 )
 
-// The errors this tier answers with. Every body comes from
+// The errors this tier answers with (a push's header faults:
+// apitier/pushheader). Every body comes from
 // errno.HTTPError.AppendJSON, so the statuses, errnos and the body
 // format are the one table in internal/errno. Messages are
 // the reference's (autopush-rs's error texts, autopush's for the ones it
 // alone defines). Package variables: answering an error allocates nothing.
 var (
-	errMissingTTL    = errno.MissingHeader.HTTPError("Missing TTL value")
-	errInvalidTTL    = errno.InvalidTTL.HTTPError("Invalid TTL header value")
-	errRepeatedTTL   = errno.InvalidTTL.HTTPError("TTL must be sent once")
-	errNegativeTTL   = errno.NegativeTTL.HTTPError("TTL must be greater than 0")
-	errTopicLength   = errno.InvalidTopic.HTTPError("Topic must be no greater than 32 characters")
-	errTopicChars    = errno.InvalidTopic.HTTPError("Topic must be URL and Filename safe Base64 alphabet")
-	errRepeatedTopic = errno.InvalidTopic.HTTPError("Topic must be sent once")
-	errUrgency       = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Urgency must be one of very-low, low, normal or high, sent once"}
-	errTooLarge      = errno.PayloadTooLarge.HTTPError("")
+	errTooLarge = errno.PayloadTooLarge.HTTPError("")
 	// errBridgeTooLarge: a bridged user's push whose data the mobile
 	// provider would refuse.
 	errBridgeTooLarge = errno.PayloadTooLarge.HTTPError("The data is over the limit of the subscription's mobile push service")
@@ -31,29 +24,14 @@ var (
 	errBodyTimeout    = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
 	errNoUser         = errno.InvalidSubscription.HTTPError("UAID not found")
 	errNoChannel      = errno.InvalidSubscription.HTTPError("No such subscription")
-	// errRegNoUser: the registration routes' unknown uaid (the reference's
-	// NoUser, errno 103); the push route's is errNoUser (its NoSubscription).
-	errRegNoUser    = errno.ExpiredEndpoint.HTTPError("UAID not found")
-	errUserDeleted  = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
-	errStorage      = errno.RetryBackoff.HTTPError("Database error while saving notification")
-	errStorageRead  = errno.RetryBackoff.HTTPError("Database error")
-	errInternal     = errno.Unknown.HTTPError("An unexpected server error occurred.")
-	errBadMessageID = errno.InvalidEndpoint.HTTPError("Invalid message ID")
-	errNotFound     = errno.InvalidEndpoint.HTTPError("Not Found")
-	errNoMethod     = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
+	errUserDeleted    = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
+	errStorage        = errno.RetryBackoff.HTTPError("Database error while saving notification")
+	errStorageRead    = errno.RetryBackoff.HTTPError("Database error")
+	errInternal       = errno.Unknown.HTTPError("An unexpected server error occurred.")
+	errBadMessageID   = errno.InvalidEndpoint.HTTPError("Invalid message ID")
+	errNotFound       = errno.InvalidEndpoint.HTTPError("Not Found")
+	errNoMethod       = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
 )
-
-// Crypto header errors: a body whose encryption headers are missing or
-// wrong for its Content-Encoding gets errno 110 ("Invalid crypto keys
-// specified"), with the reference's messages; the reference never sends
-// 101 ("Missing necessary crypto keys"), and neither does this tier.
-func errMissingCrypto(msg string) *errno.HTTPError {
-	return errno.InvalidCryptoKeys.HTTPError(msg)
-}
-
-func errInvalidCrypto(msg string) *errno.HTTPError {
-	return errno.InvalidCryptoKeys.HTTPError(msg)
-}
 
 // RetryAfter is the Retry-After of a 503 (storage unavailable), seconds.
 const RetryAfter = 30

@@ -12,6 +12,7 @@ import (
 	hertzproto "github.com/cloudwego/hertz/pkg/protocol"
 	"github.com/cloudwego/hertz/pkg/protocol/http1/req"
 
+	"github.com/autopush-go/autopush/apitier/pushheader"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -76,8 +77,8 @@ func FuzzPushHeaders(f *testing.F) {
 		if err != nil {
 			return
 		}
-		h, e := parseHeaders(split, hasData)
-		hw, ew := parseHeaders(whole, hasData)
+		h, e := pushheader.Parse(split, hasData)
+		hw, ew := pushheader.Parse(whole, hasData)
 		if (e == nil) != (ew == nil) || e != nil && *e != *ew || h != hw {
 			t.Fatalf("split read gave %+v %v, whole %+v %v", h, e, hw, ew)
 		}
@@ -91,32 +92,32 @@ func FuzzPushHeaders(f *testing.F) {
 		count := map[string]int{}
 		split.VisitAll(func(k, _ []byte) { count[strings.ToLower(string(k))]++ })
 		switch {
-		case h.ttl < 0 || h.ttl > storage.MaxTTL:
-			t.Fatalf("ttl %d", h.ttl)
+		case h.TTL < 0 || h.TTL > storage.MaxTTL:
+			t.Fatalf("ttl %d", h.TTL)
 		case count["ttl"] != 1 || count["topic"] > 1 || count["urgency"] > 1:
 			t.Fatalf("accepted repeated singletons %v", count)
-		case h.topic != "" && !validTopic.MatchString(h.topic):
-			t.Fatalf("topic %q", h.topic)
-		case h.urgency != "" && h.urgency != "very-low" && h.urgency != "low" && h.urgency != "normal" && h.urgency != "high":
-			t.Fatalf("urgency %q", h.urgency)
-		case !hasData && (h.encoding != "" || h.encryption != "" || h.cryptoKey != ""):
+		case h.Topic != "" && !validTopic.MatchString(h.Topic):
+			t.Fatalf("topic %q", h.Topic)
+		case h.Urgency != "" && h.Urgency != "very-low" && h.Urgency != "low" && h.Urgency != "normal" && h.Urgency != "high":
+			t.Fatalf("urgency %q", h.Urgency)
+		case !hasData && (h.Encoding != "" || h.Encryption != "" || h.CryptoKey != ""):
 			t.Fatalf("crypto headers kept without a body: %+v", h)
-		case hasData && h.encoding != encAES128GCM && h.encoding != encAESGCM:
-			t.Fatalf("encoding %q", h.encoding)
+		case hasData && h.Encoding != pushheader.AES128GCM && h.Encoding != pushheader.AESGCM:
+			t.Fatalf("encoding %q", h.Encoding)
 		case hasData && count["content-encoding"] != 1:
 			t.Fatalf("accepted %d Content-Encoding lines", count["content-encoding"])
-		case strings.Contains(h.encryption+h.cryptoKey, `"`):
+		case strings.Contains(h.Encryption+h.CryptoKey, `"`):
 			t.Fatalf("quotes kept: %+v", h)
 		}
 		var size int
-		for _, hd := range h.headers(nil) {
+		for _, hd := range h.Append(nil) {
 			size += len(hd.Name) + len(hd.Value)
 		}
-		if size > maxCryptoHeaderBytes {
+		if size > storage.MaxHeaderBytes {
 			t.Fatalf("crypto headers of %d bytes kept", size)
 		}
-		if hasData && !bytes.Equal(bytes.ToLower(split.Peek("Content-Encoding")), []byte(h.encoding)) {
-			t.Fatalf("encoding %q from %q", h.encoding, split.Peek("Content-Encoding"))
+		if hasData && !bytes.Equal(bytes.ToLower(split.Peek("Content-Encoding")), []byte(h.Encoding)) {
+			t.Fatalf("encoding %q from %q", h.Encoding, split.Peek("Content-Encoding"))
 		}
 	})
 }

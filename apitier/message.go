@@ -16,8 +16,8 @@ import (
 // handleDelete is DELETE /m/{message_id}: the sender cancels a push it
 // was given the Location of. The id is decrypted (ours, or the
 // reference's "01:"/"02:" ids); one that does not decrypt or parse is 404
-// errno 102 (the reference answers 400 with errno null; this tier's issue
-// asks for 404 102, the answer for an unknown URL). A bridged push still
+// errno 102 (the reference answers 400 with errno null; 404 102 is the
+// answer for an unknown URL; docs/errors.md). A bridged push still
 // waiting in the outbound sender (queued, pending or between retries)
 // is withdrawn: FAILED unsent (the reference sends bridged pushes inline
 // and has nothing to withdraw). Otherwise the stored message is deleted

@@ -2,6 +2,7 @@ package apitier
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -12,8 +13,8 @@ import (
 	"github.com/autopush-go/autopush/internal/nodeapi"
 )
 
-// Metric names of the endpoint node, one place (the operations issue's
-// dashboards and docs check against them). Labelled families are listed
+// Metric names of the endpoint node, one place (docs/metrics.md and the
+// dashboards in ops/ are checked against them). Labelled families are listed
 // by their name; the label values are below.
 const (
 	// mRequests{route,code}: every request, by route label and status.
@@ -54,10 +55,6 @@ const (
 	// mConnsRefusedSource: connections refused over
 	// max-connections-per-source.
 	mConnsRefusedSource = "autoendpoint_connections_refused_per_source_total"
-	// mBridgeAuthFailures{reason}: registration API calls refused 401:
-	// closed (no bridge-auth-keys), missing (no bearer secret), invalid
-	// (a secret no key verifies).
-	mBridgeAuthFailures = "autoendpoint_bridge_auth_failures_total"
 )
 
 // Route labels of mRequests and mRequestSeconds.
@@ -84,10 +81,11 @@ const (
 	routeUnrouted = "unrouted"
 )
 
+// routeLabels are this package's route labels; the APIs of their own
+// packages bring theirs (newMetrics).
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
 	routeVersion, routeHealth, routeStatus, routeOptions, routeNotFound, routeNoMethod,
-	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted, routePushPost, routePushGet, routePushList,
-	routeRegNew, routeRegUpdate, routeRegGet, routeRegDelete, routeRegSub, routeRegUnsub}
+	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted}
 
 // Outcomes of an accepted push (mNotifications).
 const (
@@ -145,12 +143,12 @@ type apiMetrics struct {
 	withdrawn          *metrics.Counter
 	connsRefused       *metrics.Counter
 	connsRefusedSource *metrics.Counter
-	bridgeAuth         map[string]*metrics.Counter // by reason
 }
 
 // newMetrics makes the node's metrics; open reports the connections the
-// listener holds.
-func newMetrics(open func() int) *apiMetrics {
+// listener holds, apis are the routes of the APIs of their own packages
+// (their labels join routeLabels).
+func newMetrics(open func() int, apis []routeDef) *apiMetrics {
 	s := metrics.NewSet()
 	m := &apiMetrics{
 		set:                s,
@@ -172,13 +170,15 @@ func newMetrics(open func() int) *apiMetrics {
 		withdrawn:          s.NewCounter(mDeletes + `{result="withdrawn"}`),
 		connsRefused:       s.NewCounter(mConnsRefused),
 		connsRefusedSource: s.NewCounter(mConnsRefusedSource),
-		bridgeAuth:         map[string]*metrics.Counter{},
-	}
-	for _, r := range []string{authClosed, authMissing, authInvalid} {
-		m.bridgeAuth[r] = s.NewCounter(mBridgeAuthFailures + `{reason="` + r + `"}`)
 	}
 	s.NewGauge(mConnections, func() float64 { return float64(open()) })
-	for i, r := range routeLabels {
+	labels := append([]string(nil), routeLabels...)
+	for _, r := range apis {
+		if !slices.Contains(labels, r.label) {
+			labels = append(labels, r.label)
+		}
+	}
+	for i, r := range labels {
 		m.routeIdx[r] = i
 		m.requests = append(m.requests, map[int]*metrics.Counter{})
 		m.seconds[r] = s.NewPrometheusHistogramExt(mRequestSeconds+`{route="`+r+`"}`, latencyBuckets)
@@ -274,9 +274,6 @@ func (m *apiMetrics) vapidFailure(rule string) {
 	m.vapidRules.Store(rule, c)
 	c.Inc()
 }
-
-// bridgeAuthFailure counts a registration call refused 401.
-func (m *apiMetrics) bridgeAuthFailure(reason string) { m.bridgeAuth[reason].Inc() }
 
 // storage times one storage call and counts its failure.
 func (m *apiMetrics) storage(start time.Time, err error) {

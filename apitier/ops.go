@@ -3,7 +3,6 @@ package apitier
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/cloudwego/hertz/pkg/app"
 
+	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 )
 
@@ -30,15 +30,15 @@ import (
 
 func (s *Server) handleHeartbeat(ctx context.Context, c *app.RequestContext, _ *reqState) {
 	status, code := s.health(ctx)
-	writeJSON(c, code, map[string]any{"status": status, "storage": status, "draining": s.draining.Load()})
+	httpapi.WriteJSON(c, code, map[string]any{"status": status, "storage": status, "draining": s.draining.Load()})
 }
 
 func (s *Server) handleLBHeartbeat(_ context.Context, c *app.RequestContext, _ *reqState) {
 	if s.draining.Load() {
-		writeJSON(c, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
+		httpapi.WriteJSON(c, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 		return
 	}
-	writeJSON(c, http.StatusOK, map[string]any{"status": "ok"})
+	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"status": "ok"})
 }
 
 func (s *Server) handleVersion(_ context.Context, c *app.RequestContext, _ *reqState) {
@@ -47,7 +47,7 @@ func (s *Server) handleVersion(_ context.Context, c *app.RequestContext, _ *reqS
 
 func (s *Server) handleHealth(ctx context.Context, c *app.RequestContext, _ *reqState) {
 	status, code := s.health(ctx)
-	writeJSON(c, code, map[string]any{
+	httpapi.WriteJSON(c, code, map[string]any{
 		"status":   status,
 		"storage":  status,
 		"version":  s.versionString(),
@@ -57,12 +57,13 @@ func (s *Server) handleHealth(ctx context.Context, c *app.RequestContext, _ *req
 }
 
 func (s *Server) handleStatus(_ context.Context, c *app.RequestContext, _ *reqState) {
-	writeJSON(c, http.StatusOK, map[string]any{"status": "ok", "version": s.versionString()})
+	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"status": "ok", "version": s.versionString()})
 }
 
 // writeMetrics writes every series GET /metrics serves.
 func (s *Server) writeMetrics(b *bytes.Buffer) {
 	s.metrics.set.WritePrometheus(b)
+	s.regAPI.WriteMetrics(b) // autoendpoint_bridge_auth_failures_total
 	if s.pushes != nil {
 		s.pushes.WriteMetrics(b) // autosender_*
 	}
@@ -127,11 +128,3 @@ func (s *Server) health(ctx context.Context) (string, int) {
 
 // versionString is the "version" of version.json, "unknown" without one.
 func (s *Server) versionString() string { return dockerflow.VersionString(s.version) }
-
-func writeJSON(c *app.RequestContext, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"status":"error"}`)
-	}
-	c.Data(code, "application/json", b)
-}

@@ -13,7 +13,8 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Routing a push (seed 000 "Push Characteristics", DESIGN.md §2):
+// Routing a push (docs/architecture.md, Flows: the reference's "Push
+// Characteristics"):
 //
 //  1. The router record names a node: PUT {node}/push/{uaid}.
 //     200: written to the client's socket; done, nothing stored.

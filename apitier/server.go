@@ -14,7 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
+	"github.com/autopush-go/autopush/apitier/pushapi"
+	"github.com/autopush-go/autopush/apitier/registration"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
@@ -46,10 +48,11 @@ type Server struct {
 	audience string // VAPID "aud": the endpoint URL's origin
 	location string // Location prefix: endpoint URL + "/m/"
 	started  time.Time
-	pushes   PushService     // the outbound sender's API (push.go); nil: off
+	pushes   PushService     // the outbound sender (apis.go); nil: off
 	bridges  *bridge.Bridges // the mobile bridges (bridged.go); nil: none
-	// bridgeApps knows the bridges' app ids (registration.go); nil: none.
-	bridgeApps atomic.Pointer[bridgeAppsRef]
+	// The APIs of their own packages (apis.go).
+	pushAPI *pushapi.API
+	regAPI  *registration.API
 	// extraMetrics are other series /metrics serves (AlsoMetrics).
 	extraMetrics []func(io.Writer)
 
@@ -87,7 +90,8 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		location: strings.TrimRight(cfg.EndpointURL, "/") + "/m/",
 		done:     make(chan error, 1),
 	}
-	s.metrics = newMetrics(s.openConns)
+	s.newAPIs()
+	s.metrics = newMetrics(s.openConns, s.apiRoutes())
 	s.nodes = nodeapi.NewClient(nodeapi.ClientConfig{
 		Secret: cfg.NodeSecret, Timeout: cfg.NodeTimeout, ConnectTimeout: cfg.NodeConnectTimeout,
 		IdleConnsPerNode: cfg.NodeIdleConns, Observe: s.metrics.nodeCall,
@@ -170,7 +174,7 @@ type routeDef struct {
 // routeTable lists every route newHertz registers (Routes and the Allow
 // of a 405 read it too).
 func (s *Server) routeTable() []routeDef {
-	return []routeDef{
+	own := []routeDef{
 		{Route{http.MethodPost, "/wpush/:version/:token"}, routeWPushV1, s.handlePush},
 		{Route{http.MethodPost, "/wpush/:token"}, routeWPushV1, s.handlePush},
 		{Route{http.MethodDelete, "/m/:message_id"}, routeMessage, s.handleDelete},
@@ -181,32 +185,22 @@ func (s *Server) routeTable() []routeDef {
 		{Route{http.MethodGet, "/status"}, routeStatus, s.handleStatus},
 		{Route{http.MethodPut, "/v1/broadcasts/:broadcaster/:channel"}, routeBroadcastPut, s.handlePublishBroadcast},
 		{Route{http.MethodGet, "/v1/broadcasts"}, routeBroadcasts, s.handleBroadcasts},
-		// The outbound sender's API (push.go).
-		{Route{http.MethodPost, "/push"}, routePushPost, s.handlePushPost},
-		{Route{http.MethodGet, "/push/:id"}, routePushGet, s.handlePushGet},
-		{Route{http.MethodGet, "/push"}, routePushList, s.handlePushList},
-		// The bridge registration API (registration.go). The GET is
-		// served with and without the trailing slash seed 004 shows.
-		{Route{http.MethodPost, "/v1/:type/:app_id/registration"}, routeRegNew, s.handleRegister},
-		{Route{http.MethodPut, "/v1/:type/:app_id/registration/:uaid"}, routeRegUpdate, s.regRoute(true, s.handleRegUpdate)},
-		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid"}, routeRegGet, s.regRoute(false, s.handleRegGet)},
-		{Route{http.MethodGet, "/v1/:type/:app_id/registration/:uaid/"}, routeRegGet, s.regRoute(false, s.handleRegGet)},
-		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid"}, routeRegDelete, s.regRoute(false, s.handleRegDelete)},
-		{Route{http.MethodPost, "/v1/:type/:app_id/registration/:uaid/subscription"}, routeRegSub, s.regRoute(true, s.handleRegSubscribe)},
-		{Route{http.MethodDelete, "/v1/:type/:app_id/registration/:uaid/subscription/:chid"}, routeRegUnsub, s.regRoute(false, s.handleRegUnsubscribe)},
 	}
+	// The outbound sender's push API, then the bridge registration API
+	// (apis.go).
+	return append(own, s.apiRoutes()...)
 }
 
 // bodyLimit is the largest body the request's route reads: a POST /push
-// body (maxPushBody), a registration (maxRegistrationBody) or a push
-// message (max-data-bytes).
+// body (pushapi.MaxBody), a registration (registration.MaxBody) or a
+// push message (max-data-bytes).
 func (s *Server) bodyLimit(hdr *hertzproto.RequestHeader) int {
 	p := hdr.RequestURI()
-	if bytes.Equal(p, []byte("/push")) || bytes.HasPrefix(p, []byte("/push?")) {
-		return maxPushBody
+	if pushapi.Serves(p) {
+		return pushapi.MaxBody
 	}
-	if bytes.HasPrefix(p, []byte("/v1/")) && bytes.Contains(p, []byte("/registration")) {
-		return maxRegistrationBody
+	if registration.Serves(p) {
+		return registration.MaxBody
 	}
 	return s.cfg.MaxDataBytes
 }
@@ -214,7 +208,7 @@ func (s *Server) bodyLimit(hdr *hertzproto.RequestHeader) int {
 // maxBodyLimit is the largest body any route reads (bodyLimit's
 // largest).
 func (s *Server) maxBodyLimit() int {
-	return max(maxPushBody, maxRegistrationBody, s.cfg.MaxDataBytes, storage.MaxBroadcastLen)
+	return max(pushapi.MaxBody, registration.MaxBody, s.cfg.MaxDataBytes, storage.MaxBroadcastLen)
 }
 
 // requestStart is the Hertz tracer that starts a request's deadline
@@ -374,7 +368,8 @@ type reqState struct {
 	vapid    bool
 	encoding string
 	dataLen  int
-	bodyRead bool // the handler read the whole body
+	bodyRead bool     // the handler read the whole body
+	x        exchange // another package's handler's (apis.go)
 }
 
 var statePool = sync.Pool{New: func() any { return new(reqState) }}

@@ -15,7 +15,8 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/bridge"
+	"github.com/autopush-go/autopush/apitier/pushheader"
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/internal/token"
@@ -42,7 +43,7 @@ import (
 //  3. the router record exists, is a webpush or bridged (fcm, gcm, apns)
 //     user and has the channel: else 410 errno 106;
 //  4. the body is at most max-data-bytes: else 413 errno 104;
-//  5. the headers (headers.go): else 400.
+//  5. the headers (apitier/pushheader): else 400.
 //
 // An accepted push is routed (router.go; a bridged user's is queued to
 // the sender, bridged.go) and answered 201 Created with
@@ -97,14 +98,14 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		s.writeError(c, st, bodyErr)
 		return
 	}
-	h, e := parseHeaders(&c.Request.Header, len(body) > 0)
+	h, e := pushheader.Parse(&c.Request.Header, len(body) > 0)
 	if e != nil {
 		s.writeError(c, st, e)
 		return
 	}
 
 	sortKey := storage.NewSortKey()
-	mid := token.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.topic, SortKey: sortKey}
+	mid := token.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.Topic, SortKey: sortKey}
 	msgID, err := s.keys.MakeMessageID(mid)
 	if err != nil {
 		// The topic was checked with the same rule: cannot happen.
@@ -115,17 +116,17 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	n := protocol.Notification{
 		ChannelID: string(protocol.AppendChannelID(pb.chid[:0], ep.CHID)),
 		Version:   msgID,
-		TTL:       h.ttl,
-		Topic:     h.topic,
+		TTL:       h.TTL,
+		Topic:     h.Topic,
 		Timestamp: time.Now().Unix(),
 		SortKey:   sortKey,
-		Headers:   h.headers(pb.hdrs[:0]),
+		Headers:   h.Append(pb.hdrs[:0]),
 	}
 	if len(body) > 0 {
 		pb.b64 = base64.RawURLEncoding.AppendEncode(pb.b64[:0], body)
 		n.Data = string(pb.b64)
 	}
-	st.encoding, st.dataLen = h.encoding, len(n.Data)
+	st.encoding, st.dataLen = h.Encoding, len(n.Data)
 
 	outcome, e := outcomeBridged, (*errno.HTTPError)(nil)
 	if user.RouterType == storage.RouterWebPush {
@@ -139,12 +140,12 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	}
 	st.outcome = outcome
 	s.metrics.outcome(outcome, len(n.Data))
-	s.metrics.encoding(h.encoding)
+	s.metrics.encoding(h.Encoding)
 	c.SetStatusCode(http.StatusCreated)
 	rh := &c.Response.Header
 	pb.loc = append(append(pb.loc[:0], s.location...), msgID...)
 	rh.SetBytesV("Location", pb.loc)
-	rh.SetBytesV("TTL", strconv.AppendInt(pb.ttl[:0], h.ttl, 10))
+	rh.SetBytesV("TTL", strconv.AppendInt(pb.ttl[:0], h.TTL, 10))
 }
 
 // checkVAPID verifies the Authorization header when there is one, and

@@ -24,7 +24,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
@@ -276,12 +276,25 @@ func TestGenerated(t *testing.T) {
 		t.Errorf("the errnos never sent are now %v: update the prose of errors.md", unsent)
 	}
 	generated(t, "configuration.md", "autoconnect", settingsTable(settings.Describe(ptr(engine.DefaultConfig()), "AUTOCONNECT")))
-	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(ptr(apitier.DefaultConfig()), "AUTOEND")))
-	generated(t, "configuration.md", "autosender", settingsTable(settings.Describe(ptr(sendernode.DefaultConfig()), "AUTOSENDER")))
+	generated(t, "configuration.md", "autoendpoint", settingsTable(settings.Describe(&autoendpointConfig{apitier.DefaultConfig(), node.DefaultConfig()}, "AUTOEND")))
+	generated(t, "configuration.md", "autosender", settingsTable(settings.Describe(ptr(node.DefaultAutosenderConfig()), "AUTOSENDER")))
 	generated(t, "configuration.md", "autopush", settingsTable(settings.Describe(ptr(single.DefaultConfig()).Settings(), single.Prefix)))
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// autoendpointConfig is autoendpoint's settings as its main
+// (apitier/cmd/autoendpoint) composes them: the HTTP tier's, then the
+// outbound sender's.
+type autoendpointConfig struct {
+	endpointSettings
+	senderSettings
+}
+
+type (
+	endpointSettings = apitier.Config
+	senderSettings   = node.Config
+)
 
 // decodeJSON reads resp's body as JSON into v and closes it.
 func decodeJSON(resp *http.Response, v any) error {
@@ -354,9 +367,11 @@ func errnoTable(t *testing.T) string {
 	names := errnoNames(t)
 	sent := map[errno.Code]bool{}
 	use := regexp.MustCompile(`\berrno\.([A-Z][A-Za-z]*)\b`)
-	for _, f := range sources(t, "../apitier") {
-		for _, m := range use.FindAllStringSubmatch(f, -1) {
-			sent[names[m[1]]] = true
+	for _, dir := range httpTier(t) {
+		for _, f := range sources(t, dir) {
+			for _, m := range use.FindAllStringSubmatch(f, -1) {
+				sent[names[m[1]]] = true
+			}
 		}
 	}
 	// The error types the API tier answers with (token.EndpointError,
@@ -379,6 +394,24 @@ func errnoTable(t *testing.T) string {
 		fmt.Fprintf(&b, "| %d | %d %s | %s | %s | %s |\n", in.Errno, in.Status, http.StatusText(in.Status), in.Meaning, in.Message, yes)
 	}
 	return b.String()
+}
+
+// httpTier lists the API tier's packages that answer HTTP: its root and
+// the APIs in packages of their own (apitier/pushapi, ...), not the
+// sender's wing, the test helpers or the binaries.
+func httpTier(t *testing.T) []string {
+	t.Helper()
+	dirs := []string{"../apitier"}
+	subs, err := filepath.Glob("../apitier/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range subs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains([]string{"cmd", "sender", "apitiertest"}, filepath.Base(d)) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // errnoNames maps the errno.Code constants' names to their values, read

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
-	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/apitier/sender/node"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/storage/embedded"
@@ -22,7 +22,7 @@ import (
 
 // startPushAPI runs an API node with the sender over an embedded store,
 // sending to a fake Swrve that answers 200 to "ok" users and 400 to others.
-func startPushAPI(t *testing.T) (base string, s *sendernode.Sender) {
+func startPushAPI(t *testing.T) (base string, s *node.Sender) {
 	t.Helper()
 	fake, err := swrvefake.Start()
 	if err != nil {
@@ -44,13 +44,14 @@ func startPushAPI(t *testing.T) (base string, s *sendernode.Sender) {
 	os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    Hello:\n      IOS: k-ios\n      ANDROID: k-android\n"), 0o644)
 	cfg := apitier.DefaultConfig()
 	cfg.CryptoKey, cfg.NodeSecret, cfg.Listen, cfg.PushAPIKeys = et.TestKey, et.TestSecret, "127.0.0.1:0", []string{"secret-key"}
-	cfg.Node, cfg.SwrveConfig.URL, cfg.KeysFile = "docs", fake.URL(), keys
-	cfg.ScheduledStart, cfg.PendingStart = 0, 0
+	scfg := node.DefaultConfig()
+	scfg.Node, scfg.SwrveConfig.URL, scfg.KeysFile = "docs", fake.URL(), keys
+	scfg.ScheduledStart, scfg.PendingStart = 0, 0
 	srv, err := apitier.New(cfg, store, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err = sendernode.Build(cfg.SenderConfig, cfg.ProvidersConfig, store, quietLog())
+	s, err = node.Build(scfg, store, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -382,7 +382,7 @@ func TestDrainStoresUnacked(t *testing.T) {
 // stored message is deleted and the acked direct one is not stored by the
 // leave; only the unacked direct one is. Closing the socket right after
 // the close frame dropped such acks, and the restarted node delivered
-// those messages again (issue 20).
+// those messages again (docs/engine.md, Shutdown).
 func TestDrainReadsAcksSentAfterItsClose(t *testing.T) {
 	store := newStore(t)
 	srv, err := engine.New(et.Config(), store, nil)

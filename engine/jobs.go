@@ -76,7 +76,7 @@ func (srv *Server) run(r *session.Result) {
 		// deleting what its client acked: read after those deletes land.
 		srv.deletes.wait(ctx, j.UAID)
 		r.Err = srv.timed(func() (err error) {
-			// Topic messages first (seed 000), then what fits after them.
+			// Topic messages first (docs/protocol.md), then what fits after them.
 			if r.Topics, err = srv.store.TopicMessages(ctx, j.UAID, j.Page); err != nil || len(r.Topics) == j.Page {
 				return err
 			}
@@ -197,8 +197,9 @@ func (srv *Server) evictRemote(ctx context.Context, node string, uaid [16]byte, 
 }
 
 // notifyHolder tells whichever node now holds uaid to check storage: the
-// seed's "re-read the router record and notify the new node", used after
-// this node stored messages for a user that moved.
+// "re-read the router record and notify the new node" of a push's route
+// (docs/architecture.md, Flows), used after this node stored messages for
+// a user that moved.
 func (srv *Server) notifyHolder(ctx context.Context, uaid [16]byte) {
 	if cn := srv.registry.get(uaid); cn != nil {
 		srv.onLoop(cn, func(x *session.Ctx) { cn.s.Check(x) })

@@ -6,8 +6,8 @@ import (
 	"github.com/autopush-go/autopush/engine/session"
 )
 
-// Metric names of the connection node, one place (the operations issue's
-// dashboard and docs check against them).
+// Metric names of the connection node, one place (docs/metrics.md and the
+// dashboard in ops/ are checked against them).
 const (
 	mConnections       = "autoconnect_connections"
 	mClients           = "autoconnect_clients"

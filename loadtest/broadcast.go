@@ -12,6 +12,7 @@ import (
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/loadtest/agent"
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
@@ -33,20 +34,20 @@ func (r *run) broadcast(ctx context.Context) error {
 	r.rep.Broadcast = b
 	// What the hellos were told is not a change: count from here.
 	if _, err := r.takeBroadcasts(ctx, 0); err != nil {
-		return errRun("broadcasts", err)
+		return monitor.StepError("broadcasts", err)
 	}
 	b.UAs = r.rep.Connect.Connected
 	var err error
 	start, err := r.serverView(ctx)
 	if err != nil {
-		return errRun("node metrics", err)
+		return monitor.StepError("node metrics", err)
 	}
 	if b.Baseline, err = r.pushStage(ctx, "no change", cfg.PushRate, cfg.StageTime, nil); err != nil {
 		return err
 	}
 	before, err := r.serverView(ctx)
 	if err != nil {
-		return errRun("node metrics", err)
+		return monitor.StepError("node metrics", err)
 	}
 	b.DeliverP99Baseline = before.deliver.since(start.deliver).bound(.99)
 	spacing := (cfg.StageTime - cfg.Warmup) / time.Duration(cfg.Changes+1)
@@ -60,9 +61,9 @@ func (r *run) broadcast(ctx context.Context) error {
 				return
 			case <-time.After(time.Until(next)):
 			}
-			v, at := r.cl.megaphone.change()
+			v, at := r.cl.Megaphone.Change()
 			last.Store(at)
-			r.logf("broadcast version now %s", v)
+			r.mon.Logf("broadcast version now %s", v)
 		}
 	}); err != nil {
 		return err
@@ -74,7 +75,7 @@ func (r *run) broadcast(ctx context.Context) error {
 	for {
 		got, err := r.takeBroadcasts(ctx, last.Load())
 		if err != nil {
-			return errRun("broadcasts", err)
+			return monitor.StepError("broadcasts", err)
 		}
 		b.Received += got.Received
 		b.Repeated += got.Repeated
@@ -85,14 +86,14 @@ func (r *run) broadcast(ctx context.Context) error {
 		if b.Current >= b.Ready || time.Now().After(deadline) {
 			break
 		}
-		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+		if err := monitor.Sleep(ctx, 500*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	b.Arrival = hist.Summarize(h)
 	after, err := r.serverView(ctx)
 	if err != nil {
-		return errRun("node metrics", err)
+		return monitor.StepError("node metrics", err)
 	}
 	fan := after.fanOut.since(before.fanOut)
 	if b.FanOutCount = int64(fan.count); b.FanOutCount > 0 {
@@ -100,11 +101,11 @@ func (r *run) broadcast(ctx context.Context) error {
 	}
 	b.FanOutMax = fan.bound(1)
 	b.DeliverP99During = after.deliver.since(before.deliver).bound(.99)
-	r.logf("broadcast: %s of %s connected user agents have the last version; %s of %s arrivals, %d repeated; change -> arrival p99 %.1f ms; push p99 %.1f ms without a change, %.1f ms during the changes",
+	r.mon.Logf("broadcast: %s of %s connected user agents have the last version; %s of %s arrivals, %d repeated; change -> arrival p99 %.1f ms; push p99 %.1f ms without a change, %.1f ms during the changes",
 		report.Num(b.Current), report.Num(b.Ready), report.Num(b.Received), report.Num(b.Expected), b.Repeated, b.Arrival.P99,
 		b.Baseline.Latency.P99, b.During.Latency.P99)
 	if err := r.disconnectAll(ctx, "close"); err != nil {
-		return errRun("disconnect", err)
+		return monitor.StepError("disconnect", err)
 	}
 	return nil
 }
@@ -208,9 +209,9 @@ type serverView struct{ fanOut, deliver promHist }
 func (r *run) serverView(ctx context.Context) (serverView, error) {
 	var v serverView
 	var err error
-	if v.fanOut, err = scrapeHist(ctx, r.cl.metricsURLs, "autoconnect_broadcast_fanout_seconds", ""); err != nil {
+	if v.fanOut, err = scrapeHist(ctx, r.cl.MetricsURLs, "autoconnect_broadcast_fanout_seconds", ""); err != nil {
 		return v, err
 	}
-	v.deliver, err = scrapeHist(ctx, []string{r.cl.apiMetricsURL}, "autoendpoint_node_call_seconds", `call="push"`)
+	v.deliver, err = scrapeHist(ctx, []string{r.cl.APIMetricsURL}, "autoendpoint_node_call_seconds", `call="push"`)
 	return v, err
 }

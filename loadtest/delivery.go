@@ -6,6 +6,7 @@ import (
 
 	"github.com/autopush-go/autopush/loadtest/agent"
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/sender"
@@ -28,10 +29,10 @@ func (r *run) delivery(ctx context.Context) error {
 	var sendStart float64
 	if cfg.Scenario == scenario.Stored {
 		if err := r.disconnectAll(ctx, "offline"); err != nil {
-			return errRun("disconnect", err)
+			return monitor.StepError("disconnect", err)
 		}
-		r.setPhase("store", int64(cfg.Messages), func(s report.Sample) int64 { return s.Sent })
-		sendStart = r.now()
+		r.mon.SetPhase("store", int64(cfg.Messages), func(s report.Sample) int64 { return s.Sent })
+		sendStart = r.mon.Now()
 		evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
 			share := cfg.Messages*(wp.first+wp.uas)/cfg.UAs - cfg.Messages*wp.first/cfg.UAs
 			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate * float64(wp.uas) / float64(cfg.UAs),
@@ -39,12 +40,12 @@ func (r *run) delivery(ctx context.Context) error {
 		})
 	} else {
 		if _, err := r.pool.all(ctx, churnCmd(true, cfg)); err != nil {
-			return errRun("churn", err)
+			return monitor.StepError("churn", err)
 		}
 		before := r.pool.counters()
 		count := int64(cfg.PushRate * cfg.Duration.Seconds())
-		r.setPhase("churn", count, func(s report.Sample) int64 { return s.Sent })
-		sendStart = r.now()
+		r.mon.SetPhase("churn", count, func(s report.Sample) int64 { return s.Sent })
+		sendStart = r.mon.Now()
 		start := time.Now()
 		evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
 			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate / float64(len(r.pool.ws)), Duration: cfg.Duration,
@@ -58,27 +59,27 @@ func (r *run) delivery(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return errRun("send", err)
+		return monitor.StepError("send", err)
 	}
 	st, err := mergeStage(cfg.PushRate, evs)
 	if err != nil {
 		return err
 	}
 	d.Scheduled, d.SendSeconds, d.Achieved, d.Errors = st.Scheduled, st.Seconds, st.Achieved, st.Errors
-	d.SendCPU = r.avgCPU(sendStart, r.now())
-	r.logf("sent %s pushes in %.1fs: %s accepted, errors %s", report.Num(st.Scheduled), st.Seconds, report.Num(st.Account.Accepted), report.CountsOrNone(st.Errors))
+	d.SendCPU = r.mon.AvgCPU(sendStart, r.mon.Now())
+	r.mon.Logf("sent %s pushes in %.1fs: %s accepted, errors %s", report.Num(st.Scheduled), st.Seconds, report.Num(st.Account.Accepted), report.CountsOrNone(st.Errors))
 
-	reconnect, drainStart := time.Now(), r.now()
+	reconnect, drainStart := time.Now(), r.mon.Now()
 	recv0 := r.pool.counters()
 	if _, err := r.connectAll(ctx, "reconnect"); err != nil {
-		return errRun("reconnect", err)
+		return monitor.StepError("reconnect", err)
 	}
-	r.setPhase("drain", st.Account.Accepted, func(s report.Sample) int64 { return s.Acked })
+	r.mon.SetPhase("drain", st.Account.Accepted, func(s report.Sample) int64 { return s.Acked })
 	devs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
 		return worker.Command{Op: worker.OpDrain, Drain: &worker.Drain{Timeout: cfg.DrainTimeout, Quiet: cfg.Quiet}}
 	})
 	if err != nil {
-		return errRun("drain", err)
+		return monitor.StepError("drain", err)
 	}
 	lat := hist.New()
 	var last int64
@@ -95,25 +96,25 @@ func (r *run) delivery(ctx context.Context) error {
 		d.DrainSeconds = float64(last-reconnect.UnixNano()) / 1e9
 		d.DrainRate = float64(recv1.Received-recv0.Received) / d.DrainSeconds
 	}
-	d.DrainCPU = r.avgCPU(drainStart, drainStart+d.DrainSeconds)
-	r.logf("drained: %d accepted pushes still unacked; last first arrival %.1fs after the reconnect", d.Stalled, d.DrainSeconds)
+	d.DrainCPU = r.mon.AvgCPU(drainStart, drainStart+d.DrainSeconds)
+	r.mon.Logf("drained: %d accepted pushes still unacked; last first arrival %.1fs after the reconnect", d.Stalled, d.DrainSeconds)
 	if err := r.disconnectAll(ctx, "close"); err != nil {
-		return errRun("disconnect", err)
+		return monitor.StepError("disconnect", err)
 	}
 	if cfg.VerifyReconnect {
 		if _, err := r.connectAll(ctx, "verify"); err != nil {
-			return errRun("verify reconnect", err)
+			return monitor.StepError("verify reconnect", err)
 		}
-		if err := sleep(ctx, max(cfg.Quiet, time.Second)); err != nil {
+		if err := monitor.Sleep(ctx, max(cfg.Quiet, time.Second)); err != nil {
 			return err
 		}
 		if err := r.disconnectAll(ctx, "close"); err != nil {
-			return errRun("disconnect", err)
+			return monitor.StepError("disconnect", err)
 		}
 	}
 	aevs, err := r.pool.all(ctx, func(*workerProc) worker.Command { return worker.Command{Op: worker.OpAccount} })
 	if err != nil {
-		return errRun("account", err)
+		return monitor.StepError("account", err)
 	}
 	for _, ev := range aevs {
 		d.Account.Add(*ev.Account)

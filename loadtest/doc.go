@@ -8,12 +8,17 @@
 // This package is the coordinator: Run runs one scenario (scenario.Config;
 // hold, notify, stored, churn or broadcast) against processes it starts and stops
 // itself, and Capacity runs the standard profile behind `make capacity`.
-// The sender scenario (outbound.go, `make sender-bench`) drives the
+// The user agents' scenarios live here, beside the worker pool they drive
+// (hold.go, notify.go, delivery.go for stored and churn, broadcast.go).
+// The sender scenario (package outbound, `make sender-bench`) drives the
 // outbound sender instead: autoendpoint with its workers against a fake
-// Swrve in this process, POST /push from here, no user agents.
+// Swrve in this process, POST /push from there, no user agents.
 // The rest has its own packages:
 //
 //	scenario  what a run is: the scenarios, Config, flags, validation
+//	cluster   the processes under test, their storage and binaries, the run's Megaphone
+//	monitor   the run's clock, phases, samples and progress display
+//	outbound  the sender scenario (the only one linking the fake providers)
 //	worker    the worker process and the JSON-lines protocol that drives it
 //	agent     the virtual user agents on their epoll loops
 //	sender    the application server (open-loop POSTs)

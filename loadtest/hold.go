@@ -7,6 +7,7 @@ import (
 
 	"github.com/autopush-go/autopush/loadtest/agent"
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
@@ -25,20 +26,20 @@ func (r *run) hold(ctx context.Context) error {
 	r.rep.Connect = conn
 	hs := hist.New()
 
-	r.setPhase("baseline", 0, nil)
-	rampStart := r.now()
-	if err := sleep(ctx, min(cfg.Settle, 2*time.Second)); err != nil {
+	r.mon.SetPhase("baseline", 0, nil)
+	rampStart := r.mon.Now()
+	if err := monitor.Sleep(ctx, min(cfg.Settle, 2*time.Second)); err != nil {
 		return err
 	}
 	p, err := r.measure(ctx)
 	if err != nil {
-		return errRun("measure", err)
+		return monitor.StepError("measure", err)
 	}
 	h.Points = append(h.Points, p)
-	r.logf("%s", pointLine(p))
+	r.mon.Logf("%s", pointLine(p))
 	for step := 1; step <= cfg.Steps; step++ {
 		target := cfg.UAs * step / cfg.Steps
-		r.setPhase("connect", int64(target), func(s report.Sample) int64 { return int64(s.Connected) })
+		r.mon.SetPhase("connect", int64(target), func(s report.Sample) int64 { return int64(s.Connected) })
 		start := time.Now()
 		evs, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
 			return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{
@@ -47,7 +48,7 @@ func (r *run) hold(ctx context.Context) error {
 			}}
 		})
 		if err != nil {
-			return errRun("connect", err)
+			return monitor.StepError("connect", err)
 		}
 		conn.Seconds += time.Since(start).Seconds()
 		conn.Connected = 0
@@ -59,26 +60,26 @@ func (r *run) hold(ctx context.Context) error {
 				return err
 			}
 		}
-		r.setPhase("settle", 0, nil)
-		if err := sleep(ctx, cfg.Settle); err != nil {
+		r.mon.SetPhase("settle", 0, nil)
+		if err := monitor.Sleep(ctx, cfg.Settle); err != nil {
 			return err
 		}
 		p, err := r.measure(ctx)
 		if err != nil {
-			return errRun("measure", err)
+			return monitor.StepError("measure", err)
 		}
 		h.Points = append(h.Points, p)
-		r.logf("%s", pointLine(p))
+		r.mon.Logf("%s", pointLine(p))
 	}
 	conn.Handshake = hist.Summarize(hs)
-	conn.CPU = r.avgCPU(rampStart, r.now())
+	conn.CPU = r.mon.AvgCPU(rampStart, r.mon.Now())
 	if conn.Seconds > 0 {
 		conn.Achieved = float64(conn.Attempts-conn.Failures) / conn.Seconds
 	}
 
-	r.setPhase("hold", 0, nil)
+	r.mon.SetPhase("hold", 0, nil)
 	held := time.Now()
-	if err := sleep(ctx, cfg.Hold); err != nil {
+	if err := monitor.Sleep(ctx, cfg.Hold); err != nil {
 		return err
 	}
 	h.HeldSeconds = time.Since(held).Seconds()
@@ -93,11 +94,11 @@ func (r *run) hold(ctx context.Context) error {
 // outside, so one sample can catch a heap about to shrink).
 func (r *run) measure(ctx context.Context) (report.MemPoint, error) {
 	n := max(r.cfg.Samples, 1)
-	per := make([][]probe.EngineSample, len(r.cl.engines))
+	per := make([][]probe.EngineSample, len(r.cl.Engines))
 	var workers []int64
 	for i := range n {
 		if i > 0 {
-			if err := sleep(ctx, time.Second); err != nil {
+			if err := monitor.Sleep(ctx, time.Second); err != nil {
 				return report.MemPoint{}, err
 			}
 		}

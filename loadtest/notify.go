@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/sender"
 	"github.com/autopush-go/autopush/loadtest/worker"
@@ -43,7 +44,7 @@ func (r *run) notify(ctx context.Context) error {
 		}
 	}
 	if err := r.disconnectAll(ctx, "close"); err != nil {
-		return errRun("disconnect", err)
+		return monitor.StepError("disconnect", err)
 	}
 	return nil
 }
@@ -56,9 +57,9 @@ func (r *run) notify(ctx context.Context) error {
 func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.Duration, during func(stop <-chan struct{})) (report.Stage, error) {
 	cfg := &r.cfg
 	count := int64(rate * d.Seconds())
-	sent0 := r.lastSample().Sent
-	t0 := r.now()
-	r.setPhase(name, count, func(s report.Sample) int64 { return s.Sent - sent0 })
+	sent0 := r.mon.Last().Sent
+	t0 := r.mon.Now()
+	r.mon.SetPhase(name, count, func(s report.Sample) int64 { return s.Sent - sent0 })
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	if during != nil {
@@ -76,14 +77,14 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.D
 	close(stop)
 	wg.Wait()
 	if err != nil {
-		return report.Stage{}, errRun("send", err)
+		return report.Stage{}, monitor.StepError("send", err)
 	}
 	st, err := mergeStage(rate, evs)
 	if err != nil {
 		return st, err
 	}
-	st.CPU = r.avgCPU(t0, r.now())
-	r.logf("%s: %s/s offered: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
+	st.CPU = r.mon.AvgCPU(t0, r.mon.Now())
+	r.mon.Logf("%s: %s/s offered: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
 		name, report.Num(rate), report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999,
 		st.Latency.Max, st.Account.Lost, report.CountsOrNone(st.Errors))
 	return st, nil
@@ -94,7 +95,7 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.D
 func (r *run) stallStage(ctx context.Context, n *report.NotifyReport, rate float64) error {
 	cfg := &r.cfg
 	limit := cfg.StallTimeout + time.Second
-	s, err := startStalls(ctx, r.cl.endpointURL, cfg.Stalls, limit+30*time.Second)
+	s, err := startStalls(ctx, r.cl.EndpointURL, cfg.Stalls, limit+30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func (r *run) stallStage(ctx context.Context, n *report.NotifyReport, rate float
 		return err
 	}
 	n.Stalled = append(n.Stalled, ss)
-	r.logf("%d stalled connections: %d closed by the endpoint within %s (slowest %.2f s; by kind %v)",
+	r.mon.Logf("%d stalled connections: %d closed by the endpoint within %s (slowest %.2f s; by kind %v)",
 		ss.Stalls, ss.Closed, limit, ss.CloseMaxS, ss.Slowest)
 	return nil
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,7 +13,10 @@ import (
 
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/cluster"
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/monitor"
+	"github.com/autopush-go/autopush/loadtest/outbound"
 	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
@@ -41,7 +42,7 @@ func Run(ctx context.Context, cfg scenario.Config, stdout, stderr io.Writer) (*r
 	r.rep = &report.Report{Scenario: cfg.Scenario, Command: cfg.Command, Commit: cfg.Commit, Started: r.started, Config: cfg,
 		Machine: probe.DescribeMachine()}
 	if err := r.execute(ctx); err != nil {
-		r.prog.stop()
+		r.mon.StopProgress()
 		return r.rep, err
 	}
 	r.rep.Seconds = time.Since(r.started).Seconds()
@@ -55,24 +56,15 @@ func Run(ctx context.Context, cfg scenario.Config, stdout, stderr io.Writer) (*r
 
 // run is one Run in progress.
 type run struct {
-	cfg     scenario.Config
-	out     io.Writer
-	log     io.Writer
-	started time.Time
-	rep     *report.Report
-	cl      *cluster
-	pool    *pool
-	prog    *progress
-
-	cpu        probe.CPUMeter // the monitor's
-	storagePID int            // the CQL server's, when known
-
-	mu     sync.Mutex
-	phase  string
-	total  int64
-	cur    func(report.Sample) int64
-	last   report.Sample
-	series []report.Sample
+	cfg        scenario.Config
+	out        io.Writer
+	log        io.Writer
+	started    time.Time
+	storagePID int // the CQL server's, when known
+	rep        *report.Report
+	cl         *cluster.Cluster
+	pool       *pool
+	mon        *monitor.Monitor
 }
 
 func (r *run) execute(ctx context.Context) (err error) {
@@ -80,29 +72,29 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fmt.Errorf("loadtest: %w", err)
 	}
-	r.prog = newProgress(r.log, r.cfg.Progress, r.cfg.SampleEvery)
+	r.mon = monitor.New(r.log, &r.cfg, r.started, r.storagePID)
 	if r.cfg.Scenario == scenario.Sender {
-		return r.outbound(ctx, logDir)
+		return outbound.Run(ctx, &r.cfg, r.rep, r.mon, logDir)
 	}
-	r.logf("starting %d engine(s) and %d worker(s); logs in %s", r.cfg.EngineCount(), r.cfg.WorkerCount(), logDir)
-	if r.cl, err = startCluster(ctx, &r.cfg, logDir, r.prog); err != nil {
+	r.mon.Logf("starting %d engine(s) and %d worker(s); logs in %s", r.cfg.EngineCount(), r.cfg.WorkerCount(), logDir)
+	if r.cl, err = cluster.Start(ctx, &r.cfg, logDir, r.mon.Log()); err != nil {
 		return err
 	}
-	defer r.cl.stop()
+	defer r.cl.Stop()
 	if r.pool, err = startPool(ctx, r.cfg.WorkerCount(), r.cfg.UAs, logDir); err != nil {
 		return err
 	}
 	defer r.pool.stop()
-	r.rep.Cluster = r.cl.info()
+	r.rep.Cluster = r.cl.Info()
 	r.rep.Cluster.Workers = len(r.pool.ws)
 	if err := r.setupWorkers(ctx); err != nil {
 		return err
 	}
-	stop := r.monitor(r.sample)
+	stop := r.mon.Start(r.sample)
 	defer func() {
 		stop()
-		r.rep.Series = r.series
-		r.prog.stop()
+		r.rep.Series = r.mon.Series()
+		r.mon.StopProgress()
 	}()
 	switch r.cfg.Scenario {
 	case scenario.Hold:
@@ -129,7 +121,7 @@ func (r *run) setupWorkers(ctx context.Context) error {
 	var b [4]byte
 	rand.Read(b[:])
 	runID := binary.BigEndian.Uint32(b[:])
-	a := worker.Setup{Run: runID, Engines: r.cl.wsAddrs, SourceIPs: r.cfg.SourceIPs, Channels: r.cfg.Channels,
+	a := worker.Setup{Run: runID, Engines: r.cl.WSAddrs, SourceIPs: r.cfg.SourceIPs, Channels: r.cfg.Channels,
 		Loops: r.cfg.Loops, MaxPending: max(1, r.cfg.MaxPending/len(r.pool.ws)), ConnectTimeout: r.cfg.ConnectTimeout,
 		ConnectRetries: r.cfg.ConnectRetries, PingInterval: r.cfg.PingInterval, SampleEvery: r.cfg.SampleEvery}
 	if r.cfg.Sends() {
@@ -143,7 +135,7 @@ func (r *run) setupWorkers(ctx context.Context) error {
 		a.Trace = r.cfg.Trace
 	}
 	if r.cfg.Broadcasts > 0 {
-		a.Broadcasts = broadcastIDs(r.cfg.Broadcasts)
+		a.Broadcasts = cluster.BroadcastIDs(r.cfg.Broadcasts)
 	}
 	_, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
 		s := a
@@ -153,67 +145,25 @@ func (r *run) setupWorkers(ctx context.Context) error {
 	return err
 }
 
-// setPhase names what the run is doing, for the series and the progress
-// bar: total is the phase's goal and cur reads progress towards it.
-func (r *run) setPhase(name string, total int64, cur func(report.Sample) int64) {
-	r.mu.Lock()
-	r.phase, r.total, r.cur = name, total, cur
-	r.mu.Unlock()
-	r.prog.phase(r.cfg.Scenario + ":" + name)
-}
-
-// monitor samples every SampleEvery (r.sample, or the scenario's own)
-// until the returned stop is called.
-func (r *run) monitor(sample func() report.Sample) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(r.cfg.SampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-			case <-quit:
-				return
-			}
-			s := sample()
-			r.mu.Lock()
-			r.series = append(r.series, s)
-			r.last = s
-			total, cur := r.total, r.cur
-			r.mu.Unlock()
-			var done int64
-			if cur != nil {
-				done = cur(s)
-			}
-			r.prog.update(s, done, total)
-		}
-	}()
-	return func() { close(quit); <-done }
-}
-
 // sample reads the workers' counters and the processes' memory.
 func (r *run) sample() report.Sample {
 	ws, h := r.pool.take()
-	r.mu.Lock()
-	phase := r.phase
-	r.mu.Unlock()
-	s := report.Sample{T: time.Since(r.started).Seconds(), Phase: phase, Connected: ws.Connected, Connecting: ws.Connecting,
+	s := report.Sample{T: time.Since(r.started).Seconds(), Phase: r.mon.Phase(), Connected: ws.Connected, Connecting: ws.Connecting,
 		Connects: ws.Connects, ConnectFail: ws.ConnectFail, Dropped: ws.Dropped, WorkerRSS: ws.RSS,
 		Sent: ws.Sent, Accepted: ws.Accepted, PostErrors: ws.PostErrors, Received: ws.Received, Acked: ws.Acked}
 	s.Engine = probe.SumEngines(r.engineSamples())
 	var engines, endpoint, workers []int
-	for _, e := range r.cl.engines {
+	for _, e := range r.cl.Engines {
 		engines = append(engines, e.PID())
 	}
-	if r.cl.endpoint != nil {
-		s.EndpointRSS, _ = probe.ProcRSS(r.cl.endpoint.PID())
-		endpoint = append(endpoint, r.cl.endpoint.PID())
+	if r.cl.Endpoint != nil {
+		s.EndpointRSS, _ = probe.ProcRSS(r.cl.Endpoint.PID())
+		endpoint = append(endpoint, r.cl.Endpoint.PID())
 	}
 	for _, wp := range r.pool.ws {
 		workers = append(workers, wp.p.PID())
 	}
-	s.CPU = r.cpu.Read(engines, endpoint, workers, r.storagePID)
+	s.CPU = r.mon.ReadCPU(engines, endpoint, workers)
 	for _, x := range [...]struct {
 		dst **hist.Latency
 		h   *intervalHists
@@ -233,67 +183,17 @@ func (r *run) sample() report.Sample {
 
 // engineSamples reads every engine once.
 func (r *run) engineSamples() []probe.EngineSample {
-	out := make([]probe.EngineSample, len(r.cl.engines))
+	out := make([]probe.EngineSample, len(r.cl.Engines))
 	var wg sync.WaitGroup
-	for i, e := range r.cl.engines {
+	for i, e := range r.cl.Engines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], _ = probe.SampleEngine(e.PID(), r.cl.metricsURLs[i], r.cl.gcTraces[i])
+			out[i], _ = probe.SampleEngine(e.PID(), r.cl.MetricsURLs[i], r.cl.GCTraces[i])
 		}()
 	}
 	wg.Wait()
 	return out
-}
-
-// avgCPU averages the samples' CPU shares between two run times
-// (seconds since the start).
-func (r *run) avgCPU(from, to float64) probe.CPU {
-	var c probe.CPU
-	n := 0
-	for _, s := range r.seriesCopy() {
-		if s.T > from && s.T <= to+r.cfg.SampleEvery.Seconds()/2 {
-			c.Machine += s.CPU.Machine
-			c.Engines += s.CPU.Engines
-			c.Endpoint += s.CPU.Endpoint
-			c.Workers += s.CPU.Workers
-			c.Storage += s.CPU.Storage
-			n++
-		}
-	}
-	if n == 0 {
-		return probe.CPU{Storage: -1}
-	}
-	f := float64(n)
-	c = probe.CPU{Machine: round1(c.Machine / f), Engines: round1(c.Engines / f), Endpoint: round1(c.Endpoint / f), Workers: round1(c.Workers / f),
-		Storage: round1(c.Storage / f)}
-	if r.storagePID == 0 {
-		c.Storage = -1
-	}
-	return c
-}
-
-func round1(v float64) float64 { return math.Round(v*10) / 10 }
-
-// now is seconds since the run started.
-func (r *run) now() float64 { return time.Since(r.started).Seconds() }
-
-func (r *run) seriesCopy() []report.Sample {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]report.Sample(nil), r.series...)
-}
-
-// lastSample is the monitor's latest sample.
-func (r *run) lastSample() report.Sample {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.last
-}
-
-// logf prints a line of the run's narrative (on stderr, above the bar).
-func (r *run) logf(format string, args ...any) {
-	r.prog.println(fmt.Sprintf("loadtest: "+format, args...))
 }
 
 // connectEveryone connects every user agent before a scenario's pushes,
@@ -301,17 +201,17 @@ func (r *run) logf(format string, args ...any) {
 func (r *run) connectEveryone(ctx context.Context) error {
 	c, err := r.connectAll(ctx, "connect")
 	if err != nil {
-		return errRun("connect", err)
+		return monitor.StepError("connect", err)
 	}
 	r.rep.Connect = c
-	r.logf("connected %s user agents in %.1fs", report.Num(c.Connected), c.Seconds)
+	r.mon.Logf("connected %s user agents in %.1fs", report.Num(c.Connected), c.Seconds)
 	return nil
 }
 
 // connectAll connects every user agent and reports the ramp.
 func (r *run) connectAll(ctx context.Context, name string) (*report.ConnectReport, error) {
-	r.setPhase(name, int64(r.cfg.UAs), func(s report.Sample) int64 { return int64(s.Connected) })
-	start, t0 := time.Now(), r.now()
+	r.mon.SetPhase(name, int64(r.cfg.UAs), func(s report.Sample) int64 { return int64(s.Connected) })
+	start, t0 := time.Now(), r.mon.Now()
 	evs, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
 		return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{Rate: r.cfg.ConnectRate / float64(len(r.pool.ws))}}
 	})
@@ -329,28 +229,16 @@ func (r *run) connectAll(ctx context.Context, name string) (*report.ConnectRepor
 		}
 	}
 	c.Handshake = hist.Summarize(h)
-	c.CPU = r.avgCPU(t0, r.now())
+	c.CPU = r.mon.AvgCPU(t0, r.mon.Now())
 	c.Achieved = float64(c.Attempts-c.Failures) / c.Seconds
 	return c, nil
 }
 
 // disconnectAll closes every connection cleanly.
 func (r *run) disconnectAll(ctx context.Context, name string) error {
-	r.setPhase(name, 0, nil)
+	r.mon.SetPhase(name, 0, nil)
 	_, err := r.pool.all(ctx, func(*workerProc) worker.Command { return worker.Command{Op: worker.OpDisconnect} })
 	return err
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // verdict decides Pass from what the scenario measured.
@@ -416,12 +304,4 @@ func (r *run) verdict() {
 	}
 	r.rep.Problems = p
 	r.rep.Pass = len(p) == 0
-}
-
-// errRun wraps a scenario step's failure.
-func errRun(step string, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("loadtest: %s: interrupted", step)
-	}
-	return fmt.Errorf("loadtest: %s: %w", step, err)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/loadtest/cluster"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/worker"
@@ -64,7 +65,7 @@ func testBinaries(t *testing.T) string {
 		if os.Getenv("CQL_HOSTS") != "" {
 			bins = []string{"autoconnect", "autoendpoint"}
 		}
-		_, buildErr = binaries(context.Background(), "", binDir, bins, testWriter{t})
+		_, buildErr = cluster.Binaries(context.Background(), "", binDir, bins, testWriter{t})
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"encoding/json"
+	"errors"
 	gobuild "go/build"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/dockerflow"
@@ -116,6 +118,23 @@ func interpolate(v string, vars map[string]string, required map[string]bool) str
 	})
 }
 
+// endpointConfig is autoendpoint's settings as its main
+// (apitier/cmd/autoendpoint) composes them: the HTTP tier's, then the
+// outbound sender's.
+type endpointConfig struct {
+	HTTP
+	Sender
+}
+
+type (
+	HTTP   = apitier.Config
+	Sender = node.Config
+)
+
+func defaultEndpointConfig() endpointConfig {
+	return endpointConfig{apitier.DefaultConfig(), node.DefaultConfig()}
+}
+
 // tierConfig loads a tier's settings from the service's environment, as
 // the binary does, with the given variables set in the shell.
 func tierConfig(t *testing.T, svc service, prefix string, cfg any, vars map[string]string, required map[string]bool) {
@@ -211,13 +230,13 @@ func TestComposeFile(t *testing.T) {
 
 	vars := map[string]string{"CRYPTO_KEY": et.TestKey, "NODE_SECRET": "compose-test-secret"}
 	required := map[string]bool{}
-	ecfg, acfg := engine.DefaultConfig(), apitier.DefaultConfig()
+	ecfg, acfg := engine.DefaultConfig(), defaultEndpointConfig()
 	tierConfig(t, c.Services["autoconnect"], "AUTOCONNECT", &ecfg, vars, required)
 	tierConfig(t, c.Services["autoendpoint"], "AUTOEND", &acfg, vars, required)
 	if err := ecfg.Validate(); err != nil {
 		t.Errorf("autoconnect's compose settings: %v", err)
 	}
-	if err := acfg.Validate(); err != nil {
+	if err := errors.Join(acfg.HTTP.Validate(), acfg.Sender.Validate()); err != nil {
 		t.Errorf("autoendpoint's compose settings: %v", err)
 	}
 	if !required["CRYPTO_KEY"] || !required["NODE_SECRET"] {
@@ -425,7 +444,7 @@ func TestPrometheusConfig(t *testing.T) {
 		t.Fatalf("prometheus.yml: %v", err)
 	}
 	c := loadCompose(t)
-	ecfg, acfg := engine.DefaultConfig(), apitier.DefaultConfig()
+	ecfg, acfg := engine.DefaultConfig(), defaultEndpointConfig()
 	vars := map[string]string{"CRYPTO_KEY": et.TestKey, "NODE_SECRET": "x"}
 	tierConfig(t, c.Services["autoconnect"], "AUTOCONNECT", &ecfg, vars, map[string]bool{})
 	tierConfig(t, c.Services["autoendpoint"], "AUTOEND", &acfg, vars, map[string]bool{})

@@ -19,8 +19,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
-	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/stack"
@@ -42,7 +42,7 @@ func bridgeStack(t *testing.T, change func(*stack.Config)) *stacktest.Stack {
 	return stacktest.StartWith(t, stacktest.Options{Bridges: true, Config: func(c *stack.Config) {
 		// Retries come after a second (the least the sender allows) unless
 		// a Retry-After says otherwise.
-		c.API.SenderConfig.RetryDelay = time.Second
+		c.Sender.SenderConfig.RetryDelay = time.Second
 		if change != nil {
 			change(c)
 		}
@@ -345,7 +345,7 @@ func TestE2EBridgeAPS(t *testing.T) {
 // (fetched again; counted as an auth failure), no answer in time; each
 // shows in the attempt log and the metrics, and the push is then sent.
 func TestE2EBridgeFCMRetries(t *testing.T) {
-	st := bridgeStack(t, func(c *stack.Config) { c.API.FCMConfig.Timeout = time.Second })
+	st := bridgeStack(t, func(c *stack.Config) { c.Sender.FCMConfig.Timeout = time.Second })
 	dev := registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-retry-token-0001")
 	retryAfter := http.Header{"Retry-After": {"1"}}
 	throttled := fcmfake.Error(429, "RESOURCE_EXHAUSTED", "quota", "QUOTA_EXCEEDED")
@@ -468,7 +468,7 @@ func TestE2EBridgeBadDeviceToken(t *testing.T) {
 		var logs apitiertest.SyncBuffer
 		st := stacktest.StartWith(t, stacktest.Options{Bridges: true, Through: through,
 			Log:    slog.New(slog.NewJSONHandler(&logs, nil)),
-			Config: func(c *stack.Config) { c.API.APNsConfig.BadTokenBurst = 3 }})
+			Config: func(c *stack.Config) { c.Sender.APNsConfig.BadTokenBurst = 3 }})
 		mixup := `autoendpoint_bridge_environment_mixup{app_id="` + stacktest.APNsApp + `"}`
 		badTokens := `autoendpoint_bridge_bad_device_token_total{app_id="` + stacktest.APNsApp + `"}`
 		const reported = "likely a sandbox/production mix-up"
@@ -561,7 +561,7 @@ func TestE2EBridgeGoneAfterNewToken(t *testing.T) {
 // expired provider token (403) is an auth failure after which a fresh JWT
 // is signed, and the push is sent.
 func TestE2EBridgeAPNsRetries(t *testing.T) {
-	st := bridgeStack(t, func(c *stack.Config) { c.API.APNsConfig.Timeout = time.Second })
+	st := bridgeStack(t, func(c *stack.Config) { c.Sender.APNsConfig.Timeout = time.Second })
 	for _, c := range []struct {
 		name  string
 		fault apnsfake.Fault
@@ -596,7 +596,7 @@ func TestE2EBridgeAPNsRetries(t *testing.T) {
 // data over the provider's limit (413 errno 104), a registration whose
 // app id is no longer configured (502 errno 900).
 func TestE2EBridgeRefused(t *testing.T) {
-	st := bridgeStack(t, func(c *stack.Config) { c.API.FCMConfig.MaxData = 1000 })
+	st := bridgeStack(t, func(c *stack.Config) { c.Sender.FCMConfig.MaxData = 1000 })
 	d := registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-refused-token-0001")
 	tooLarge := apitiertest.Send(t, http.MethodPost, d.Endpoint, make([]byte, 1000), "TTL", "60", "Content-Encoding", "aes128gcm")
 	apitiertest.WantError(t, tooLarge, http.StatusRequestEntityTooLarge, errno.PayloadTooLarge)

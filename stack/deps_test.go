@@ -1,55 +1,259 @@
 package stack_test
 
 import (
+	"bufio"
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
 
+// The layering rules (docs/architecture.md), checked on the module's
+// import graph. Every rule names package prefixes: a rule on "apitier"
+// holds for apitier and every package under it, and a ban of "engine"
+// bans engine/ws as much as engine. Test files do not count: a package's
+// tests may link what the package must not.
+
 const module = "github.com/autopush-go/autopush/"
 
-// deps lists the module's packages pkg links (itself included), without
-// its tests.
-func deps(t *testing.T, pkg string) []string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+pkg).Output()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
-	}
-	var own []string
-	for p := range strings.FieldsSeq(string(out)) {
-		if rest, ok := strings.CutPrefix(p, module); ok {
-			own = append(own, rest)
-		}
-	}
-	return own
+// pkgInfo is one of the module's packages: its non-test Go files and
+// what it links (itself excluded, the module's packages without the
+// module prefix, the standard library's and others' as they are).
+type pkgInfo struct {
+	files []string
+	deps  []string
 }
 
-// TestLayers: each tier links neither the other tier nor a storage
-// backend (only the binaries and tools that open a store do); the stack
-// links no test helper; what internal/ shares imports no tier.
-func TestLayers(t *testing.T) {
-	never := map[string][]string{
-		"engine":  {"apitier", "stack", "storage/embedded", "storage/scylla", "storage/open"},
-		"apitier": {"engine", "stack", "storage/embedded", "storage/scylla", "storage/open"},
-		"stack":   {"engine/enginetest", "apitier/apitiertest", "stack/stacktest", "storage/open", "storage/embedded", "storage/scylla"},
-		// The single-node server's package: the main opens the store.
-		"stack/single": {"engine/enginetest", "apitier/apitiertest", "stack/stacktest", "storage/open", "storage/embedded", "storage/scylla"},
-	}
-	out, err := exec.Command("go", "list", module+"internal/...").Output()
+// graph lists the module's packages with what each links (go list -deps
+// of each, without tests), in one go list.
+func graph(t *testing.T) map[string]pkgInfo {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} files:{{range .GoFiles}}{{$.Dir}}/{{.}},{{end}}{{range .Deps}} {{.}}{{end}}`, module+"...").Output()
 	if err != nil {
-		t.Fatalf("go list internal/...: %v", err)
+		t.Fatalf("go list: %v", err)
 	}
-	for p := range strings.FieldsSeq(string(out)) {
-		never[strings.TrimPrefix(p, module)] = []string{"engine", "apitier", "stack"}
-	}
-	for pkg, banned := range never {
-		linked := deps(t, pkg)
-		for _, b := range banned {
-			if slices.Contains(linked, b) {
-				t.Errorf("%s links %s", pkg, b)
+	g := map[string]pkgInfo{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		var deps []string
+		for _, d := range f[2:] {
+			deps = append(deps, strings.TrimPrefix(d, module))
+		}
+		var files []string
+		for file := range strings.SplitSeq(strings.TrimPrefix(f[1], "files:"), ",") {
+			if file != "" {
+				files = append(files, file)
 			}
+		}
+		g[strings.TrimPrefix(f[0], module)] = pkgInfo{files: files, deps: deps}
+	}
+	if len(g) == 0 {
+		t.Fatal("go list listed no package")
+	}
+	return g
+}
+
+// under reports whether pkg is prefix or a package below it.
+func under(pkg, prefix string) bool {
+	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
+}
+
+// underAny reports whether pkg is under one of the prefixes.
+func underAny(pkg string, prefixes ...string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return under(pkg, p) })
+}
+
+// testHelper reports a test double or helper package: one named ...test
+// (enginetest, apitiertest, stacktest, storagetest, cqltest, e2etest),
+// or below one (apitier/sender/sendertest/swrvefake). loadtest is the
+// load tester, not a helper.
+func testHelper(pkg string) bool {
+	for e := range strings.SplitSeq(pkg, "/") {
+		if strings.HasSuffix(e, "test") && e != "loadtest" {
+			return true
+		}
+	}
+	return false
+}
+
+// binary reports a main package (cmd/...).
+func binary(pkg string) bool { return strings.Contains("/"+pkg+"/", "/cmd/") }
+
+// rule: the packages under from (but not under except, nor test helpers,
+// nor binaries) link nothing under banned, nor exactly one of only.
+type rule struct {
+	from   string
+	except []string
+	banned []string
+	only   []string
+	why    string
+}
+
+var rules = []rule{
+	{from: "engine", banned: []string{"apitier", "stack", "storage/embedded", "storage/scylla", "storage/open"},
+		why: "the connection tier links neither the endpoint tier nor a storage backend (its binary opens the store)"},
+	{from: "apitier", banned: []string{"engine", "stack", "storage/embedded", "storage/scylla", "storage/open"},
+		why: "the endpoint tier links neither the connection tier nor a storage backend (its binaries open the store)"},
+	{from: "stack", banned: []string{"storage/open", "storage/embedded", "storage/scylla"},
+		why: "the stack takes its store from its caller; the single-node server's main opens it"},
+	{from: "internal", banned: []string{"engine", "apitier", "stack", "storage/embedded", "storage/scylla", "storage/open"},
+		why: "what the tiers share imports no tier"},
+	// The sender's wing: its core, its providers, the bridges and the
+	// node's wiring import neither the connection tier nor any HTTP tier
+	// code (the root, the APIs served by it, Hertz); the push API
+	// (apitier/pushapi) is the HTTP tier's, above the sender.
+	{from: "apitier/sender", banned: []string{"engine", "stack", "apitier/httpapi", "apitier/pushapi", "apitier/pushheader",
+		"apitier/registration", "apitier/apitiertest", "github.com/cloudwego/hertz"},
+		why: "the sender core imports no HTTP tier code and no engine"},
+	// The HTTP tier links no provider client: the sender's node wiring
+	// (apitier/sender/node, which builds the providers) is composed
+	// beside it by the binaries.
+	// (apitier/sender/apns/alert, the "aps" rules, is no client.)
+	{from: "apitier", except: []string{"apitier/sender"}, banned: []string{"apitier/sender/node", "apitier/sender/swrve",
+		"apitier/sender/fcm"}, only: []string{"apitier/sender/apns"},
+		why: "the HTTP tier does not link the provider clients; the binaries compose the sender's config and node"},
+}
+
+// TestLayers checks the module's import graph: the rules, prefix by
+// prefix; no service binary links a fake; no package is over maxLines
+// without a reason.
+func TestLayers(t *testing.T) {
+	g := graph(t)
+	t.Run("rules", func(t *testing.T) { checkRules(t, g) })
+	t.Run("no fake in a service binary", func(t *testing.T) { checkBinaries(t, g) })
+	t.Run("package size", func(t *testing.T) { checkSizes(t, g) })
+}
+
+// checkRules checks the rules, and that no non-test package links a
+// test helper (outside the helpers themselves, the test harness in
+// tools/ and the load tester, whose sender scenario drives the fake
+// providers), and that the sender serves no HTTP.
+func checkRules(t *testing.T, g map[string]pkgInfo) {
+	for _, r := range rules {
+		for pkg, info := range g {
+			if !under(pkg, r.from) || underAny(pkg, r.except...) || testHelper(pkg) || binary(pkg) {
+				continue
+			}
+			for _, d := range info.deps {
+				if underAny(d, r.banned...) || slices.Contains(r.only, d) {
+					t.Errorf("%s links %s: %s", pkg, d, r.why)
+				}
+			}
+		}
+	}
+	// The HTTP tier's root, exactly: apitier/sender/... must not link it
+	// (the rule on "apitier/sender" bans its siblings; this one the root
+	// they are under).
+	for pkg, info := range g {
+		if under(pkg, "apitier/sender") && !testHelper(pkg) && slices.Contains(info.deps, "apitier") {
+			t.Errorf("%s links apitier, the HTTP tier's root: the sender core imports no HTTP tier code", pkg)
+		}
+	}
+	for pkg, info := range g {
+		if testHelper(pkg) || binary(pkg) || underAny(pkg, "tools", "loadtest") {
+			continue // binaries: checkBinaries
+		}
+		for _, d := range info.deps {
+			if isModule(g, d) && testHelper(d) {
+				t.Errorf("%s links the test helper %s", pkg, d)
+			}
+		}
+	}
+	// The sender serves no HTTP: only the node's wiring runs a server
+	// (autosender's operations routes); the push API is the HTTP tier's.
+	serves := regexp.MustCompile(`\bhttp\.(Server|ServeMux|NewServeMux|ListenAndServe|Serve|Handle|HandleFunc|Handler|HandlerFunc|ResponseWriter)\b`)
+	for pkg, info := range g {
+		if !under(pkg, "apitier/sender") || under(pkg, "apitier/sender/node") || testHelper(pkg) {
+			continue
+		}
+		for _, src := range sources(t, info) {
+			if m := serves.FindString(src.text); m != "" {
+				t.Errorf("%s (%s) uses %s: the sender core serves no HTTP", pkg, src.name, m)
+			}
+		}
+	}
+}
+
+// source is one non-test Go file's text.
+type source struct{ name, text string }
+
+// sources reads a package's non-test Go files.
+func sources(t *testing.T, info pkgInfo) []source {
+	t.Helper()
+	var out []source
+	for _, f := range info.files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, source{filepath.Base(f), string(b)})
+	}
+	return out
+}
+
+// checkBinaries: no service binary (every cmd/ package but the load
+// tester's and the tools') links a fake provider or any other test
+// helper: the fakes (apitier/sender/sendertest/...) are for the tests and
+// the load tester only.
+func checkBinaries(t *testing.T, g map[string]pkgInfo) {
+	n := 0
+	for pkg, info := range g {
+		if !binary(pkg) || underAny(pkg, "loadtest", "tools") {
+			continue
+		}
+		n++
+		for _, d := range info.deps {
+			if !isModule(g, d) {
+				continue
+			}
+			if testHelper(d) {
+				t.Errorf("the service binary %s links %s", pkg, d)
+			}
+		}
+	}
+	if n < 4 { // autoconnect, autoendpoint, autosender, autopush
+		t.Fatalf("%d service binaries found: the rule checks nothing", n)
+	}
+}
+
+// isModule reports one of the module's packages (as graph names them).
+func isModule(g map[string]pkgInfo, pkg string) bool {
+	_, ok := g[pkg]
+	return ok
+}
+
+// maxLines is the most non-test lines a package may have unless its
+// doc.go says why (a paragraph starting "Size:"): past it, a package
+// usually holds more than one concept.
+const maxLines = 2500
+
+var sizeReason = regexp.MustCompile(`(?m)^// Size: \S`)
+
+// checkSizes: no package has over maxLines non-test lines (its Go files
+// but the _test.go ones, every line counted) without a reason in its
+// doc.go.
+func checkSizes(t *testing.T, g map[string]pkgInfo) {
+	for pkg, info := range g {
+		lines := 0
+		for _, src := range sources(t, info) {
+			lines += strings.Count(src.text, "\n")
+		}
+		if lines <= maxLines || len(info.files) == 0 {
+			continue
+		}
+		doc, _ := os.ReadFile(filepath.Join(filepath.Dir(info.files[0]), "doc.go"))
+		if !sizeReason.Match(doc) {
+			t.Errorf("%s has %d non-test lines, over %d, and its doc.go gives no reason (a paragraph \"Size: ...\")", pkg, lines, maxLines)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // node reads the page those acks made owed before it answers the close,
 // finds the backlog past the limit and resets the user (1000 "uaid
 // reset"): the next hello gets a new uaid. A client must not escape the
-// limit by closing quickly (issue 20).
+// limit by closing quickly (docs/engine.md, Message limit).
 func TestE2EMsgLimitAckThenClose(t *testing.T) {
 	const limit = 20
 	st := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) { c.Engine.MsgLimit = limit }})

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -51,10 +51,13 @@ type Config struct {
 	Engine engine.Config
 	// API is the endpoint node's config; New overrides its Listen,
 	// EndpointURL, CryptoKey and NodeSecret with the fields above. Its
-	// SenderConfig, SwrveConfig and PushAPIKeys run the outbound sender as
-	// autoendpoint does (workers on; the push API closed while
-	// PushAPIKeys is empty). Default apitier.DefaultConfig().
+	// PushAPIKeys open the outbound sender's API (closed while empty).
+	// Default apitier.DefaultConfig().
 	API apitier.Config
+	// Sender is the outbound sender's and its providers' config: the
+	// endpoint node runs the sender as autoendpoint does (workers on
+	// unless sender-workers is false). Default node.DefaultConfig().
+	Sender node.Config
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -67,6 +70,7 @@ func DefaultConfig() Config {
 		HTTPListen: "127.0.0.1:8082",
 		Engine:     ecfg,
 		API:        apitier.DefaultConfig(),
+		Sender:     node.DefaultConfig(),
 	}
 }
 
@@ -81,6 +85,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := acfg.Validate(); err != nil {
+		return err
+	}
+	if err := c.Sender.Validate(); err != nil {
 		return err
 	}
 	if c.EndpointURL != "" {
@@ -110,7 +117,7 @@ func (c *Config) tiers() (engine.Config, apitier.Config) {
 type Stack struct {
 	node        *engine.Server
 	api         *apitier.Server
-	pushes      *sendernode.Sender
+	pushes      *node.Sender
 	endpointURL string
 
 	stopOnce sync.Once
@@ -133,7 +140,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 		cfg.NodeSecret = hex.EncodeToString(b[:])
 	}
 	ecfg, acfg := cfg.tiers()
-	node, err := engine.New(ecfg, store, log.With("tier", "autoconnect"))
+	conn, err := engine.New(ecfg, store, log.With("tier", "autoconnect"))
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +148,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	pushes, err := sendernode.Build(acfg.SenderConfig, acfg.ProvidersConfig, store, log.With("tier", "autoendpoint"))
+	pushes, err := node.Build(cfg.Sender, store, log.With("tier", "autoendpoint"))
 	if err != nil {
 		return nil, err
 	}
@@ -149,9 +156,9 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	api.SetBridges(pushes.Bridges())
 	// One process, one scrape: the API tier's /metrics (on its
 	// metrics-listen) serves the connection node's series too (the node
-	// API's serves its own), and the sender's (push.go).
-	api.AlsoMetrics(node.WriteMetrics)
-	return &Stack{node: node, api: api, pushes: pushes, endpointURL: acfg.EndpointURL}, nil
+	// API's serves its own), and the sender's (apitier/ops.go).
+	api.AlsoMetrics(conn.WriteMetrics)
+	return &Stack{node: conn, api: api, pushes: pushes, endpointURL: acfg.EndpointURL}, nil
 }
 
 // Start starts the connection node, then the API tier, and returns once
@@ -209,4 +216,4 @@ func (s *Stack) Engine() *engine.Server { return s.node }
 func (s *Stack) API() *apitier.Server { return s.api }
 
 // Pushes is the outbound sender the endpoint node's push API uses.
-func (s *Stack) Pushes() *sendernode.Sender { return s.pushes }
+func (s *Stack) Pushes() *node.Sender { return s.pushes }

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// PushState is where an outbound push (the sender's, seed 002) is in its
+// PushState is where an outbound push (the sender's, docs/sender.md) is in its
 // life cycle. The names are the seed's, and so is the meaning of each.
 type PushState string
 

@@ -1,4 +1,4 @@
-// Package sender is the durable, rate-limited outbound sender (seed 002):
+// Package sender is the durable, rate-limited outbound sender (docs/sender.md):
 // it accepts pushes for mobile devices, stores each before it answers,
 // and sends them through providers (provider.Provider) no faster than
 // each provider allows, retrying when the provider says so, with every

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/apitier/sender/swrve"
-	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
 	"github.com/autopush-go/autopush/storage"
 )
 

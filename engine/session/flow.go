@@ -12,7 +12,7 @@ import (
 // flow is a session's delivery state while anything is in flight; nil
 // when idle, so idle connections carry none of it.
 //
-// Ordering rules it keeps (DESIGN.md §2):
+// Ordering rules it keeps (docs/engine.md, Protocol):
 //   - at most MaxUnacked notifications unacked; beyond, deliveries get 503
 //     and a storage check is owed (recheck);
 //   - a storage read never starts while acked messages are still being

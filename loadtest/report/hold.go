@@ -143,7 +143,7 @@ func (r *Report) printBreakdown(w io.Writer) {
 	fmt.Fprintln(w, r.budgetLine())
 }
 
-// budgetLine is the verdict on DESIGN.md's memory budget: RSS per
+// budgetLine is the verdict on the memory budget (docs/benchmarks.md): RSS per
 // connection (checked from scenario.BudgetFrom user agents) and no
 // goroutine per connection.
 func (r *Report) budgetLine() string {

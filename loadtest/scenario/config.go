@@ -21,7 +21,7 @@ const (
 	// the change takes to reach every user agent, and what it does to the
 	// pushes' latency.
 	Broadcast = "broadcast"
-	// Sender is the outbound sender (seed 002): POST /push above the
+	// Sender is the outbound sender (docs/sender.md): POST /push above the
 	// provider's rate limit against a fake Swrve with the seed's latency.
 	Sender = "sender"
 )
@@ -120,7 +120,7 @@ type Config struct {
 	// Default 30s.
 	Hold time.Duration `conf:"hold" for:"hold" help:"idle time at full size after the ramp"`
 	// Budget fails the run when the engines' RSS per connection (the
-	// slope) exceeds it, bytes (DESIGN.md: 1 KiB); checked from
+	// slope) exceeds it, bytes (docs/benchmarks.md: 1 KiB); checked from
 	// BudgetFrom user agents on, below which the slope is mostly noise.
 	// 0: no budget. Default 1024.
 	Budget int `conf:"budget" for:"hold" help:"fail above this many bytes of engine RSS per connection (0: none; checked from 10,000 user agents)"`
@@ -351,7 +351,7 @@ func Default(scenario string) Config {
 const BudgetFrom = 10000
 
 // GoroutineSlack is how many goroutines a hold run's engines may each gain
-// between the first and the last measurement (DESIGN.md: no goroutine per
+// between the first and the last measurement (docs/benchmarks.md: no goroutine per
 // idle connection).
 const GoroutineSlack = 8
 

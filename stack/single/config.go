@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
@@ -39,11 +40,14 @@ func Shared() []string {
 	return names
 }
 
-// Config of the single-node server: both tiers' configs whole, and the
-// server's own settings. DefaultConfig holds every default (the tiers').
+// Config of the single-node server: both tiers' configs whole, the
+// outbound sender's (run by the endpoint tier, as autoendpoint runs it),
+// and the server's own settings. DefaultConfig holds every default (the
+// tiers').
 type Config struct {
 	Engine engine.Config
 	API    apitier.Config
+	Sender node.Config
 	Own    Options
 }
 
@@ -60,7 +64,7 @@ type Options struct {
 
 // DefaultConfig returns the defaults: the tiers' own.
 func DefaultConfig() Config {
-	return Config{Engine: engine.DefaultConfig(), API: apitier.DefaultConfig()}
+	return Config{Engine: engine.DefaultConfig(), API: apitier.DefaultConfig(), Sender: node.DefaultConfig()}
 }
 
 // Settings returns the settings of c as one group bound to c's fields:
@@ -73,6 +77,9 @@ func (c *Config) Settings() *settings.Group {
 	g, err := settings.NewGroup(Shared(),
 		settings.Part{Name: "autoconnect", Cfg: &c.Engine, Prefix: ConnectPrefix},
 		settings.Part{Name: "autoendpoint", Cfg: &c.API, Prefix: EndpointPrefix},
+		// The sender runs in the endpoint tier, as in autoendpoint: its
+		// settings are that tier's.
+		settings.Part{Name: "autoendpoint", Cfg: &c.Sender, Prefix: EndpointPrefix},
 		settings.Part{Name: "autopush", Cfg: &c.Own},
 	)
 	if err != nil {
@@ -127,6 +134,7 @@ func (c *Config) Stack() stack.Config {
 		NodeSecret:  c.API.NodeSecret,
 		Engine:      c.Engine,
 		API:         c.API,
+		Sender:      c.Sender,
 	}
 }
 

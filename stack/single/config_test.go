@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
@@ -35,7 +36,9 @@ func TestEveryTierSettingOnce(t *testing.T) {
 		byName[s.Name] = s
 	}
 	connect := names(settings.Describe(new(engine.DefaultConfig()), ""))
-	endpoint := names(settings.Describe(new(apitier.DefaultConfig()), ""))
+	// The endpoint tier runs the outbound sender: its settings are that
+	// tier's.
+	endpoint := append(names(settings.Describe(new(apitier.DefaultConfig()), "")), names(settings.Describe(new(node.DefaultConfig()), ""))...)
 	for tier, list := range map[string][]string{"autoconnect": connect, "autoendpoint": endpoint} {
 		other, prefix := endpoint, ConnectPrefix
 		if tier == "autoendpoint" {

@@ -77,10 +77,10 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 // Stack is the running stack.
 func (s *Server) Stack() *stack.Stack { return s.st }
 
-// InEffect maps every setting to its value as the running tiers hold it
-// (their Config), secrets hashed (see SettingsMsg).
+// InEffect maps every setting to its value as the running tiers and the
+// sender hold it (their Config), secrets hashed (see SettingsMsg).
 func (s *Server) InEffect() map[string]string {
-	running := Config{Engine: s.st.Engine().Config(), API: s.st.API().Config(), Own: s.cfg.Own}
+	running := Config{Engine: s.st.Engine().Config(), API: s.st.API().Config(), Sender: s.st.Pushes().Config(), Own: s.cfg.Own}
 	out := map[string]string{}
 	for _, st := range settings.Describe(running.Settings(), Prefix) {
 		v := st.Default // the running value: Describe reads the struct

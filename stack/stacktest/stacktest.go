@@ -19,9 +19,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
-	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/stack"
@@ -110,8 +110,8 @@ func startBridges(t testing.TB, cfg *stack.Config) (*fcmfake.Fake, *apnsfake.Fak
 	apnsApps, _ := json.Marshal(map[string]any{APNsApp: map[string]string{"topic": APNsTopic, "endpoint": apns.URL(),
 		"key": keyFile, "key_id": key.ID, "team_id": key.TeamID}})
 	cfg.API.BridgeAuthKeys = []string{BridgeAuthKey}
-	cfg.API.FCMConfig.Apps, cfg.API.FCMConfig.URL, cfg.API.FCMConfig.Timeout = string(fcmApps), fcm.URL(), 5*time.Second
-	cfg.API.APNsConfig.Apps, cfg.API.APNsConfig.CAFile, cfg.API.APNsConfig.Timeout = string(apnsApps), ca, 5*time.Second
+	cfg.Sender.FCMConfig.Apps, cfg.Sender.FCMConfig.URL, cfg.Sender.FCMConfig.Timeout = string(fcmApps), fcm.URL(), 5*time.Second
+	cfg.Sender.APNsConfig.Apps, cfg.Sender.APNsConfig.CAFile, cfg.Sender.APNsConfig.Timeout = string(apnsApps), ca, 5*time.Second
 	return fcm, apns
 }
 
@@ -135,12 +135,12 @@ func Config(t testing.TB) stack.Config {
 	// and its provider on loopback (StartWith points it at a fake Swrve;
 	// nothing listens on port 1).
 	cfg.API.PushAPIKeys = []string{PushAPIKey}
-	cfg.API.SwrveConfig.URL = "http://127.0.0.1:1/push"
-	cfg.API.SwrveConfig.Timeout = 5 * time.Second
-	cfg.API.SenderConfig.Node = "stacktest"
-	cfg.API.SenderConfig.ScheduledStart, cfg.API.SenderConfig.PendingStart = 0, 0
-	cfg.API.SenderConfig.ScheduledInterval, cfg.API.SenderConfig.PendingInterval = 100*time.Millisecond, 100*time.Millisecond
-	cfg.API.SenderConfig.ScheduledPortion, cfg.API.SenderConfig.PendingPortion = 20, 20
+	cfg.Sender.SwrveConfig.URL = "http://127.0.0.1:1/push"
+	cfg.Sender.SwrveConfig.Timeout = 5 * time.Second
+	cfg.Sender.SenderConfig.Node = "stacktest"
+	cfg.Sender.SenderConfig.ScheduledStart, cfg.Sender.SenderConfig.PendingStart = 0, 0
+	cfg.Sender.SenderConfig.ScheduledInterval, cfg.Sender.SenderConfig.PendingInterval = 100*time.Millisecond, 100*time.Millisecond
+	cfg.Sender.SenderConfig.ScheduledPortion, cfg.Sender.SenderConfig.PendingPortion = 20, 20
 	return cfg
 }
 
@@ -182,7 +182,7 @@ func StartWith(t testing.TB, o Options) *Stack {
 	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    '"+PushPrototype+"': {IOS: k-ios, ANDROID: k-android}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.API.SwrveConfig.URL, cfg.API.SwrveConfig.KeysFile = fake.URL(), keys
+	cfg.Sender.SwrveConfig.URL, cfg.Sender.SwrveConfig.KeysFile = fake.URL(), keys
 	var fcm *fcmfake.Fake
 	var apns *apnsfake.Fake
 	if o.Bridges {

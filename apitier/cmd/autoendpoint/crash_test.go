@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/swrvefake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
@@ -34,8 +34,23 @@ func lookupEnv(name string) (string, bool) {
 	return "", false
 }
 
+// config is autoendpoint's settings: the HTTP tier's, then the outbound
+// sender's (sender-*, swrve-*, fcm-*, apns-*), whose workers run here
+// too unless sender-workers is false. docs/configuration.md lists them
+// in this order.
+type config struct {
+	HTTP
+	Sender
+}
+
+// HTTP and Sender name the parts config embeds.
+type (
+	HTTP   = apitier.Config
+	Sender = node.Config
+)
+
 func run() error {
-	cfg := apitier.DefaultConfig()
+	cfg := config{apitier.DefaultConfig(), node.DefaultConfig()}
 	if err := settings.Load(&cfg, envPrefix, os.Args[1:], lookupEnv, os.Stderr); err != nil {
 		return err
 	}
@@ -45,13 +60,13 @@ func run() error {
 		return err
 	}
 	defer store.Close()
-	srv, err := apitier.New(cfg, store, log)
+	srv, err := apitier.New(cfg.HTTP, store, log)
 	if err != nil {
 		return err
 	}
 	// The outbound sender: its API on this node, its workers too unless
 	// sender-workers is false.
-	pushes, err := sendernode.Build(cfg.SenderConfig, cfg.ProvidersConfig, store, log)
+	pushes, err := node.Build(cfg.Sender, store, log)
 	if err != nil {
 		return err
 	}

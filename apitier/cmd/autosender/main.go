@@ -5,7 +5,7 @@ import (
 	"errors"
 	"os"
 
-	"github.com/autopush-go/autopush/apitier/sendernode"
+	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
@@ -15,7 +15,7 @@ import (
 func main() { cli.Main("autosender", run) }
 
 func run() error {
-	cfg := sendernode.DefaultConfig()
+	cfg := node.DefaultAutosenderConfig()
 	if err := settings.Load(&cfg, "AUTOSENDER", os.Args[1:], os.LookupEnv, os.Stderr); err != nil {
 		return err
 	}
@@ -28,13 +28,13 @@ func run() error {
 		return err
 	}
 	defer store.Close()
-	s, err := sendernode.Build(cfg.SenderConfig, cfg.ProvidersConfig, store, log)
+	s, err := node.Build(cfg.Config, store, log)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	sig := cli.Subscribe(true)
-	ops, err := sendernode.ServeOps(cfg.Listen, s, store, cfg.VersionFile)
+	ops, err := node.ServeOps(cfg.Listen, s, store, cfg.VersionFile)
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
+	"github.com/autopush-go/autopush/apitier/sender/apns/alert"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
 )
 
 const (
@@ -681,7 +682,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The registration's "aps" (carried in the data under APSKey) gives the
+// The registration's "aps" (carried in the data under alert.DataKey) gives the
 // alert as autopush-rs derives it: its title, subtitle, body,
 // title_loc_key, title_loc_args, action_loc_key, loc_key, loc_args and
 // launch_image replace the default alert's, mutable-content stays 1,
@@ -704,7 +705,7 @@ func TestAPSFromRegistration(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			data := map[string]string{"chid": testCHID}
 			if c.aps != "" {
-				data[APSKey] = c.aps
+				data[alert.DataKey] = c.aps
 			}
 			r, rec := e.send(t, notification(data))
 			want := `{"aps":{"alert":` + c.alert + `,"mutable-content":1},"chid":"` + testCHID + `","ver":"` + testID + `"}`
@@ -720,35 +721,12 @@ func TestAPSFromRegistration(t *testing.T) {
 	// checked it) fails the push unsent, naming the field.
 	before := e.fake.Count()
 	for _, bad := range []string{`{"title":5}`, `{"loc_args":["a",null]}`, `{"body":null}`, `{"mutable-content":"1"}`, `{"mutable-content":1.5}`, `[1]`} {
-		r := e.client.Send(context.Background(), notification(map[string]string{"chid": testCHID, APSKey: bad}))
+		r := e.client.Send(context.Background(), notification(map[string]string{"chid": testCHID, alert.DataKey: bad}))
 		if r.Verdict != provider.Fail || r.Reason != "InvalidApsData" || !strings.Contains(r.Message, "aps") {
 			t.Errorf("aps %s: %+v", bad, r)
 		}
 	}
 	if e.fake.Count() != before {
 		t.Fatalf("pushes with an invalid aps reached APNs")
-	}
-}
-
-// CheckAPS refuses what autopush-rs's registration or derivation would:
-// a derivation field of the wrong type, and badge, sound,
-// content-available, category, mutable-content or url-args of the wrong
-// type (null allowed for those).
-func TestCheckAPS(t *testing.T) {
-	for _, ok := range []string{`{}`, `{"mutable-content":1}`, `{"title":"t","loc_args":["a"]}`, `{"badge":4294967295,"sound":"s",` +
-		`"content-available":255,"category":"c","url-args":["u"],"unknown":[1,{}]}`, `{"badge":null,"sound":null,"url-args":null}`} {
-		if err := CheckAPS(ok); err != nil {
-			t.Errorf("%s: %v", ok, err)
-		}
-	}
-	for bad, field := range map[string]string{
-		`{"title":1}`: "title", `{"loc_key":null}`: "loc_key", `{"title_loc_args":"a"}`: "title_loc_args",
-		`{"mutable-content":null}`: "mutable-content", `{"mutable-content":256}`: "mutable-content",
-		`{"badge":-1}`: "badge", `{"badge":4294967296}`: "badge", `{"sound":1}`: "sound", `{"content-available":1.0}`: "content-available",
-		`{"category":[]}`: "category", `{"url-args":[1]}`: "url-args", `[]`: "object", `"x"`: "object",
-	} {
-		if err := CheckAPS(bad); !errors.Is(err, ErrInvalidAPS) || !strings.Contains(err.Error(), field) {
-			t.Errorf("%s: %v, want ErrInvalidAPS naming %s", bad, err, field)
-		}
 	}
 }

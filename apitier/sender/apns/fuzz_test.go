@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/sender/apns/alert"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
 )
 
@@ -162,7 +163,7 @@ func FuzzPayload(f *testing.F) {
 
 func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\ufffd") == s }
 
-// FuzzCheckAPS: whatever a device sends as "aps", CheckAPS never panics,
+// FuzzCheckAPS: whatever a device sends as "aps", alert.Check never panics,
 // and what it accepts derives an alert (so a push to the registration
 // is sent) whose payload is JSON with mutable-content 1.
 func FuzzCheckAPS(f *testing.F) {
@@ -171,12 +172,12 @@ func FuzzCheckAPS(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if CheckAPS(s) != nil {
+		if alert.Check(s) != nil {
 			return
 		}
-		b, err := payload(&provider.Notification{ID: "id", Data: map[string]string{APSKey: s}})
+		b, err := payload(&provider.Notification{ID: "id", Data: map[string]string{alert.DataKey: s}})
 		if err != nil && s != "" {
-			t.Fatalf("CheckAPS accepted %q, which does not derive: %v", s, err)
+			t.Fatalf("alert.Check accepted %q, which does not derive: %v", s, err)
 		}
 		var got struct {
 			APS struct {

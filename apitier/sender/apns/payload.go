@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/autopush-go/autopush/apitier/sender/apns/alert"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
 )
 
@@ -15,169 +16,8 @@ import (
 // apns-max-data: the API tier answers 413 before queueing it.
 var ErrPayloadTooLarge = errors.New("apns: payload too large")
 
-// ErrInvalidAPS is a registration's "aps" that no alert can be derived
-// from (a field the derivation reads has the wrong type): the
-// registration API refuses it, and a push to a registration stored
-// with one before is failed unsent, as autopush-rs refuses it.
-var ErrInvalidAPS = errors.New("apns: invalid aps")
-
-// APSKey is the notification data key that carries the registration's
-// "aps" (JSON text) to the provider; Payload derives the "aps" block
-// from it and never sends it as a field of its own.
-const APSKey = "aps"
-
-// aps is the "aps" block: a mutable-content alert whose localisation
-// keys Firefox for iOS's notification extension replaces with the
-// decrypted message (or its "no tab arriving" fallback).
-type aps struct {
-	Alert          alert `json:"alert"`
-	MutableContent int   `json:"mutable-content"`
-}
-
-// alert is the alert dictionary in Apple's spelling, its keys sorted. A
-// nil field is not sent; a field the registration set is sent as set,
-// even empty.
-type alert struct {
-	ActionLocKey *string   `json:"action-loc-key,omitempty"`
-	Body         *string   `json:"body,omitempty"`
-	LaunchImage  *string   `json:"launch-image,omitempty"`
-	LocArgs      *[]string `json:"loc-args,omitempty"`
-	LocKey       *string   `json:"loc-key,omitempty"`
-	Subtitle     *string   `json:"subtitle,omitempty"`
-	Title        *string   `json:"title,omitempty"`
-	TitleLocArgs *[]string `json:"title-loc-args,omitempty"`
-	TitleLocKey  *string   `json:"title-loc-key,omitempty"`
-}
-
-// defaultAPS is the block sent when the registration has no "aps".
-func defaultAPS() aps {
-	loc, title := "SentTab.NoTabArrivingNotification.body", "SentTab.NoTabArrivingNotification.title"
-	return aps{Alert: alert{LocKey: &loc, TitleLocKey: &title}, MutableContent: 1}
-}
-
-// deriveAPS is the "aps" block sent for a registration's "aps" (JSON
-// text; "" for none), as autopush-rs derives it: the default block,
-// with the alert's fields replaced by the registration's title,
-// subtitle, body, title_loc_key, title_loc_args, action_loc_key,
-// loc_key, loc_args and launch_image (strings, or arrays of strings for
-// the _args); mutable-content stays 1 (the registration's may only be an
-// integer). Every other key is ignored. A key present with another type
-// is ErrInvalidAPS naming it.
-func deriveAPS(text string) (aps, error) {
-	a := defaultAPS()
-	if text == "" {
-		return a, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(text), &m); err != nil || m == nil {
-		return a, fmt.Errorf("%w: not a JSON object", ErrInvalidAPS)
-	}
-	for key, dst := range map[string]**string{
-		"title": &a.Alert.Title, "subtitle": &a.Alert.Subtitle, "body": &a.Alert.Body,
-		"title_loc_key": &a.Alert.TitleLocKey, "action_loc_key": &a.Alert.ActionLocKey,
-		"loc_key": &a.Alert.LocKey, "launch_image": &a.Alert.LaunchImage,
-	} {
-		if raw, ok := m[key]; ok {
-			s, err := jsonString(raw)
-			if err != nil {
-				return defaultAPS(), fmt.Errorf("%w: %q must be a string", ErrInvalidAPS, key)
-			}
-			*dst = &s
-		}
-	}
-	for key, dst := range map[string]**[]string{"title_loc_args": &a.Alert.TitleLocArgs, "loc_args": &a.Alert.LocArgs} {
-		if raw, ok := m[key]; ok {
-			args, err := jsonStrings(raw)
-			if err != nil {
-				return defaultAPS(), fmt.Errorf("%w: %q must be an array of strings", ErrInvalidAPS, key)
-			}
-			*dst = &args
-		}
-	}
-	if raw, ok := m["mutable-content"]; ok {
-		if _, err := jsonInt(raw, -1<<63, 1<<63-1); err != nil {
-			return defaultAPS(), fmt.Errorf("%w: %q must be an integer", ErrInvalidAPS, "mutable-content")
-		}
-	}
-	return a, nil
-}
-
-// CheckAPS reports (ErrInvalidAPS) a registration's "aps" (JSON text)
-// that autopush-rs would refuse: one the alert cannot be derived from,
-// or whose badge, sound, content-available, category, mutable-content
-// or url-args has the wrong type (null is allowed for these, as it is
-// there).
-func CheckAPS(text string) error {
-	if _, err := deriveAPS(text); err != nil {
-		return err
-	}
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(text), &m) // deriveAPS parsed it
-	for key, check := range map[string]func(json.RawMessage) error{
-		"badge":             func(r json.RawMessage) error { _, err := jsonInt(r, 0, 1<<32-1); return err },
-		"content-available": func(r json.RawMessage) error { _, err := jsonInt(r, 0, 255); return err },
-		"mutable-content":   func(r json.RawMessage) error { _, err := jsonInt(r, 0, 255); return err },
-		"sound":             func(r json.RawMessage) error { _, err := jsonString(r); return err },
-		"category":          func(r json.RawMessage) error { _, err := jsonString(r); return err },
-		"url-args":          func(r json.RawMessage) error { _, err := jsonStrings(r); return err },
-	} {
-		raw, ok := m[key]
-		if !ok || string(bytes.TrimSpace(raw)) == "null" {
-			continue
-		}
-		if err := check(raw); err != nil {
-			return fmt.Errorf("%w: %q has the wrong type", ErrInvalidAPS, key)
-		}
-	}
-	return nil
-}
-
-var errType = errors.New("wrong JSON type")
-
-// jsonString reads a JSON string (not null, as a plain Unmarshal would
-// let through).
-func jsonString(raw json.RawMessage) (string, error) {
-	var s string
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", errType
-	}
-	return s, nil
-}
-
-// jsonStrings reads a JSON array of strings.
-func jsonStrings(raw json.RawMessage) ([]string, error) {
-	var items []json.RawMessage
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, errType
-	}
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		s, err := jsonString(it)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// jsonInt reads a JSON integer (no fraction or exponent) within [lo, hi].
-func jsonInt(raw json.RawMessage, lo, hi int64) (int64, error) {
-	var n json.Number
-	// A JSON string decodes into a Number too: only a number literal
-	// counts.
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') || json.Unmarshal(raw, &n) != nil {
-		return 0, errType
-	}
-	v, err := n.Int64()
-	if err != nil || v < lo || v > hi {
-		return 0, errType
-	}
-	return v, nil
-}
-
 // Payload is the JSON body sent for n: {"aps": ...} (derived from the
-// registration's "aps" in n.Data[APSKey], the default block when there
+// registration's "aps" in n.Data[alert.DataKey], the default block when there
 // is none or it cannot be derived) and n.Data's other fields at the top
 // level (chid; and with a body: body, con, and for aesgcm enc and
 // cryptokey), plus "ver", the message id, from n.Data or else n.ID.
@@ -187,7 +27,7 @@ func Payload(n *provider.Notification) []byte {
 	return b
 }
 
-// payload is Payload, and ErrInvalidAPS when the registration's "aps"
+// payload is Payload, and alert.ErrInvalid when the registration's "aps"
 // could not be derived (the bytes then carry the default block).
 func payload(n *provider.Notification) ([]byte, error) {
 	m := make(map[string]any, len(n.Data)+2)
@@ -197,7 +37,7 @@ func payload(n *provider.Notification) ([]byte, error) {
 	if _, ok := n.Data["ver"]; !ok && n.ID != "" {
 		m["ver"] = n.ID
 	}
-	block, err := deriveAPS(n.Data[APSKey])
+	block, err := alert.Derive(n.Data[alert.DataKey])
 	m["aps"] = block
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

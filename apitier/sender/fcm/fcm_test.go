@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 )
 
 const (

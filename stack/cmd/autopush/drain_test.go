@@ -47,7 +47,7 @@ const (
 	drainPushesAfter  = 3
 )
 
-// TestDrainLoop is the SIGTERM-during-acks loop (DESIGN.md §2, Shutdown):
+// TestDrainLoop is the SIGTERM-during-acks loop (docs/operations.md, Drain):
 // real user agents on the single-node server (the built binary), pushes
 // through the push API, each agent acking every notification as it
 // arrives; SIGTERM while pushes and acks flow; the agents answer the

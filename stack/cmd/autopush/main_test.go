@@ -23,8 +23,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/sender/apnsfake"
-	"github.com/autopush-go/autopush/apitier/sender/fcmfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/settings"

@@ -298,7 +298,7 @@ func burst(t *testing.T, d *server, pg *page, s *sender, n int) {
 // are sent; once it is back it must say hello with its uaid and its
 // service worker must see only the newer push, once.
 //
-// The connection is cut from the server side, as the issue says: the dev
+// The connection is cut from the server side: the dev
 // server is stopped by its PID. But the server is also the API tier
 // that must take (and store) those pushes, so it is started again on the
 // same data directory and HTTP port with its websocket listener on a

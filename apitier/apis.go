@@ -1,0 +1,109 @@
+package apitier
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/cloudwego/hertz/pkg/app"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/httpapi"
+	"github.com/autopush-go/autopush/apitier/pushapi"
+	"github.com/autopush-go/autopush/apitier/registration"
+	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/internal/errno"
+)
+
+// The HTTP APIs beside WebPush live in packages of their own: the
+// outbound sender's push API (apitier/pushapi) and the bridge
+// registration API (apitier/registration). The node builds them from its
+// Config, registers their routes (routeTable) and serves each request
+// of theirs as its own routes' (handle): they answer and read through
+// an exchange.
+
+// PushService is what the node needs of the outbound sender: the push
+// API's calls, the withdrawal of a bridged push (DELETE /m/{id}), and
+// its metrics (/metrics).
+type PushService interface {
+	pushapi.Service
+	Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool, error)
+	WriteMetrics(w io.Writer)
+}
+
+var _ PushService = (*sender.Sender)(nil)
+
+// SetPushService wires the sender the push routes and bridged pushes
+// use; call before Start. Without one the push routes answer 503, and a
+// bridged user's push 503 errno 201.
+func (s *Server) SetPushService(ps PushService) {
+	s.pushes = ps
+	s.pushAPI.SetService(ps)
+}
+
+// SetBridgeApps wires the bridges' app ids for the registration routes
+// (registration.API.SetApps): safe at any time, from any goroutine.
+// Without it no bridge app id is known.
+func (s *Server) SetBridgeApps(b registration.Apps) { s.regAPI.SetApps(b) }
+
+// newAPIs builds the APIs of their own packages from the node's config.
+func (s *Server) newAPIs() {
+	s.pushAPI = pushapi.New(s.cfg.PushAPIKeys, s.log)
+	s.regAPI = registration.New(registration.Config{AuthKeys: s.cfg.BridgeAuthKeys, MaxChannels: s.cfg.BridgeMaxChannels,
+		StorageTimeout: s.cfg.StorageTimeout}, s.store, regNode{s}, s.log)
+}
+
+// apiRoutes are the routes of the APIs of their own packages, in the
+// order routeTable lists them.
+func (s *Server) apiRoutes() []routeDef {
+	var out []routeDef
+	for _, r := range append(s.pushAPI.Routes(), s.regAPI.Routes()...) {
+		h := r.Handle
+		out = append(out, routeDef{Route{r.Method, r.Path}, r.Label, func(ctx context.Context, c *app.RequestContext, st *reqState) {
+			st.x = exchange{s: s, c: c, st: st}
+			h(ctx, c, &st.x)
+		}})
+	}
+	return out
+}
+
+// exchange is a request of a route of another package's API, as its
+// handler sees it (httpapi.Exchange).
+type exchange struct {
+	s  *Server
+	c  *app.RequestContext
+	st *reqState
+}
+
+func (x *exchange) Fail(e *errno.HTTPError) { x.s.writeError(x.c, x.st, e) }
+
+func (x *exchange) ReadBody(limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
+	var buf []byte
+	b, e := readBodyUpTo(x.c, &buf, limit, tooLarge)
+	if e == nil {
+		x.st.bodyRead = true
+	}
+	return b, e
+}
+
+var _ httpapi.Exchange = (*exchange)(nil)
+
+// regNode is the node as the registration routes use it.
+type regNode struct{ s *Server }
+
+func (n regNode) MakeEndpoint(uaid, chid uuid.UUID, key []byte) (string, error) {
+	return n.s.keys.MakeEndpoint(n.s.cfg.EndpointURL, uaid, chid, key)
+}
+
+func (n regNode) Timed(call func() error) error {
+	start := time.Now()
+	err := call()
+	n.s.metrics.storage(start, err)
+	return err
+}
+
+func (n regNode) StorageError(op string, err error) *errno.HTTPError {
+	return n.s.storageError(op, err)
+}
+
+var _ registration.Node = regNode{}

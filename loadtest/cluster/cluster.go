@@ -1,0 +1,462 @@
+// Package cluster is the system under test of a load-test run: the
+// processes the run starts and stops itself (autoconnect engines, an
+// autoendpoint, or the single-node server autopush holding both; or, for
+// the sender scenario, autoendpoint with its sender workers), their
+// storage (a fresh keyspace, or an embedded store in a scratch
+// directory), the binaries built for them, and the run's own Megaphone.
+//
+// Children run through internal/proc: they die with the load tester
+// however it ends, and are stopped by their PIDs only. It must never stop
+// a process it did not start, nor talk to a non-loopback address it was
+// not given.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/storage/scylla"
+)
+
+// Cluster is the system under test: the engine processes and the endpoint
+// this run started, sharing one storage. Its exported fields are set by
+// Start (StartSender) and read-only after.
+type Cluster struct {
+	cfg      *scenario.Config
+	log      io.Writer
+	dir      string // the run's scratch directory (binaries, embedded data)
+	binDir   string
+	Storage  string // "scylla" or "embedded"
+	keyspace string
+	Engines  []*proc.Proc
+	// GCTraces follow each engine's GODEBUG=gctrace=1 lines, for the live
+	// heap (hold only; nil otherwise).
+	GCTraces []*probe.GCTrace
+	Endpoint *proc.Proc // autoendpoint; nil for hold, or when autopush is both
+	secret   string     // the node secret of the run's tiers
+	// single: one process (autopush) holds the engine and the endpoint (embedded
+	// storage), so its memory includes the endpoint's.
+	single bool
+	// WSAddrs are the engines' websocket addresses, MetricsURLs their
+	// /metrics (on the node API).
+	WSAddrs     []string
+	MetricsURLs []string
+	EndpointURL string
+	// APIMetricsURL is the API tier's /metrics, on its metrics-listen.
+	APIMetricsURL string
+	// Megaphone serves the broadcasts the engines poll (Config.Broadcasts
+	// > 0); nil otherwise.
+	Megaphone *Megaphone
+	// pickAddr picks the address of a child whose URL is set before it
+	// runs (startListening); nil: freePort. Tests pick one that is taken.
+	pickAddr func() (string, error)
+}
+
+// Info describes the cluster for the report.
+func (c *Cluster) Info() report.ClusterInfo {
+	ci := report.ClusterInfo{Storage: c.Storage, Engines: len(c.Engines), EngineKind: "autoconnect", EngineAddrs: c.WSAddrs,
+		Keyspace: c.keyspace}
+	if c.Endpoint != nil || c.single {
+		ci.Endpoint = c.EndpointURL
+	}
+	if c.single {
+		ci.EngineKind = "autopush"
+	}
+	if c.Storage == "scylla" {
+		ci.CQLHosts = c.cfg.CQLHosts
+	}
+	for _, e := range c.Engines {
+		ci.EnginePIDs = append(ci.EnginePIDs, e.PID())
+	}
+	return ci
+}
+
+// Start builds (or finds) the binaries, makes the storage, and starts
+// the engines and, when the scenario sends pushes, the endpoint; each
+// child logs to logDir, the steps to log. When a step fails it stops what
+// the earlier steps started (processes by their PIDs, the Megaphone, the
+// keyspace, the scratch directory) and returns that step's error.
+func Start(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writer) (*Cluster, error) {
+	c := newCluster(cfg, log)
+	if err := c.start(ctx, logDir); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newCluster is a cluster not started yet: on Cassandra when cfg names
+// hosts, else on the embedded store.
+func newCluster(cfg *scenario.Config, log io.Writer) *Cluster {
+	c := &Cluster{cfg: cfg, log: log, Storage: "embedded"}
+	if len(cfg.CQLHosts) > 0 {
+		c.Storage = "scylla"
+	}
+	return c
+}
+
+// start is Start's steps; what each starts is kept in c, for stop.
+func (c *Cluster) start(ctx context.Context, logDir string) error {
+	cfg := c.cfg
+	var err error
+	if c.dir, err = os.MkdirTemp("", "loadtest-"); err != nil {
+		return fmt.Errorf("loadtest: scratch dir: %w", err)
+	}
+	c.single = c.Storage == "embedded" && cfg.Sends()
+	var bins []string
+	switch {
+	case c.single:
+		bins = []string{"autopush"}
+	case cfg.Sends():
+		bins = []string{"autoconnect", "autoendpoint"}
+	default:
+		bins = []string{"autoconnect"}
+	}
+	if c.binDir, err = Binaries(ctx, cfg.BinDir, c.dir, bins, c.log); err != nil {
+		return err
+	}
+	key := token.GenerateKey()
+	c.secret = token.GenerateKey() // any random string does
+	if c.Storage == "scylla" {
+		if err := c.makeKeyspace(ctx); err != nil {
+			return err
+		}
+	}
+	if cfg.Broadcasts > 0 {
+		if c.Megaphone, err = startMegaphone(cfg.Broadcasts); err != nil {
+			return err
+		}
+	}
+	if c.single {
+		return c.startSingle(ctx, key, logDir)
+	}
+	// The endpoint first: its address is settled only once it listens,
+	// and the engines are told its URL.
+	if cfg.Sends() {
+		if err := c.startEndpoint(ctx, key, logDir); err != nil {
+			return err
+		}
+	} else {
+		// Nothing pushes: the engines' endpoint URL names no listener.
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		c.EndpointURL = "http://" + port
+	}
+	return c.startEngines(ctx, key, logDir)
+}
+
+// startEndpoint starts autoendpoint on a port of its own (startListening).
+func (c *Cluster) startEndpoint(ctx context.Context, key, logDir string) error {
+	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
+		env := append(c.storageEnv("AUTOEND"),
+			"AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr, "AUTOEND__CRYPTO_KEY="+key,
+			"AUTOEND__NODE_SECRET="+c.secret)
+		if c.cfg.Stalls > 0 {
+			t := c.cfg.StallTimeout.String()
+			env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
+		}
+		env = append(env, "AUTOEND__VERSION_FILE=", "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
+		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
+		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
+			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
+	})
+	if err != nil {
+		return err
+	}
+	c.Endpoint, c.EndpointURL = p, "http://"+addr
+	c.APIMetricsURL = "http://" + p.Field("metrics") + "/metrics"
+	return nil
+}
+
+// listenAttempts bounds startListening's starts.
+const listenAttempts = 5
+
+// startListening starts a child (start) that listens on an address this
+// process picks, because the child's URL is configured before it runs (the
+// endpoint's, which the engines hand out and VAPID's aud names): a free
+// loopback port (c.pickAddr), released, then start(addr). Another process
+// may take the port before the child listens (every bind and connect on
+// the machine draws from the same ephemeral range; seen with CPU hogs and
+// other tests running), so when the child reports exactly that, it starts
+// again on another port.
+func (c *Cluster) startListening(name string, start func(addr string) (*proc.Proc, error)) (*proc.Proc, string, error) {
+	pick := c.pickAddr
+	if pick == nil {
+		pick = freePort
+	}
+	for attempt := 1; ; attempt++ {
+		addr, err := pick()
+		if err != nil {
+			return nil, "", err
+		}
+		p, err := start(addr)
+		if err == nil || attempt == listenAttempts || !addrTaken(err, addr) {
+			return p, addr, err
+		}
+		fmt.Fprintf(c.log, "loadtest: %s: %s was taken before it listened; again on another port\n", name, addr)
+	}
+}
+
+// addrTaken tells whether a child's start error (which holds the end of
+// its output) is its listen on addr refused as in use.
+func addrTaken(err error, addr string) bool {
+	return strings.Contains(err.Error(), "listen tcp "+addr+": bind: address already in use")
+}
+
+// storageEnv is the storage settings of a tier (prefix AUTOCONNECT or
+// AUTOEND).
+func (c *Cluster) storageEnv(prefix string) []string {
+	if c.Storage == "embedded" {
+		return []string{prefix + "__STORAGE=embedded", prefix + "__DATA_DIR=" + filepath.Join(c.dir, "data")}
+	}
+	return []string{prefix + "__STORAGE=scylla", prefix + "__CQL_HOSTS=" + strings.Join(c.cfg.CQLHosts, ","),
+		prefix + "__CQL_KEYSPACE=" + c.keyspace, prefix + "__CQL_CONSISTENCY=" + c.cfg.CQLConsistency}
+}
+
+// passThrough returns this process's variables with any of the prefixes:
+// the operator's AUTOCONNECT__*/AUTOEND__* settings win over the run's.
+func passThrough(prefixes ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		for _, p := range prefixes {
+			if strings.HasPrefix(kv, p) {
+				out = append(out, kv)
+			}
+		}
+	}
+	return out
+}
+
+func (c *Cluster) makeKeyspace(ctx context.Context) error {
+	b := make([]byte, 4)
+	rand.Read(b)
+	c.keyspace = "loadtest_" + hex.EncodeToString(b)
+	sc := c.scyllaConfig()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := scylla.ApplySchema(ctx, sc, c.cfg.CQLReplication); err != nil {
+		// c.keyspace stays: the statements before the failed one may have
+		// made it, and stop drops it if it exists.
+		return fmt.Errorf("loadtest: schema on %s: %w", strings.Join(c.cfg.CQLHosts, ","), err)
+	}
+	fmt.Fprintf(c.log, "loadtest: keyspace %s on %s\n", c.keyspace, strings.Join(c.cfg.CQLHosts, ","))
+	return nil
+}
+
+func (c *Cluster) scyllaConfig() scylla.Config {
+	sc := scylla.DefaultConfig()
+	sc.Hosts, sc.Keyspace, sc.Consistency = c.cfg.CQLHosts, c.keyspace, c.cfg.CQLConsistency
+	sc.Timeout = 30 * time.Second
+	return sc
+}
+
+// startEngines starts the autoconnect processes, a few at a time.
+func (c *Cluster) startEngines(ctx context.Context, key, logDir string) error {
+	n := c.cfg.EngineCount()
+	c.Engines = make([]*proc.Proc, n)
+	c.GCTraces = make([]*probe.GCTrace, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			env := append(c.storageEnv("AUTOCONNECT"),
+				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
+				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.EndpointURL,
+				"AUTOCONNECT__NODE_SECRET="+c.secret,
+				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
+			env = append(env, c.megaphoneEnv("AUTOCONNECT")...)
+			env = append(env, passThrough("AUTOCONNECT__")...)
+			var watch func([]byte)
+			if c.cfg.Scenario == scenario.Hold {
+				// hold reports the live heap, which only the runtime's
+				// trace of each collection (a line on stderr) tells.
+				env = append(env, "GODEBUG="+strings.Trim(os.Getenv("GODEBUG")+",gctrace=1", ","))
+				c.GCTraces[i] = &probe.GCTrace{}
+				watch = c.GCTraces[i].Line
+			}
+			c.Engines[i], errs[i] = startChild(ctx, fmt.Sprintf("autoconnect-%d", i), filepath.Join(c.binDir, "autoconnect"), nil, env,
+				filepath.Join(logDir, fmt.Sprintf("autoconnect-%d.log", i)), "autoconnect started", watch)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, e := range c.Engines {
+		c.WSAddrs = append(c.WSAddrs, e.Field("listen"))
+		c.MetricsURLs = append(c.MetricsURLs, "http://"+e.Field("node_api")+"/metrics")
+	}
+	return nil
+}
+
+// startSingle runs both tiers in one process over the embedded store, its
+// push API on a port of its own (startListening).
+func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
+	data := filepath.Join(c.dir, "dev")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return err
+	}
+	env := []string{"AUTOPUSH__CRYPTO_KEY=" + key}
+	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
+	if c.cfg.Stalls > 0 {
+		t := c.cfg.StallTimeout.String()
+		env = append(env, "AUTOPUSH__REQUEST_TIMEOUT="+t,
+			"AUTOPUSH__ENDPOINT_MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
+	}
+	ch, addr, err := c.startListening("autopush", func(addr string) (*proc.Proc, error) {
+		// The single-node server (stack/cmd/autopush), which applies the
+		// engine's GC target as autoconnect does.
+		args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
+			"-endpoint-listen", addr, "-endpoint-url", "http://" + addr, "-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
+		return startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
+			filepath.Join(logDir, "autopush.log"), "autopush ready", nil)
+	})
+	if err != nil {
+		return err
+	}
+	c.EndpointURL = "http://" + addr
+	c.Engines, c.GCTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
+	c.WSAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
+	c.MetricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
+	c.APIMetricsURL = "http://" + ch.Field("metrics") + "/metrics"
+	return nil
+}
+
+// megaphoneEnv points an engine process (its variables' prefix) at the
+// run's Megaphone, when there is one.
+func (c *Cluster) megaphoneEnv(prefix string) []string {
+	if c.Megaphone == nil {
+		return nil
+	}
+	return []string{prefix + "__MEGAPHONE_API_URL=" + c.Megaphone.url,
+		prefix + "__MEGAPHONE_POLL_INTERVAL=" + c.cfg.BroadcastPoll.String()}
+}
+
+// Stop stops every process by its PID (engines drain on SIGTERM), drops
+// the keyspace unless kept, and removes the scratch directory.
+func (c *Cluster) Stop() {
+	var wg sync.WaitGroup
+	for _, p := range append(c.Engines, c.Endpoint) {
+		if p == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Stop(30 * time.Second); err != nil {
+				fmt.Fprintln(c.log, "loadtest:", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if c.Megaphone != nil {
+		c.Megaphone.stop()
+	}
+	if c.keyspace != "" && !c.cfg.KeepKeyspace {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := scylla.DropKeyspace(ctx, c.scyllaConfig()); err != nil {
+			fmt.Fprintf(c.log, "loadtest: drop keyspace %s: %v\n", c.keyspace, err)
+		}
+		cancel()
+	}
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// startChild runs bin with env (added to this process's environment),
+// its output in logPath (each line also to watch, when set), and waits
+// until it logs the MozLog line whose Fields.msg is startMsg. It dies with
+// the load tester however that ends, and is stopped by its PID only
+// (internal/proc).
+func startChild(ctx context.Context, name, bin string, args, env []string, logPath, startMsg string, watch func([]byte)) (*proc.Proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	p, err := proc.Start(ctx, cmd, proc.Config{Name: name, StartMsg: startMsg, StartTimeout: 2 * time.Minute, LogPath: logPath,
+		Watch: watch})
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	return p, nil
+}
+
+// Binaries returns a directory holding bins (autoconnect, autoendpoint,
+// autopush): binDir when given, else a fresh build from this module into
+// scratch.
+func Binaries(ctx context.Context, binDir, scratch string, bins []string, log io.Writer) (string, error) {
+	if binDir != "" {
+		for _, b := range bins {
+			if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+				return "", fmt.Errorf("loadtest: -bin-dir: %w", err)
+			}
+		}
+		return binDir, nil
+	}
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(scratch, "bin")
+	pkgs := map[string]string{"autoconnect": "./engine/cmd/autoconnect", "autoendpoint": "./apitier/cmd/autoendpoint",
+		"autopush": "./stack/cmd/autopush"}
+	args := []string{"build", "-o", dir + "/"}
+	for _, b := range bins {
+		args = append(args, pkgs[b])
+	}
+	fmt.Fprintf(log, "loadtest: go %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("loadtest: building the service: %v\n%s", err, out)
+	}
+	return dir, nil
+}
+
+// moduleRoot finds this module's directory from the working directory.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", errors.New("loadtest: not inside the autopush module: run from the repository or pass -bin-dir")
+	}
+	b, err := os.ReadFile(gomod)
+	if err != nil || !strings.Contains(string(b), "module github.com/autopush-go/autopush\n") {
+		return "", fmt.Errorf("loadtest: %s is not the autopush module: pass -bin-dir", gomod)
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// freePort asks the OS for a free loopback port, and releases it (for a
+// child whose URL is set before it runs: startListening).
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("loadtest: free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
