@@ -72,8 +72,11 @@ type Config struct {
 	// never extended: a client that is slower in any way (a stalled
 	// header, a header and no body, a body that stops, one byte a second)
 	// gets 408 (JSON) at that deadline, nothing is stored, and the
-	// connection closes. It replaces header-timeout and body-timeout,
-	// whose sum a client could hold a connection for. Default 10s.
+	// connection closes. Each deadline falls up to a tenth of the timeout
+	// (at most 0.5 s) later, at random, so that connections stalled
+	// together are not all closed in one instant. It replaces
+	// header-timeout and body-timeout, whose sum a client could hold a
+	// connection for. Default 10s.
 	RequestTimeout time.Duration `conf:"request-timeout" help:"time allowed to send a whole request, header and body, from its first byte"`
 	// WriteTimeout bounds each write of an answer: a client that does not
 	// read its answers is disconnected. Default 10s.

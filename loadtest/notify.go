@@ -95,6 +95,12 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.D
 func (r *run) stallStage(ctx context.Context, n *report.NotifyReport, rate float64) error {
 	cfg := &r.cfg
 	limit := cfg.StallTimeout + time.Second
+	// The stalled connections stand for an attacker's, whose CPU is not
+	// the server's: this process (which holds them, but measures nothing
+	// itself) yields the CPU to the server and the workers from here on.
+	if err := niceThreads(stallNice); err != nil {
+		r.mon.Logf("the stalls' client keeps its priority: %v", err)
+	}
 	s, err := startStalls(ctx, r.cl.EndpointURL, cfg.Stalls, limit+30*time.Second)
 	if err != nil {
 		return err

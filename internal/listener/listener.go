@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -29,8 +30,9 @@ type Config struct {
 	Exempt []netip.Prefix
 	// RequestTimeout bounds the time from a request's first byte (for a
 	// connection's first request: from accept) until its answer is
-	// written: the read deadline is set then and never moved later,
-	// whatever deadline the server asks for meanwhile. A request that
+	// written, plus at most Spread of it: the read deadline is set then
+	// and never moved later, whatever deadline the server asks for
+	// meanwhile. A request that
 	// does not arrive whole in time fails its reads. 0: none (the server
 	// sets its own deadlines).
 	RequestTimeout time.Duration
@@ -190,15 +192,25 @@ type Conn struct {
 	once     sync.Once
 }
 
-// arm starts a request's deadline at now + RequestTimeout unless one is
-// running.
+// arm starts a request's deadline at now + RequestTimeout, plus a spread
+// (Spread), unless one is running.
 func (c *Conn) arm(now time.Time) {
 	if c.l.cfg.RequestTimeout <= 0 || c.reqEnd.Load() != 0 {
 		return
 	}
-	end := now.Add(c.l.cfg.RequestTimeout)
+	end := now.Add(c.l.cfg.RequestTimeout + rand.N(Spread(c.l.cfg.RequestTimeout)))
 	c.reqEnd.Store(end.UnixNano())
 	c.Conn.SetReadDeadline(end)
+}
+
+// Spread is how much later than its timeout a request's deadline may
+// fall, at random: a tenth of the timeout, at most half a second. A crowd
+// of connections opened together and stalled together (one client's
+// attack) is then closed over that time, not all in one instant, whose
+// burst of wake-ups and closes held the other requests up for 100 ms on
+// two cores (docs/capacity.md).
+func Spread(timeout time.Duration) time.Duration {
+	return max(time.Nanosecond, min(timeout/10, 500*time.Millisecond))
 }
 
 // Read reads; the first byte of a request starts its deadline.
@@ -296,7 +308,10 @@ func (c *Conn) Close() error {
 		}
 		c.l.mu.Unlock()
 	})
-	if first && c.unread.Load() {
+	// A connection that ran out its time is closed at once: its client
+	// is the stalled kind, and lingering for it would wake every one of a
+	// crowd of them a second time.
+	if first && c.unread.Load() && !c.timedOut.Load() {
 		return c.lingerClose()
 	}
 	return c.Conn.Close()
