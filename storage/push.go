@@ -144,6 +144,10 @@ type Push struct {
 	// user, which the API tier hands to the sender; nil on a push of the
 	// sender's own API.
 	Bridge *PushBridge
+	// Client names the push API's client that sent the push (its
+	// pushes, quotas and fair share are its own); "" for a push the
+	// WebPush tier hands over (a bridged one) or of a client-less key.
+	Client string
 }
 
 // PushBridge is what the sender needs to deliver a WebPush notification
@@ -194,7 +198,7 @@ func (p *Push) LastAttempt() *Attempt {
 // Bounds of pushes every backend enforces (the API tier's are stricter).
 const (
 	MaxPushText     = 4096 // bytes of Message
-	MaxPushField    = 256  // bytes of PushKey, PrototypeKey, CronExpression, Provider, Owner
+	MaxPushField    = 256  // bytes of PushKey, PrototypeKey, CronExpression, Provider, Owner, Client
 	MaxPushAttempts = 100  // entries of the attempt log
 	MaxPushTTL      = 10 * 365 * 24 * 3600
 	MaxPushPage     = 1000
@@ -227,7 +231,7 @@ func ValidatePush(p *Push) error {
 	case len(p.Attempts) > MaxPushAttempts:
 		return fmt.Errorf("push has %d attempts, over %d: %w", len(p.Attempts), MaxPushAttempts, ErrInvalid)
 	}
-	for _, f := range []string{p.Provider, p.Platform, p.PrototypeKey, p.PushKey, p.CronExpression, p.Owner} {
+	for _, f := range []string{p.Provider, p.Platform, p.PrototypeKey, p.PushKey, p.CronExpression, p.Owner, p.Client} {
 		if len(f) > MaxPushField {
 			return fmt.Errorf("push field of %d bytes, over %d: %w", len(f), MaxPushField, ErrInvalid)
 		}

@@ -206,6 +206,9 @@ type Request struct {
 	// CronExpression stay empty. Bridges take nothing else, and the other
 	// providers never take one.
 	Bridge *storage.PushBridge
+	// Client names the push API's client that sends it ("" for the
+	// WebPush tier's bridged notifications).
+	Client string
 }
 
 // FieldError is a request field out of the rules; nothing was stored.
@@ -255,6 +258,8 @@ func (s *Sender) validate(r *Request, now time.Time) (time.Time, error) {
 		return time.Time{}, &FieldError{"message", fmt.Sprintf("is %d bytes, over the %d bytes of a %s push", len(r.Message), limit, r.Platform)}
 	case len(r.CronExpression) > storage.MaxPushField:
 		return time.Time{}, &FieldError{"cronExpression", fmt.Sprintf("must be at most %d bytes", storage.MaxPushField)}
+	case len(r.Client) > storage.MaxPushField:
+		return time.Time{}, &FieldError{"client", fmt.Sprintf("must be at most %d bytes", storage.MaxPushField)}
 	}
 	if r.CronExpression == "" {
 		return time.Time{}, nil
@@ -311,7 +316,7 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	p := storage.Push{
 		ID: id, Provider: r.Provider, Platform: r.Platform, PrototypeKey: r.PrototypeKey, PushKey: r.PushKey,
 		Message: r.Message, CronExpression: r.CronExpression, Created: now, Updated: now, Version: 1,
-		Bridge: r.Bridge,
+		Bridge: r.Bridge, Client: r.Client,
 	}
 	l := s.lanes[r.Provider]
 	queued := false

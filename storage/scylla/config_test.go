@@ -120,6 +120,7 @@ func TestSchemaStatements(t *testing.T) {
 		"CREATE TABLE IF NOT EXISTS ks.message (",
 		"CREATE TABLE IF NOT EXISTS ks.broadcast (",
 		"CREATE TABLE IF NOT EXISTS ks.push (",
+		"ALTER TABLE ks.push ADD client text",
 		"CREATE TABLE IF NOT EXISTS ks.push_state (",
 		"CREATE TABLE IF NOT EXISTS ks.sender_rate (",
 	}

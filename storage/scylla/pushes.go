@@ -34,9 +34,9 @@ import (
 // is harmless.
 const (
 	pushColumns = `provider, platform, prototype, push_key, message, cron, state, at, owner,
-		created, updated, version, ttl, attempts, bridge`
+		created, updated, version, ttl, attempts, bridge, client`
 	pushSet = `provider = ?, platform = ?, prototype = ?, push_key = ?, message = ?, cron = ?,
-		state = ?, at = ?, owner = ?, created = ?, updated = ?, version = ?, ttl = ?, attempts = ?, bridge = ?`
+		state = ?, at = ?, owner = ?, created = ?, updated = ?, version = ?, ttl = ?, attempts = ?, bridge = ?, client = ?`
 	// UPDATE, never INSERT: no row marker outlives the cells.
 	qSavePush   = `UPDATE push USING TIMESTAMP 1 SET ` + pushSet + ` WHERE id = ?`
 	qUpdatePush = `UPDATE push USING TTL ? SET ` + pushSet + ` WHERE id = ? IF version = ?`
@@ -79,7 +79,7 @@ func pushArgs(p *storage.Push) ([]any, error) {
 		bridge = string(b)
 	}
 	return []any{p.Provider, p.Platform, p.PrototypeKey, p.PushKey, p.Message, p.CronExpression,
-		string(p.State), p.At, p.Owner, p.Created, p.Updated, p.Version, int32(p.TTL), string(log), bridge}, nil
+		string(p.State), p.At, p.Owner, p.Created, p.Updated, p.Version, int32(p.TTL), string(log), bridge, p.Client}, nil
 }
 
 // indexTTL is the TTL of p's index entry: the push's own, so the entries of
@@ -139,6 +139,7 @@ func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error)
 func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consistency) (storage.Push, bool, error) {
 	p := storage.Push{ID: id}
 	var state, log, bridge string
+	var client *string // absent on rows written before the column
 	var version *int64
 	var ttl int32
 	q := s.query(ctx, qGetPush, uuidArg(id))
@@ -146,7 +147,7 @@ func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consiste
 		q = q.Consistency(cl[0])
 	}
 	err := q.Scan(&p.Provider, &p.Platform, &p.PrototypeKey, &p.PushKey,
-		&p.Message, &p.CronExpression, &state, &p.At, &p.Owner, &p.Created, &p.Updated, &version, &ttl, &log, &bridge)
+		&p.Message, &p.CronExpression, &state, &p.At, &p.Owner, &p.Created, &p.Updated, &version, &ttl, &log, &bridge, &client)
 	if errors.Is(err, gocql.ErrNotFound) || err == nil && version == nil {
 		return storage.Push{}, false, nil // no row, or only expired cells left
 	}
@@ -154,6 +155,9 @@ func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consiste
 		return storage.Push{}, false, err
 	}
 	p.State, p.Version, p.TTL = storage.PushState(state), *version, int64(ttl)
+	if client != nil {
+		p.Client = *client
+	}
 	if log != "" {
 		if err := json.Unmarshal([]byte(log), &p.Attempts); err != nil {
 			return storage.Push{}, false, fmt.Errorf("push %s: attempt log: %w", id, err)

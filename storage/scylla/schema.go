@@ -19,8 +19,9 @@ const ddlTimeout = 60 * time.Second
 // example "{'class': 'NetworkTopologyStrategy', 'dc1': 3}", or
 // "{'class': 'SimpleStrategy', 'replication_factor': 1}" for a test node)
 // and the tables of schema.cql, waiting for schema agreement after each
-// statement. Every statement is IF NOT EXISTS, so applying twice is a
-// no-op; an existing keyspace keeps its replication.
+// statement. Every statement is IF NOT EXISTS, or a column addition whose
+// "already exists" counts as done, so applying twice is a no-op; an
+// existing keyspace keeps its replication.
 //
 // This is the only code of the package that runs DDL: it is an operator
 // step (or a test's), never part of serving.
@@ -39,7 +40,7 @@ func ApplySchema(ctx context.Context, cfg Config, replication string) error {
 	}
 	defer session.Close()
 	for _, stmt := range schemaStatements(cfg.Keyspace, replication) {
-		if err := session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+		if err := session.Query(stmt).WithContext(ctx).Exec(); err != nil && !columnExists(stmt, err) {
 			return wrap("apply schema: "+firstLine(stmt), err)
 		}
 		if err := session.AwaitSchemaAgreement(ctx); err != nil {
@@ -101,4 +102,17 @@ func validReplication(r string) error {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return strings.TrimSpace(line)
+}
+
+// columnExists reports an ALTER TABLE ... ADD of a column the table has
+// already (made by the CREATE TABLE of a later schema, or added by an
+// earlier apply): the schema's column additions are then done. Cassandra
+// and ScyllaDB both answer an invalid request naming the column as
+// existing ("conflicts with an existing column", "already exists").
+func columnExists(stmt string, err error) bool {
+	if !strings.HasPrefix(stmt, "ALTER TABLE") || !strings.Contains(stmt, " ADD ") {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "existing column") || strings.Contains(msg, "already exist")
 }

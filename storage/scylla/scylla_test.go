@@ -35,6 +35,49 @@ func TestApplySchemaTwice(t *testing.T) {
 	}
 }
 
+// TestSchemaAddsClientColumn: a keyspace whose push table predates the
+// client column gets it from ApplySchema (twice: the second a no-op), and
+// a push written before it reads with no client.
+func TestSchemaAddsClientColumn(t *testing.T) {
+	cfg := testConfig(t)
+	// The schema as it was: no client column, no statement adding it.
+	for _, stmt := range schemaStatements(cfg.Keyspace, testReplication) {
+		if strings.HasPrefix(stmt, "ALTER TABLE") {
+			continue
+		}
+		ok(t, admin(t).Query(strings.Replace(stmt, ",\n  client text", "", 1)).Exec(), "the old schema: "+firstLine(stmt))
+	}
+	t.Cleanup(func() { dropKeyspace(t, cfg) })
+	old, err := New(tctx(t), cfg)
+	ok(t, err, "open")
+	now := time.Now().UnixMilli()
+	before := storage.Push{ID: uuid.Must(uuid.NewV7()), Provider: "swrve", Platform: "IOS", PushKey: "k", Message: "m",
+		State: storage.PushPending, At: now, Created: now, Updated: now, Version: 1}
+	// The old table has no client column: a write naming it fails.
+	if err := old.SavePush(tctx(t), before); err == nil {
+		t.Fatal("a push saved with a client column the table lacks")
+	}
+	old.Close()
+	ok(t, admin(t).Query("INSERT INTO "+cfg.Keyspace+".push (id, provider, platform, push_key, message, state, at, created, updated, version) "+
+		"VALUES (?, 'swrve', 'IOS', 'k', 'm', 'PENDING', ?, ?, ?, 1)", before.ID[:], now, now, now).Exec(), "a row written before")
+	for range 2 {
+		ok(t, ApplySchema(tctx(t), cfg, testReplication), "apply the schema again")
+	}
+	s, err := New(tctx(t), cfg)
+	ok(t, err, "open after")
+	defer s.Close()
+	got, err := s.GetPush(tctx(t), before.ID)
+	if err != nil || got.Client != "" || got.PushKey != "k" {
+		t.Fatalf("the push written before: %+v, %v", got, err)
+	}
+	after := before
+	after.ID, after.Client = uuid.Must(uuid.NewV7()), "marketing"
+	ok(t, s.SavePush(tctx(t), after), "save with a client")
+	if got, err := s.GetPush(tctx(t), after.ID); err != nil || got.Client != "marketing" {
+		t.Fatalf("client %q, %v", got.Client, err)
+	}
+}
+
 func TestNewWithoutSchema(t *testing.T) {
 	cfg := testConfig(t)
 	// The keyspace does not exist.

@@ -45,6 +45,7 @@ func testPushRoundTrip(t *testing.T, s storage.Store) {
 	now := time.Now().UnixMilli()
 	p := newPush(storage.PushScheduled, now+3600_000)
 	p.CronExpression = "0 0/5 14,18 ? * MON-FRI"
+	p.Client = "marketing"
 	must(t, s.SavePush(ctx(t), p), "save push")
 	got, err := s.GetPush(ctx(t), p.ID)
 	must(t, err, "get push")
