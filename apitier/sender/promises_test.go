@@ -24,12 +24,12 @@ func slowSwrve(url string) swrve.Config {
 	return sc
 }
 
-// windowStart is the whole second at or after t, moved past the last two
-// seconds of a minute so that a two-second window does not wrap.
+// windowStart is the whole second at or after t, moved past the last
+// four seconds of a minute so that a four-second window does not wrap.
 func windowStart(t time.Time) time.Time {
 	t = t.Add(time.Second - 1).Truncate(time.Second).UTC()
-	if t.Second() >= 58 {
-		t = t.Add(3 * time.Second)
+	if t.Second() >= 56 {
+		t = t.Add(5 * time.Second)
 	}
 	return t
 }
@@ -60,12 +60,12 @@ func TestWindowAtSendTime(t *testing.T) {
 		cfg.ScheduledInterval, cfg.PendingInterval = 600*time.Millisecond, 600*time.Millisecond
 		s := launchSwrve(t, newStore(t), slowSwrve(fake.URL()), cfg)
 		<-s.Ready()
-		// The retried one: 503 with Retry-After 3 s on its first call, in a
-		// window of the next two seconds only.
-		fake.SetFaults(byUser(map[string][]swrvefake.Fault{"retried": {{Status: 503, RetryAfter: "3"}, {}}}))
+		// The retried one: 503 with Retry-After 8 s on its first call, in a
+		// window of four seconds from about 1.5 s from now only.
+		fake.SetFaults(byUser(map[string][]swrvefake.Fault{"retried": {{Status: 503, RetryAfter: "8"}, {}}}))
 		startRetried := windowStart(time.Now().Add(1500 * time.Millisecond))
 		retried, err := s.Accept(context.Background(), sender.Request{Platform: "IOS", PrototypeKey: "Hello", PushKey: "retried",
-			Message: "m", CronExpression: cronAt(startRetried, startRetried.Second(), startRetried.Second()+1, true)})
+			Message: "m", CronExpression: cronAt(startRetried, startRetried.Second(), startRetried.Second()+3, true)})
 		if err != nil || retried.State != storage.PushScheduled {
 			t.Fatalf("accept: %v %s", err, retried.State)
 		}
@@ -213,11 +213,12 @@ func TestStartupRules(t *testing.T) {
 func TestCallerRuns(t *testing.T) {
 	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
 		fake := startFake(t)
-		fake.SetLatency(func() time.Duration { return 600 * time.Millisecond })
+		fake.SetLatency(func() time.Duration { return 2 * time.Second })
 		sc := swrveConfig(fake.URL())
 		// 25 calls a second and a pool of 7 (50 ms / 40 ms = 1, and 6
-		// ahead), against answers of 600 ms: 15 would be in flight.
-		sc.Rate, sc.Delay, sc.AverageLatency = 30, 40*time.Millisecond, 50*time.Millisecond
+		// ahead), against answers of 2 s: 50 would be in flight, and even
+		// a machine slowed to a fifth of the pace fills the pool.
+		sc.Rate, sc.Delay, sc.AverageLatency, sc.Timeout = 30, 40*time.Millisecond, 50*time.Millisecond, 4*time.Second
 		cfg := testConfig("node-a")
 		cfg.ScheduledPortion, cfg.PendingPortion = 2, 2
 		s := launchSwrve(t, newStore(t), sc, cfg)
