@@ -148,9 +148,12 @@ func crashRound(t *testing.T, bin string, store []string, policy string, pushes 
 	if err := fake.WaitCount(ctx, len(ids)/4); err != nil {
 		t.Fatal(err)
 	}
-	for fake.InFlight() < 100 { // the fake's own count, only to choose the moment
+	// Hundreds in flight at a quiet machine's pace; a loaded one (make
+	// test-stress: slow LWTs) may never get 100 there, and is killed
+	// with what it has by three quarters sent.
+	for fake.InFlight() < 100 && fake.Count() < len(ids)*3/4 { // the fake's own count, only to choose the moment
 		if err := fake.WaitCount(ctx, fake.Count()+1); err != nil {
-			t.Fatalf("never 100 requests in flight at the provider: %v", err)
+			t.Fatal(err)
 		}
 	}
 	res := roundResult{accepted: len(ids)}
