@@ -210,3 +210,25 @@ func httpDo(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// TestClientsFileExample: the clients file sender.md shows is one the
+// server loads, with the scopes and quotas its comments say.
+func TestClientsFileExample(t *testing.T) {
+	doc, err := os.ReadFile("sender.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "\n## Clients\n")
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal("sender.md's Clients section has no yaml block")
+	}
+	cs, err := clients.Parse([]byte(m[1]))
+	if err != nil {
+		t.Fatalf("sender.md's clients file: %v", err)
+	}
+	if len(cs) != 2 || cs[0].Name != "marketing" || cs[0].Rate != 50 || cs[0].Outstanding != 10000 ||
+		!cs[0].Can(clients.Send) || cs[0].Can(clients.Admin) || !cs[1].Can(clients.Admin) {
+		t.Fatalf("sender.md's clients: %+v", cs)
+	}
+}

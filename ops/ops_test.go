@@ -422,7 +422,7 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 	for target, bins := range map[string][]string{"autoconnect": {"autoconnect"}, "autoendpoint": {"autoendpoint"},
-		"tools": {"autokey", "cqlschema", "endpointdiag", "pushsend"}} {
+		"tools": {"autokey", "cqlschema", "endpointdiag", "pushsend", "pushclient"}} {
 		st := strings.Join(stages[target], "\n")
 		if !strings.HasPrefix(st, "FROM base AS "+target) {
 			t.Errorf("target %s does not start from base", target)

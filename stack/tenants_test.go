@@ -267,7 +267,8 @@ func pushesTo(t *testing.T, st *stacktest.Stack, pushKey string) int {
 }
 
 // TestRateQuota: a client over its rate gets 429 with Retry-After, and
-// nothing is stored; another client is not held back by it.
+// nothing is stored; a refused POST does not count; another client is
+// not held back by it.
 func TestRateQuota(t *testing.T) {
 	// One push per 1,000 s, a burst of one: the second POST is over,
 	// however slow the machine.
@@ -276,6 +277,10 @@ func TestRateQuota(t *testing.T) {
 		c.API.PushClientsFile = stacktest.WriteClients(t, slow, stacktest.TeamB)
 	}})
 	c := as(t, st, slow.Key)
+	// A POST refused (a field error) gives its token back: the rate
+	// counts new pushes.
+	bad, _ := json.Marshal(map[string]string{"platform": "WINDOWS", "messagePrototypeKey": "Hello", "pushKey": "rate-user", "message": "m"})
+	apitiertest.WantError(t, c.do(http.MethodPost, "/push", bad), http.StatusBadRequest, errno.None)
 	c.post("rate-user", later)
 	ans := c.do(http.MethodPost, "/push", pushBody("rate-user", later))
 	apitiertest.WantError(t, ans, http.StatusTooManyRequests, errno.None)

@@ -78,10 +78,22 @@ func (a *API) post(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 	}
 	q := a.quotas.of(cl)
 	now := time.Now()
-	if ok, wait := q.takeRate(now); !ok {
+	ok, wait := q.takeRate(now)
+	if !ok {
 		tooMany(x, c, "Over the client's rate of "+strconv.FormatFloat(cl.Rate, 'g', -1, 64)+" pushes a second", wait)
 		return postOverRate
 	}
+	result := a.admit(ctx, c, x, cl, q, req, key, now)
+	if result != postAccepted {
+		q.giveBack()
+	}
+	return result
+}
+
+// admit serves a POST within its client's rate: the outstanding quota,
+// the Idempotency-Key, the sender.
+func (a *API) admit(ctx context.Context, c *app.RequestContext, x httpapi.Exchange, cl *clients.Client, q *quota,
+	req sender.Request, key string, now time.Time) string {
 	ok, err := q.reserveOpen(ctx, func(ctx context.Context, limit int) (int, error) {
 		sctx, cancel := a.storageCtx(ctx)
 		defer cancel()

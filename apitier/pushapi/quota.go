@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 )
 
@@ -25,10 +23,10 @@ type quotas struct {
 	limited func(name string, q *quota)
 }
 
-// quota is one client's. Its fields under mu; the bucket is safe itself.
+// quota is one client's. Its fields under mu.
 type quota struct {
 	mu          sync.Mutex
-	bucket      *rate.Limiter // nil: no rate limit
+	bucket      *bucket // nil: no rate limit
 	perSecond   float64
 	outstanding int
 	open        int       // the open count as last read, plus accepts since
@@ -64,7 +62,7 @@ func (q *quota) set(c *clients.Client) bool {
 		changed = true
 		q.perSecond, q.bucket = c.Rate, nil
 		if c.Rate > 0 {
-			q.bucket = rate.NewLimiter(rate.Limit(c.Rate), int(math.Max(1, math.Ceil(c.Rate))))
+			q.bucket = newBucket(c.Rate, time.Now())
 		}
 	}
 	if q.outstanding != c.Outstanding {
@@ -74,21 +72,54 @@ func (q *quota) set(c *clients.Client) bool {
 }
 
 // takeRate takes a token from the bucket, or reports in how many whole
-// seconds (at least 1) one will be there.
-func (q *quota) takeRate(now time.Time) (bool, int) {
+// seconds (at least 1) one will be there. Give the token back with
+// giveBack when the POST does not end in a new push: the rate counts
+// accepted pushes.
+func (q *quota) takeRate(now time.Time) (ok bool, wait int) {
 	q.mu.Lock()
-	b := q.bucket
-	q.mu.Unlock()
-	if b == nil {
+	defer q.mu.Unlock()
+	if q.bucket == nil {
 		return true, 0
 	}
-	r := b.ReserveN(now, 1)
-	d := r.DelayFrom(now)
-	if d == 0 {
-		return true, 0
+	if d := q.bucket.take(now); d > 0 {
+		return false, max(1, int(math.Ceil(d.Seconds())))
 	}
-	r.CancelAt(now)
-	return false, max(1, int(math.Ceil(d.Seconds())))
+	return true, 0
+}
+
+// giveBack returns a token takeRate took.
+func (q *quota) giveBack() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.bucket != nil {
+		q.bucket.tokens = min(q.bucket.burst, q.bucket.tokens+1)
+	}
+}
+
+// bucket is a token bucket: rate tokens a second, at most burst. Not
+// safe for concurrent use (quota.mu guards it).
+type bucket struct {
+	rate, burst, tokens float64
+	at                  time.Time // when tokens was last brought up to date
+}
+
+func newBucket(perSecond float64, now time.Time) *bucket {
+	burst := math.Max(1, math.Ceil(perSecond))
+	return &bucket{rate: perSecond, burst: burst, tokens: burst, at: now}
+}
+
+// take takes a token and returns 0, or returns how long until there is
+// one (and takes none).
+func (b *bucket) take(now time.Time) time.Duration {
+	if now.After(b.at) {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.rate)
+		b.at = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0
+	}
+	return time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
 }
 
 // reserveOpen counts one more open push for the client unless it has
