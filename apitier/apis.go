@@ -2,6 +2,7 @@ package apitier
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -23,11 +24,10 @@ import (
 // an exchange.
 
 // PushService is what the node needs of the outbound sender: the push
-// API's calls, the withdrawal of a bridged push (DELETE /m/{id}), and
-// its metrics (/metrics).
+// API's calls (the withdrawal of a bridged push, DELETE /m/{id}, among
+// them), and its metrics (/metrics).
 type PushService interface {
 	pushapi.Service
-	Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool, error)
 	WriteMetrics(w io.Writer)
 }
 
@@ -46,11 +46,21 @@ func (s *Server) SetPushService(ps PushService) {
 // Without it no bridge app id is known.
 func (s *Server) SetBridgeApps(b registration.Apps) { s.regAPI.SetApps(b) }
 
+// Reload reads the push API's clients file again (SIGHUP); on any
+// error the clients in use stay.
+func (s *Server) Reload() { s.pushAPI.Reload() }
+
 // newAPIs builds the APIs of their own packages from the node's config.
-func (s *Server) newAPIs() {
-	s.pushAPI = pushapi.New(s.cfg.PushAPIKeys, s.log)
+func (s *Server) newAPIs() error {
+	var err error
+	s.pushAPI, err = pushapi.New(pushapi.Config{Keys: s.cfg.PushAPIKeys, ClientsFile: s.cfg.PushClientsFile,
+		ClientsPoll: s.cfg.PushClientsPoll, StorageTimeout: s.cfg.StorageTimeout}, s.store, s.log)
+	if err != nil {
+		return fmt.Errorf("apitier: %w", err)
+	}
 	s.regAPI = registration.New(registration.Config{AuthKeys: s.cfg.BridgeAuthKeys, MaxChannels: s.cfg.BridgeMaxChannels,
 		StorageTimeout: s.cfg.StorageTimeout}, s.store, regNode{s}, s.log)
+	return nil
 }
 
 // apiRoutes are the routes of the APIs of their own packages, in the

@@ -142,10 +142,23 @@ type Config struct {
 	// for connection nodes polling this tier as their megaphone-api-url.
 	// Default none.
 	BroadcastReaderTokens []string `conf:"broadcast-reader-tokens" help:"bearer tokens that may list broadcasts (comma-separated)"`
-	// PushAPIKeys are the keys of the outbound sender's API (POST /push,
-	// GET /push...), sent as "Authorization: Bearer <key>". Empty closes
-	// that API (401). Default empty.
-	PushAPIKeys []string `conf:"push-api-keys" help:"API keys of the push sender's routes (Authorization: Bearer); empty: closed"`
+	// PushAPIKeys are keys of the outbound sender's API (POST /push,
+	// GET /push...), sent as "Authorization: Bearer <key>", kept for
+	// compatibility: each is an admin client without quotas (key-1,
+	// key-2, ...); push-clients-file gives each team a client of its own.
+	// With neither, that API is closed (401). Default empty.
+	PushAPIKeys []string `conf:"push-api-keys" help:"API keys of the push sender's routes (Authorization: Bearer), each an admin client; use push-clients-file instead"`
+	// PushClientsFile is the push API's clients (YAML, docs/sender.md
+	// "Clients"): each a name, the SHA-256 of its key, its scopes (send,
+	// read, admin) and quotas (rate, outstanding). Reloaded on SIGHUP and
+	// when it changes; a file that does not load keeps the clients in
+	// use. With push-api-keys, both sets of clients are in use. Default
+	// "": none.
+	PushClientsFile string `conf:"push-clients-file" help:"YAML file of the push API's clients: key hashes, scopes, quotas (reloaded on SIGHUP and change)"`
+	// PushClientsPoll is how often push-clients-file is checked for
+	// changes (its size, modification time and inode); 0: only on
+	// SIGHUP. Default 10s.
+	PushClientsPoll time.Duration `conf:"push-clients-poll" help:"how often push-clients-file is checked for changes (0: only on SIGHUP)"`
 	// BridgeAuthKeys sign and verify the secrets of the bridge
 	// registration API (/v1/{type}/{app_id}/registration..., docs/bridges.md):
 	// a registration's secret is the hex HMAC-SHA256 of its UAID under
@@ -188,6 +201,7 @@ func DefaultConfig() Config {
 		LogLevel:                "info",
 		VersionFile:             "version.json",
 		BridgeMaxChannels:       DefaultBridgeMaxChannels,
+		PushClientsPoll:         10 * time.Second,
 	}
 }
 
@@ -223,8 +237,8 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: max-connections must be >= 1")
 	case c.MaxConnectionsPerSource < 0:
 		return errors.New("apitier: config: max-connections-per-source must not be negative")
-	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0:
-		return errors.New("apitier: config: vapid-skew, vapid-cache and bridge-max-channels must not be negative")
+	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0:
+		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels and push-clients-poll must not be negative")
 	}
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err

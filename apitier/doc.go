@@ -8,7 +8,7 @@
 //	DELETE /m/{message_id}                                             message.go
 //	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status   ops.go
 //	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  broadcasts.go
-//	POST   /push, GET /push, GET /push/{id} (the outbound sender)      apitier/pushapi
+//	POST, GET /push, GET, DELETE /push/{id} (the outbound sender)     apitier/pushapi
 //	/v1/{type}/{app_id}/registration... (bridge registration)          apitier/registration
 //	OPTIONS (any path): the CORS preflight                             cors.go
 //

@@ -63,7 +63,8 @@ func (s *Server) handleStatus(_ context.Context, c *app.RequestContext, _ *reqSt
 // writeMetrics writes every series GET /metrics serves.
 func (s *Server) writeMetrics(b *bytes.Buffer) {
 	s.metrics.set.WritePrometheus(b)
-	s.regAPI.WriteMetrics(b) // autoendpoint_bridge_auth_failures_total
+	s.regAPI.WriteMetrics(b)  // autoendpoint_bridge_auth_failures_total
+	s.pushAPI.WriteMetrics(b) // autoendpoint_push_*
 	if s.pushes != nil {
 		s.pushes.WriteMetrics(b) // autosender_*
 	}

@@ -90,7 +90,9 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		location: strings.TrimRight(cfg.EndpointURL, "/") + "/m/",
 		done:     make(chan error, 1),
 	}
-	s.newAPIs()
+	if err := s.newAPIs(); err != nil {
+		return nil, err
+	}
 	s.metrics = newMetrics(s.openConns, s.apiRoutes())
 	s.nodes = nodeapi.NewClient(nodeapi.ClientConfig{
 		Secret: cfg.NodeSecret, Timeout: cfg.NodeTimeout, ConnectTimeout: cfg.NodeConnectTimeout,
@@ -280,6 +282,7 @@ func (s *Server) Start() error {
 			return fmt.Errorf("apitier: serve %s: not running after 10s", ln.Addr())
 		}
 	}
+	s.pushAPI.Start() // watches push-clients-file
 	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
@@ -349,6 +352,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, ctx.Err())
 	}
 	s.nodes.CloseIdle()
+	s.pushAPI.Close()
 	if s.ops != nil {
 		err = errors.Join(err, s.ops.srv.Shutdown(ctx))
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
@@ -44,6 +45,12 @@ func startPushAPI(t *testing.T) (base string, s *node.Sender) {
 	os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    Hello:\n      IOS: k-ios\n      ANDROID: k-android\n"), 0o644)
 	cfg := apitier.DefaultConfig()
 	cfg.CryptoKey, cfg.NodeSecret, cfg.Listen, cfg.PushAPIKeys = et.TestKey, et.TestSecret, "127.0.0.1:0", []string{"secret-key"}
+	// Two clients beside the admin key: one that may send once (its rate
+	// is a push per 1,000 s) and read, one that may only read.
+	cfg.PushClientsFile = filepath.Join(t.TempDir(), "clients.yaml")
+	os.WriteFile(cfg.PushClientsFile, []byte("clients:\n"+
+		clients.Entry(clients.Client{Name: "once", KeyHash: clients.Hash("once-key"), Scopes: []clients.Scope{clients.Send, clients.Read}, Rate: 0.001})+
+		clients.Entry(clients.Client{Name: "reader", KeyHash: clients.Hash("reader-key"), Scopes: []clients.Scope{clients.Read}})), 0o600)
 	scfg := node.DefaultConfig()
 	scfg.Node, scfg.SwrveConfig.URL, scfg.KeysFile = "docs", fake.URL(), keys
 	scfg.ScheduledStart, scfg.PendingStart = 0, 0
@@ -101,6 +108,34 @@ func TestPushAPIMatchesAnswers(t *testing.T) {
 	api.check("list", request(t, "GET", base+"/push?state=SENT&limit=5", nil, auth...), 200)
 	api.check("list bad state", request(t, "GET", base+"/push?state=LOST", nil, auth...), 400)
 	api.check("list no key", request(t, "GET", base+"/push?state=SENT", nil), 401)
+
+	// Clients, quotas, search, cancel, Idempotency-Key.
+	once := []string{"Authorization", "Bearer once-key", "Content-Type", "application/json"}
+	reader := []string{"Authorization", "Bearer reader-key"}
+	later := []byte(`{"platform":"IOS","messagePrototypeKey":"Hello","pushKey":"ok","message":"m","cronExpression":"0 0 9 1 1 ? 2099"}`)
+	api.check("accept with a key", request(t, "POST", base+"/push", later, append(auth, "Idempotency-Key", "order-1")...), 201)
+	api.check("repeat", request(t, "POST", base+"/push", later, append(auth, "Idempotency-Key", "order-1")...), 201)
+	api.check("accept within the rate", request(t, "POST", base+"/push", later, once...), 201)
+	api.check("over the rate", request(t, "POST", base+"/push", later, once...), 429)
+	api.check("bad key", request(t, "POST", base+"/push", later, append(once, "Idempotency-Key", "a b")...), 400)
+	api.check("no send scope", request(t, "POST", base+"/push", later, append(reader, "Content-Type", "application/json")...), 403)
+	api.check("search", request(t, "GET", base+"/push?pushKey=ok&limit=2", nil, once...), 200)
+	api.check("search as admin, revealed", request(t, "GET", base+"/push?pushKey=ok&reveal=pushKey", nil, auth...), 200)
+	api.check("reveal, not an admin", request(t, "GET", base+"/push?pushKey=ok&reveal=pushKey", nil, once...), 403)
+	api.check("reveal what", request(t, "GET", base+loc+"?reveal=message", nil, auth...), 400)
+	api.check("state and pushKey", request(t, "GET", base+"/push?pushKey=ok&state=SENT", nil, once...), 400)
+	api.check("another's push", request(t, "GET", base+loc, nil, once...), 404)
+	api.check("cancel another's", request(t, "DELETE", base+loc, nil, once...), 404)
+	api.check("cancel, read scope", request(t, "DELETE", base+loc, nil, reader...), 403)
+	api.check("cancel no key", request(t, "DELETE", base+loc, nil), 401)
+	resp, err = httpDo(request(t, "POST", base+"/push", later, auth...))
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("accept: %v %v", err, resp)
+	}
+	scheduled := resp.Header.Get("Location")
+	api.check("cancel", request(t, "DELETE", base+scheduled, nil, auth...), 204)
+	api.check("cancel a final push", request(t, "DELETE", base+scheduled, nil, auth...), 409)
+	api.check("cancel a missing push", request(t, "DELETE", base+"/push/01a20a3e-dfa0-7a09-899d-c75caba96873", nil, auth...), 404)
 }
 
 // autosenderRow is a row of metrics.md's sender table.
@@ -174,4 +209,26 @@ func httpDo(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 	}
 	return resp, err
+}
+
+// TestClientsFileExample: the clients file sender.md shows is one the
+// server loads, with the scopes and quotas its comments say.
+func TestClientsFileExample(t *testing.T) {
+	doc, err := os.ReadFile("sender.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "\n## Clients\n")
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal("sender.md's Clients section has no yaml block")
+	}
+	cs, err := clients.Parse([]byte(m[1]))
+	if err != nil {
+		t.Fatalf("sender.md's clients file: %v", err)
+	}
+	if len(cs) != 2 || cs[0].Name != "marketing" || cs[0].Rate != 50 || cs[0].Outstanding != 10000 ||
+		!cs[0].Can(clients.Send) || cs[0].Can(clients.Admin) || !cs[1].Can(clients.Admin) {
+		t.Fatalf("sender.md's clients: %+v", cs)
+	}
 }

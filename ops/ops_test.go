@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
@@ -257,6 +258,20 @@ func TestComposeFile(t *testing.T) {
 	if want := "http://autoconnect:" + port(t, ecfg.RouterListen); ecfg.NodeURL != want {
 		t.Errorf("autoconnect node-url %q, want %q", ecfg.NodeURL, want)
 	}
+	// The push API's clients file is in a directory the service mounts
+	// from the repository, and loads.
+	if path := acfg.PushClientsFile; path != "" {
+		host := ""
+		for _, v := range c.Services["autoendpoint"].Volumes {
+			src, dst, _ := strings.Cut(strings.TrimSuffix(v, ":ro"), ":")
+			if rest, ok := strings.CutPrefix(path, dst+"/"); ok {
+				host = filepath.Join(root, src, rest)
+			}
+		}
+		if _, err := clients.Load(host, nil); host == "" || err != nil {
+			t.Errorf("push-clients-file %s: not in a mounted directory of the repository, or it does not load (%s: %v)", path, host, err)
+		}
+	}
 	// Published: the public listeners, never the node API.
 	if p := published(t, "autoconnect", c.Services["autoconnect"]); !slices.Equal(p, []string{port(t, ecfg.Listen)}) {
 		t.Errorf("autoconnect publishes %v, want only its websocket port %s", p, port(t, ecfg.Listen))
@@ -407,7 +422,7 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 	for target, bins := range map[string][]string{"autoconnect": {"autoconnect"}, "autoendpoint": {"autoendpoint"},
-		"tools": {"autokey", "cqlschema", "endpointdiag", "pushsend"}} {
+		"tools": {"autokey", "cqlschema", "endpointdiag", "pushsend", "pushclient"}} {
 		st := strings.Join(stages[target], "\n")
 		if !strings.HasPrefix(st, "FROM base AS "+target) {
 			t.Errorf("target %s does not start from base", target)

@@ -189,6 +189,14 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	return s.stopErr
 }
 
+// Reload re-reads the files a SIGHUP reloads: the outbound sender's
+// prototype keys and the push API's clients. What does not load is
+// logged and counted, and what is in use stays.
+func (s *Stack) Reload() {
+	s.pushes.Reload()
+	s.api.Reload()
+}
+
 // WSAddr is the websocket listen address, with the real port.
 func (s *Stack) WSAddr() string { return s.node.Addr() }
 

@@ -236,6 +236,9 @@ func ValidatePush(p *Push) error {
 			return fmt.Errorf("push field of %d bytes, over %d: %w", len(f), MaxPushField, ErrInvalid)
 		}
 	}
+	if p.Client == AllClients {
+		return fmt.Errorf("push client %q names every client: %w", AllClients, ErrInvalid)
+	}
 	if p.Provider == "" || p.PushKey == "" {
 		return fmt.Errorf("push without provider or push key: %w", ErrInvalid)
 	}
@@ -255,6 +258,58 @@ func ValidatePushPage(state PushState, limit int) error {
 	}
 	if limit <= 0 || limit > MaxPushPage {
 		return fmt.Errorf("limit %d is outside 1..%d: %w", limit, MaxPushPage, ErrInvalid)
+	}
+	return nil
+}
+
+// AllClients, as the client of PushesByKey, names every client's pushes.
+// No push's Client may be AllClients.
+const AllClients = "*"
+
+// MaxIdempotencyKey bounds the key of ClaimIdempotencyKey, bytes.
+const MaxIdempotencyKey = 255
+
+// ValidateIdempotencyClaim checks a claim passed to ClaimIdempotencyKey
+// (or, with ttl 1, to ReleaseIdempotencyKey).
+func ValidateIdempotencyClaim(client, key string, id uuid.UUID, ttl time.Duration) error {
+	switch {
+	case len(client) > MaxPushField || client == AllClients:
+		return fmt.Errorf("idempotency claim: client of %d bytes: %w", len(client), ErrInvalid)
+	case key == "" || len(key) > MaxIdempotencyKey:
+		return fmt.Errorf("idempotency claim: key of %d bytes, not 1..%d: %w", len(key), MaxIdempotencyKey, ErrInvalid)
+	case id == uuid.Nil:
+		return fmt.Errorf("idempotency claim: the nil UUID: %w", ErrInvalid)
+	case ttl < time.Second || ttl > MaxPushTTL*time.Second:
+		return fmt.Errorf("idempotency claim: ttl %s outside 1s..%ds: %w", ttl, MaxPushTTL, ErrInvalid)
+	}
+	return nil
+}
+
+// ValidateKeyPage checks the client, push key and page size passed to
+// PushesByKey.
+func ValidateKeyPage(client, pushKey string, limit int) error {
+	switch {
+	case len(client) > MaxPushField:
+		return fmt.Errorf("client of %d bytes, over %d: %w", len(client), MaxPushField, ErrInvalid)
+	case pushKey == "" || len(pushKey) > MaxPushField:
+		return fmt.Errorf("push key of %d bytes, not 1..%d: %w", len(pushKey), MaxPushField, ErrInvalid)
+	case limit <= 0 || limit > MaxPushPage:
+		return fmt.Errorf("limit %d is outside 1..%d: %w", limit, MaxPushPage, ErrInvalid)
+	}
+	return nil
+}
+
+// MaxOpenCount bounds CountOpen's limit: a count reads up to that many
+// index entries.
+const MaxOpenCount = 100_000
+
+// ValidateOpenCount checks the client and limit passed to CountOpen.
+func ValidateOpenCount(client string, limit int) error {
+	switch {
+	case len(client) > MaxPushField || client == AllClients:
+		return fmt.Errorf("client of %d bytes: %w", len(client), ErrInvalid)
+	case limit <= 0 || limit > MaxOpenCount:
+		return fmt.Errorf("limit %d is outside 1..%d: %w", limit, MaxOpenCount, ErrInvalid)
 	}
 	return nil
 }
@@ -309,6 +364,44 @@ type PushStore interface {
 	// and the returned cursor for the next; "" back means no more. The
 	// cursor is opaque and only valid for the same state.
 	ListPushes(ctx context.Context, state PushState, cursor string, limit int) ([]Push, string, error)
+
+	// PushesByKey pages through the pushes of client to the device (or
+	// user) key pushKey, newest first (by Created, then id). Client
+	// AllClients pages through every client's, bridged pushes (client "")
+	// included. Pass "" for the first page and the returned cursor for
+	// the next; "" back means no more. A page may hold fewer than limit
+	// pushes (entries whose push expired are skipped) while more follow.
+	// SavePush writes the index entries (under the push's client and under
+	// AllClients) with the push; when UpdatePush finishes a push with a
+	// TTL they take that TTL, so they expire with it. 1 RT plus a read
+	// per push (scylla: the reads in parallel).
+	PushesByKey(ctx context.Context, client, pushKey, cursor string, limit int) ([]Push, string, error)
+
+	// CountOpen counts the client's pushes not yet final (SCHEDULED,
+	// PENDING, IN_MEMORY, RETRY), up to limit: it returns limit when
+	// there are that many or more. SavePush adds a push to the client's
+	// open index, UpdatePush removes it when it makes the push final, so
+	// the cost is bounded by limit, never by the client's finished
+	// pushes. 1 RT (scylla: one per shard of the client's index, in
+	// parallel). Scylla's entries live a week at most, so a push open for
+	// longer is not counted there (and an entry whose delete a replica
+	// lost stops counting after that long).
+	CountOpen(ctx context.Context, client string, limit int) (int, error)
+
+	// ClaimIdempotencyKey stores (client, key) -> id for ttl, unless the
+	// pair is stored already (and not expired), and returns the id stored:
+	// id itself when this call stored it, the first claimer's otherwise.
+	// Of concurrent claims of one pair exactly one stores its id, and
+	// every one returns it. Pairs of different clients never collide.
+	// Embedded: 1 RT. Scylla: an LWT (INSERT ... IF NOT EXISTS), whose
+	// unknown outcome (a timeout) is settled by a serial read.
+	ClaimIdempotencyKey(ctx context.Context, client, key string, id uuid.UUID, ttl time.Duration) (uuid.UUID, error)
+
+	// ReleaseIdempotencyKey removes (client, key) if it still names id: a
+	// claimer whose push was not stored frees the key for a retry.
+	// Nothing happens when the pair names another id or is gone.
+	// Embedded: 1 RT. Scylla: an LWT (DELETE ... IF id = ?).
+	ReleaseIdempotencyKey(ctx context.Context, client, key string, id uuid.UUID) error
 
 	// GetRateShares returns the account's rate shares: Version 0 and no
 	// nodes when none are stored. 1 RT (scylla: at SERIAL consistency's

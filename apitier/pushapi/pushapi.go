@@ -3,20 +3,21 @@ package pushapi
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
@@ -27,33 +28,128 @@ type Service interface {
 	Accept(ctx context.Context, r sender.Request) (storage.Push, error)
 	Get(ctx context.Context, id uuid.UUID) (storage.Push, error)
 	List(ctx context.Context, state storage.PushState, cursor string, limit int) ([]storage.Push, string, error)
+	// Withdraw finishes a push that has not reached its provider (FAILED
+	// with cause); false when it is final or its call is in flight.
+	Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool, error)
 }
 
 var _ Service = (*sender.Sender)(nil)
 
+// Store is what the routes read and write themselves: the indexes of the
+// clients' pushes and their idempotency keys (storage.PushStore).
+type Store interface {
+	PushesByKey(ctx context.Context, client, pushKey, cursor string, limit int) ([]storage.Push, string, error)
+	CountOpen(ctx context.Context, client string, limit int) (int, error)
+	ClaimIdempotencyKey(ctx context.Context, client, key string, id uuid.UUID, ttl time.Duration) (uuid.UUID, error)
+	ReleaseIdempotencyKey(ctx context.Context, client, key string, id uuid.UUID) error
+}
+
+// Config is what the node's settings say of the push API.
+type Config struct {
+	// Keys are push-api-keys: each an admin client, key-1, key-2, ...
+	Keys []string
+	// ClientsFile is push-clients-file ("": none), reloaded by Reload
+	// and, every ClientsPoll (0: never), when it changed.
+	ClientsFile string
+	ClientsPoll time.Duration
+	// StorageTimeout bounds each of the routes' own storage calls.
+	StorageTimeout time.Duration
+}
+
 // API is the push API's routes. Goroutine-safe once the node serves
 // them; SetService is called before.
 type API struct {
-	keys   []string
-	pushes Service
-	log    *slog.Logger
+	cfg     Config
+	clients *clients.Registry
+	store   Store
+	pushes  Service
+	log     *slog.Logger
+	quotas  quotas
+	metrics *apiMetrics
+	stop    context.CancelFunc
+	watched sync.WaitGroup
 }
 
-// New returns the routes, open to keys (push-api-keys; none closes
-// them). Without a service (SetService) they answer 503.
-func New(keys []string, log *slog.Logger) *API {
-	return &API{keys: keys, log: log}
+// New loads the clients (push-api-keys and push-clients-file: none
+// closes the routes, 401) and returns the routes, which use store for
+// their own storage calls. Without a service (SetService) they answer
+// 503.
+func New(cfg Config, store Store, log *slog.Logger) (*API, error) {
+	reg, err := clients.Load(cfg.ClientsFile, cfg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	a := &API{cfg: cfg, clients: reg, store: store, log: log, metrics: newMetrics()}
+	a.quotas = quotas{by: map[string]*quota{}, limited: a.metrics.client}
+	if len(cfg.Keys) > 0 {
+		log.Warn("push-api-keys is kept for compatibility: each key is an admin client without quotas (key-1, key-2, ...); "+
+			"give each team a client of its own in push-clients-file (tools/cmd/pushclient mints keys)", "keys", len(cfg.Keys))
+	}
+	a.loaded()
+	return a, nil
+}
+
+// loaded takes the clients in use: their quotas and metrics, and a log
+// line naming them.
+func (a *API) loaded() {
+	set := a.clients.Clients()
+	names := make([]string, 0, set.Len())
+	for _, c := range set.List() {
+		a.quotas.of(&c)
+		names = append(names, c.Name)
+	}
+	a.log.Info("push API clients loaded", "clients", names)
 }
 
 // SetService wires the sender the routes use; call before the node
 // serves them.
 func (a *API) SetService(ps Service) { a.pushes = ps }
 
+// Start watches push-clients-file for changes until Close.
+func (a *API) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	a.watched.Add(1)
+	go func() {
+		defer a.watched.Done()
+		a.clients.Watch(ctx, a.cfg.ClientsPoll, func(err error) { a.reloaded(err, "file changed") })
+	}()
+}
+
+// Close stops watching the file.
+func (a *API) Close() {
+	if a.stop != nil {
+		a.stop()
+		a.watched.Wait()
+	}
+}
+
+// Reload reads push-clients-file again (SIGHUP); on any error the clients
+// in use stay.
+func (a *API) Reload() {
+	if !a.clients.HasFile() {
+		return
+	}
+	a.reloaded(a.clients.Reload(), "SIGHUP")
+}
+
+// reloaded logs and counts a reload's outcome.
+func (a *API) reloaded(err error, why string) {
+	if err != nil {
+		a.metrics.reloadNo.Inc()
+		a.log.Error("push API clients not reloaded", "why", why, "error", err)
+		return
+	}
+	a.metrics.reloadOK.Inc()
+	a.loaded()
+}
+
 // Route labels of the push API (autoendpoint_requests_total{route}).
 const (
-	routePost = "push_post"
-	routeGet  = "push_get"
-	routeList = "push_list"
+	routePost   = "push_post"
+	routeGet    = "push_get"
+	routeList   = "push_list"
+	routeCancel = "push_cancel"
 )
 
 // Routes lists the push API's routes.
@@ -62,6 +158,7 @@ func (a *API) Routes() []httpapi.Route {
 		{Method: http.MethodPost, Path: "/push", Label: routePost, Handle: a.handlePost},
 		{Method: http.MethodGet, Path: "/push/:id", Label: routeGet, Handle: a.handleGet},
 		{Method: http.MethodGet, Path: "/push", Label: routeList, Handle: a.handleList},
+		{Method: http.MethodDelete, Path: "/push/:id", Label: routeCancel, Handle: a.handleCancel},
 	}
 }
 
@@ -83,33 +180,40 @@ var (
 	errPushTooLarge    = errno.PayloadTooLarge.HTTPError("The request body is over 32 KiB")
 )
 
-// authorized checks the bearer key against every configured one.
-func (a *API) authorized(c *app.RequestContext) bool {
+// forbidden is the 403 of a client without scope.
+func forbidden(c *clients.Client, s clients.Scope) *errno.HTTPError {
+	return &errno.HTTPError{Status: http.StatusForbidden, Errno: errno.None,
+		Message: fmt.Sprintf("client %s has no %s scope", c.Name, s)}
+}
+
+// client returns the client whose bearer key the request carries.
+func (a *API) client(c *app.RequestContext) (clients.Client, bool) {
 	h := string(c.Request.Header.Peek("Authorization"))
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return false
+		return clients.Client{}, false
 	}
-	match := 0
-	for _, k := range a.keys {
-		match |= subtle.ConstantTimeCompare([]byte(key), []byte(k))
-	}
-	return match == 1
+	return a.clients.Clients().Lookup(key)
 }
 
-// gate answers the request when it cannot go on (no service, no or a
-// wrong key) and reports whether it may.
-func (a *API) gate(c *app.RequestContext, x httpapi.Exchange) bool {
-	if !a.authorized(c) {
+// gate answers the request when it cannot go on (no or a wrong key, no
+// scope for it, no service) and returns its client when it may.
+func (a *API) gate(c *app.RequestContext, x httpapi.Exchange, scope clients.Scope) (clients.Client, bool) {
+	cl, ok := a.client(c)
+	if !ok {
 		x.Fail(errPushAuth)
 		c.Response.Header.Set("WWW-Authenticate", `Bearer realm="push"`)
-		return false
+		return cl, false
 	}
-	if a.pushes == nil {
+	if !cl.Can(scope) {
+		x.Fail(forbidden(&cl, scope))
+		return cl, false
+	}
+	if a.pushes == nil || a.store == nil {
 		x.Fail(errPushOff)
-		return false
+		return cl, false
 	}
-	return true
+	return cl, true
 }
 
 // pushBody is the seed's POST /push body.
@@ -126,34 +230,6 @@ func str(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-func (a *API) handlePost(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
-	if !a.gate(c, x) {
-		return
-	}
-	body, err := x.ReadBody(MaxBody, errPushTooLarge)
-	if err != nil {
-		x.Fail(err)
-		return
-	}
-	req, herr := parseBody(body)
-	if herr != nil {
-		x.Fail(herr)
-		return
-	}
-	p, err2 := a.pushes.Accept(ctx, req)
-	var fe *sender.FieldError
-	switch {
-	case errors.As(err2, &fe):
-		x.Fail(httpapi.BadRequest(fe.Error()))
-		return
-	case err2 != nil:
-		a.storageError(x, "accept push", err2)
-		return
-	}
-	c.Response.Header.Set("Location", "/push/"+p.ID.String())
-	c.SetStatusCode(http.StatusCreated)
 }
 
 // parseBody decodes the seed's POST /push body: one JSON object with
@@ -179,12 +255,14 @@ func parseBody(body []byte) (sender.Request, *errno.HTTPError) {
 // (storage.ErrInvalid), by storageError's op: the sender checks the
 // fields first, so only a cursor a client made up should get here.
 var invalidMessages = map[string]string{
-	"list pushes": "cursor: not a cursor this API gave",
-	"accept push": "Invalid push",
-	"get push":    "Invalid push id",
+	"list pushes":   "cursor: not a cursor this API gave",
+	"pushes by key": "cursor: not a cursor this API gave",
+	"accept push":   "Invalid push",
+	"get push":      "Invalid push id",
+	"cancel push":   "Invalid push id",
 }
 
-// storageError answers a failed sender call: 404, 400 or 503.
+// storageError answers a failed storage call: 404, 400 or 503.
 func (a *API) storageError(x httpapi.Exchange, op string, err error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		x.Fail(errPushNotFound)
@@ -194,111 +272,18 @@ func (a *API) storageError(x httpapi.Exchange, op string, err error) {
 		// The store's text names the backend and its internals: the
 		// client gets what it can act on, the log the rest.
 		a.log.Info("push API: the store refused the request", "op", op, "error", err)
-		x.Fail(httpapi.BadRequest(invalidMessages[op]))
+		msg, ok := invalidMessages[op]
+		if !ok {
+			msg = "Invalid request"
+		}
+		x.Fail(httpapi.BadRequest(msg))
 		return
 	}
 	a.log.Warn("push API storage error", "op", op, "error", err)
 	x.Fail(errPushUnavailable)
 }
 
-func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
-	if !a.gate(c, x) {
-		return
-	}
-	id, err := uuid.Parse(c.Param("id"))
-	if err != nil {
-		x.Fail(errPushNotFound)
-		return
-	}
-	p, err := a.pushes.Get(ctx, id)
-	if err != nil {
-		a.storageError(x, "get push", err)
-		return
-	}
-	httpapi.WriteJSON(c, http.StatusOK, view(&p))
-}
-
-func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
-	if !a.gate(c, x) {
-		return
-	}
-	state := storage.PushState(c.Query("state"))
-	if !state.Valid() {
-		x.Fail(httpapi.BadRequest("state: must be one of SCHEDULED, PENDING, IN_MEMORY, RETRY, GIVEN_UP, SENT, FAILED"))
-		return
-	}
-	limit := 100
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > storage.MaxPushPage {
-			x.Fail(httpapi.BadRequest("limit: must be 1.." + strconv.Itoa(storage.MaxPushPage)))
-			return
-		}
-		limit = n
-	}
-	ps, next, err := a.pushes.List(ctx, state, c.Query("cursor"), limit)
-	if err != nil {
-		a.storageError(x, "list pushes", err)
-		return
-	}
-	out := make([]map[string]any, len(ps))
-	for i := range ps {
-		out[i] = view(&ps[i])
-	}
-	var cursor any
-	if next != "" {
-		cursor = next
-	}
-	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"pushes": out, "next": cursor})
-}
-
-// view is a push as the API shows it: the seed's field names, times
-// in RFC 3339 (UTC, ms).
-func view(p *storage.Push) map[string]any {
-	var cron any
-	if p.CronExpression != "" {
-		cron = p.CronExpression
-	}
-	attempts := make([]map[string]any, len(p.Attempts))
-	for i, a := range p.Attempts {
-		attempts[i] = map[string]any{
-			"n": a.N, "status": a.Status, "node": a.Node, "started": rfc3339(a.Started),
-			"called": nullableTime(a.Called), "millis": a.Millis,
-			"errorType": nullable(string(a.ErrorType)), "providerCode": nullableInt(a.ProviderCode),
-			"providerReason": nullable(a.ProviderReason), "providerMessage": nullable(a.ProviderMessage),
-			"cause": nullable(a.Cause), "dedupKey": nullable(a.DedupKey),
-		}
-	}
-	return map[string]any{
-		"id": p.ID.String(), "provider": p.Provider, "platform": p.Platform, "messagePrototypeKey": p.PrototypeKey,
-		"pushKey": p.PushKey, "message": p.Message, "cronExpression": cron, "state": p.State,
-		"at": rfc3339(p.At), "created": rfc3339(p.Created), "updated": rfc3339(p.Updated),
-		"attempts": attempts,
-	}
-}
-
-func rfc3339(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// nullableTime is ms in RFC 3339, or null for 0 (not happened).
-func nullableTime(ms int64) any {
-	if ms == 0 {
-		return nil
-	}
-	return rfc3339(ms)
-}
-
-func nullableInt(n int) any {
-	if n == 0 {
-		return nil
-	}
-	return n
+// storageCtx bounds one of the routes' own storage calls.
+func (a *API) storageCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.cfg.StorageTimeout)
 }

@@ -86,7 +86,8 @@ const (
 	// their TTL passed while they waited.
 	mExpired = "autosender_expired_total"
 	// mWithdrawn{provider}: pushes FAILED unsent because they were
-	// withdrawn (a bridged push's DELETE /m/{id}).
+	// withdrawn (a bridged push's DELETE /m/{id}, or a client's cancel,
+	// DELETE /push/{id}).
 	mWithdrawn = "autosender_withdrawn_total"
 	// mKeysReloads{result="ok"|"error"}: reloads of a provider's mapping.
 	mKeysReloads = "autosender_keys_reloads_total"

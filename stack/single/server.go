@@ -106,8 +106,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Run starts the server, serves until ctx is done (the main's signal),
 // then shuts down within cfg.StopTimeout(). Each SIGHUP meanwhile reloads
-// the outbound sender's prototype keys (swrve-keys-file), as autoendpoint
-// does.
+// the outbound sender's prototype keys (swrve-keys-file) and the push
+// API's clients (push-clients-file), as autoendpoint does.
 func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	for done := false; !done; {
 		select {
 		case <-hup:
-			s.st.Pushes().Reload()
+			s.st.Reload()
 		case <-ctx.Done():
 			done = true
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
@@ -131,10 +132,12 @@ func Config(t testing.TB) stack.Config {
 	cfg.API.VersionFile, cfg.API.RequestLog = "", false
 	cfg.API.ShutdownTimeout = 5 * time.Second
 	cfg.API.MetricsListen = "127.0.0.1:0"
-	// The outbound sender: its API open to PushAPIKey, its jobs quick,
+	// The outbound sender: its API open to PushAPIKey (the admin key-1)
+	// and to TeamA and TeamB (push-clients-file), its jobs quick,
 	// and its provider on loopback (StartWith points it at a fake Swrve;
 	// nothing listens on port 1).
 	cfg.API.PushAPIKeys = []string{PushAPIKey}
+	cfg.API.PushClientsFile = WriteClients(t, TeamA, TeamB)
 	cfg.Sender.SwrveConfig.URL = "http://127.0.0.1:1/push"
 	cfg.Sender.SwrveConfig.Timeout = 5 * time.Second
 	cfg.Sender.SenderConfig.Node = "stacktest"
@@ -145,8 +148,50 @@ func Config(t testing.TB) stack.Config {
 }
 
 // PushAPIKey opens the outbound sender's API of a test stack
-// (Authorization: Bearer PushAPIKey).
+// (Authorization: Bearer PushAPIKey): push-api-keys' admin client key-1.
 const PushAPIKey = "stacktest-push-api-key"
+
+// PushClient is a client of a test stack's push API with its key.
+type PushClient struct {
+	clients.Client
+	Key string
+}
+
+// The clients of a test stack's push-clients-file: two teams that may
+// send and read their own pushes, TeamA with quotas far above what a test
+// posts (so that its quota metrics are served), TeamB without.
+var (
+	TeamA = PushClient{clients.Client{Name: "team-a", KeyHash: clients.Hash("stacktest-team-a-key"),
+		Scopes: []clients.Scope{clients.Send, clients.Read}, Rate: 1000, Outstanding: 10000}, "stacktest-team-a-key"}
+	TeamB = PushClient{clients.Client{Name: "team-b", KeyHash: clients.Hash("stacktest-team-b-key"),
+		Scopes: []clients.Scope{clients.Send, clients.Read}}, "stacktest-team-b-key"}
+)
+
+// WriteClients writes a push-clients-file of cs in a new directory and
+// returns its path.
+func WriteClients(t testing.TB, cs ...PushClient) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "push-clients.yaml")
+	ReplaceClients(t, path, cs...)
+	return path
+}
+
+// ReplaceClients replaces the push-clients-file at path with one of cs,
+// by renaming a new file over it as a deployment tool does (a poll never
+// reads half a file).
+func ReplaceClients(t testing.TB, path string, cs ...PushClient) {
+	t.Helper()
+	text := "clients:\n"
+	for _, c := range cs {
+		text += clients.Entry(c.Client)
+	}
+	if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // PushPrototype is the message prototype a test stack's Swrve keys map
 // (on IOS and ANDROID); any other fails with MESSAGE_PROTOTYPE_KEY.

@@ -20,7 +20,7 @@ import (
 // messages) hold that user's stripe of locks; plain inserts and deletes of
 // timestamp messages and channels take none. Every call holds mu for
 // reading so Close cannot pull the database out from under it. Lock order:
-// mu, then one stripe; never two stripes.
+// mu, then one stripe, rateMu or claimMu; never two of those.
 type Store struct {
 	cfg     Config
 	db      *pebble.DB
@@ -29,10 +29,11 @@ type Store struct {
 	mu      sync.RWMutex
 	closed  bool
 	stripes [256]sync.Mutex
-	// rateMu serializes the rate shares' compare-and-set (rateshares.go).
-	rateMu sync.Mutex
-	stop   chan struct{}
-	swept  sync.WaitGroup
+	// rateMu serializes the rate shares' compare-and-set (rateshares.go),
+	// claimMu the idempotency claims' (idempotency.go).
+	rateMu, claimMu sync.Mutex
+	stop            chan struct{}
+	swept           sync.WaitGroup
 	// closeOnce makes Close idempotent.
 	closeOnce sync.Once
 }

@@ -20,6 +20,7 @@ import (
 //	'p' id                       -> push (JSON, attempt log included)
 //	's' state(1) at(8) id        -> state index entry (empty value)
 //
+// and the push API's indexes by key and of open pushes (pushindex.go),
 // plus an 'x' expiry entry for pushes written with a TTL (final states).
 // The state index is ordered by (state, At), so the due pushes of a state
 // are one bounded range read from its start.
@@ -76,12 +77,14 @@ func putPush(b *pebble.Batch, p *storage.Push) error {
 	}
 	b.Set(pushKey(p.ID), v, nil)
 	b.Set(stateKey(p.State, p.At, p.ID), nil, nil)
+	putIndexes(b, p)
 	return nil
 }
 
 // dropPush adds the deletes of a stored push to b.
 func dropPush(b *pebble.Batch, r *pushRecord) {
 	b.Delete(stateKey(r.State, r.At, r.ID), nil)
+	dropIndexes(b, &r.Push)
 	if r.ExpiresAt > 0 {
 		b.Delete(expiryKey(r.ExpiresAt, pushKey(r.ID)), nil)
 	}

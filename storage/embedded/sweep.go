@@ -76,9 +76,12 @@ func (s *Store) sweepOnce(now time.Time) (int, error) {
 // still there and still expired (a topic replacement or a reconnect moved
 // its expiry and wrote a new entry).
 func (s *Store) expire(entry []byte, now time.Time) error {
-	_, key, ok := splitExpiry(entry)
+	at, key, ok := splitExpiry(entry)
 	if !ok {
 		return s.db.Delete(entry, pebble.NoSync)
+	}
+	if key[0] == prefixClaim {
+		return s.expireClaim(key, entry, at, now)
 	}
 	uaid, ok := uaidOf(key)
 	if !ok {

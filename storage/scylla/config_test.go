@@ -123,6 +123,9 @@ func TestSchemaStatements(t *testing.T) {
 		"ALTER TABLE ks.push ADD client text",
 		"CREATE TABLE IF NOT EXISTS ks.push_state (",
 		"CREATE TABLE IF NOT EXISTS ks.sender_rate (",
+		"CREATE TABLE IF NOT EXISTS ks.push_by_key (",
+		"CREATE TABLE IF NOT EXISTS ks.push_open (",
+		"CREATE TABLE IF NOT EXISTS ks.push_idempotency (",
 	}
 	if len(stmts) != len(want) {
 		t.Fatalf("%d statements, want %d:\n%s", len(stmts), len(want), strings.Join(stmts, "\n---\n"))

@@ -94,8 +94,10 @@ func (s *Store) delIndex(ctx context.Context, state storage.PushState, at int64,
 	return s.query(ctx, qIndexDel, string(state), pushShard(id), at, uuidArg(id)).Exec()
 }
 
-// SavePush implements storage.PushStore: the index entry, then the push,
-// both plain writes (idempotent: the driver may retry them). 2 RT.
+// SavePush implements storage.PushStore: the state index entry and the
+// by-key entries (in parallel), then the push, then its open entry
+// (pushindex.go), all plain writes (idempotent: the driver may retry
+// them). 3 RT.
 func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
 	if err := storage.ValidatePush(&p); err != nil {
 		return fmt.Errorf("scylla: save push: %w", err)
@@ -110,11 +112,22 @@ func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
 	if err != nil {
 		return fmt.Errorf("scylla: save push: %w", err)
 	}
-	if err := s.addIndex(ctx, &p); err != nil {
+	err = each(2, func(i int) error {
+		if i == 0 {
+			return s.addIndex(ctx, &p)
+		}
+		return s.putByKey(ctx, &p)
+	})
+	if err != nil {
 		return wrap("save push: index", err)
 	}
 	if err := s.query(ctx, qSavePush, append(args, uuidArg(p.ID))...).Exec(); err != nil {
 		return wrap("save push", err)
+	}
+	if !p.State.Final() {
+		if err := s.putOpen(ctx, &p); err != nil {
+			return wrap("save push: open index", err)
+		}
 	}
 	return nil
 }
@@ -175,7 +188,9 @@ func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consiste
 // UpdatePush implements storage.PushStore: the new index entry first, then
 // the LWT, then the old entry's delete, so a crash between the steps leaves
 // a stale entry (skipped by readers), never a push its state's index does
-// not list. 3 RT when the state or At changes, else 1.
+// not list. 3 RT when the state or At changes, else 1. A push it makes
+// final also leaves its open index before the LWT (1 RT more), and its
+// by-key entries take its TTL after it (1 RT more, pushindex.go).
 func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage.Push) error {
 	if err := storage.ValidatePush(&next); err != nil {
 		return fmt.Errorf("scylla: update push: %w", err)
@@ -194,6 +209,17 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 	if moved {
 		if err := s.addIndex(ctx, &next); err != nil {
 			return wrap("update push: index", err)
+		}
+	}
+	// A push leaves the open index before it is final, never after: a
+	// crash between leaves it uncounted, not a finished push counted.
+	finishing := !prev.State.Final() && next.State.Final()
+	if finishing {
+		if err := s.delOpen(ctx, prev); err != nil {
+			if moved {
+				_ = s.delIndex(ctx, next.State, next.At, next.ID)
+			}
+			return wrap("update push: open index", err)
 		}
 	}
 	var cur *int64
@@ -215,16 +241,29 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 			// Ours alone; readers would skip it anyway (see DuePushes).
 			_ = s.delIndex(ctx, next.State, next.At, next.ID)
 		}
+		if finishing {
+			// Counted again unless another write finished it (rare: a
+			// withdrawal racing the send's outcome).
+			if p, found, err := s.readPush(ctx, prev.ID, gocql.LocalSerial); err == nil && found && !p.State.Final() {
+				_ = s.putOpen(ctx, &p)
+			}
+		}
 		if cur == nil {
 			return fmt.Errorf("scylla: update push %s: %w", next.ID, storage.ErrNotFound)
 		}
 		return fmt.Errorf("scylla: update push %s: version %d, not %d: %w", next.ID, *cur, prev.Version, storage.ErrConflict)
 	}
+	// The push is updated: what follows only tidies its indexes. An old
+	// state entry left behind is merely stale; by-key entries left
+	// without the TTL are skipped once the push is gone.
 	if moved && (prev.State != next.State || prev.At != next.At) {
-		if err := s.delIndex(ctx, prev.State, prev.At, prev.ID); err != nil {
-			// The push is updated; the old entry is merely stale now.
-			return nil
-		}
+		_ = s.delIndex(ctx, prev.State, prev.At, prev.ID)
+	}
+	if next.TTL != prev.TTL {
+		_ = s.putByKey(ctx, &next)
+	}
+	if prev.State.Final() && !next.State.Final() {
+		_ = s.putOpen(ctx, &next)
 	}
 	return nil
 }

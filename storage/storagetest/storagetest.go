@@ -59,6 +59,14 @@ func Run(t *testing.T, h Harness) {
 		{"PushTTLExpiry", testPushTTL},
 		{"PushInvalidInputRejected", testPushInvalid},
 		{"PushClosedStoreUnavailable", testPushClosed},
+		// The push API's storage (tenancy.go).
+		{"PushesByKey", testPushesByKey},
+		{"PushesByKeyExpire", testPushesByKeyExpire},
+		{"CountOpen", testCountOpen},
+		{"CountOpenUneven", testCountOpenUneven},
+		{"IdempotencyKeys", testIdempotencyKeys},
+		{"IdempotencyKeysOneWinner", testIdempotencyOneWinner},
+		{"TenancyClosedStoreUnavailable", testTenancyClosed},
 		// The sender's rate shares (rateshares.go).
 		{"RateSharesCompareAndSet", testRateShares},
 		{"RateSharesOneWinner", testRateSharesOneWinner},

@@ -80,7 +80,8 @@ func run() error {
 	if err := pushes.Start(); err != nil {
 		return err
 	}
-	sig.Wait(log, pushes.Reload) // SIGHUP: the provider's prototype keys
+	// SIGHUP: the provider's prototype keys and the push API's clients.
+	sig.Wait(log, func() { pushes.Reload(); srv.Reload() })
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+cfg.ShutdownTimeout/2)
 	defer cancel()
 	err = srv.Shutdown(ctx)

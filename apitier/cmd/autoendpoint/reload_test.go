@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/proc"
@@ -96,17 +97,7 @@ func TestSIGHUPReloadsKeys(t *testing.T) {
 		}
 		return got.PushKey
 	}
-	reloads := func(result string) float64 {
-		t.Helper()
-		m, err := promtext.Scrape(context.Background(), nil, "http://"+p.Field("metrics")+"/metrics")
-		et.Must(t, err, "scrape /metrics")
-		return m[`autosender_keys_reloads_total{result="`+result+`"}`]
-	}
-	hangUp := func(result string, want float64) {
-		t.Helper()
-		et.Must(t, p.Signal(syscall.SIGHUP), "SIGHUP")
-		et.Eventually(t, et.Patience, "SIGHUP counts a reload "+result, func() bool { return reloads(result) == want })
-	}
+	reloads, hangUp := reloadCounter(t, p, "autosender_keys_reloads_total")
 
 	if k := push("u1"); k != "k1" {
 		t.Fatalf("push_key %q, want k1", k)
@@ -127,4 +118,80 @@ func TestSIGHUPReloadsKeys(t *testing.T) {
 	if got := reloads("ok"); got != 1 {
 		t.Errorf("reloads{ok} = %v, want 1", got)
 	}
+}
+
+// TestSIGHUPReloadsClients: SIGHUP makes autoendpoint re-read
+// push-clients-file (-push-clients-poll 0: only the signal does). A new
+// client's key opens the push API, a removed one's no longer does; a bad
+// file is logged and counted in
+// autoendpoint_push_clients_reloads_total{result="error"}, and the
+// clients in use stay. Every wait is on /metrics.
+func TestSIGHUPReloadsClients(t *testing.T) {
+	dir, bin, fake := binaryAndFake(t)
+	path := filepath.Join(dir, "clients.yaml")
+	write := func(content string) {
+		t.Helper()
+		et.Must(t, os.WriteFile(path+".new", []byte(content), 0o600), "write")
+		et.Must(t, os.Rename(path+".new", path), "rename")
+	}
+	entry := func(name string) string {
+		return clients.Entry(clients.Client{Name: name, KeyHash: clients.Hash(name + "-key"), Scopes: []clients.Scope{clients.Read}})
+	}
+	write("clients:\n" + entry("first"))
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
+		"-crypto-key", "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4=", "-node-secret", "reload-test-secret",
+		"-push-clients-file", path, "-push-clients-poll", "0s",
+		"-sender-node", "reload-node", "-swrve-url", fake.URL(), "-request-log=false")
+	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: "autoendpoint started"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(30 * time.Second)
+	opens := func(key string) bool {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+p.Field("listen")+"/push?state=SENT", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		et.Must(t, err, "GET /push")
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	_, hangUp := reloadCounter(t, p, "autoendpoint_push_clients_reloads_total")
+	if !opens("first-key") || opens("second-key") {
+		t.Fatal("the clients at start")
+	}
+	write("clients:\n" + entry("second"))
+	if !opens("first-key") || opens("second-key") {
+		t.Fatal("the file was read again without SIGHUP (poll 0)")
+	}
+	hangUp("ok", 1)
+	if opens("first-key") || !opens("second-key") {
+		t.Fatal("after SIGHUP: the new file's clients are not the ones in use")
+	}
+	write("clients:\n  second: {scopes: [read]}\n")
+	hangUp("error", 1)
+	if !opens("second-key") {
+		t.Fatal("a bad file dropped the clients in use")
+	}
+	if out := string(p.Output()); !strings.Contains(out, "push API clients not reloaded") {
+		t.Errorf("the bad file's reload is not logged:\n%s", p.Tail())
+	}
+}
+
+// reloadCounter returns the value of the counter family{result} on the
+// process's /metrics, and hangUp, which sends SIGHUP and waits until
+// family{result} is want.
+func reloadCounter(t *testing.T, p *proc.Proc, family string) (reloads func(result string) float64, hangUp func(result string, want float64)) {
+	reloads = func(result string) float64 {
+		t.Helper()
+		m, err := promtext.Scrape(context.Background(), nil, "http://"+p.Field("metrics")+"/metrics")
+		et.Must(t, err, "scrape /metrics")
+		return m[family+`{result="`+result+`"}`]
+	}
+	hangUp = func(result string, want float64) {
+		t.Helper()
+		et.Must(t, p.Signal(syscall.SIGHUP), "SIGHUP")
+		et.Eventually(t, et.Patience, "SIGHUP counts a reload "+result, func() bool { return reloads(result) == want })
+	}
+	return reloads, hangUp
 }

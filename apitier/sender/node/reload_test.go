@@ -142,7 +142,7 @@ func TestKeysFileReloadsOnChange(t *testing.T) {
 	if k := n.sendsWith(t, "u3"); k != "key-two" {
 		t.Fatalf("after a bad file: push_key %q, want the previous mapping's key-two", k)
 	}
-	if !strings.Contains(n.logs.String(), "swrve keys not reloaded") || !strings.Contains(n.logs.String(), "previous mapping stays in use") {
+	if !strings.Contains(n.logs.String(), "swrve keys not reloaded") || !strings.Contains(n.logs.String(), "content in use stays") {
 		t.Errorf("the bad file is not logged:\n%s", n.logs.String())
 	}
 	writeKeys(t, n.keys, keysFor("key-number-three"))

@@ -34,7 +34,7 @@ func TestKeysBadFileKeepsMapping(t *testing.T) {
 	if !k.Changed() {
 		t.Fatal("a new file is not seen")
 	}
-	if _, err := k.Reload(); err == nil || !strings.Contains(err.Error(), "previous mapping stays in use") {
+	if _, err := k.Reload(); err == nil || !strings.Contains(err.Error(), "content in use stays") {
 		t.Fatalf("bad file: %v", err)
 	}
 	if key, ok := k.Lookup("Hello", "IOS"); !ok || key != "k1" {

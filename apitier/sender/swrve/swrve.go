@@ -206,28 +206,15 @@ func classify(status int, retryAfter string, body []byte, now time.Time) provide
 func parseRetryAfter(v string, now time.Time) time.Duration { return provider.ParseRetryAfter(v, now) }
 
 // Watch reloads the keys file every poll interval when it changed, until
-// ctx ends; each outcome goes to observe (nil error: reloaded).
+// ctx ends; each outcome is logged and goes to observe (nil error:
+// reloaded).
 func Watch(ctx context.Context, keys *Keys, poll time.Duration, log *slog.Logger, observe func(error)) {
-	if poll <= 0 || keys.path == "" {
-		return
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !keys.Changed() {
-				continue
-			}
-			_, err := keys.Reload()
-			ReportReload(log, keys, err, "file changed")
-			if observe != nil {
-				observe(err)
-			}
+	keys.Watch(ctx, poll, func(err error) {
+		ReportReload(log, keys, err, "file changed")
+		if observe != nil {
+			observe(err)
 		}
-	}
+	})
 }
 
 // ReportReload logs the outcome of a reload.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
@@ -212,6 +213,7 @@ type probeRun struct {
 // which answers only megaphone-api-token) and the tokens of the publish
 // route (broadcast-tokens, broadcast-reader-tokens).
 const (
+	probeClientKey      = "probe-client-key" // push-clients-file's client
 	probeMegaphoneToken = "probe-megaphone-token"
 	probeMegaphoneID    = "probe/megaphone"
 	probeMegaphoneVer   = "v7"
@@ -244,6 +246,9 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 	swrveKeys := filepath.Join(r.dir, "swrve-keys.yaml")
 	et.Must(t, os.WriteFile(swrveKeys, []byte("swrve:\n  messagePrototypePushKeys:\n    Probe:\n      IOS: k-ios\n"), 0o600), "keys file")
 	fcmApps, apnsApps, apnsCA := probeBridges(t, r.dir)
+	pushClients := filepath.Join(r.dir, "push-clients.yaml")
+	et.Must(t, os.WriteFile(pushClients, []byte("clients:\n"+clients.Entry(clients.Client{Name: "probe-client",
+		KeyHash: clients.Hash(probeClientKey), Scopes: []clients.Scope{clients.Read}})), 0o600), "push clients file")
 	ws, node, api := et.FreeAddr(t), et.FreeAddr(t), et.FreeAddr(t)
 	secret := make([]byte, 16)
 	rand.Read(secret)
@@ -267,6 +272,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		// Settings the outbound sender and broadcasts add to the tiers
 		// (unused until they are there).
 		"push-api-keys":           "probe-key-1,probe-key-2",
+		"push-clients-file":       pushClients,
 		"bridge-auth-keys":        "probe-bridge-auth-key-1,probe-bridge-auth-key-2",
 		"sender-node":             "probe-node",
 		"sender-time-zone":        "Europe/Paris",
@@ -517,6 +523,12 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 		}
 	}
 	r.checkBroadcasts(t)
+	// The push API takes push-api-keys' keys and push-clients-file's.
+	for _, key := range []string{"probe-key-2", probeClientKey} {
+		if code, body := get(t, v["endpoint-url"]+"/push?state=SENT", key); code != 200 {
+			t.Errorf("GET /push with %s: %d %s", key, code, body)
+		}
+	}
 	r.checkMsgLimit(t, c, uaid, chid, endpoint)
 }
 

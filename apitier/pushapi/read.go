@@ -1,0 +1,214 @@
+package pushapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudwego/hertz/pkg/app"
+	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/apitier/httpapi"
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// What a client sees (docs/sender.md, "Clients"): its own pushes; an
+// admin every push, the bridged ones included (a WebPush notification to
+// an FCM or APNs phone, whose pushKey is the phone's device token), with
+// the device token masked unless it asks ?reveal=pushKey. A push of no
+// client (Client "": bridged, or of a key before clients) is an admin's
+// only.
+
+// visible reports whether cl may see p.
+func visible(cl *clients.Client, p *storage.Push) bool {
+	return cl.Can(clients.Admin) || p.Client != "" && p.Client == cl.Name
+}
+
+// reveal reads ?reveal=: "" or "pushKey" (an admin's only).
+func reveal(c *app.RequestContext, cl *clients.Client) (bool, *errno.HTTPError) {
+	switch v := c.Query("reveal"); {
+	case v == "":
+		return false, nil
+	case v != "pushKey":
+		return false, httpapi.BadRequest("reveal: only pushKey can be revealed")
+	case !cl.Can(clients.Admin):
+		return false, forbidden(cl, clients.Admin)
+	}
+	return true, nil
+}
+
+// maskToken hides a device token but its first and last 4 characters;
+// one of 16 or fewer characters is hidden whole.
+func maskToken(t string) string {
+	if len(t) <= 16 {
+		return strings.Repeat("*", len(t))
+	}
+	return t[:4] + strings.Repeat("*", len(t)-8) + t[len(t)-4:]
+}
+
+// readGate is gate for the read routes, with ?reveal=.
+func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange) (clients.Client, bool, bool) {
+	cl, ok := a.gate(c, x, clients.Read)
+	if !ok {
+		return cl, false, false
+	}
+	show, herr := reveal(c, &cl)
+	if herr != nil {
+		x.Fail(herr)
+		return cl, false, false
+	}
+	return cl, show, true
+}
+
+// getOwn reads push id for cl: 404 (answered) when it is not there, or
+// not cl's to see.
+func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client, idText, op string) (storage.Push, bool) {
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		x.Fail(errPushNotFound)
+		return storage.Push{}, false
+	}
+	p, err := a.pushes.Get(ctx, id)
+	if err != nil {
+		a.storageError(x, op, err)
+		return storage.Push{}, false
+	}
+	if !visible(cl, &p) {
+		x.Fail(errPushNotFound) // another's: as if there were none
+		return storage.Push{}, false
+	}
+	return p, true
+}
+
+func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	cl, show, ok := a.readGate(c, x)
+	if !ok {
+		return
+	}
+	if p, ok := a.getOwn(ctx, x, &cl, c.Param("id"), "get push"); ok {
+		httpapi.WriteJSON(c, http.StatusOK, view(&p, show))
+	}
+}
+
+// handleList pages through the pushes in a state (?state=) or to a
+// device key (?pushKey=), the client's own only. The store lists a state
+// for every client, so a page may hold fewer than limit of the client's
+// pushes (none, even) while next still pages on.
+func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	cl, show, ok := a.readGate(c, x)
+	if !ok {
+		return
+	}
+	state, pushKey := storage.PushState(c.Query("state")), c.Query("pushKey")
+	switch {
+	case state != "" && pushKey != "":
+		x.Fail(httpapi.BadRequest("give state or pushKey, not both"))
+		return
+	case pushKey == "" && !state.Valid():
+		x.Fail(httpapi.BadRequest("state: must be one of SCHEDULED, PENDING, IN_MEMORY, RETRY, GIVEN_UP, SENT, FAILED (or give pushKey)"))
+		return
+	case len(pushKey) > storage.MaxPushField:
+		x.Fail(httpapi.BadRequest("pushKey: must be at most " + strconv.Itoa(storage.MaxPushField) + " bytes"))
+		return
+	}
+	limit := 100
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > storage.MaxPushPage {
+			x.Fail(httpapi.BadRequest("limit: must be 1.." + strconv.Itoa(storage.MaxPushPage)))
+			return
+		}
+		limit = n
+	}
+	var ps []storage.Push
+	var next string
+	var err error
+	op := "list pushes"
+	if pushKey != "" {
+		op = "pushes by key"
+		owner := cl.Name
+		if cl.Can(clients.Admin) {
+			owner = storage.AllClients
+		}
+		sctx, cancel := a.storageCtx(ctx)
+		ps, next, err = a.store.PushesByKey(sctx, owner, pushKey, c.Query("cursor"), limit)
+		cancel()
+	} else {
+		ps, next, err = a.pushes.List(ctx, state, c.Query("cursor"), limit)
+	}
+	if err != nil {
+		a.storageError(x, op, err)
+		return
+	}
+	out := make([]map[string]any, 0, len(ps))
+	for i := range ps {
+		if visible(&cl, &ps[i]) {
+			out = append(out, view(&ps[i], show))
+		}
+	}
+	var cursor any
+	if next != "" {
+		cursor = next
+	}
+	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"pushes": out, "next": cursor})
+}
+
+// view is a push as the API shows it: the seed's field names, times
+// in RFC 3339 (UTC, ms); a bridged push's device token masked unless
+// showToken.
+func view(p *storage.Push, showToken bool) map[string]any {
+	var cron any
+	if p.CronExpression != "" {
+		cron = p.CronExpression
+	}
+	attempts := make([]map[string]any, len(p.Attempts))
+	for i, a := range p.Attempts {
+		attempts[i] = map[string]any{
+			"n": a.N, "status": a.Status, "node": a.Node, "started": rfc3339(a.Started),
+			"called": nullableTime(a.Called), "millis": a.Millis,
+			"errorType": nullable(string(a.ErrorType)), "providerCode": nullableInt(a.ProviderCode),
+			"providerReason": nullable(a.ProviderReason), "providerMessage": nullable(a.ProviderMessage),
+			"cause": nullable(a.Cause), "dedupKey": nullable(a.DedupKey),
+		}
+	}
+	pushKey := p.PushKey
+	if p.Bridge != nil && !showToken {
+		pushKey = maskToken(pushKey)
+	}
+	return map[string]any{
+		"id": p.ID.String(), "provider": p.Provider, "platform": p.Platform, "messagePrototypeKey": p.PrototypeKey,
+		"pushKey": pushKey, "message": p.Message, "cronExpression": cron, "state": p.State,
+		"at": rfc3339(p.At), "created": rfc3339(p.Created), "updated": rfc3339(p.Updated),
+		"client": nullable(p.Client), "attempts": attempts,
+	}
+}
+
+func rfc3339(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullableTime is ms in RFC 3339, or null for 0 (not happened).
+func nullableTime(ms int64) any {
+	if ms == 0 {
+		return nil
+	}
+	return rfc3339(ms)
+}
+
+func nullableInt(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
