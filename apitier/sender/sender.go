@@ -295,11 +295,11 @@ func validateBridge(r *Request) error {
 }
 
 // Accept validates r, stores the push durably and queues it when it is
-// immediate and its queue has room (IN_MEMORY), else leaves it PENDING
-// (or SCHEDULED for its cron window). The push is stored before Accept
-// returns; on a storage error nothing is queued and the error wraps
-// storage.ErrUnavailable (or another storage kind). A *FieldError means
-// r broke a rule and nothing was stored.
+// immediate and its queue has room within r.Client's share (IN_MEMORY),
+// else leaves it PENDING (or SCHEDULED for its cron window). The push is
+// stored before Accept returns; on a storage error nothing is queued and
+// the error wraps storage.ErrUnavailable (or another storage kind). A
+// *FieldError means r broke a rule and nothing was stored.
 func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	start := time.Now()
 	due, err := s.validate(&r, start)
@@ -323,7 +323,7 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	switch {
 	case r.CronExpression != "":
 		p.State, p.At = storage.PushScheduled, due.UnixMilli()
-	case l.reserve():
+	case l.reserve(r.Client) == slotTaken:
 		queued = true
 		p.State, p.Owner, p.At = storage.PushInMemory, s.node, start.Add(s.cfg.Lease).UnixMilli()
 	default:
@@ -333,7 +333,7 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	defer cancel()
 	if err := s.store.SavePush(sctx, p); err != nil {
 		if queued {
-			l.release()
+			l.release(r.Client)
 		}
 		s.m.storageError(stageReceive)
 		return storage.Push{}, fmt.Errorf("sender: accept: %w", err)
