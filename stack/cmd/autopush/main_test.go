@@ -272,6 +272,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"sender-time-zone":        "Europe/Paris",
 		"swrve-url":               "http://127.0.0.1:9/swrve",
 		"swrve-keys-file":         swrveKeys,
+		"log-provider-file":       filepath.Join(r.dir, "pushes.log"),
 		"fcm-apps":                fcmApps,
 		"fcm-url":                 "http://127.0.0.1:9/fcm",
 		"apns-apps":               apnsApps,
