@@ -14,10 +14,11 @@ BENCHTIME ?= 1s
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API :8082; a dev key kept in ./data)
+run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API :8082; dev keys kept in ./data; pushes recorded in ./data/pushes.log)
 	$(GO) run ./stack/cmd/autopush -connect-listen 127.0.0.1:8080 -router-listen 127.0.0.1:8081 \
 	  -endpoint-listen 127.0.0.1:8082 -endpoint-url http://127.0.0.1:8082 \
-	  -data-dir ./data/store -crypto-key-file ./data/crypto_key -drain-window 1s
+	  -data-dir ./data/store -crypto-key-file ./data/crypto_key -drain-window 1s \
+	  -push-api-key-file ./data/push_api_key -log-provider-file ./data/pushes.log
 
 build: ## compile every package and binary
 	$(GO) build ./...
