@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench bridge-bench drain-loop
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench sender-flood bridge-bench drain-loop
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -61,6 +61,10 @@ drain-loop: ## SIGTERM the single-node server while pushes and acks flow, restar
 
 sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s against a fake Swrve with the seed's latency; report in loadtest/out (~4 min)
 	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLAGS)
+
+SENDER_FLOOD_FLAGS ?= -clients 3 -client-rate 5 -push-rate 500 -duration 40s -measure 40s
+sender-flood: ## the flood run: three push API clients, the first posting 500/s (twice the pace), the others 5/s each; each client's 429s, SENT and POST-to-provider latency (docs/benchmarks.md; ~3 min)
+	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLOOD_FLAGS)
 
 bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones at 500/s for 80 s, FCM paced at 250/s under a 300/s limit against a fake FCM (~3 min)
 	$(GO) run ./loadtest/cmd/loadtest sender -provider fcm -provider-latency 80ms -average-latency 500ms $(BRIDGE_FLAGS)
