@@ -9,15 +9,16 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench bridge-bench drain-loop
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench sender-flood bridge-bench drain-loop
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API :8082; a dev key kept in ./data)
+run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API :8082; dev keys kept in ./data; pushes recorded in ./data/pushes.log)
 	$(GO) run ./stack/cmd/autopush -connect-listen 127.0.0.1:8080 -router-listen 127.0.0.1:8081 \
 	  -endpoint-listen 127.0.0.1:8082 -endpoint-url http://127.0.0.1:8082 \
-	  -data-dir ./data/store -crypto-key-file ./data/crypto_key -drain-window 1s
+	  -data-dir ./data/store -crypto-key-file ./data/crypto_key -drain-window 1s \
+	  -push-api-key-file ./data/push_api_key -log-provider-file ./data/pushes.log
 
 build: ## compile every package and binary
 	$(GO) build ./...
@@ -60,6 +61,10 @@ drain-loop: ## SIGTERM the single-node server while pushes and acks flow, restar
 
 sender-bench: ## load test the outbound sender: POST /push at 500/s for 80 s against a fake Swrve with the seed's latency; report in loadtest/out (~4 min)
 	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLAGS)
+
+SENDER_FLOOD_FLAGS ?= -clients 3 -client-rate 5 -push-rate 500 -duration 40s -measure 40s
+sender-flood: ## the flood run: three push API clients, the first posting 500/s (twice the pace), the others 5/s each; each client's 429s, SENT and POST-to-provider latency (docs/benchmarks.md; ~3 min)
+	$(GO) run ./loadtest/cmd/loadtest sender $(SENDER_FLOOD_FLAGS)
 
 bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones at 500/s for 80 s, FCM paced at 250/s under a 300/s limit against a fake FCM (~3 min)
 	$(GO) run ./loadtest/cmd/loadtest sender -provider fcm -provider-latency 80ms -average-latency 500ms $(BRIDGE_FLAGS)

@@ -92,6 +92,7 @@ func TestPushAPIMatchesAnswers(t *testing.T) {
 	api.check("bad platform", request(t, "POST", base+"/push", []byte(`{"platform":"WEB","messagePrototypeKey":"Hello","pushKey":"ok","message":"m"}`), auth...), 400)
 	api.check("bad cron", request(t, "POST", base+"/push", []byte(`{"platform":"IOS","messagePrototypeKey":"Hello","pushKey":"ok","message":"m","cronExpression":"soon"}`), auth...), 400)
 	api.check("not JSON", request(t, "POST", base+"/push", []byte(`{`), auth...), 400)
+	api.check("unmapped prototype", request(t, "POST", base+"/push", []byte(`{"platform":"ANDROID","messagePrototypeKey":"Goodbye","pushKey":"ok","message":"m"}`), auth...), 400)
 
 	req := request(t, "POST", base+"/push", body, auth...)
 	resp, err := httpDo(req)

@@ -120,7 +120,7 @@ var rules = []rule{
 	// beside it by the binaries.
 	// (apitier/sender/apns/alert, the "aps" rules, is no client.)
 	{from: "apitier", except: []string{"apitier/sender"}, banned: []string{"apitier/sender/node", "apitier/sender/swrve",
-		"apitier/sender/fcm"}, only: []string{"apitier/sender/apns"},
+		"apitier/sender/fcm", "apitier/sender/logprovider"}, only: []string{"apitier/sender/apns"},
 		why: "the HTTP tier does not link the provider clients; the binaries compose the sender's config and node"},
 }
 

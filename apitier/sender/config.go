@@ -22,7 +22,8 @@ type Config struct {
 	// node's wait until they expire. Default "" (the host name).
 	Node string `conf:"sender-node" help:"this sender node's name in leases (unique, stable across restarts; default: host name)"`
 	// QueueCapacity bounds each provider's queue (push.queue.capacity).
-	// Default 10000.
+	// A client holds at most its share of it: half while it is alone
+	// (docs/sender.md, "Fairness between clients"). Default 10000.
 	QueueCapacity int `conf:"sender-queue-capacity" help:"pushes each provider's queue holds"`
 	// RetryDelay is the wait after a retryable error before the next try
 	// (push.retry.delayInSeconds); a provider's longer Retry-After wins.

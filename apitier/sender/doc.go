@@ -4,7 +4,9 @@
 // each provider allows, retrying when the provider says so, with every
 // state and attempt recorded through storage.PushStore.
 //
-// The pipeline, per provider (lane.go): a bounded queue, one reader that
+// The pipeline, per provider (lane.go): a bounded queue, fair between the
+// push API's clients (queue.go: a line per client, read in turn, each
+// client within its share of the slots), one reader that
 // starts a send no sooner than the provider's minimum delay after the
 // previous one, and a bounded pool of concurrent sends (the seed's
 // averageProcessingMillis / delayMillis) where the reader sends itself

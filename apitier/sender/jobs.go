@@ -30,7 +30,8 @@ func (s *Sender) loop(name string, start, interval time.Duration, fn func(contex
 // sendScheduled is the seed's SendScheduledJob: it queues up to a portion
 // of due pushes: SCHEDULED ones whose window came, RETRY ones whose delay
 // passed, and IN_MEMORY ones whose node's lease expired (the node died or
-// stalled: taken over). It stops as soon as a queue is full.
+// stalled: taken over). It stops as soon as a queue is full, and skips
+// the pushes of a client that holds its share of the queue.
 func (s *Sender) sendScheduled(ctx context.Context) {
 	left := s.portion(s.cfg.ScheduledPortion)
 	states := []storage.PushState{storage.PushScheduled, storage.PushRetry}
@@ -51,7 +52,8 @@ func (s *Sender) sendScheduled(ctx context.Context) {
 }
 
 // sendPending is the seed's SendPendingJob: it queues up to a portion of
-// PENDING pushes, stopping as soon as a queue is full.
+// PENDING pushes, stopping as soon as a queue is full, skipping a client's
+// that holds its share.
 func (s *Sender) sendPending(ctx context.Context) {
 	s.claimDue(ctx, jobPending, storage.PushPending, s.portion(s.cfg.PendingPortion))
 }
@@ -71,8 +73,11 @@ func (s *Sender) portion(n int) int {
 	return (n*most + shareParts - 1) / shareParts
 }
 
-// claimDue reads up to limit due pushes of state and queues each it can
-// claim. It returns how many it read and whether a queue was full.
+// claimDue reads up to limit due pushes of state, oldest first, and
+// queues each it can claim. A push whose client holds its share of the
+// queue is skipped, not waited for: the other clients' pushes read in
+// the same run are still queued (docs/sender.md, "Fairness"). It returns
+// how many it read and whether a queue was full.
 func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushState, limit int) (int, bool) {
 	if limit <= 0 {
 		return 0, false
@@ -99,7 +104,10 @@ func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushSta
 		if l == nil {
 			continue
 		}
-		if !l.reserve() {
+		if got := l.reserve(ps[i].Client); got != slotTaken {
+			if got == shareFull {
+				continue
+			}
 			full = true
 			break
 		}
@@ -125,7 +133,7 @@ func (s *Sender) claim(job string, p *storage.Push) bool {
 	if l == nil {
 		return true
 	}
-	if !l.reserveSlot() { // recovery runs before the queue opens
+	if !l.reserveSlot(p.Client) { // recovery runs before the queue opens
 		return false
 	}
 	s.claimReserved(job, l, p)
@@ -140,7 +148,7 @@ func (s *Sender) claimReserved(job string, l *lane, p *storage.Push) {
 	next.Owner = s.node
 	queue := s.interrupted(l, &next, now)
 	if err := s.update(p, next); err != nil {
-		l.release()
+		l.release(p.Client)
 		if errors.Is(err, storage.ErrConflict) {
 			s.m.claim(job, false)
 			return
@@ -151,7 +159,7 @@ func (s *Sender) claimReserved(job string, l *lane, p *storage.Push) {
 	}
 	s.m.claim(job, true)
 	if !queue {
-		l.release()
+		l.release(p.Client)
 		return
 	}
 	l.put(next)

@@ -2,6 +2,7 @@ package sender_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -136,14 +137,33 @@ func TestWindowAtSendTime(t *testing.T) {
 	})
 }
 
-// TestPrototypeKeyBeforeTheRate: a push whose prototype has no push key
-// for its platform fails before its turn at the rate: no call is made or
-// recorded (the attempt has no called time), and the provider's calls are
-// counted without it.
+// TestPrototypeKeyBeforeTheRate: a push whose prototype's push key for its
+// platform went away after it was accepted (the mapping reloaded without
+// it; here, another node accepted it with a mapping that had it) fails
+// before its turn at the rate: no call is made or recorded (the attempt
+// has no called time), and the provider's calls are counted without it.
+// The node whose mapping lacks the prototype refuses such a push at once.
 func TestPrototypeKeyBeforeTheRate(t *testing.T) {
 	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
-		r := newRig(t, newStore(t), testConfig("node-a"))
-		bad := r.accept(t, sender.Request{Platform: "ANDROID", PrototypeKey: "Goodbye", PushKey: "nokey", Message: "bye"})
+		store := newStore(t)
+		fake := startFake(t)
+		in := testConfig("node-in")
+		in.Workers = false
+		keys := swrve.NewKeys(map[string]map[string]string{"Goodbye": {"ANDROID": "k-goodbye"}})
+		client, err := swrve.New(swrveConfig(fake.URL()), keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepting := runSender(t, store, in, client)
+		bad, err := accepting.Accept(context.Background(), sender.Request{Platform: "ANDROID", PrototypeKey: "Goodbye", PushKey: "nokey", Message: "bye"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rig{s: startSender(t, store, fake, testConfig("node-a")), fake: fake}
+		var fe *sender.FieldError
+		if _, err := r.s.Accept(context.Background(), sender.Request{Platform: "ANDROID", PrototypeKey: "Goodbye", PushKey: "u", Message: "bye"}); !errors.As(err, &fe) || fe.Field != "messagePrototypeKey" {
+			t.Errorf("a node without the prototype's key accepted it: %v", err)
+		}
 		good := r.accept(t, hello("good"))
 		p := waitState(t, r.s, bad.ID, storage.PushFailed)
 		wantAttempts(t, p, "ERROR/MESSAGE_PROTOTYPE_KEY/0")

@@ -261,16 +261,24 @@ func (s *Sender) validate(r *Request, now time.Time) (time.Time, error) {
 	case len(r.Client) > storage.MaxPushField:
 		return time.Time{}, &FieldError{"client", fmt.Sprintf("must be at most %d bytes", storage.MaxPushField)}
 	}
-	if r.CronExpression == "" {
-		return time.Time{}, nil
+	var next time.Time
+	if r.CronExpression != "" {
+		sched, err := cron.Parse(r.CronExpression)
+		if err != nil {
+			return time.Time{}, &FieldError{"cronExpression", "is not a Quartz cron expression: " + err.Error()}
+		}
+		if next, err = sched.Next(now, s.loc); err != nil {
+			return time.Time{}, &FieldError{"cronExpression", fmt.Sprintf("allows no time in the next %d years: %s", cron.Horizon, sched.Why(now))}
+		}
 	}
-	sched, err := cron.Parse(r.CronExpression)
-	if err != nil {
-		return time.Time{}, &FieldError{"cronExpression", "is not a Quartz cron expression: " + err.Error()}
-	}
-	next, err := sched.Next(now, s.loc)
-	if err != nil {
-		return time.Time{}, &FieldError{"cronExpression", fmt.Sprintf("allows no time in the next %d years: %s", cron.Horizon, sched.Why(now))}
+	// A prototype the provider cannot send (Swrve: no push key for it on
+	// the platform) is refused now, not FAILED later; send asks again, for
+	// a mapping removed meanwhile.
+	if c, ok := l.p.(provider.Checker); ok {
+		n := provider.Notification{Platform: r.Platform, PrototypeKey: r.PrototypeKey, Token: r.PushKey, Message: r.Message}
+		if res, ok := c.Check(&n); !ok {
+			return time.Time{}, &FieldError{"messagePrototypeKey", res.Message}
+		}
 	}
 	return next, nil
 }
@@ -295,11 +303,12 @@ func validateBridge(r *Request) error {
 }
 
 // Accept validates r, stores the push durably and queues it when it is
-// immediate and its queue has room (IN_MEMORY), else leaves it PENDING
-// (or SCHEDULED for its cron window). The push is stored before Accept
-// returns; on a storage error nothing is queued and the error wraps
-// storage.ErrUnavailable (or another storage kind). A *FieldError means
-// r broke a rule and nothing was stored.
+// immediate and its queue has room within r.Client's share (IN_MEMORY),
+// else leaves it PENDING (or SCHEDULED for its cron window). The push is
+// stored before Accept returns; on a storage error nothing is queued and
+// the error wraps storage.ErrUnavailable (or another storage kind). A
+// *FieldError means r broke a rule (a prototype its provider cannot send
+// among them) and nothing was stored.
 func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	start := time.Now()
 	due, err := s.validate(&r, start)
@@ -323,7 +332,7 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	switch {
 	case r.CronExpression != "":
 		p.State, p.At = storage.PushScheduled, due.UnixMilli()
-	case l.reserve():
+	case l.reserve(r.Client) == slotTaken:
 		queued = true
 		p.State, p.Owner, p.At = storage.PushInMemory, s.node, start.Add(s.cfg.Lease).UnixMilli()
 	default:
@@ -333,7 +342,7 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	defer cancel()
 	if err := s.store.SavePush(sctx, p); err != nil {
 		if queued {
-			l.release()
+			l.release(r.Client)
 		}
 		s.m.storageError(stageReceive)
 		return storage.Push{}, fmt.Errorf("sender: accept: %w", err)

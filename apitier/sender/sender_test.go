@@ -261,7 +261,6 @@ func TestLifeCycle(t *testing.T) {
 			ids[c.user] = p.ID
 		}
 		retryAfter := r.accept(t, hello("429-after"))
-		noKey := r.accept(t, sender.Request{Platform: "ANDROID", PrototypeKey: "Goodbye", PushKey: "nokey", Message: "bye"})
 
 		for _, c := range cases {
 			p := waitState(t, r.s, ids[c.user], storage.PushState(c.state))
@@ -294,8 +293,6 @@ func TestLifeCycle(t *testing.T) {
 		if c := p.Attempts[0].Cause; !strings.Contains(c, "Timeout") && !strings.Contains(c, "deadline") && !strings.Contains(c, "timeout") {
 			t.Errorf("timeout attempt cause %q", c)
 		}
-		p = waitState(t, r.s, noKey.ID, storage.PushFailed)
-		wantAttempts(t, p, "ERROR/MESSAGE_PROTOTYPE_KEY/0")
 
 		// Retry-After 3s beats the 1 s retry delay: the second attempt
 		// starts no sooner than 3 s after the first ended.
@@ -304,10 +301,9 @@ func TestLifeCycle(t *testing.T) {
 		if gap := second.Called - (first.Called + first.Millis); gap < 2900 {
 			t.Errorf("retry %d ms after a Retry-After: 3 answer", gap)
 		}
-		// Every device got the right campaign's push, and the missing
-		// mapping sent nothing.
+		// Every device got the right campaign's push.
 		for _, rec := range r.fake.Log() {
-			if rec.User == "nokey" || rec.PushKey != keyHelloIOS || rec.Message != "Hello "+rec.User {
+			if rec.PushKey != keyHelloIOS || rec.Message != "Hello "+rec.User {
 				t.Errorf("the fake received %+v", rec)
 			}
 		}
@@ -355,17 +351,27 @@ func TestRequestRules(t *testing.T) {
 	}
 	defer store.Close()
 	r := newRig(t, store, testConfig("node-a"))
-	for field, req := range map[string]sender.Request{
-		"platform":            {Platform: "WINDOWS", PrototypeKey: "Hello", PushKey: "u", Message: "m"},
-		"messagePrototypeKey": {Platform: "IOS", PrototypeKey: " ", PushKey: "u", Message: "m"},
-		"pushKey":             {Platform: "IOS", PrototypeKey: "Hello", Message: "m"},
-		"message":             {Platform: "IOS", PrototypeKey: "Hello", PushKey: "u", Message: strings.Repeat("é", 1025)},
-		"cronExpression":      {Platform: "ANDROID", PrototypeKey: "Hello", PushKey: "u", Message: "m", CronExpression: "every day"},
+	for _, c := range []struct {
+		field string
+		req   sender.Request
+	}{
+		{"platform", sender.Request{Platform: "WINDOWS", PrototypeKey: "Hello", PushKey: "u", Message: "m"}},
+		{"messagePrototypeKey", sender.Request{Platform: "IOS", PrototypeKey: " ", PushKey: "u", Message: "m"}},
+		{"pushKey", sender.Request{Platform: "IOS", PrototypeKey: "Hello", Message: "m"}},
+		{"message", sender.Request{Platform: "IOS", PrototypeKey: "Hello", PushKey: "u", Message: strings.Repeat("é", 1025)}},
+		{"cronExpression", sender.Request{Platform: "ANDROID", PrototypeKey: "Hello", PushKey: "u", Message: "m", CronExpression: "every day"}},
+		// No push key for the prototype on its platform: refused now,
+		// immediate or scheduled, rather than FAILED when its turn comes.
+		{"messagePrototypeKey", sender.Request{Platform: "ANDROID", PrototypeKey: "Goodbye", PushKey: "u", Message: "m"}},
+		{"messagePrototypeKey", sender.Request{Platform: "IOS", PrototypeKey: "Goodbye", PushKey: "u", Message: "m", CronExpression: "0 0 9 * * ?"}},
 	} {
-		_, err := r.s.Accept(context.Background(), req)
+		_, err := r.s.Accept(context.Background(), c.req)
 		var fe *sender.FieldError
-		if !errors.As(err, &fe) || fe.Field != field {
-			t.Errorf("%s out of rules: got %v, want a FieldError naming it", field, err)
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%s out of rules (%+v): got %v, want a FieldError naming it", c.field, c.req, err)
+		}
+		if c.req.PrototypeKey == "Goodbye" && (fe == nil || !strings.Contains(fe.Reason, `"Goodbye"`) || !strings.Contains(fe.Reason, c.req.Platform)) {
+			t.Errorf("unmapped prototype: %v; want the prototype and the platform named", err)
 		}
 	}
 	for _, state := range storage.PushStates {

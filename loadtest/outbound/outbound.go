@@ -12,6 +12,7 @@
 package outbound
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -55,16 +56,17 @@ func Run(ctx context.Context, cfg *scenario.Config, out *report.Report, mon *mon
 		return err
 	}
 	defer fake.close()
-	node, apiKey, err := cluster.StartSender(ctx, cfg, logDir, mon.Log(), fake.provider)
+	node, keys, err := cluster.StartSender(ctx, cfg, logDir, mon.Log(), fake.provider)
 	if err != nil {
 		return err
 	}
+	apiKey := keys[0]
 	defer node.Stop()
 	out.Cluster = node.Info()
 	mon.Logf("autoendpoint (pid %d) on %s storage, its sender paced at %.0f/s (limit %.0f/s) against a fake %s at %s (%s latency)",
 		node.Endpoint.PID(), node.Storage, cfg.Pace(), cfg.ProviderRate, fake.name, fake.url, cfg.ProviderLatency)
 
-	p := newPoster(cfg, node.EndpointURL, apiKey)
+	p := newPoster(cfg, node.EndpointURL, keys)
 	if fake.name == "fcm" {
 		if p.endpoints, err = registerPhones(ctx, p.client, node.EndpointURL, cfg.Devices); err != nil {
 			return monitor.StepError("registering phones", err)
@@ -74,11 +76,12 @@ func Run(ctx context.Context, cfg *scenario.Config, out *report.Report, mon *mon
 	}
 	metricsURL := node.APIMetricsURL
 	stopSampling := sampleSender(ctx, mon, cfg, p, fake, node, metricsURL)
-	count := int(cfg.PushRate * cfg.Duration.Seconds())
+	events := schedule(cfg)
+	count := len(events)
 	rep.Scheduled = int64(count)
 	mon.SetPhase("post", int64(count), func(s report.Sample) int64 { return s.Sent })
 	t0, start := mon.Now(), time.Now()
-	p.run(ctx, count, time.Duration(float64(time.Second)/cfg.PushRate))
+	p.run(ctx, events)
 	rep.PostSeconds = time.Since(start).Seconds()
 	postEnd := time.Now()
 	rep.CPU = mon.AvgCPU(t0, mon.Now())
@@ -107,6 +110,12 @@ func Run(ctx context.Context, cfg *scenario.Config, out *report.Report, mon *mon
 	receipts := fake.receipts()
 	providerSide(rep, receipts, attempts, calls, cfg.Warmup, cfg.Measure)
 	rep.Latency = provLatency.summary()
+	if cfg.Clients > 1 {
+		rep.Clients = p.clientReports(cfg, receipts)
+	}
+	for _, c := range p.byClient {
+		rep.TooMany += c.tooMany
+	}
 	rep.ProviderMaxNow = fake.maxInFlight()
 	for _, s := range samples {
 		rep.PoolBusyMax = max(rep.PoolBusyMax, s.PoolBusy)
@@ -217,13 +226,40 @@ func latencyFunc(latency string) (func() time.Duration, *latencies) {
 	}, l
 }
 
+// event is one push of the run: when it is due after the start, and
+// which client posts it.
+type event struct {
+	at     time.Duration
+	client int
+}
+
+// schedule is the run's pushes in time order: one client at PushRate;
+// or, with Clients above 1, the first at PushRate (the flood) and each
+// other at ClientRate, all for Duration.
+func schedule(cfg *scenario.Config) []event {
+	var out []event
+	add := func(client int, rate float64) {
+		period := time.Duration(float64(time.Second) / rate)
+		for i := range int(rate * cfg.Duration.Seconds()) {
+			out = append(out, event{time.Duration(i) * period, client})
+		}
+	}
+	add(0, cfg.PushRate)
+	for c := 1; c < cfg.Clients; c++ {
+		add(c, cfg.ClientRate)
+	}
+	slices.SortStableFunc(out, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	return out
+}
+
 // poster is the application back-end: POST /push open loop, each push at
 // its scheduled time on its own goroutine whatever happened to the ones
 // before, its latency counted from that time.
 type poster struct {
 	client *http.Client
 	url    string
-	auth   string
+	auth   string   // the run's queries
+	auths  []string // each client's
 	max    int64
 	// endpoints are the bridged phones' push endpoints (-provider fcm):
 	// the i-th push is a WebPush POST to endpoints[i % len].
@@ -238,21 +274,39 @@ type poster struct {
 	total    *hdrhistogram.Histogram // every POST
 	interval *hdrhistogram.Histogram // since the last sample
 	ids      []string                // by sequence: the push's id, "" when not accepted
+	events   []event                 // by sequence
+	due      []time.Time             // by sequence: when it was due (its POST's latency counts from then)
+	byClient []clientCounts
+	sentIDs  map[string]bool // the accepted pushes account found SENT
 }
 
-func newPoster(cfg *scenario.Config, endpointURL, apiKey string) *poster {
+// clientCounts are one client's POSTs by answer.
+type clientCounts struct{ posted, accepted, tooMany, failed int64 }
+
+func newPoster(cfg *scenario.Config, endpointURL string, keys []string) *poster {
 	tr := &http.Transport{MaxConnsPerHost: cfg.SenderConns, MaxIdleConnsPerHost: cfg.SenderConns, IdleConnTimeout: time.Minute}
-	return &poster{client: &http.Client{Transport: tr, Timeout: cfg.PushTimeout}, url: endpointURL, auth: "Bearer " + apiKey,
+	p := &poster{client: &http.Client{Transport: tr, Timeout: cfg.PushTimeout}, url: endpointURL, auth: "Bearer " + keys[0],
 		max: int64(cfg.MaxInFlight), errs: map[string]int64{}, total: hist.New(), interval: hist.New()}
+	clients := keys[:1]
+	if len(keys) > 1 {
+		clients = keys[1:]
+	}
+	for _, k := range clients {
+		p.auths = append(p.auths, "Bearer "+k)
+	}
+	p.byClient = make([]clientCounts, len(p.auths))
+	return p
 }
 
-// run posts count pushes, the i-th due period×i after it starts, and
+// run posts the events' pushes, each at its time after it starts, and
 // returns once every one was answered.
-func (p *poster) run(ctx context.Context, count int, period time.Duration) {
-	p.ids = make([]string, count)
+func (p *poster) run(ctx context.Context, events []event) {
+	count := len(events)
+	p.ids, p.events, p.due = make([]string, count), events, make([]time.Time, count)
 	start := time.Now()
-	for i := range count {
-		at := start.Add(time.Duration(i) * period)
+	for i, e := range events {
+		at := start.Add(e.at)
+		p.due[i] = at
 		if wait := time.Until(at); wait > time.Millisecond {
 			// Go's timers are about 1 ms coarse: nearer pushes go out now,
 			// and their lateness counts in their latency.
@@ -264,8 +318,10 @@ func (p *poster) run(ctx context.Context, count int, period time.Duration) {
 			}
 		}
 		p.posted.Add(1)
+		p.clientCount(e.client, func(c *clientCounts) { c.posted++ })
 		if p.inFlight.Load() >= p.max {
 			p.count("loadtest: in-flight cap")
+			p.clientCount(e.client, func(c *clientCounts) { c.failed++ })
 			continue
 		}
 		p.inFlight.Add(1)
@@ -289,16 +345,23 @@ func (p *poster) post(i int, at time.Time) {
 	p.total.RecordValue(took)
 	p.interval.RecordValue(took)
 	p.mu.Unlock()
+	client := p.events[i].client
 	if err != nil {
 		p.count("transport: " + sender.TransportReason(err))
+		p.clientCount(client, func(c *clientCounts) { c.failed++ })
 		return
 	}
 	defer resp.Body.Close()
 	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	loc := resp.Header.Get("Location")
 	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		p.count(sender.StatusReason(resp.StatusCode, reply))
+		p.clientCount(client, func(c *clientCounts) { c.tooMany++ })
+		return
 	case resp.StatusCode != http.StatusCreated:
 		p.count(sender.StatusReason(resp.StatusCode, reply))
+		p.clientCount(client, func(c *clientCounts) { c.failed++ })
 		return
 	case p.endpoints != nil && strings.Contains(loc, "/m/"):
 		// A WebPush answer names the message, not the sender's push:
@@ -307,9 +370,54 @@ func (p *poster) post(i int, at time.Time) {
 		p.ids[i] = strings.TrimPrefix(loc, "/push/")
 	default:
 		p.count(sender.StatusReason(resp.StatusCode, reply))
+		p.clientCount(client, func(c *clientCounts) { c.failed++ })
 		return
 	}
 	p.accepted.Add(1)
+	p.clientCount(client, func(c *clientCounts) { c.accepted++ })
+}
+
+func (p *poster) clientCount(client int, fn func(*clientCounts)) {
+	p.mu.Lock()
+	fn(&p.byClient[client])
+	p.mu.Unlock()
+}
+
+// clientReports are each client's POSTs, its pushes SENT (account's
+// sentIDs) and the time from each push's due POST to its first receipt at the
+// provider (receipts: keyed by pushKey, lt-<sequence>).
+func (p *poster) clientReports(cfg *scenario.Config, receipts []receipt) []report.ClientReport {
+	first := make(map[string]time.Time, len(receipts))
+	for _, r := range receipts {
+		if t, ok := first[r.key]; !ok || r.at.Before(t) {
+			first[r.key] = r.at
+		}
+	}
+	out := make([]report.ClientReport, len(p.auths))
+	lat := make([]*hdrhistogram.Histogram, len(p.auths))
+	for c := range out {
+		n := p.byClient[c]
+		out[c] = report.ClientReport{Name: fmt.Sprintf("client-%d", c+1), Offered: cfg.ClientRate, Posted: n.posted,
+			Accepted: n.accepted, TooMany: n.tooMany, Failed: n.failed}
+		lat[c] = hist.New()
+	}
+	out[0].Offered, out[0].Flooding = cfg.PushRate, true
+	for i, id := range p.ids {
+		if id == "" {
+			continue
+		}
+		c := p.events[i].client
+		if p.sentIDs[id] {
+			out[c].Sent++
+		}
+		if t, ok := first[pushKey(i)]; ok {
+			lat[c].RecordValue(max(t.Sub(p.due[i]).Microseconds(), 1))
+		}
+	}
+	for c := range out {
+		out[c].ToProvider = hist.Summarize(lat[c])
+	}
+	return out
 }
 
 // request is the i-th push: the seed's POST /push, or a WebPush POST to a
@@ -325,15 +433,18 @@ func (p *poster) request(i int) (*http.Request, error) {
 		return req, err
 	}
 	platform := [2]string{"IOS", "ANDROID"}[i%2]
-	body := fmt.Sprintf(`{"platform":%q,"messagePrototypeKey":"Hello","pushKey":"lt-%08d","message":"loadtest push %d","cronExpression":null}`,
-		platform, i, i)
+	body := fmt.Sprintf(`{"platform":%q,"messagePrototypeKey":"Hello","pushKey":%q,"message":"loadtest push %d","cronExpression":null}`,
+		platform, pushKey(i), i)
 	req, err := http.NewRequest(http.MethodPost, p.url+"/push", strings.NewReader(body))
 	if err == nil {
-		req.Header.Set("Authorization", p.auth)
+		req.Header.Set("Authorization", p.auths[p.events[i].client])
 		req.Header.Set("Content-Type", "application/json")
 	}
 	return req, err
 }
+
+// pushKey is the i-th push's device (Swrve's user): one per push.
+func pushKey(i int) string { return fmt.Sprintf("lt-%08d", i) }
 
 // pushPayload is the i-th WebPush payload: the size of a small encrypted
 // message (an aes128gcm header and a few dozen bytes).
@@ -521,6 +632,7 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 	}
 	all := p.endpoints != nil
 	attempts := make(map[string]int, len(ours))
+	p.sentIDs = make(map[string]bool, len(ours))
 	var calls []time.Time
 	for _, st := range append(slices.Clone(unfinished), "SENT", "FAILED", "GIVEN_UP") {
 		cursor := ""
@@ -532,6 +644,9 @@ func (p *poster) account(ctx context.Context, rep *report.SenderReport) (map[str
 			for _, x := range page.Pushes {
 				if all || ours[x.ID] {
 					rep.States[st]++
+					if st == "SENT" {
+						p.sentIDs[x.ID] = true
+					}
 					attempts[x.PushKey] = len(x.Attempts)
 					for _, a := range x.Attempts {
 						if a.Called != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/loadtest/report"
+	"github.com/autopush-go/autopush/loadtest/scenario"
 )
 
 // TestTransitSpread: calls at the gate's pace, some held up on their way
@@ -55,5 +56,27 @@ func TestTransitSpread(t *testing.T) {
 	}
 	if transitSpread(calls[1:], arrivals) != -1 || transitSpread(nil, nil) != -1 {
 		t.Errorf("a call that never arrived gives a spread")
+	}
+}
+
+// TestSchedule: one client at the push rate; with more, the first at
+// the push rate and each other at the client rate, merged in time order.
+func TestSchedule(t *testing.T) {
+	cfg := scenario.Default(scenario.Sender)
+	cfg.PushRate, cfg.Duration = 10, 2*time.Second
+	if ev := schedule(&cfg); len(ev) != 20 || ev[19].at != 1900*time.Millisecond || ev[19].client != 0 {
+		t.Fatalf("one client: %d events, last %+v", len(ev), ev[len(ev)-1])
+	}
+	cfg.Clients, cfg.ClientRate = 3, 2
+	ev := schedule(&cfg)
+	per := map[int]int{}
+	for i, e := range ev {
+		per[e.client]++
+		if i > 0 && e.at < ev[i-1].at {
+			t.Fatalf("event %d at %s, before %s", i, e.at, ev[i-1].at)
+		}
+	}
+	if per[0] != 20 || per[1] != 4 || per[2] != 4 || len(ev) != 28 {
+		t.Fatalf("per client %v of %d", per, len(ev))
 	}
 }

@@ -27,6 +27,11 @@ type SenderReport struct {
 	// Response is from each POST's scheduled time to its answer.
 	Response    hist.Latency `json:"post_latency"`
 	WentPending int64        `json:"went_pending"` // accepted PENDING: the queue was full
+	// TooMany are the POSTs answered 429: a client over its rate quota.
+	TooMany int64 `json:"too_many"`
+	// Clients are each client's POSTs and pushes in a flood run (more
+	// than one client: the first floods).
+	Clients []ClientReport `json:"clients,omitempty"`
 
 	// The provider's side: sends the fake received, per second since the
 	// first, and the measured window (seconds since the first send).
@@ -81,6 +86,21 @@ type SenderReport struct {
 	CPU     probe.CPU      `json:"cpu_percent"` // average while POSTs were offered
 }
 
+// ClientReport is one push API client of a flood run.
+type ClientReport struct {
+	Name     string  `json:"name"`
+	Flooding bool    `json:"flooding"`
+	Offered  float64 `json:"offered_per_s"`
+	Posted   int64   `json:"posted"`
+	Accepted int64   `json:"accepted"`
+	TooMany  int64   `json:"too_many"` // answered 429
+	Failed   int64   `json:"failed"`   // any other error
+	Sent     int64   `json:"sent"`     // accepted and found SENT
+	// ToProvider is from each accepted push's due POST to its first
+	// receipt at the provider.
+	ToProvider hist.Latency `json:"post_to_provider"`
+}
+
 // SenderSample is the sender at one sample: its gauges and the fake's
 // requests in flight.
 type SenderSample struct {
@@ -109,6 +129,15 @@ func (r *Report) printSender(w io.Writer) {
 		s.Latency.P50, s.Latency.P99, s.Latency.Max, s.PoolSize, s.PoolBusyMax, s.ProviderMaxNow, s.CallerRuns)
 	fmt.Fprintf(w, "accounting: accepted %s, SENT %s, received by the provider %s (%s distinct), retried %d, DUPLICATES %d (receipts beyond a push's attempts); states %s; last SENT %.1fs after the last POST\n",
 		Num(s.Accepted), Num(s.Sent), Num(s.Received), Num(s.Distinct), s.Retried, s.Duplicates, CountsOrNone(s.States), s.DrainSeconds)
+	for _, c := range s.Clients {
+		what := "posting"
+		if c.Flooding {
+			what = "flooding"
+		}
+		fmt.Fprintf(w, "%s (%s at %s/s): posted %s, accepted %s, 429 %s, other errors %s, SENT %s; POST to provider (ms) p50 %.0f p99 %.0f max %.0f\n",
+			c.Name, what, Num(c.Offered), Num(c.Posted), Num(c.Accepted), Num(c.TooMany), Num(c.Failed), Num(c.Sent),
+			c.ToProvider.P50, c.ToProvider.P99, c.ToProvider.Max)
+	}
 }
 
 // callsIn is the most calls the sender's gate plans in any window of w:
@@ -133,8 +162,8 @@ func (s *SenderReport) ArrivalLimit() int {
 // senderProblems are what fails a sender run.
 func (s *SenderReport) problems(tolerance float64) []string {
 	var p []string
-	if s.Accepted < s.Scheduled {
-		p = append(p, fmt.Sprintf("only %d of %d pushes accepted (errors: %s)", s.Accepted, s.Scheduled, CountsOrNone(s.Errors)))
+	if s.Accepted+s.TooMany < s.Scheduled {
+		p = append(p, fmt.Sprintf("only %d of %d pushes accepted, %d over a quota (errors: %s)", s.Accepted, s.Scheduled, s.TooMany, CountsOrNone(s.Errors)))
 	}
 	if math.Abs(s.RateError) > tolerance {
 		p = append(p, fmt.Sprintf("provider rate %.2f/s is %+.2f%% from the configured pace %.0f/s (tolerance %.2f%%)",

@@ -221,6 +221,21 @@ type Config struct {
 	// pool holds AverageLatency / ProviderDelay sends and a quarter of a
 	// second of calls. Default 2s (500 + 62 at 4 ms, the seed's sizing).
 	AverageLatency time.Duration `conf:"average-latency" for:"sender" help:"the sender's expected provider latency (swrve-average-latency; sizes its pool)"`
+	// Clients is how many push API clients the sender scenario posts as,
+	// each with its own key. Above 1 it is the flood run
+	// (docs/benchmarks.md): the first client posts at PushRate, above the
+	// pace, and the others at ClientRate each; the report gives each
+	// client's POSTs, 429s and SENT, and its POST-to-provider latency.
+	// Default 1.
+	Clients int `conf:"clients" for:"sender" help:"push API clients, each with its own key; above 1 the first floods at -push-rate and the others post at -client-rate"`
+	// ClientRate is each non-flooding client's POST /push rate (Clients
+	// above 1). Default 5.
+	ClientRate float64 `conf:"client-rate" for:"sender" help:"each non-flooding client's POST /push rate per second (-clients above 1)"`
+	// FloodQuota, when set, gives the flooding client this rate quota
+	// (POSTs accepted per second) through push-clients-file, in place of
+	// push-api-keys; beyond it the push API answers 429. Default 0: no
+	// quota.
+	FloodQuota float64 `conf:"flood-quota" for:"sender" help:"the flooding client's rate quota per second, in a push-clients-file (0: none; keys in push-api-keys)"`
 	// Measure is the window over which the provider's send rate is
 	// measured, after Warmup. Default 1m.
 	Measure time.Duration `conf:"measure" for:"sender" help:"window over which the provider's send rate is measured"`
@@ -318,6 +333,8 @@ func Default(scenario string) Config {
 		ProviderLatency: "seed",
 		Provider:        "swrve",
 		Devices:         1000,
+		Clients:         1,
+		ClientRate:      5,
 		AverageLatency:  2 * time.Second,
 		Measure:         time.Minute,
 		RateTolerance:   0.01,
@@ -437,6 +454,10 @@ func (c *Config) validateSender() error {
 		return fmt.Errorf("loadtest: sender: -provider %q is not swrve or fcm", c.Provider)
 	case c.Provider == "fcm" && c.Devices < 1:
 		return errors.New("loadtest: sender: -devices must be positive")
+	case c.Clients < 1 || c.Clients > 100 || c.ClientRate <= 0 || c.FloodQuota < 0:
+		return errors.New("loadtest: sender: -clients must be 1..100, -client-rate positive, -flood-quota not negative")
+	case c.Clients > 1 && c.Provider != "swrve":
+		return errors.New("loadtest: sender: -clients above 1 posts to POST /push: -provider swrve")
 	case c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.DrainTimeout <= 0:
 		return errors.New("loadtest: sender: -sender-conns, -max-in-flight, -push-timeout and -drain-timeout must be positive")
 	case c.Progress != "auto" && c.Progress != "bar" && c.Progress != "lines" && c.Progress != "off" || c.Out == "":

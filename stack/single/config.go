@@ -60,6 +60,13 @@ type Options struct {
 	// a lost key invalidates every endpoint handed out. Default "": the
 	// crypto-key setting is required.
 	CryptoKeyFile string `conf:"crypto-key-file" help:"file holding the crypto-key, made with a new key when missing (instead of crypto-key)"`
+	// PushAPIKeyFile names a file holding a push API key, for trying the
+	// sender's API (make run): read at start, or, when there is no such
+	// file, made with a new random key (mode 0600, its directory 0700)
+	// and kept. The key opens the push API beside push-api-keys', and is
+	// printed at start with a curl line that sends a push. Default "":
+	// none.
+	PushAPIKeyFile string `conf:"push-api-key-file" help:"file holding a push API key, made with a new random key when missing; printed at start with a curl line (development)"`
 }
 
 // DefaultConfig returns the defaults: the tiers' own.

@@ -2,7 +2,9 @@ package single
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -34,9 +37,10 @@ const SettingsMsg = "settings in effect"
 
 // Server is a running single-node server. Shutdown is called once.
 type Server struct {
-	st  *stack.Stack
-	cfg Config
-	log *slog.Logger
+	st      *stack.Stack
+	cfg     Config
+	log     *slog.Logger
+	pushKey string // push-api-key-file's key
 }
 
 // Start applies the process settings (the crypto-key file, the GC target
@@ -48,7 +52,7 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if path := cfg.Own.CryptoKeyFile; path != "" {
-		key, made, err := keyFile(path)
+		key, made, err := keptFile(path, "crypto-key-file", token.GenerateKey, checkCryptoKey)
 		if err != nil {
 			return nil, err
 		}
@@ -56,6 +60,18 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 			log.Warn("made a new crypto-key: back it up with the data, endpoints need it", "file", path)
 		}
 		cfg.Engine.CryptoKey, cfg.API.CryptoKey = key, key
+	}
+	var pushKey string
+	if path := cfg.Own.PushAPIKeyFile; path != "" {
+		key, made, err := keptFile(path, "push-api-key-file", newPushAPIKey, checkPushAPIKey)
+		if err != nil {
+			return nil, err
+		}
+		if made {
+			log.Info("made a new push API key", "file", path)
+		}
+		pushKey = key
+		cfg.API.PushAPIKeys = append(slices.Clone(cfg.API.PushAPIKeys), key)
 	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(cfg.Engine.GCPercent)
@@ -67,7 +83,7 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if err := st.Start(); err != nil {
 		return nil, err
 	}
-	s := &Server{st: st, cfg: cfg, log: log}
+	s := &Server{st: st, cfg: cfg, log: log, pushKey: pushKey}
 	log.Info(SettingsMsg, "settings", s.InEffect())
 	log.Info(ReadyMsg, "websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
 		"push_api", st.HTTPAddr(), "metrics", st.MetricsAddr(), "endpoint_url", st.EndpointURL(), "gogc", gcPercent())
@@ -116,6 +132,9 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	if err != nil {
 		return err
 	}
+	if s.pushKey != "" {
+		fmt.Fprint(os.Stderr, s.TryPushAPI())
+	}
 	for done := false; !done; {
 		select {
 		case <-hup:
@@ -130,38 +149,87 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	return s.Shutdown(stop)
 }
 
-// keyFile returns the crypto-key kept at path, making one (and the
-// directory) when the file does not exist; made says it did.
-func keyFile(path string) (key string, made bool, err error) {
+// TryPushAPI is what the server prints at start when push-api-key-file
+// is set: the key, and a curl line that sends a push with it.
+func (s *Server) TryPushAPI() string {
+	where := "sent through Swrve, once swrve-keys-file maps its prototype"
+	if f := s.cfg.Sender.LogConfig.File; f != "" {
+		where = "recorded in " + f + " (the log provider records pushes instead of sending them)"
+	}
+	return fmt.Sprintf(`
+The push API's key (kept in %s):
+
+    %s
+
+Send a push; it is %s:
+
+    curl -i -X POST %s/push -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \
+      -d '{"platform":"IOS","messagePrototypeKey":"Hello","pushKey":"user-1","message":"Hello from the sender"}'
+
+More in README.md, "Send a mobile push (the sender)".
+
+`, s.cfg.Own.PushAPIKeyFile, s.pushKey, where, s.st.EndpointURL(), s.pushKey)
+}
+
+// keptFile returns the key kept at path (setting names it in errors),
+// checked by check, making one with gen (and the directory) when the
+// file does not exist; made says it did.
+func keptFile(path, setting string, gen func() string, check func(string) error) (key string, made bool, err error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		key = strings.TrimSpace(string(b))
-		if _, err := token.ParseKeys(key); err != nil {
-			return "", false, fmt.Errorf("single: crypto-key-file %s: %w", path, err)
+		if err := check(key); err != nil {
+			return "", false, fmt.Errorf("single: %s %s: %w", setting, path, err)
 		}
 		return key, false, nil
 	case !errors.Is(err, os.ErrNotExist):
-		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+		return "", false, fmt.Errorf("single: %s: %w", setting, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+		return "", false, fmt.Errorf("single: %s: %w", setting, err)
 	}
-	key = token.GenerateKey()
+	key = gen()
 	// O_EXCL: two processes started at once on one directory must not
 	// each write a key of their own.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+		return "", false, fmt.Errorf("single: %s: %w", setting, err)
 	}
 	if _, err := f.WriteString(key + "\n"); err != nil {
 		f.Close()
-		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+		return "", false, fmt.Errorf("single: %s: %w", setting, err)
 	}
 	if err := errors.Join(f.Sync(), f.Close()); err != nil {
-		return "", false, fmt.Errorf("single: crypto-key-file: %w", err)
+		return "", false, fmt.Errorf("single: %s: %w", setting, err)
 	}
 	return key, true, nil
+}
+
+func checkCryptoKey(key string) error {
+	_, err := token.ParseKeys(key)
+	return err
+}
+
+// newPushAPIKey is 32 random bytes, base64url without padding.
+func newPushAPIKey() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// checkPushAPIKey accepts a key an Authorization header can carry:
+// visible ASCII without spaces, at least 16 characters.
+func checkPushAPIKey(key string) error {
+	if len(key) < 16 {
+		return errors.New("the key is shorter than 16 characters")
+	}
+	for _, c := range []byte(key) {
+		if c <= ' ' || c > '~' {
+			return errors.New("the key holds a character other than visible ASCII")
+		}
+	}
+	return nil
 }
 
 // gcPercent is the GC target the runtime runs with.

@@ -194,8 +194,13 @@ func ReplaceClients(t testing.TB, path string, cs ...PushClient) {
 }
 
 // PushPrototype is the message prototype a test stack's Swrve keys map
-// (on IOS and ANDROID); any other fails with MESSAGE_PROTOTYPE_KEY.
+// (on IOS and ANDROID); any other but RefusedPrototype is refused at
+// POST /push (400 naming messagePrototypeKey).
 const PushPrototype = "Hello"
+
+// RefusedPrototype is mapped to a campaign key the fake Swrve does not
+// know: a push of it is accepted, and FAILED when Swrve answers 403.
+const RefusedPrototype = "Revoked"
 
 // Start runs both tiers until the test ends.
 func Start(t testing.TB) *Stack { return StartWith(t, Options{}) }
@@ -224,9 +229,11 @@ func StartWith(t testing.TB, o Options) *Stack {
 	}
 	t.Cleanup(func() { fake.Close() })
 	keys := filepath.Join(t.TempDir(), "swrve-keys.yaml")
-	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    '"+PushPrototype+"': {IOS: k-ios, ANDROID: k-android}\n"), 0o600); err != nil {
+	if err := os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    '"+PushPrototype+"': {IOS: k-ios, ANDROID: k-android}\n"+
+		"    '"+RefusedPrototype+"': {IOS: k-revoked, ANDROID: k-revoked}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	fake.SetKeys("k-ios", "k-android")
 	cfg.Sender.SwrveConfig.URL, cfg.Sender.SwrveConfig.KeysFile = fake.URL(), keys
 	var fcm *fcmfake.Fake
 	var apns *apnsfake.Fake

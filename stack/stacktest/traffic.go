@@ -129,9 +129,9 @@ func (s *Stack) Exercise(t testing.TB) {
 }
 
 // ExercisePushAPI drives the outbound sender through its API: an
-// immediate push sent, one with an unmapped prototype failed, a scheduled
-// one, refusals (bad body, no key), and the queries; it returns once the
-// sends are recorded.
+// immediate push sent, one the provider refuses failed, a scheduled one,
+// refusals (bad body, an unmapped prototype, no key), and the queries; it
+// returns once the sends are recorded.
 func (s *Stack) ExercisePushAPI(t testing.TB) {
 	t.Helper()
 	post := func(body string, key string) apitiertest.Answer {
@@ -139,15 +139,19 @@ func (s *Stack) ExercisePushAPI(t testing.TB) {
 			"Content-Type", "application/json")
 	}
 	sent := post(`{"platform":"IOS","messagePrototypeKey":"`+PushPrototype+`","pushKey":"stacktest-device","message":"hi","cronExpression":null}`, PushAPIKey)
-	failed := post(`{"platform":"ANDROID","messagePrototypeKey":"Unmapped","pushKey":"stacktest-device","message":"hi"}`, PushAPIKey)
+	failed := post(`{"platform":"ANDROID","messagePrototypeKey":"`+RefusedPrototype+`","pushKey":"stacktest-device","message":"hi"}`, PushAPIKey)
 	later := post(`{"platform":"IOS","messagePrototypeKey":"`+PushPrototype+`","pushKey":"d","message":"m","cronExpression":"0 0 9 1 1 ? 2099"}`, PushAPIKey)
-	for what, a := range map[string]apitiertest.Answer{"immediate push": sent, "unmapped push": failed, "scheduled push": later} {
+	for what, a := range map[string]apitiertest.Answer{"immediate push": sent, "refused push": failed, "scheduled push": later} {
 		if a.Status != http.StatusCreated || a.Header.Get("Location") == "" {
 			t.Fatalf("POST /push (%s): %d %s", what, a.Status, a.Body)
 		}
 	}
 	if a := post(`{"platform":"WINDOWS"}`, PushAPIKey); a.Status != http.StatusBadRequest {
 		t.Fatalf("POST /push with a bad platform: %d %s", a.Status, a.Body)
+	}
+	if a := post(`{"platform":"ANDROID","messagePrototypeKey":"Unmapped","pushKey":"d","message":"m"}`, PushAPIKey); a.Status != http.StatusBadRequest ||
+		!strings.Contains(string(a.Body), "messagePrototypeKey") {
+		t.Fatalf("POST /push with an unmapped prototype: %d %s", a.Status, a.Body)
 	}
 	if a := post(`{}`, "wrong"); a.Status != http.StatusUnauthorized {
 		t.Fatalf("POST /push with a wrong key: %d %s", a.Status, a.Body)

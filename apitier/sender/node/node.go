@@ -58,6 +58,9 @@ func Build(cfg Config, store Store, log *slog.Logger) (*Sender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = slog.Default()
+	}
 	providers, err := BuildProviders(cfg.ProvidersConfig)
 	if err != nil {
 		return nil, err
@@ -72,10 +75,26 @@ func Build(cfg Config, store Store, log *slog.Logger) (*Sender, error) {
 	// Only FCM UNREGISTERED and APNs 410 are DeviceGone verdicts: the
 	// registration is dropped for nothing else (docs/bridges.md).
 	s.OnDeviceGone(bridges.DeviceGone(store))
+	firstUse(providers, cfg.SwrveConfig.KeysFile, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &Sender{Sender: s, cfg: cfg, providers: providers, bridges: bridges, log: log, stop: cancel}
 	go swrve.Watch(ctx, providers.SwrveKeys, cfg.SwrveConfig.KeysPoll, log, s.KeysReloaded)
 	return out, nil
+}
+
+// firstUse says at start where POST /push's pushes go when that is not a
+// push service: to the log provider's file, or, with Swrve's mapping
+// empty, nowhere (every one is refused, 400 naming messagePrototypeKey),
+// with how to fix it.
+func firstUse(p *Providers, keysFile string, log *slog.Logger) {
+	switch {
+	case p.Log != nil:
+		log.Info("POST /push records each push in a file instead of sending it (the log provider)", "log_provider_file", p.Log.File())
+	case p.SwrveKeys.Len() == 0:
+		log.Warn("swrve-keys-file maps no message prototype: every push will be refused (POST /push answers 400 naming messagePrototypeKey); "+
+			"set swrve-keys-file to a YAML file mapping each prototype to its Swrve push keys (docs/sender.md, Prototype keys), "+
+			"or log-provider-file to record pushes in a file instead of sending them", "swrve_keys_file", keysFile)
+	}
 }
 
 // Config is the configuration the node runs with (what Build was given).

@@ -6,7 +6,9 @@ package node
 //
 // Swrve is always built (its keys file may map nothing). FCM and APNs
 // are built only when their apps are configured: without apps they have
-// no work, and the bridges answer their pushes 502 errno 900.
+// no work, and the bridges answer their pushes 502 errno 900. The log
+// provider is built when its file is set, and then takes POST /push's
+// pushes in Swrve's place.
 
 import (
 	"fmt"
@@ -18,16 +20,18 @@ import (
 	"github.com/autopush-go/autopush/apitier/sender/apns"
 	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/apitier/sender/fcm"
+	"github.com/autopush-go/autopush/apitier/sender/logprovider"
 	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/apitier/sender/swrve"
 )
 
 // ProvidersConfig holds every provider's settings (swrve-*, fcm-*,
-// apns-*).
+// apns-*, log-provider-file).
 type ProvidersConfig struct {
 	SwrveConfig
 	FCMConfig
 	APNsConfig
+	LogConfig
 }
 
 // The providers' own configs, named for embedding.
@@ -35,6 +39,7 @@ type (
 	SwrveConfig = swrve.Config
 	FCMConfig   = fcm.Config
 	APNsConfig  = apns.Config
+	LogConfig   = logprovider.Config
 )
 
 // DefaultProvidersConfig returns each provider's defaults.
@@ -64,18 +69,24 @@ func (c *ProvidersConfig) Validate(sc *sender.Config) error {
 		return err
 	}
 	if len(c.APNsConfig.AppIDs()) > 0 {
-		return sc.ValidateFor(apns.Name, c.APNsConfig.Limits())
+		if err := sc.ValidateFor(apns.Name, c.APNsConfig.Limits()); err != nil {
+			return err
+		}
+	}
+	if c.LogConfig.File != "" {
+		return sc.ValidateFor(logprovider.Name, c.LogConfig.Limits())
 	}
 	return nil
 }
 
-// Providers are the built providers. FCM and APNs are nil when not
+// Providers are the built providers. FCM, APNs and Log are nil when not
 // configured.
 type Providers struct {
 	Swrve     *swrve.Client
 	SwrveKeys *swrve.Keys
 	FCM       *fcm.Client
 	APNs      *apns.Client
+	Log       *logprovider.Provider
 	cfg       ProvidersConfig
 }
 
@@ -101,12 +112,23 @@ func BuildProviders(c ProvidersConfig) (*Providers, error) {
 			return nil, fmt.Errorf("providers: %w", err)
 		}
 	}
+	if c.LogConfig.File != "" {
+		if s.Log, err = logprovider.New(c.LogConfig); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
-// List is the providers for sender.New.
+// List is the providers for sender.New, the one POST /push sends through
+// first: the log provider when it is configured, else Swrve.
 func (s *Providers) List() []provider.Provider {
-	out := []provider.Provider{s.Swrve}
+	var out []provider.Provider
+	if s.Log != nil {
+		out = append(out, s.Log)
+	}
+	out = append(out, s.Swrve)
 	if s.FCM != nil {
 		out = append(out, s.FCM)
 	}
@@ -147,9 +169,12 @@ func (s *Providers) Bridges(log *slog.Logger) *bridge.Bridges {
 	return b
 }
 
-// Close releases the providers' connections.
+// Close releases the providers' connections and files.
 func (s *Providers) Close() {
 	if s.APNs != nil {
 		s.APNs.Close()
+	}
+	if s.Log != nil {
+		s.Log.Close()
 	}
 }

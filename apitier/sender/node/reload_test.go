@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/promtext"
-	"github.com/autopush-go/autopush/storage/embedded"
 )
 
 // senderNode is a sender node over an embedded store, sending to a fake Swrve
@@ -34,31 +32,11 @@ func startNode(t *testing.T, keys string, poll time.Duration) *senderNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
-	logs := &apitiertest.SyncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, nil))
-	store, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
 	path := filepath.Join(t.TempDir(), "keys.yaml")
 	writeKeys(t, path, keys)
 	cfg := node.DefaultConfig()
-	cfg.SenderConfig.Node, cfg.ScheduledStart, cfg.PendingStart = "keys-test", 0, 0
 	cfg.SwrveConfig.URL, cfg.KeysFile, cfg.KeysPoll = fake.URL(), path, poll
-	s, err := node.Build(cfg, store, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
+	s, logs := build(t, cfg)
 	return &senderNode{Sender: s, fake: fake, keys: path, logs: logs}
 }
 

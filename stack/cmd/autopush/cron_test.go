@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +27,8 @@ func TestCronExpressionsCannotCrash(t *testing.T) {
 	vals := minimal(t, dir)
 	vals["crypto-key"], vals["push-api-keys"] = token.GenerateKey(), "cron-key"
 	vals["swrve-url"] = "http://127.0.0.1:9/push" // nothing is due: no push is sent
+	vals["swrve-keys-file"] = filepath.Join(dir, "keys.yaml")
+	et.Must(t, os.WriteFile(vals["swrve-keys-file"], []byte("messagePrototypePushKeys: {Hello: {IOS: k-ios}}\n"), 0o600), "write the keys")
 	p := start(t, fromFlags, vals)
 	api := "http://" + vals["endpoint-listen"]
 

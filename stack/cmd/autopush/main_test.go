@@ -278,6 +278,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"sender-time-zone":        "Europe/Paris",
 		"swrve-url":               "http://127.0.0.1:9/swrve",
 		"swrve-keys-file":         swrveKeys,
+		"log-provider-file":       filepath.Join(r.dir, "pushes.log"),
 		"fcm-apps":                fcmApps,
 		"fcm-url":                 "http://127.0.0.1:9/fcm",
 		"apns-apps":               apnsApps,
@@ -304,8 +305,8 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 	}
 	cfg := single.DefaultConfig()
 	for _, s := range settings.Describe(cfg.Settings(), single.Prefix) {
-		if s.Name == "crypto-key-file" {
-			continue // instead of crypto-key: TestCryptoKeyFile
+		if s.Name == "crypto-key-file" || s.Name == "push-api-key-file" {
+			continue // instead of crypto-key, beside push-api-keys: TestCryptoKeyFile
 		}
 		v, ok := strs[s.Name]
 		if !ok {
@@ -436,7 +437,7 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 		}
 	}
 	for name := range got {
-		if _, ok := v[name]; !ok && name != "crypto-key-file" {
+		if _, ok := v[name]; !ok && name != "crypto-key-file" && name != "push-api-key-file" {
 			t.Errorf("the server has a setting %s the test does not know", name)
 		}
 	}
@@ -624,7 +625,8 @@ func minimal(t *testing.T, dir string) map[string]string {
 
 // TestCryptoKeyFile: through each source, crypto-key-file makes a key on
 // the first start (mode 0600) that the server then uses, and keeps it
-// across a restart.
+// across a restart; push-api-key-file does the same with a push API key,
+// which opens the push API beside push-api-keys'.
 func TestCryptoKeyFile(t *testing.T) {
 	binary(t)
 	for _, src := range []source{fromFlags, fromEnv, fromFile} {
@@ -632,10 +634,28 @@ func TestCryptoKeyFile(t *testing.T) {
 			dir := t.TempDir()
 			vals := minimal(t, dir)
 			vals["crypto-key-file"] = filepath.Join(dir, "keys", "crypto_key")
-			var first string
+			vals["push-api-key-file"] = filepath.Join(dir, "keys", "push_api_key")
+			vals["push-api-keys"] = "configured-push-api-key"
+			var first, firstPush string
 			for i := range 2 {
 				p := start(t, src, vals)
-				b, err := os.ReadFile(vals["crypto-key-file"])
+				b, err := os.ReadFile(vals["push-api-key-file"])
+				et.Must(t, err, "read the push API key file")
+				pushKey := strings.TrimSpace(string(b))
+				if st, _ := os.Stat(vals["push-api-key-file"]); len(pushKey) < 40 || st.Mode().Perm() != 0o600 {
+					t.Errorf("push API key file: %q, mode %v; want a random key, 0600", pushKey, st.Mode().Perm())
+				}
+				for k, want := range map[string]int{pushKey: 200, "configured-push-api-key": 200, "another-key-altogether": 401} {
+					if code, body := get(t, vals["endpoint-url"]+"/push?state=SENT", k); code != want {
+						t.Errorf("GET /push with key %q: %d %s, want %d", k, code, body, want)
+					}
+				}
+				if i == 0 {
+					firstPush = pushKey
+				} else if pushKey != firstPush {
+					t.Fatal("the push API key changed across a restart")
+				}
+				b, err = os.ReadFile(vals["crypto-key-file"])
 				et.Must(t, err, "read the key file")
 				key := strings.TrimSpace(string(b))
 				if _, err := token.ParseKeys(key); err != nil {

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/apitier/sender/logprovider"
+	"github.com/autopush-go/autopush/stack/single"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
+
+	et "github.com/autopush-go/autopush/engine/enginetest"
+)
+
+// root is the repository's root, from this package's directory.
+const root = "../../.."
+
+// makeRunArgs are the arguments make run gives the server: the run
+// target's recipe after the package it runs.
+func makeRunArgs(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	et.Must(t, err, "read the Makefile")
+	_, recipe, ok := strings.Cut(string(b), "\nrun:")
+	if !ok {
+		t.Fatal("the Makefile has no run target")
+	}
+	var cmd strings.Builder
+	for _, line := range strings.Split(recipe, "\n")[1:] {
+		line = strings.TrimSpace(line)
+		cmd.WriteString(strings.TrimSuffix(line, "\\") + " ")
+		if !strings.HasSuffix(line, "\\") {
+			break
+		}
+	}
+	_, args, ok := strings.Cut(cmd.String(), "./stack/cmd/autopush ")
+	if !ok {
+		t.Fatalf("make run's recipe does not run ./stack/cmd/autopush: %q", cmd.String())
+	}
+	return strings.Fields(args)
+}
+
+// readmeBlock is the first sh block of README.md's section title.
+func readmeBlock(t *testing.T, title string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	et.Must(t, err, "read README.md")
+	_, section, ok := strings.Cut(string(b), "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", title)
+	}
+	_, block, ok := strings.Cut(section, "```sh\n")
+	if !ok {
+		t.Fatalf("README.md's %q has no sh block", title)
+	}
+	block, _, _ = strings.Cut(block, "```")
+	return block
+}
+
+// shell is an sh reading commands from a pipe: variables persist from
+// one step to the next, and the test can wait between steps.
+type shell struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startShell(t *testing.T, dir string) *shell {
+	t.Helper()
+	cmd := exec.Command("sh")
+	cmd.Dir = dir
+	in, err := cmd.StdinPipe()
+	et.Must(t, err, "sh stdin")
+	out, err := cmd.StdoutPipe()
+	et.Must(t, err, "sh stdout")
+	cmd.Stderr = cmd.Stdout
+	et.Must(t, cmd.Start(), "start sh")
+	t.Cleanup(func() {
+		in.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return &shell{cmd: cmd, in: in, out: bufio.NewReader(out)}
+}
+
+// run runs a step and returns its output and exit status.
+func (s *shell) run(t *testing.T, step string) (string, int) {
+	t.Helper()
+	fmt.Fprintf(s.in, "%s\nprintf '\\n@@end %%s\\n' \"$?\"\n", step)
+	type result struct {
+		out    string
+		status int
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var b strings.Builder
+		for {
+			line, err := s.out.ReadString('\n')
+			if err != nil {
+				done <- result{b.String(), -1, err}
+				return
+			}
+			if rest, ok := strings.CutPrefix(line, "@@end "); ok {
+				var status int
+				fmt.Sscan(rest, &status)
+				done <- result{strings.TrimRight(b.String(), "\n"), status, nil}
+				return
+			}
+			b.WriteString(line)
+		}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("step %q: %v; output %q", step, r.err, r.out)
+		}
+		return r.out, r.status
+	case <-time.After(time.Minute):
+		s.cmd.Process.Kill()
+		t.Fatalf("step %q ran over a minute", step)
+	}
+	return "", 0
+}
+
+// value is a shell variable's value.
+func (s *shell) value(t *testing.T, name string) string {
+	out, _ := s.run(t, `printf '%s' "$`+name+`"`)
+	return out
+}
+
+var (
+	created    = regexp.MustCompile(`(?m)^HTTP/1\.1 201 Created\r?$`)
+	locationRE = regexp.MustCompile(`(?mi)^location: /push/([0-9a-f-]{36})\r?$`)
+	uuidRE     = regexp.MustCompile(`^[0-9a-f-]{36}$`)
+)
+
+// TestReadmeSender runs the commands of README.md's "Send a mobile push
+// (the sender)" against the single-node server started as make run
+// starts it (the Makefile's run recipe, on free loopback ports, in a
+// fresh directory), one step (a comment and its command) at a time in
+// one sh, and checks each answer: the key make run made and printed
+// with a curl line, a push accepted and its id kept, the push SENT
+// through the log provider, listed by state, a scheduled push accepted,
+// and the log provider's lines. A step the test does not know fails it:
+// the README and this test change together.
+func TestReadmeSender(t *testing.T) {
+	bin := binary(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is not installed: apt-get install curl")
+		}
+		t.Skip("curl is not installed (apt-get install curl)")
+	}
+	dir := t.TempDir()
+	const readmeAPI = "127.0.0.1:8082"
+	addrs := map[string]string{"127.0.0.1:8080": et.FreeAddr(t), "127.0.0.1:8081": et.FreeAddr(t), readmeAPI: et.FreeAddr(t)}
+	var args []string
+	for _, a := range makeRunArgs(t) {
+		for from, to := range addrs {
+			a = strings.ReplaceAll(a, from, to)
+		}
+		args = append(args, a)
+	}
+	args = append(args, "-metrics-listen", et.FreeAddr(t)) // make run's default port may be taken here
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, single.Prefix+"__") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	p := e2etest.Start(t, cmd, single.ReadyMsg)
+	api := addrs[readmeAPI]
+
+	b, err := os.ReadFile(filepath.Join(dir, "data", "push_api_key"))
+	et.Must(t, err, "read the key make run made")
+	key := strings.TrimSpace(string(b))
+	if st, err := os.Stat(filepath.Join(dir, "data", "push_api_key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the key file: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	et.Eventually(t, et.Patience, "the key printed with a curl line", func() bool {
+		out := string(p.Output())
+		return strings.Contains(out, "    "+key+"\n") && strings.Contains(out, "curl -i -X POST http://"+api+"/push -H 'Authorization: Bearer "+key+"'")
+	})
+
+	sh := startShell(t, dir)
+	var steps []string
+	for _, step := range strings.Split(strings.TrimSpace(readmeBlock(t, "Send a mobile push (the sender)")), "\n\n") {
+		steps = append(steps, strings.ReplaceAll(step, readmeAPI, api))
+	}
+	get := func(path string) map[string]any {
+		out, status := sh.run(t, `curl -s "$API`+path+`" -H "Authorization: Bearer $KEY"`)
+		var m map[string]any
+		if status != 0 || json.Unmarshal([]byte(out), &m) != nil {
+			t.Fatalf("GET %s: status %d, %q", path, status, out)
+		}
+		return m
+	}
+	var id string
+	for _, step := range steps {
+		out, status := sh.run(t, step)
+		if status != 0 {
+			t.Fatalf("step %q exited %d: %s", step, status, out)
+		}
+		cmdText := step[strings.Index(step, "\n")+1:] // after its comment
+		switch {
+		case strings.HasPrefix(step, "KEY="):
+			if got := sh.value(t, "KEY"); got != key || out != "" {
+				t.Fatalf("KEY is %q (output %q), want the key in data/push_api_key", got, out)
+			}
+		case strings.HasPrefix(cmdText, "ID=$(curl"):
+			id = sh.value(t, "ID")
+			if !uuidRE.MatchString(id) {
+				t.Fatalf("ID is %q after %q", id, step)
+			}
+			// The README says the push gets SENT: wait for it, so the
+			// steps after see it so.
+			et.Eventually(t, et.Patience, "the push to be SENT", func() bool { return get("/push/" + id)["state"] == "SENT" })
+		case strings.HasPrefix(cmdText, "curl -si $API/push ") && strings.Contains(cmdText, "-d '"):
+			if !created.MatchString(out) || !locationRE.MatchString(out) {
+				t.Fatalf("POST %q: want 201 Created with a Location, got:\n%s", step, out)
+			}
+		case id != "" && strings.HasPrefix(cmdText, "curl -s $API/push/$ID "):
+			var push map[string]any
+			if err := json.Unmarshal([]byte(out), &push); err != nil || push["id"] != id || push["state"] != "SENT" || push["provider"] != logprovider.Name {
+				t.Fatalf("GET by id: %v %s; want the push SENT through the log provider", err, out)
+			}
+		case id != "" && strings.HasPrefix(cmdText, `curl -s "$API/push?state=SENT`):
+			if !strings.Contains(out, `"id":"`+id+`"`) || !strings.Contains(out, `"next"`) {
+				t.Fatalf("list by state: %s; want the push %s and a next", out, id)
+			}
+		case id != "" && strings.HasPrefix(cmdText, "tail ") && strings.Contains(cmdText, "data/pushes.log"):
+			lines := strings.Split(out, "\n")
+			found := false
+			for _, l := range lines {
+				var rec logprovider.Line
+				if err := json.Unmarshal([]byte(l), &rec); err != nil {
+					t.Fatalf("pushes.log line %q: %v", l, err)
+				}
+				found = found || rec.ID == id && rec.PushKey == "user-2" && rec.Message == "Hi"
+			}
+			if len(lines) != 2 || !found {
+				t.Fatalf("tail of pushes.log: %q; want two lines, one the push %s", out, id)
+			}
+		default:
+			t.Fatalf("README step without a check here (add one): %q", step)
+		}
+	}
+	if id == "" {
+		t.Fatal("no README step kept a push's id")
+	}
+	if !strings.Contains(string(p.Output()), `"msg":"POST /push records each push in a file instead of sending it (the log provider)"`) {
+		t.Errorf("the start does not say pushes go to the log provider:\n%s", p.Tail())
+	}
+}
