@@ -99,3 +99,25 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// A sender run judges the pace only when pushes were accepted faster than
+// it: a flood run whose flooder meets its quota feeds the provider less
+// than the pace, and that is not the sender falling short.
+func TestPaceJudgedOnlyWithABacklog(t *testing.T) {
+	short := func(achieved float64) bool {
+		s := &SenderReport{Pace: 250, ProviderRate: 300, Achieved: achieved, Measured: 157.5, RateError: 157.5/250 - 1,
+			Accepted: 10, Sent: 10, Received: 10, Distinct: 10, Scheduled: 10, TransitSpreadMs: -1}
+		for _, p := range s.problems(0.01) {
+			if strings.Contains(p, "from the configured pace") {
+				return true
+			}
+		}
+		return false
+	}
+	if !short(510) {
+		t.Error("accepted at 510/s, provider fed 157.5/s of a 250/s pace: not reported")
+	}
+	if short(215) {
+		t.Error("accepted at 215/s (below the 250/s pace): the provider's 157.5/s reported as the sender's shortfall")
+	}
+}
