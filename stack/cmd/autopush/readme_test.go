@@ -149,8 +149,9 @@ var (
 // fresh directory), one step (a comment and its command) at a time in
 // one sh, and checks each answer: the key make run made and printed
 // with a curl line, a push accepted and its id kept, the push SENT
-// through the log provider, listed by state, a scheduled push accepted,
-// and the log provider's lines. A step the test does not know fails it:
+// through the log provider, listed by state and found by its pushKey, a
+// POST repeated with one Idempotency-Key stored once, a scheduled push
+// accepted and cancelled (FAILED), and the log provider's lines. A step the test does not know fails it:
 // the README and this test change together.
 func TestReadmeSender(t *testing.T) {
 	bin := binary(t)
@@ -205,7 +206,7 @@ func TestReadmeSender(t *testing.T) {
 		}
 		return m
 	}
-	var id string
+	var id, sid string
 	for _, step := range steps {
 		out, status := sh.run(t, step)
 		if status != 0 {
@@ -225,10 +226,6 @@ func TestReadmeSender(t *testing.T) {
 			// The README says the push gets SENT: wait for it, so the
 			// steps after see it so.
 			et.Eventually(t, et.Patience, "the push to be SENT", func() bool { return get("/push/" + id)["state"] == "SENT" })
-		case strings.HasPrefix(cmdText, "curl -si $API/push ") && strings.Contains(cmdText, "-d '"):
-			if !created.MatchString(out) || !locationRE.MatchString(out) {
-				t.Fatalf("POST %q: want 201 Created with a Location, got:\n%s", step, out)
-			}
 		case id != "" && strings.HasPrefix(cmdText, "curl -s $API/push/$ID "):
 			var push map[string]any
 			if err := json.Unmarshal([]byte(out), &push); err != nil || push["id"] != id || push["state"] != "SENT" || push["provider"] != logprovider.Name {
@@ -237,6 +234,37 @@ func TestReadmeSender(t *testing.T) {
 		case id != "" && strings.HasPrefix(cmdText, `curl -s "$API/push?state=SENT`):
 			if !strings.Contains(out, `"id":"`+id+`"`) || !strings.Contains(out, `"next"`) {
 				t.Fatalf("list by state: %s; want the push %s and a next", out, id)
+			}
+		case id != "" && strings.HasPrefix(cmdText, `curl -s "$API/push?pushKey=user-2"`):
+			var page struct {
+				Pushes []map[string]any `json:"pushes"`
+			}
+			if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Pushes) != 1 || page.Pushes[0]["id"] != id {
+				t.Fatalf("search by pushKey: %v %s; want the one push %s", err, out, id)
+			}
+		case strings.HasPrefix(cmdText, "for try in 1 2;") && strings.Contains(cmdText, "Idempotency-Key"):
+			locs := locationRE.FindAllStringSubmatch(out, -1)
+			if len(locs) != 2 || locs[0][1] != locs[1][1] {
+				t.Fatalf("two POSTs with one Idempotency-Key: %q; want the same Location twice", out)
+			}
+			if len(get("/push?pushKey=user-3")["pushes"].([]any)) != 1 {
+				t.Fatal("two POSTs with one Idempotency-Key stored more than one push")
+			}
+		case strings.HasPrefix(cmdText, "curl -si $API/push ") && strings.Contains(cmdText, "-d '"):
+			if !created.MatchString(out) || !locationRE.MatchString(out) {
+				t.Fatalf("POST %q: want 201 Created with a Location, got:\n%s", step, out)
+			}
+		case strings.HasPrefix(cmdText, "SID=$(curl"):
+			sid = sh.value(t, "SID")
+			if !uuidRE.MatchString(sid) || get("/push/" + sid)["state"] != "SCHEDULED" {
+				t.Fatalf("SID is %q after %q; want a SCHEDULED push's id", sid, step)
+			}
+		case sid != "" && strings.HasPrefix(cmdText, "curl -si -X DELETE $API/push/$SID "):
+			if !regexp.MustCompile(`^HTTP/1\.1 204 No Content\r?\n`).MatchString(out) {
+				t.Fatalf("DELETE: want 204, got:\n%s", out)
+			}
+			if st := get("/push/" + sid)["state"]; st != "FAILED" {
+				t.Fatalf("the cancelled push is %v, want FAILED", st)
 			}
 		case id != "" && strings.HasPrefix(cmdText, "tail ") && strings.Contains(cmdText, "data/pushes.log"):
 			lines := strings.Split(out, "\n")
