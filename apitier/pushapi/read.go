@@ -28,10 +28,10 @@ func visible(cl *clients.Client, p *storage.Push) bool {
 	return cl.Can(clients.Admin) || p.Client != "" && p.Client == cl.Name
 }
 
-// reveal reads ?reveal=: "" or "pushKey" (an admin's only).
+// reveal reads ?reveal=: absent, or "pushKey" (an admin's only).
 func reveal(c *app.RequestContext, cl *clients.Client) (bool, *errno.HTTPError) {
 	switch v := c.Query("reveal"); {
-	case v == "":
+	case !c.QueryArgs().Has("reveal"):
 		return false, nil
 	case v != "pushKey":
 		return false, httpapi.BadRequest("reveal: only pushKey can be revealed")
@@ -103,16 +103,19 @@ func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.E
 	if !ok {
 		return
 	}
+	// Present and empty is not absent: "?state=&pushKey=k" is refused
+	// as the schema says, not read as a search by key.
+	args := c.QueryArgs()
 	state, pushKey := storage.PushState(c.Query("state")), c.Query("pushKey")
-	switch {
-	case state != "" && pushKey != "":
+	switch byKey := args.Has("pushKey"); {
+	case byKey && args.Has("state"):
 		x.Fail(httpapi.BadRequest("give state or pushKey, not both"))
 		return
-	case pushKey == "" && !state.Valid():
+	case !byKey && !state.Valid():
 		x.Fail(httpapi.BadRequest("state: must be one of SCHEDULED, PENDING, IN_MEMORY, RETRY, GIVEN_UP, SENT, FAILED (or give pushKey)"))
 		return
-	case len(pushKey) > storage.MaxPushField:
-		x.Fail(httpapi.BadRequest("pushKey: must be at most " + strconv.Itoa(storage.MaxPushField) + " bytes"))
+	case byKey && (pushKey == "" || len(pushKey) > storage.MaxPushField):
+		x.Fail(httpapi.BadRequest("pushKey: must be 1 to " + strconv.Itoa(storage.MaxPushField) + " bytes"))
 		return
 	}
 	limit := 100
