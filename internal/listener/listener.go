@@ -187,7 +187,8 @@ type Conn struct {
 	busy     atomic.Bool
 	reqEnd   atomic.Int64 // the current request's deadline (unix ns); 0: none
 	handled  atomic.Bool  // Routed ran for the current request
-	timedOut atomic.Bool  // a read deadline passed
+	timedOut atomic.Bool  // the request's read deadline passed
+	abandon  atomic.Bool  // AbandonBody ran: its deadline is no time-out
 	unread   atomic.Bool  // the request is answered unread: linger on Close
 	once     sync.Once
 }
@@ -216,7 +217,7 @@ func Spread(timeout time.Duration) time.Duration {
 // Read reads; the first byte of a request starts its deadline.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !c.abandon.Load() {
 		c.timedOut.Store(true)
 	}
 	if n > 0 && c.busy.CompareAndSwap(false, true) {
@@ -354,6 +355,10 @@ func (c *Conn) Routed() {
 func (c *Conn) AbandonBody() {
 	if c != nil {
 		c.unread.Store(true)
+		// Its deadline of now is not the client running out of time: the
+		// close after the answer must still linger (Close), or the client
+		// still sending the body gets a reset instead of the answer.
+		c.abandon.Store(true)
 		c.Conn.SetReadDeadline(time.Now())
 	}
 }
