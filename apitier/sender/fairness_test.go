@@ -41,9 +41,9 @@ func calledAt(log []swrvefake.Received) map[string]int {
 // so b's i-th push (from 0) is called at most the look-ahead (a quarter
 // second of calls, 12: handed on before b came) plus 2 × (i + 1) calls
 // after it was accepted: b's share of the pace, half with two clients.
-// 10 calls of margin cover sends whose goroutines plan their calls out
-// of order. Without fairness b's pushes find the queue full and wait
-// for a's whole backlog (thousands of calls). Every b push is sent while
+// 20 calls of margin cover sends whose goroutines plan their calls out
+// of order (make test-stress once put one 12 calls late). Without
+// fairness b's pushes find the queue full and wait for a's whole backlog (thousands of calls). Every b push is sent while
 // a's backlog is still being sent.
 func TestFairBetweenClients(t *testing.T) {
 	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
@@ -55,7 +55,7 @@ func TestFairBetweenClients(t *testing.T) {
 		cfg.QueueCapacity, cfg.PendingPortion, cfg.ScheduledPortion = 200, 4, 4
 		r := &rig{s: launchSwrve(t, newStore(t), sc, cfg), fake: fake}
 		<-r.s.Ready()
-		const aPushes, bPushes, lookAhead, margin, workers = 5000, 10, 12, 10, 32
+		const aPushes, bPushes, lookAhead, margin, workers = 5000, 10, 12, 20, 32
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		errs := make(chan error, workers)
