@@ -392,38 +392,21 @@ func (s *Store) raiseFloor(key string, at int64) {
 // is set it is deleted. An entry newer than its push belongs to an update
 // in flight and is skipped, never deleted: its LWT may still apply.
 func (s *Store) resolve(ctx context.Context, state storage.PushState, entries []indexEntry, prune bool) ([]storage.Push, error) {
-	pushes := make([]storage.Push, len(entries))
-	live := make([]bool, len(entries))
-	errs := make([]error, len(entries))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
+	ids := make([]uuid.UUID, len(entries))
 	for i, e := range entries {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			p, found, err := s.readPush(ctx, e.id)
-			if err != nil || !found {
-				errs[i] = err
-				return
-			}
-			if p.State == state && p.At == e.at && p.Version >= e.version {
-				pushes[i], live[i] = p, true
-				return
-			}
-			if prune && p.Version >= e.version {
-				_ = s.delIndex(ctx, state, e.at, e.id)
-			}
-		}()
+		ids[i] = e.id
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	pushes, err := s.readPushes(ctx, ids) // a push not found: the zero Push, never live
+	if err != nil {
 		return nil, wrap("read pushes", err)
 	}
 	out := make([]storage.Push, 0, len(entries))
-	for i := range pushes {
-		if live[i] {
-			out = append(out, pushes[i])
+	for i, e := range entries {
+		p := pushes[i]
+		if p.State == state && p.At == e.at && p.Version >= e.version {
+			out = append(out, p)
+		} else if prune && p.Version > 0 && p.Version >= e.version {
+			_ = s.delIndex(ctx, state, e.at, e.id)
 		}
 	}
 	return out, nil
