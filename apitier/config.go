@@ -104,6 +104,10 @@ type Config struct {
 	// clients are strangers. Bind it where only the monitoring system
 	// reaches it. "" turns it off. Default "127.0.0.1:8084".
 	MetricsListen string `conf:"metrics-listen" help:"listen address of GET /metrics, apart from the public listener (empty: off)"`
+	// Pprof serves Go's runtime profiles at /debug/pprof/ on MetricsListen
+	// (internal/profiling), for the operator alone, as /metrics. Default
+	// false.
+	Pprof bool `conf:"pprof" help:"serve Go's runtime profiles at /debug/pprof/ on metrics-listen"`
 	// IdleTimeout closes a keep-alive connection idle this long. Keep it
 	// above the idle timeout of the load balancer in front (AWS ELB: 60s),
 	// or the balancer may send a request down a connection being closed.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/profiling"
 )
 
 // Operations routes (dockerflow and the reference's), unauthenticated:
@@ -96,6 +97,9 @@ func (s *Server) startOps() (*opsListener, error) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		w.Write(b.Bytes())
 	})
+	if s.cfg.Pprof {
+		profiling.Register(mux)
+	}
 	o := &opsListener{ln: ln, srv: &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -280,3 +280,16 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// The runtime profiles are served on metrics-listen only when pprof is
+// on, and never on the public port.
+func TestPprofOnlyWhenOn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		s := startServer(t, newStore(t), func(c *Config) { c.Pprof = on })
+		r := fromRaw(apitiertest.Send(t, "GET", "http://"+s.MetricsAddr()+"/debug/pprof/heap", nil))
+		if want := map[bool]int{false: 404, true: 200}[on]; r.code != want {
+			t.Errorf("pprof %v: GET /debug/pprof/heap on metrics-listen: %d, want %d", on, r.code, want)
+		}
+		wantError(t, send(t, s, "GET", "/debug/pprof/heap", nil), http.StatusNotFound, errno.InvalidEndpoint)
+	}
+}

@@ -105,6 +105,11 @@ type Config struct {
 	// near the live heap: at 100 the heap may grow to twice what 19,000
 	// idle connections need (docs/benchmarks.md). Default 25.
 	GCPercent int `conf:"gc-percent" help:"Go GC target percent, used when GOGC is unset"`
+	// Pprof serves Go's runtime profiles at /debug/pprof/ on RouterListen
+	// (internal/profiling), unauthenticated like /metrics there: turn it
+	// on only where the node API is reached by the operator alone.
+	// Default false.
+	Pprof bool `conf:"pprof" help:"serve Go's runtime profiles at /debug/pprof/ on router-listen"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
 	// VersionFile is served at /__version__. Default "version.json".

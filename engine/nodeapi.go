@@ -11,6 +11,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/profiling"
 	"github.com/autopush-go/autopush/internal/protocol"
 )
 
@@ -43,6 +44,9 @@ func (srv *Server) nodeAPI() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range srv.nodeRoutes() {
 		mux.HandleFunc(r.Pattern, r.Handler)
+	}
+	if srv.cfg.Pprof {
+		profiling.Register(mux)
 	}
 	return mux
 }

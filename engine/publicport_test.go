@@ -112,3 +112,22 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// The runtime profiles are served on the node API's listener only when
+// pprof is on, and never on the public port.
+func TestPprofOnlyWhenOn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv, _ := node(t, func(c *engine.Config) { c.Pprof = on })
+		resp, err := http.Get(srv.NodeURL() + "/debug/pprof/heap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{false: 404, true: 200}[on]; resp.StatusCode != want {
+			t.Errorf("pprof %v: GET /debug/pprof/heap on the node API: %d, want %d", on, resp.StatusCode, want)
+		}
+		if status, _, body := publicCall(t, srv, "GET", "/debug/pprof/heap"); status != 404 {
+			t.Errorf("pprof %v: public port answered /debug/pprof/heap %d: %s", on, status, body)
+		}
+	}
+}

@@ -24,7 +24,8 @@ func (r *run) notify(ctx context.Context) error {
 	n := &report.NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
 	r.rep.Notify = n
 	for i, rate := range cfg.Rates {
-		st, err := r.pushStage(ctx, fmt.Sprintf("%s/s", report.Num(rate)), rate, cfg.StageTime, nil)
+		name := fmt.Sprintf("%s/s", report.Num(rate))
+		st, err := r.pushStage(ctx, name, rate, cfg.StageTime, r.profileDuring(name, cfg.Warmup, cfg.StageTime-cfg.Warmup))
 		if err != nil {
 			return err
 		}

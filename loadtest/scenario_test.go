@@ -254,10 +254,25 @@ func TestNotifySmall(t *testing.T) {
 	cfg := smallConfig(t, scenario.Notify)
 	cfg.UAs, cfg.Rates = 60, []float64{40, 80}
 	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 2
+	cfg.Profile = t.TempDir()
 	rep := runScenario(t, cfg)
 	n := rep.Notify
 	if len(n.Stages) != len(cfg.Rates) {
 		t.Fatalf("%d stages, want %d", len(n.Stages), len(cfg.Rates))
+	}
+	// -profile: a CPU profile (gzipped protobuf) of every server process
+	// for each stage.
+	procs := []string{"autopush"}
+	if len(cfg.CQLHosts) > 0 {
+		procs = []string{"autoconnect-0", "autoconnect-1", "autoendpoint"}
+	}
+	for _, stage := range []string{"40ps", "80ps"} {
+		for _, p := range procs {
+			b, err := os.ReadFile(filepath.Join(cfg.Profile, stage+"."+p+".pprof"))
+			if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+				t.Errorf("profile of %s at %s: %d bytes, %v", p, stage, len(b), err)
+			}
+		}
 	}
 	for _, s := range n.Stages {
 		want := int64(s.Offered * cfg.StageTime.Seconds())

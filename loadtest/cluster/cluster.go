@@ -69,6 +69,37 @@ type Cluster struct {
 	pickAddr func() (string, error)
 }
 
+// ProfileTarget is a server process whose runtime profiles the run takes
+// (-profile): its name and the base URL of its /debug/pprof/.
+type ProfileTarget struct{ Name, BaseURL string }
+
+// ProfileTargets lists the server processes: the engines (their node
+// API), then the endpoint (its metrics-listen); the single-node server
+// once.
+func (c *Cluster) ProfileTargets() []ProfileTarget {
+	var out []ProfileTarget
+	for i, u := range c.MetricsURLs {
+		name := fmt.Sprintf("autoconnect-%d", i)
+		if c.single {
+			name = "autopush"
+		}
+		out = append(out, ProfileTarget{name, strings.TrimSuffix(u, "/metrics")})
+	}
+	if c.Endpoint != nil {
+		out = append(out, ProfileTarget{"autoendpoint", strings.TrimSuffix(c.APIMetricsURL, "/metrics")})
+	}
+	return out
+}
+
+// pprofEnv turns on the servers' pprof setting (prefix: AUTOCONNECT,
+// AUTOEND or AUTOPUSH) when the run takes profiles.
+func (c *Cluster) pprofEnv(prefix string) []string {
+	if c.cfg.Profile == "" {
+		return nil
+	}
+	return []string{prefix + "__PPROF=true"}
+}
+
 // Info describes the cluster for the report.
 func (c *Cluster) Info() report.ClusterInfo {
 	ci := report.ClusterInfo{Storage: c.Storage, Engines: len(c.Engines), EngineKind: "autoconnect", EngineAddrs: c.WSAddrs,
@@ -175,6 +206,7 @@ func (c *Cluster) startEndpoint(ctx context.Context, key, logDir string) error {
 			env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
 		}
 		env = append(env, "AUTOEND__VERSION_FILE=", "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
+		env = append(env, c.pprofEnv("AUTOEND")...)
 		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
 		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
 			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
@@ -289,6 +321,7 @@ func (c *Cluster) startEngines(ctx context.Context, key, logDir string) error {
 				"AUTOCONNECT__NODE_SECRET="+c.secret,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
 			env = append(env, c.megaphoneEnv("AUTOCONNECT")...)
+			env = append(env, c.pprofEnv("AUTOCONNECT")...)
 			env = append(env, passThrough("AUTOCONNECT__")...)
 			var watch func([]byte)
 			if c.cfg.Scenario == scenario.Hold {
@@ -322,6 +355,7 @@ func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
 	}
 	env := []string{"AUTOPUSH__CRYPTO_KEY=" + key}
 	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
+	env = append(env, c.pprofEnv("AUTOPUSH")...)
 	if c.cfg.Stalls > 0 {
 		t := c.cfg.StallTimeout.String()
 		env = append(env, "AUTOPUSH__REQUEST_TIMEOUT="+t,

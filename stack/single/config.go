@@ -30,10 +30,11 @@ const (
 
 // Shared lists the settings both tiers have that take one value in one
 // process (each tier gets it): the key and secret they must agree on,
-// the endpoint URL, the logger's level, the version file, and every
+// the endpoint URL, the logger's level, the version file, profiling
+// (one process's profiles, served on both internal listeners), and every
 // storage setting (one store). Their names are the tiers' own.
 func Shared() []string {
-	names := []string{"crypto-key", "node-secret", "endpoint-url", "log-level", "version-file"}
+	names := []string{"crypto-key", "node-secret", "endpoint-url", "log-level", "version-file", "pprof"}
 	for _, s := range settings.Describe(&storage.Settings{}, "") {
 		names = append(names, s.Name)
 	}
