@@ -37,11 +37,10 @@ import (
 // vanished between steps 1 and 4 gets 410 errno 105, as in the reference.
 //
 // ctx is the request's, sctx bounds its storage calls.
-func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.Notification, pb *pushBuf) (string, *errno.HTTPError) {
+func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.Notification) (string, *errno.HTTPError) {
 	uaid := u.UAID
 	if u.NodeID != "" {
-		pb.json = nodeapi.AppendNotification(pb.json[:0], n)
-		code, err := s.nodes.Push(ctx, u.NodeID, uaid, pb.json)
+		code, err := s.nodes.Push(ctx, u.NodeID, uaid, n)
 		switch {
 		case err == nil && code == nodeapi.StatusDelivered:
 			return outcomeDirect, nil

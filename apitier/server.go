@@ -101,6 +101,13 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// SetLocalNode has pushes to the user agents of the connection node
+// whose router records name url handed to n, that node in this process
+// (the single-node server), without the node API's HTTP round trip: the
+// same answers (delivered, busy, not here) and the same routing after
+// them. Call before Start.
+func (s *Server) SetLocalNode(url string, n nodeapi.Node) { s.nodes.SetLocal(url, n) }
+
 // newVerifier configures VAPID verification from cfg.
 func newVerifier(cfg Config) *vapid.Verifier {
 	v := &vapid.Verifier{MaxSkew: cfg.VAPIDSkew, CacheSize: cfg.VAPIDCache, AnySub: cfg.VAPIDAnySub}

@@ -130,7 +130,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 
 	outcome, e := outcomeBridged, (*errno.HTTPError)(nil)
 	if user.RouterType == storage.RouterWebPush {
-		outcome, e = s.route(ctx, sctx, &user, &n, pb)
+		outcome, e = s.route(ctx, sctx, &user, &n)
 	} else {
 		e = s.routeBridged(sctx, &user, &mid, &h, n.Data)
 	}
@@ -227,7 +227,6 @@ func (s *Server) storageError(what string, err error) *errno.HTTPError {
 type pushBuf struct {
 	body []byte // the raw body, max-data-bytes + 1
 	b64  []byte
-	json []byte // the node API body
 	chid [36]byte
 	hdrs [4]protocol.Header
 	loc  []byte

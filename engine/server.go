@@ -133,6 +133,9 @@ func (srv *Server) Start() error {
 	if srv.nodeURL == "" {
 		srv.nodeURL = "http://" + srv.apiLn.Addr().String()
 	}
+	// A router record naming this node (a client that reconnected here)
+	// is this node's to answer without a round trip through its own API.
+	srv.nodes.SetLocal(srv.nodeURL, srv.Node())
 	srv.workers = newWorkers(srv.cfg.StorageWorkers, 1<<16)
 	// Header, body (nodeapi.ServerConfig.BodyTimeout), write and idle
 	// time limits on every connection; net/http sets the deadlines.
@@ -221,6 +224,12 @@ func (srv *Server) RouterAddr() string { return srv.apiLn.Addr().String() }
 
 // NodeURL is the node API URL stored in router records.
 func (srv *Server) NodeURL() string { return srv.nodeURL }
+
+// Node is this node as its node API serves it, for an endpoint in the
+// same process to call directly (nodeapi.Client.SetLocal, with NodeURL):
+// the same answers, without HTTP. Safe for concurrent use once Start has
+// returned.
+func (srv *Server) Node() nodeapi.Node { return apiNode{srv} }
 
 // Config is the configuration the node runs with (what New was given).
 // Safe for concurrent use.

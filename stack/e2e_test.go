@@ -90,7 +90,29 @@ func TestE2EDirectDelivery(t *testing.T) {
 		t.Fatalf("aesgcm notification %v", m)
 	}
 	a.Ack(a.CHID, id)
+	// The API tier handed them to the node in this process by method
+	// calls: it never opened a connection to the node API (over HTTP its
+	// kept-alive connection would be open). Read through metrics-listen,
+	// which serves the node's series too, not through the node API.
+	api := string(apitiertest.Send(t, "GET", "http://"+st.MetricsAddr()+"/metrics", nil).Body)
+	if !strings.Contains(api, "\nautoconnect_node_api_connections 0\n") ||
+		!strings.Contains(api, `autoendpoint_node_calls_total{call="push",result="ok"} 3`) {
+		t.Errorf("node API connections or node calls:\n%s", grepLines(api, "autoconnect_node_api_connections", "autoendpoint_node_calls_total"))
+	}
 	et.NothingMore(t, st.NodeURL(), a.Client)
+}
+
+// grepLines returns text's lines that start with one of prefixes.
+func grepLines(text string, prefixes ...string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func TestE2EStoredThenReconnect(t *testing.T) {

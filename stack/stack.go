@@ -168,6 +168,9 @@ func (s *Stack) Start() error {
 	if err := s.node.Start(); err != nil {
 		return err
 	}
+	// Pushes to this node's clients are method calls, not HTTP: its URL
+	// is known once it listens.
+	s.api.SetLocalNode(s.node.NodeURL(), s.node.Node())
 	if err := s.api.Start(); err != nil {
 		s.node.Close()
 		return err

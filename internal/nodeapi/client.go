@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/autopush-go/autopush/internal/protocol"
@@ -37,6 +38,13 @@ type Client struct {
 	auth    []string // {"Bearer <secret>"}, or nil
 	timeout time.Duration
 	observe func(Call, int, error, time.Duration)
+	local   atomic.Pointer[localNode]
+}
+
+// localNode is a connection node in this process and its URL.
+type localNode struct {
+	url  string
+	node Node
 }
 
 // NewClient makes a Client.
@@ -67,21 +75,56 @@ func NewClient(cfg ClientConfig) *Client {
 	return c
 }
 
-// Push delivers a notification body (AppendNotification) to the client
-// uaid on node (its base URL, as router records store it). err is set
-// when the node could not be reached or did not answer in time.
-func (c *Client) Push(ctx context.Context, node string, uaid [16]byte, body []byte) (int, error) {
-	return c.do(ctx, CallPush, http.MethodPut, node, uaid, "", body)
+// SetLocal has calls to url (a node URL as router records store it) go
+// to n, a connection node in this process, by a method call: no HTTP, no
+// JSON, no secret (the single-node server, and a node calling itself).
+// The answers are n's, as the node API would have carried them; calls
+// are observed as the others.
+func (c *Client) SetLocal(url string, n Node) {
+	c.local.Store(&localNode{url: url, node: n})
+}
+
+// localFor is the node in this process whose URL is node, or nil.
+func (c *Client) localFor(node string) Node {
+	if l := c.local.Load(); l != nil && l.url == node {
+		return l.node
+	}
+	return nil
+}
+
+// Push delivers n to the client uaid on node (its base URL, as router
+// records store it). err is set when the node could not be reached or did
+// not answer in time. n is the caller's again once Push returns.
+func (c *Client) Push(ctx context.Context, node string, uaid [16]byte, n *protocol.Notification) (int, error) {
+	if l := c.localFor(node); l != nil {
+		start := time.Now()
+		code := l.Deliver(uaid, n)
+		c.report(CallPush, code, nil, start)
+		return code, nil
+	}
+	return c.do(ctx, CallPush, http.MethodPut, node, uaid, "", AppendNotification(nil, n))
 }
 
 // Notif tells node that uaid has stored messages to read.
 func (c *Client) Notif(ctx context.Context, node string, uaid [16]byte) (int, error) {
+	if l := c.localFor(node); l != nil {
+		start := time.Now()
+		code := l.Check(uaid)
+		c.report(CallNotif, code, nil, start)
+		return code, nil
+	}
 	return c.do(ctx, CallNotif, http.MethodPut, node, uaid, "", nil)
 }
 
 // Drop asks node to close its connection of uaid if it is at least as old
 // as connectedAt (a newer connection exists elsewhere).
 func (c *Client) Drop(ctx context.Context, node string, uaid [16]byte, connectedAt int64) (int, error) {
+	if l := c.localFor(node); l != nil {
+		start := time.Now()
+		code := l.Drop(uaid, connectedAt)
+		c.report(CallDrop, code, nil, start)
+		return code, nil
+	}
 	return c.do(ctx, CallDrop, http.MethodDelete, node, uaid, strconv.FormatInt(connectedAt, 10), nil)
 }
 
@@ -92,11 +135,11 @@ func (c *Client) do(ctx context.Context, call Call, method, node string, uaid [1
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	url := appendPath(make([]byte, 0, len(node)+64), node, call, uaid, suffix)
-	// The transport may still read a body after Do returns (a node that
-	// answers before reading it all), so it gets its own copy.
+	// body is the call's own: the transport may still read it after Do
+	// returns (a node that answers before reading it all).
 	var rd io.Reader
 	if len(body) > 0 {
-		rd = bytes.NewReader(bytes.Clone(body))
+		rd = bytes.NewReader(body)
 	}
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, method, string(url), rd)

@@ -81,7 +81,7 @@ func TestClientAndServer(t *testing.T) {
 	n := protocol.Notification{ChannelID: uuid.NewString(), Version: "v1", TTL: 60, Topic: "t", Data: "ZGF0YQ",
 		SortKey: 42, Headers: []protocol.Header{{Name: "encoding", Value: "aes128gcm"}}}
 
-	code, err := c.Push(ctx, url, uaid, AppendNotification(nil, &n))
+	code, err := c.Push(ctx, url, uaid, &n)
 	if err != nil || code != StatusDelivered {
 		t.Fatalf("push: %d %v", code, err)
 	}
@@ -103,7 +103,7 @@ func TestClientAndServer(t *testing.T) {
 	// Wrong or missing secret: 401, the node is not asked.
 	for _, secret := range []string{"", "wrong"} {
 		bad := NewClient(ClientConfig{Secret: secret})
-		if code, err := bad.Push(ctx, url, uaid, AppendNotification(nil, &n)); err != nil || code != http.StatusUnauthorized {
+		if code, err := bad.Push(ctx, url, uaid, &n); err != nil || code != http.StatusUnauthorized {
 			t.Fatalf("secret %q: %d %v", secret, code, err)
 		}
 	}
@@ -187,5 +187,54 @@ func TestMessageConversion(t *testing.T) {
 	before := storage.NewSortKey()
 	if m := ToMessage(&n); m.SortKey < before {
 		t.Fatalf("sort key %d, want a fresh one (>= %d)", m.SortKey, before)
+	}
+}
+
+// SetLocal: calls to the local node's URL are its method calls (nothing
+// listens there), observed as the others; calls to any other URL still
+// go over HTTP.
+func TestClientLocalNode(t *testing.T) {
+	remote := &fakeNode{status: StatusDelivered}
+	remoteURL := serve(t, remote, ServerConfig{Secret: "s", MaxBody: 4096})
+	local := &fakeNode{status: StatusBusy}
+	const localURL = "http://127.0.0.1:1" // nothing listens: HTTP would fail
+	var seen []observed
+	c := NewClient(ClientConfig{Secret: "s", Observe: func(call Call, status int, err error, _ time.Duration) {
+		seen = append(seen, observed{call, status, err})
+	}})
+	defer c.CloseIdle()
+	c.SetLocal(localURL, local)
+	ctx := context.Background()
+	uaid := [16]byte(uuid.New())
+	n := protocol.Notification{ChannelID: uuid.NewString(), Version: "v9", TTL: 60, Data: "ZGF0YQ"}
+
+	if code, err := c.Push(ctx, localURL, uaid, &n); err != nil || code != StatusBusy {
+		t.Fatalf("local push: %d %v", code, err)
+	}
+	local.status = StatusCheckLater
+	if code, err := c.Notif(ctx, localURL, uaid); err != nil || code != StatusCheckLater {
+		t.Fatalf("local notif: %d %v", code, err)
+	}
+	local.status = StatusDropped
+	if code, err := c.Drop(ctx, localURL, uaid, 77); err != nil || code != StatusDropped {
+		t.Fatalf("local drop: %d %v", code, err)
+	}
+	if code, err := c.Push(ctx, remoteURL, uaid, &n); err != nil || code != StatusDelivered {
+		t.Fatalf("remote push: %d %v", code, err)
+	}
+	if len(local.delivers) != 1 || local.delivers[0].Version != "v9" || len(local.checks) != 1 || len(local.drops) != 1 || local.drops[0] != 77 {
+		t.Errorf("local node got delivers %+v checks %d drops %v", local.delivers, len(local.checks), local.drops)
+	}
+	if len(remote.delivers) != 1 || remote.delivers[0].Version != "v9" {
+		t.Errorf("remote node got %+v", remote.delivers)
+	}
+	want := []observed{{CallPush, StatusBusy, nil}, {CallNotif, StatusCheckLater, nil}, {CallDrop, StatusDropped, nil}, {CallPush, StatusDelivered, nil}}
+	if len(seen) != len(want) {
+		t.Fatalf("observed %+v, want %+v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Errorf("observed[%d] %+v, want %+v", i, seen[i], want[i])
+		}
 	}
 }
