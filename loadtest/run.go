@@ -130,7 +130,7 @@ func (r *run) setupWorkers(ctx context.Context) error {
 			return err
 		}
 		a.Keys, a.VAPIDPrivate, a.VAPIDSubject = true, signer.Private(), signer.Subject
-		a.VAPIDReuse, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.PayloadSize, r.cfg.TTL
+		a.VAPIDReuse, a.FreshKeys, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.FreshSenderKeys, r.cfg.PayloadSize, r.cfg.TTL
 		a.SenderConns, a.MaxInFlight, a.PushTimeout = r.cfg.SenderConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
 		a.Trace = r.cfg.Trace
 	}

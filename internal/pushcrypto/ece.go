@@ -145,7 +145,13 @@ func EncryptAES128GCM(plaintext, uaPublic, authSecret []byte, opts ...Option) ([
 		return nil, ErrPublicKey
 	}
 	asPublic := c.sender.PublicKey().Bytes()
-	aead, nonce, err := keys128(webPushIKM(secret, authSecret, uaPublic, asPublic), c.salt)
+	return seal128(c, webPushIKM(secret, authSecret, uaPublic, asPublic), asPublic, plaintext, n, per)
+}
+
+// seal128 is the aes128gcm body of plaintext in n records of per
+// plaintext octets, from the IKM and the sender's public key.
+func seal128(c config, ikm, asPublic, plaintext []byte, n, per int) ([]byte, error) {
+	aead, nonce, err := keys128(ikm, c.salt)
 	if err != nil {
 		return nil, err
 	}
@@ -185,29 +191,42 @@ func DecryptAES128GCM(body []byte, uaPrivate *ecdh.PrivateKey, authSecret []byte
 	if len(authSecret) != AuthSecretLen {
 		return nil, ErrAuthSecret
 	}
-	if len(body) < AES128GCMHeaderLen || body[20] != vapid.KeyLen {
-		return nil, ErrHeader
+	asPublic, err := header128(body)
+	if err != nil {
+		return nil, err
 	}
-	salt := body[:SaltLen]
-	rs := binary.BigEndian.Uint32(body[16:20])
-	asPublic := body[21:AES128GCMHeaderLen]
 	as, err := ecdh.P256().NewPublicKey(asPublic)
 	if err != nil {
 		return nil, ErrHeader
-	}
-	if rs < minRS128 {
-		return nil, ErrRecordSize
 	}
 	secret, err := uaPrivate.ECDH(as)
 	if err != nil {
 		return nil, ErrHeader
 	}
 	uaPublic := uaPrivate.PublicKey().Bytes()
-	aead, nonce, err := keys128(webPushIKM(secret, authSecret, uaPublic, asPublic), salt)
+	return openBody128(body, webPushIKM(secret, authSecret, uaPublic, asPublic))
+}
+
+// header128 checks an aes128gcm body's header (its length, a 65-octet
+// keyid, rs at least 18) and returns the keyid: the sender's public key.
+func header128(body []byte) ([]byte, error) {
+	if len(body) < AES128GCMHeaderLen || body[20] != vapid.KeyLen {
+		return nil, ErrHeader
+	}
+	if binary.BigEndian.Uint32(body[16:20]) < minRS128 {
+		return nil, ErrRecordSize
+	}
+	return body[21:AES128GCMHeaderLen], nil
+}
+
+// openBody128 decrypts an aes128gcm body whose header was checked, with
+// the IKM its sender key gives.
+func openBody128(body, ikm []byte) ([]byte, error) {
+	aead, nonce, err := keys128(ikm, body[:SaltLen])
 	if err != nil {
 		return nil, err
 	}
-	return open128(aead, nonce, body[AES128GCMHeaderLen:], rs)
+	return open128(aead, nonce, body[AES128GCMHeaderLen:], binary.BigEndian.Uint32(body[16:20]))
 }
 
 // webPushIKM is RFC 8291 §3.3: the input keying material for RFC 8188,

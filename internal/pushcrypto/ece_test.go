@@ -438,10 +438,20 @@ func FuzzDecryptAES128GCM(f *testing.F) {
 	multi, _ := EncryptAES128GCM([]byte("spread over several records"), ua.PublicKey().Bytes(), auth, RecordSize(19))
 	f.Add(multi)
 	f.Add(append(append([]byte(nil), rfc[:16]...), 0, 0, 0, 18, 65))
+	d, err := NewDecrypter(ua, auth)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		plain, err := DecryptAES128GCM(body, ua, auth)
 		if err == nil && len(plain) > len(body) {
 			t.Fatalf("plaintext longer than the body")
+		}
+		// The Decrypter (whose remembered key carries over from the
+		// inputs before) agrees with DecryptAES128GCM on every input.
+		plain2, err2 := d.Decrypt(body)
+		if (err == nil) != (err2 == nil) || !bytes.Equal(plain, plain2) {
+			t.Fatalf("Decrypter: %q %v; DecryptAES128GCM: %q %v", plain2, err2, plain, err)
 		}
 		// The legacy decoder must not panic on the same bytes either.
 		if len(body) >= 16 {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 )
 
@@ -159,7 +158,7 @@ func (u *ua) notification(m *serverMsg) {
 	}
 	body, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(m.Data, "="))
 	if err == nil {
-		body, err = pushcrypto.DecryptAES128GCM(body, u.keys.priv, u.keys.auth)
+		body, err = u.keys.decrypt(body)
 	}
 	if err != nil {
 		s.badContent.Add(1)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/autopush-go/autopush/engine/ws"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 // uaState is where a user agent is in its connection's life.
@@ -71,6 +72,20 @@ type uaKeys struct {
 	priv *ecdh.PrivateKey
 	pub  []byte
 	auth []byte
+	dec  *pushcrypto.Decrypter // made at the first push; the loop's alone
+}
+
+// decrypt decrypts a push's body, remembering the last sender key's
+// derivation (one ECDH per sender key, not per push).
+func (k *uaKeys) decrypt(body []byte) ([]byte, error) {
+	if k.dec == nil {
+		d, err := pushcrypto.NewDecrypter(k.priv, k.auth)
+		if err != nil {
+			return nil, err
+		}
+		k.dec = d
+	}
+	return k.dec.Decrypt(body)
 }
 
 // setState moves the user agent and keeps the set's gauges.

@@ -189,6 +189,13 @@ type Config struct {
 	// VAPIDReuse is how long a sender reuses one signed VAPID JWT. 0: a
 	// new signature per push, as the web-push libraries do. Default 0.
 	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn,broadcast" help:"reuse a VAPID JWT this long (0: sign every push)"`
+	// FreshSenderKeys encrypts each push with a new sender key pair, as
+	// the web-push libraries do: an ECDH per push on the sender's side and
+	// on the user agent's. false: one sender key pair per subscription
+	// (pushcrypto.Encrypter), each push still with its own salt: the
+	// service's work is the same (it does not decrypt) and the load
+	// generators' CPU goes to sending. Default false.
+	FreshSenderKeys bool `conf:"fresh-sender-keys" for:"notify,stored,churn,broadcast" help:"a new sender ECDH key pair per push, as web-push libraries (false: one per subscription, fresh salt per push)"`
 	// SenderConns bounds HTTP connections per worker. Default 64.
 	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast,sender" help:"HTTP connections to the endpoint per worker"`
 	// MaxInFlight bounds pushes in flight per worker; a push due beyond

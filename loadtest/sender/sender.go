@@ -32,6 +32,7 @@ type Settings struct {
 	VAPIDPrivate string
 	VAPIDSubject string
 	VAPIDReuse   time.Duration // 0: a new signature per push
+	FreshKeys    bool          // a new sender key pair per push (else one per subscription)
 	PayloadSize  int
 	TTL          int // seconds
 	Conns        int // HTTP connections to the endpoint
@@ -62,6 +63,8 @@ type Sender struct {
 	inFlight atomic.Int64
 	accepted atomic.Int64
 	wg       sync.WaitGroup
+
+	encs     sync.Map // *agent.Subscription -> *pushcrypto.Encrypter (not FreshKeys)
 
 	mu       sync.Mutex
 	tokens   map[string]vapidToken // by audience
@@ -156,8 +159,9 @@ func pick(how string, i, n int) int {
 	return i % n
 }
 
-// post sends one push: encrypt for the subscription (RFC 8291, a fresh
-// sender key each time), sign or reuse a VAPID JWT, POST, record.
+// post sends one push: encrypt for the subscription (RFC 8291, with the
+// subscription's sender key, or a fresh one with FreshKeys; a fresh salt
+// each time), sign or reuse a VAPID JWT, POST, record.
 func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	defer s.wg.Done()
 	defer s.inFlight.Add(-1)
@@ -171,7 +175,7 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	s.env.Lag.Record(at, clock.Now())
 	id := ledger.PushID{Run: s.cfg.Run, Worker: uint32(s.cfg.Worker), UA: uint32(sub.UA), Seq: seq, At: at}
 	plain := ledger.AppendPayload(make([]byte, 0, s.cfg.PayloadSize), id, s.cfg.PayloadSize)
-	body, err := pushcrypto.EncryptAES128GCM(plain, sub.P256dh, sub.Auth)
+	body, err := s.encrypt(sub, plain)
 	if err != nil {
 		s.count("sender: encrypt: " + err.Error())
 		return
@@ -204,6 +208,22 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	} else {
 		s.count(StatusReason(status, reply))
 	}
+}
+
+// encrypt is plain's aes128gcm body for sub.
+func (s *Sender) encrypt(sub *agent.Subscription, plain []byte) ([]byte, error) {
+	if s.cfg.FreshKeys {
+		return pushcrypto.EncryptAES128GCM(plain, sub.P256dh, sub.Auth)
+	}
+	e, ok := s.encs.Load(sub)
+	if !ok {
+		enc, err := pushcrypto.NewEncrypter(sub.P256dh, sub.Auth)
+		if err != nil {
+			return nil, err
+		}
+		e, _ = s.encs.LoadOrStore(sub, enc)
+	}
+	return e.(*pushcrypto.Encrypter).Encrypt(plain)
 }
 
 // authorization returns the VAPID header for endpoint's origin: a fresh

@@ -64,6 +64,7 @@ type Setup struct {
 	VAPIDPrivate string        `json:"vapid_private,omitempty"`
 	VAPIDSubject string        `json:"vapid_subject,omitempty"`
 	VAPIDReuse   time.Duration `json:"vapid_reuse"`
+	FreshKeys    bool          `json:"fresh_keys"`
 	PayloadSize  int           `json:"payload_size"`
 	TTL          int           `json:"ttl"`
 	SenderConns  int           `json:"sender_conns"`
