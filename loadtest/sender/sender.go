@@ -64,7 +64,7 @@ type Sender struct {
 	accepted atomic.Int64
 	wg       sync.WaitGroup
 
-	encs     sync.Map // *agent.Subscription -> *pushcrypto.Encrypter (not FreshKeys)
+	encs sync.Map // *agent.Subscription -> *pushcrypto.Encrypter (not FreshKeys)
 
 	mu       sync.Mutex
 	tokens   map[string]vapidToken // by audience
