@@ -292,6 +292,14 @@ func (f *failingStore) GetUser(ctx context.Context, uaid uuid.UUID) (storage.Use
 	return f.Store.GetUser(ctx, uaid)
 }
 
+// Subscription fails with GetUser: it is the push's router record read.
+func (f *failingStore) Subscription(ctx context.Context, uaid, chid uuid.UUID) (storage.User, bool, error) {
+	if err := f.err("GetUser"); err != nil {
+		return storage.User{}, false, err
+	}
+	return f.Store.Subscription(ctx, uaid, chid)
+}
+
 func (f *failingStore) SaveMessage(ctx context.Context, uaid uuid.UUID, m storage.Message) error {
 	if err := f.err("SaveMessage"); err != nil {
 		return err

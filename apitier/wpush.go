@@ -176,24 +176,20 @@ func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *token.Endpo
 // subscription reads the router record and checks the channel. ctx
 // bounds the storage calls.
 func (s *Server) subscription(ctx context.Context, uaid uuid.UUID, chid [16]byte) (storage.User, *errno.HTTPError) {
-	user, err := s.getUser(ctx, uaid)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return user, errNoUser
-	case err != nil:
-		return user, s.storageError("read router record", err)
-	}
-	if user.RouterType != storage.RouterWebPush && !bridge.IsBridged(user.RouterType) {
-		// The reference answers an unusable router type with 410 errno
-		// 106 (and drops the user; this tier keeps the record).
-		return user, errNoChannel
-	}
 	start := time.Now()
-	ok, err := s.store.HasChannel(ctx, uaid, chid)
+	user, ok, err := s.store.Subscription(ctx, uaid, chid)
+	if errors.Is(err, storage.ErrNotFound) {
+		s.metrics.storage(start, nil)
+		return user, errNoUser
+	}
 	s.metrics.storage(start, err)
 	switch {
 	case err != nil:
-		return user, s.storageError("read channel", err)
+		return user, s.storageError("read router record and channel", err)
+	case user.RouterType != storage.RouterWebPush && !bridge.IsBridged(user.RouterType):
+		// The reference answers an unusable router type with 410 errno
+		// 106 (and drops the user; this tier keeps the record).
+		return user, errNoChannel
 	case !ok:
 		return user, errNoChannel
 	}

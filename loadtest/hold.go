@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -41,11 +42,15 @@ func (r *run) hold(ctx context.Context) error {
 		target := cfg.UAs * step / cfg.Steps
 		r.mon.SetPhase("connect", int64(target), func(s report.Sample) int64 { return int64(s.Connected) })
 		start := time.Now()
-		evs, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
-			return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{
-				Rate: cfg.ConnectRate / float64(len(r.pool.ws)),
-				Upto: max(1, scenario.CeilDiv(wp.uas*step, cfg.Steps)),
-			}}
+		var evs []worker.Event
+		err := r.withProfile(fmt.Sprintf("connect-%d", step), func() (err error) {
+			evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
+				return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{
+					Rate: cfg.ConnectRate / float64(len(r.pool.ws)),
+					Upto: max(1, scenario.CeilDiv(wp.uas*step, cfg.Steps)),
+				}}
+			})
+			return err
 		})
 		if err != nil {
 			return monitor.StepError("connect", err)

@@ -47,6 +47,24 @@ func (r *run) profileDuring(phase string, skip, secs time.Duration) func(stop <-
 	}
 }
 
+// withProfile runs fn, with, when -profile is set, the first
+// ProfileSeconds of it (after a second) profiled as phase.
+func (r *run) withProfile(phase string, fn func() error) error {
+	during := r.profileDuring(phase, time.Second, r.cfg.ProfileSeconds)
+	if during == nil {
+		return fn()
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		during(stop)
+	}()
+	err := fn()
+	close(stop)
+	<-done
+	return err
+}
+
 // saveProfile fetches base/debug/pprof/profile?seconds=N into path.
 func saveProfile(base string, secs time.Duration, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

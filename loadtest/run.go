@@ -212,19 +212,12 @@ func (r *run) connectEveryone(ctx context.Context) error {
 func (r *run) connectAll(ctx context.Context, name string) (*report.ConnectReport, error) {
 	r.mon.SetPhase(name, int64(r.cfg.UAs), func(s report.Sample) int64 { return int64(s.Connected) })
 	start, t0 := time.Now(), r.mon.Now()
-	if during := r.profileDuring(name, time.Second, r.cfg.ProfileSeconds); during != nil {
-		stop, done := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(done)
-			during(stop)
-		}()
-		defer func() {
-			close(stop)
-			<-done
-		}()
-	}
-	evs, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
-		return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{Rate: r.cfg.ConnectRate / float64(len(r.pool.ws))}}
+	var evs []worker.Event
+	err := r.withProfile(name, func() (err error) {
+		evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
+			return worker.Command{Op: worker.OpConnect, Connect: &agent.Connect{Rate: r.cfg.ConnectRate / float64(len(r.pool.ws))}}
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -53,6 +53,13 @@ func (l *leakyStore) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User,
 	return l.Store.GetUser(ctx, uaid)
 }
 
+func (l *leakyStore) Subscription(ctx context.Context, uaid, chid uuid.UUID) (storage.User, bool, error) {
+	if err := l.err("subscription"); err != nil {
+		return storage.User{}, false, err
+	}
+	return l.Store.Subscription(ctx, uaid, chid)
+}
+
 func (l *leakyStore) Connect(ctx context.Context, u storage.User) error {
 	if err := l.err("connect"); err != nil {
 		return err

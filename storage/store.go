@@ -74,6 +74,13 @@ type Store interface {
 	// HasChannel reports whether chid is subscribed for uaid. 1 RT.
 	HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error)
 
+	// Subscription is GetUser and HasChannel in one read, what a push
+	// needs first: the router record of uaid (ErrNotFound when there is
+	// none or it has expired) and whether chid is subscribed. 1 RT (2 when
+	// the channel is not subscribed, on a backend that must then read the
+	// record alone).
+	Subscription(ctx context.Context, uaid, chid uuid.UUID) (User, bool, error)
+
 	// SaveMessage stores m for uaid until m.Expiry(). A topic message
 	// replaces the stored message with the same channel and topic, unless
 	// the stored one is newer (higher SortKey). 1 RT.

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/autopush-go/autopush/storage"
 	"github.com/cockroachdb/pebble/v2"
@@ -101,6 +102,33 @@ func (s *Store) HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, err
 		return false, failed("has channel", err)
 	}
 	return true, closer.Close()
+}
+
+// Subscription implements storage.Store: two local reads under one
+// entry.
+func (s *Store) Subscription(ctx context.Context, uaid, chid uuid.UUID) (storage.User, bool, error) {
+	if err := storage.ValidateChannel(uaid, chid); err != nil {
+		return storage.User{}, false, fmt.Errorf("embedded: subscription: %w", err)
+	}
+	if err := s.enter(ctx, "subscription"); err != nil {
+		return storage.User{}, false, err
+	}
+	defer s.mu.RUnlock()
+	rec, ok, err := s.getRecord(uaid)
+	if err != nil {
+		return storage.User{}, false, failed("subscription", err)
+	}
+	if !ok || rec.ExpiresAt <= time.Now().UnixNano() {
+		return storage.User{}, false, fmt.Errorf("embedded: subscription %s: %w", uaid, storage.ErrNotFound)
+	}
+	_, closer, err := s.db.Get(channelKey(uaid, chid))
+	if err == pebble.ErrNotFound {
+		return rec.User, false, nil
+	}
+	if err != nil {
+		return storage.User{}, false, failed("subscription", err)
+	}
+	return rec.User, true, closer.Close()
 }
 
 // scan calls fn for each key with the given prefix, from lower (or the

@@ -27,7 +27,12 @@ const (
 	qRemoveChannel  = `DELETE FROM router WHERE uaid = ? AND chid = ?`
 	qChannels       = `SELECT chid FROM router WHERE uaid = ?`
 	qHasChannel     = `SELECT chid FROM router WHERE uaid = ? AND chid = ?`
-	qCountChannels  = `SELECT chid FROM router WHERE uaid = ? LIMIT ?`
+	// The router record's static columns with the channel's row; no row
+	// when either is missing (Cassandra 5 returns no statics without the
+	// clustering row).
+	qSubscription = `SELECT router_type, router_data, node_id, connected_at, last_connect, cursor, chid
+		FROM router WHERE uaid = ? AND chid = ?`
+	qCountChannels = `SELECT chid FROM router WHERE uaid = ? LIMIT ?`
 
 	// Messages.
 	qSaveMessage = `INSERT INTO message

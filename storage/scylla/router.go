@@ -37,7 +37,14 @@ func (s *Store) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, erro
 	if err != nil {
 		return storage.User{}, wrap("get user", err)
 	}
-	u.RouterType = *routerType
+	fillUser(&u, *routerType, nodeID, connectedAt, lastConnect, cursor)
+	return u, nil
+}
+
+// fillUser sets u's fields from the router record's static columns as
+// read (null: zero).
+func fillUser(u *storage.User, routerType string, nodeID *string, connectedAt, lastConnect, cursor *int64) {
+	u.RouterType = routerType
 	u.NodeID = deref(nodeID)
 	u.ConnectedAt = deref(connectedAt)
 	u.LastConnect = deref(lastConnect)
@@ -45,7 +52,41 @@ func (s *Store) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, erro
 	if u.RouterData == nil {
 		u.RouterData = map[string]string{}
 	}
-	return u, nil
+}
+
+// Subscription implements storage.Store: the record and the channel's
+// row in one read of the user's partition. Without the channel's row the
+// read finds nothing (Cassandra returns no statics without the clustering
+// row, TestSubscriptionReads), so GetUser then tells a missing channel
+// from a missing record: a second read only on the way to a 410.
+func (s *Store) Subscription(ctx context.Context, uaid, chid uuid.UUID) (storage.User, bool, error) {
+	if err := storage.ValidateChannel(uaid, chid); err != nil {
+		return storage.User{}, false, fmt.Errorf("scylla: subscription: %w", err)
+	}
+	if err := s.open("subscription"); err != nil {
+		return storage.User{}, false, err
+	}
+	u := storage.User{UAID: uaid}
+	var (
+		routerType, nodeID       *string
+		connectedAt, lastConnect *int64
+		cursor                   *int64
+		got                      *[16]byte
+	)
+	err := s.query(ctx, qSubscription, uuidArg(uaid), uuidArg(chid)).
+		Scan(&routerType, &u.RouterData, &nodeID, &connectedAt, &lastConnect, &cursor, &got)
+	if errors.Is(err, gocql.ErrNotFound) {
+		u, err := s.GetUser(ctx, uaid)
+		return u, false, err
+	}
+	if err != nil {
+		return storage.User{}, false, wrap("subscription", err)
+	}
+	if routerType == nil {
+		return storage.User{}, false, fmt.Errorf("scylla: subscription %s: %w", uaid, storage.ErrNotFound)
+	}
+	fillUser(&u, *routerType, nodeID, connectedAt, lastConnect, cursor)
+	return u, got != nil && *got == [16]byte(chid), nil
 }
 
 // connState is what Connect reads before writing.

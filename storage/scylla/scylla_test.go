@@ -1,13 +1,16 @@
 package scylla
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/storage"
@@ -262,5 +265,56 @@ func TestLimitsBeyondInt64(t *testing.T) {
 	got, err := s.TimestampMessages(tctx(t), uaid, huge, 10)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("fetch after 2^63: %v %v", got, err)
+	}
+}
+
+// countingObserver counts the statements a store sends.
+type countingObserver struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingObserver) ObserveQuery(context.Context, gocql.ObservedQuery) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *countingObserver) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = 0
+	return n
+}
+
+// TestSubscriptionReads: a push's first read is one statement when the
+// channel is subscribed; without the channel's row Cassandra answers no
+// row at all, so a second read tells a missing channel from a missing
+// record (a push on its way to a 410).
+func TestSubscriptionReads(t *testing.T) {
+	count := &countingObserver{}
+	cfg := testConfig(t)
+	cfg.QueryObserver = count
+	s := newTestStoreWith(t, cfg)
+	uaid, chid := uuid.New(), uuid.New()
+	ok(t, s.Connect(tctx(t), storage.User{UAID: uaid, RouterType: "webpush", NodeID: "n", ConnectedAt: time.Now().UnixMilli()}), "connect")
+	ok(t, s.AddChannel(tctx(t), uaid, chid), "add")
+	for _, tc := range []struct {
+		what       string
+		uaid, chid uuid.UUID
+		has        bool
+		found      bool
+		statements int
+	}{
+		{"subscribed", uaid, chid, true, true, 1},
+		{"not subscribed", uaid, uuid.New(), false, true, 2},
+		{"no record", uuid.New(), chid, false, false, 2},
+	} {
+		count.take()
+		_, has, err := s.Subscription(tctx(t), tc.uaid, tc.chid)
+		if n := count.take(); has != tc.has || (err == nil) != tc.found || n != tc.statements {
+			t.Errorf("%s: has %v, err %v, %d statements; want has %v, found %v, %d statements", tc.what, has, err, n, tc.has, tc.found, tc.statements)
+		}
 	}
 }

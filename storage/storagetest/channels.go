@@ -41,6 +41,46 @@ func testChannels(t *testing.T, s storage.Store) {
 	}
 }
 
+// Subscription answers what GetUser and HasChannel answer, in each case a
+// push meets: subscribed, the channel never added or removed, another
+// user's channel, no record, a record dropped with its channels.
+func testSubscription(t *testing.T, s storage.Store) {
+	uaid, a, b := uuid.New(), uuid.New(), uuid.New()
+	u := user(uaid, "node-a", nowMS())
+	u.RouterData = map[string]string{"k": "v"}
+	must(t, s.Connect(ctx(t), u), "connect")
+	must(t, s.AddChannel(ctx(t), uaid, a), "add a")
+	check := func(what string, uaid, chid uuid.UUID, wantHas bool, wantErr error) {
+		t.Helper()
+		got, has, err := s.Subscription(ctx(t), uaid, chid)
+		if wantErr != nil {
+			if !errors.Is(err, wantErr) {
+				t.Fatalf("%s: err %v, want %v", what, err, wantErr)
+			}
+			return
+		}
+		must(t, err, what)
+		wantUser, err := s.GetUser(ctx(t), uaid)
+		must(t, err, what+": get user")
+		if has != wantHas || got.NodeID != wantUser.NodeID || got.ConnectedAt != wantUser.ConnectedAt ||
+			got.RouterType != wantUser.RouterType || got.RouterData["k"] != "v" || got.UAID != uaid {
+			t.Fatalf("%s: %+v has %v; want %+v has %v", what, got, has, wantUser, wantHas)
+		}
+	}
+	check("subscribed", uaid, a, true, nil)
+	check("never added", uaid, b, false, nil)
+	must(t, s.RemoveChannel(ctx(t), uaid, a), "remove a")
+	check("removed", uaid, a, false, nil)
+	must(t, s.AddChannel(ctx(t), uaid, b), "add b")
+	check("after another add", uaid, b, true, nil)
+	check("no record", uuid.New(), b, false, storage.ErrNotFound)
+	must(t, s.DropUser(ctx(t), uaid), "drop")
+	check("dropped", uaid, b, false, storage.ErrNotFound)
+	if _, _, err := s.Subscription(ctx(t), uuid.Nil, a); !errors.Is(err, storage.ErrInvalid) {
+		t.Fatalf("nil uaid: %v, want ErrInvalid", err)
+	}
+}
+
 func testHundredsOfChannels(t *testing.T, s storage.Store) {
 	uaid := uuid.New()
 	must(t, s.Connect(ctx(t), user(uaid, "node-a", nowMS())), "connect")

@@ -31,6 +31,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentConnectAndClear", testConcurrentConnectAndClear},
 		{"CursorOnlyMovesForward", testCursor},
 		{"Channels", testChannels},
+		{"Subscription", testSubscription},
 		{"HundredsOfChannels", testHundredsOfChannels},
 		{"CountChannels", testCountChannels},
 		{"TimestampMessagesPaging", testTimestampPaging},
