@@ -120,11 +120,13 @@ func (srv *Server) hello(ctx context.Context, r *session.Result) {
 			return
 		}
 	}
+	connect := srv.store.Connect
 	if !found {
-		r.UAID, r.Fresh = newUAID(), true
+		// A uaid made here: no record to read first (storage.ConnectNew).
+		r.UAID, r.Fresh, connect = newUAID(), true, srv.store.ConnectNew
 	}
 	r.Err = srv.timed(func() error {
-		return srv.store.Connect(ctx, storage.User{
+		return connect(ctx, storage.User{
 			UAID: r.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt,
 		})
 	})

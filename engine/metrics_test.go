@@ -105,13 +105,15 @@ func TestDeliveryAckSeconds(t *testing.T) {
 	check("direct", 2, start)
 }
 
-// failConnect fails every hello's router-record write with err.
+// failConnect fails every hello's router-record write with err (a new
+// user agent's, ConnectNew, and a returning one's, Connect).
 type failConnect struct {
 	storage.Store
 	err error
 }
 
-func (f failConnect) Connect(context.Context, storage.User) error { return f.err }
+func (f failConnect) Connect(context.Context, storage.User) error    { return f.err }
+func (f failConnect) ConnectNew(context.Context, storage.User) error { return f.err }
 
 // TestHelloStorageFailureCountedOnce: a hello whose storage write fails
 // is one storage error (and one closed connection), not two; a conflict

@@ -28,6 +28,11 @@ type Store interface {
 	// is kept. 2 RT; once per Config refresh interval a user's channel
 	// expiry is also refreshed (2 more RT).
 	Connect(ctx context.Context, u User) error
+	// ConnectNew is Connect for a uaid the caller has just made (random:
+	// no record of it can exist), so nothing need be read first and there
+	// are no channels to refresh. Never pass a uaid that may exist: the
+	// backends may skip Connect's comparison. 1 RT.
+	ConnectNew(ctx context.Context, u User) error
 
 	// ClearNode clears the record's node_id only if its ConnectedAt still
 	// equals connectedAt, so an older connection (or an endpoint that read

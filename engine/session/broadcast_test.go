@@ -18,7 +18,7 @@ func (h *harness) helloWith(broadcasts string) map[string]any {
 	if m["messageType"] != "hello" {
 		h.t.Fatalf("hello reply %v", m)
 	}
-	h.done(&Result{Job: h.job(JobCheck)})
+	h.noJobs() // a new uaid has nothing stored
 	b, _ := m["broadcasts"].(map[string]any)
 	return b
 }

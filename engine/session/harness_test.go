@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"io"
 	"log/slog"
 	"reflect"
@@ -141,9 +142,11 @@ func (h *harness) open() *harness {
 // ready opens a session and completes its hello as user agent uaid.
 func (h *harness) ready(uaid [16]byte) *harness {
 	h.t.Helper()
-	h.open().send(`{"messageType":"hello","use_webpush":true}`)
+	// A returning user agent (a new one's hello reads nothing more:
+	// TestHelloNewAndKnown).
+	h.open().send(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(uaid) + `","use_webpush":true}`)
 	job := h.job(JobHello)
-	h.done(&Result{Job: job, UAID: uaid, Fresh: true})
+	h.done(&Result{Job: job, UAID: uaid})
 	if m := h.message(); m["messageType"] != "hello" || m["status"] != 200.0 {
 		h.t.Fatalf("hello reply %v", m)
 	}

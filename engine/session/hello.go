@@ -84,6 +84,18 @@ func (s *Session) helloDone(x *Ctx, res *Result) {
 		s.Shutdown(x)
 		return
 	}
+	if res.Fresh {
+		// A uaid this hello made: nobody holds an endpoint of it, so
+		// storage holds no message and no channel for it. No check, and
+		// the channel count is known (0): a new user agent's hello and
+		// registers read nothing.
+		s.setChans(1)
+		if s.flow != nil {
+			s.flow.recheck = false
+			s.idle()
+		}
+		return
+	}
 	s.Check(x)
 }
 

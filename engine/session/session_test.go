@@ -82,8 +82,12 @@ func TestHelloNewAndKnown(t *testing.T) {
 	if !h.enrolled || !h.s.Registered() || h.counter("HelloNewUAID") != 1 {
 		t.Fatalf("enrolled %v registered %v", h.enrolled, h.s.Registered())
 	}
-	if c := h.job(JobCheck); c.UAID != testUAID || c.Page != testConfig.MaxUnacked {
-		t.Fatalf("the hello's check %+v: a page is at most max-unacked", c)
+	// A uaid made by this hello has nothing stored and no channels: no
+	// check, and its first register counts nothing.
+	h.noJobs()
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	if j := h.job(JobRegister); j.MaxChannels != 0 {
+		t.Fatalf("a new user agent's first register counts its channels: %+v", j)
 	}
 
 	// A known uaid is enrolled from the hello on, before storage answers.
@@ -634,5 +638,32 @@ func TestChannelLimit(t *testing.T) {
 	h.noJobs()
 	if m := h.message(); m["status"] != float64(StatusTooManyChannels) {
 		t.Fatalf("register %d in flight: %v", maxRegsInFlight+1, m)
+	}
+}
+
+// TestChannelLimitNewUserAgent: a uaid made by the hello has no channels,
+// so the session counts from zero without asking storage, and still
+// refuses the register past max-channels.
+func TestChannelLimitNewUserAgent(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxChannels = 2 }).open()
+	h.send(`{"messageType":"hello","use_webpush":true}`)
+	h.done(&Result{Job: h.job(JobHello), UAID: testUAID, Fresh: true})
+	h.message()
+	h.noJobs()
+	for range 2 {
+		h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+		j := h.job(JobRegister)
+		if j.MaxChannels != 0 {
+			t.Fatalf("register of a new user agent asks for a count: %+v", j)
+		}
+		h.done(&Result{Job: j, Endpoint: "https://push.example/x"})
+		if m := h.message(); m["status"] != 200.0 {
+			t.Fatalf("register reply %v", m)
+		}
+	}
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	h.noJobs()
+	if m := h.message(); m["status"] != float64(StatusTooManyChannels) {
+		t.Fatalf("register past max-channels: %v", m)
 	}
 }

@@ -135,6 +135,10 @@ func (s *Store) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, erro
 	return rec.User, nil
 }
 
+// ConnectNew implements storage.Store: Connect, whose read is local (and
+// finds the expiry entry to replace, were the uaid not new after all).
+func (s *Store) ConnectNew(ctx context.Context, u storage.User) error { return s.Connect(ctx, u) }
+
 // Connect implements storage.Store. One local read and one durable write,
 // under the user's stripe lock so the connected_at comparison is exact.
 func (s *Store) Connect(ctx context.Context, u storage.User) error {

@@ -15,6 +15,11 @@ const (
 	qConnect = `UPDATE router USING TIMESTAMP ? AND TTL ?
 		SET router_type = ?, router_data = ?, node_id = ?, connected_at = ?, last_connect = ?
 		WHERE uaid = ?`
+	// A new user's record: Connect's cells and the refresh mark (it has
+	// no channels to refresh yet).
+	qConnectNew = `UPDATE router USING TIMESTAMP ? AND TTL ?
+		SET router_type = ?, router_data = ?, node_id = ?, connected_at = ?, last_connect = ?, channels_refreshed = ?
+		WHERE uaid = ?`
 	qClearNode     = `DELETE node_id FROM router USING TIMESTAMP ? WHERE uaid = ?`
 	qAdvanceCursor = `UPDATE router USING TIMESTAMP ? AND TTL ? SET cursor = ? WHERE uaid = ?`
 	qMarkRefreshed = `UPDATE router USING TTL ? SET channels_refreshed = ? WHERE uaid = ?`

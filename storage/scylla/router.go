@@ -141,6 +141,25 @@ func (s *Store) Connect(ctx context.Context, u storage.User) error {
 	return nil
 }
 
+// ConnectNew implements storage.Store: Connect's write with the refresh
+// mark, nothing read.
+func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {
+	if err := storage.ValidateUser(&u); err != nil {
+		return fmt.Errorf("scylla: connect new: %w", err)
+	}
+	if err := s.open("connect new"); err != nil {
+		return err
+	}
+	now := time.Now()
+	lastConnect := u.LastConnect
+	if lastConnect == 0 {
+		lastConnect = now.UnixMilli()
+	}
+	err := s.query(ctx, qConnectNew, connTimestamp(u.ConnectedAt), s.idleTTL,
+		u.RouterType, nonNil(u.RouterData), u.NodeID, u.ConnectedAt, lastConnect, now.UnixMilli(), uuidArg(u.UAID)).Exec()
+	return wrap("connect new", err)
+}
+
 // writeConnection writes the connection cells of u at write timestamp
 // u.ConnectedAt*1000 with TTL IdleTTL. LastConnect 0 means now.
 func (s *Store) writeConnection(ctx context.Context, u *storage.User, now time.Time) error {

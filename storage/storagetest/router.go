@@ -38,6 +38,41 @@ func testUserLifecycle(t *testing.T, s storage.Store) {
 	must(t, s.DropUser(ctx(t), uaid), "drop missing user")
 }
 
+// testConnectNew: a new uaid's record written without a read is the
+// record Connect writes: readable, takes channels and messages, and later
+// connections (Connect, newest wins) and clears work on it as on any.
+func testConnectNew(t *testing.T, s storage.Store) {
+	uaid, chid := uuid.New(), uuid.New()
+	first := nowMS()
+	u := user(uaid, "http://node-a:8081", first)
+	must(t, s.ConnectNew(ctx(t), u), "connect new")
+	got, err := s.GetUser(ctx(t), uaid)
+	must(t, err, "get user")
+	if got.NodeID != u.NodeID || got.ConnectedAt != first || got.RouterType != u.RouterType || got.Cursor != 0 || got.LastConnect <= 0 {
+		t.Fatalf("got %+v, want fields of %+v", got, u)
+	}
+	must(t, s.AddChannel(ctx(t), uaid, chid), "add channel")
+	_, has, err := s.Subscription(ctx(t), uaid, chid)
+	must(t, err, "subscription")
+	if !has {
+		t.Fatal("channel of a ConnectNew user not found")
+	}
+	must(t, s.Connect(ctx(t), user(uaid, "http://node-b:8081", first+10)), "reconnect")
+	err = s.Connect(ctx(t), user(uaid, "http://node-c:8081", first+5))
+	wantKind(t, err, storage.ErrConflict, "older connection after ConnectNew")
+	must(t, s.ClearNode(ctx(t), uaid, first+10), "clear")
+	got, err = s.GetUser(ctx(t), uaid)
+	must(t, err, "get after clear")
+	if got.NodeID != "" || got.ConnectedAt != first+10 {
+		t.Fatalf("after reconnect and clear: %+v", got)
+	}
+	chans, err := s.Channels(ctx(t), uaid)
+	must(t, err, "channels")
+	if len(chans) != 1 || chans[0] != chid {
+		t.Fatalf("channels %v, want [%s]", chans, chid)
+	}
+}
+
 // testDropUserAt: a drop naming the stored connection removes the user;
 // one naming an older connection, or arriving before a newer connection's
 // write, leaves the newer connection's record whole.

@@ -26,6 +26,7 @@ func Run(t *testing.T, h Harness) {
 		fn   func(*testing.T, storage.Store)
 	}{
 		{"UserLifecycle", testUserLifecycle},
+		{"ConnectNew", testConnectNew},
 		{"NewestConnectionWins", testNewestConnectionWins},
 		{"ClearNodeOnlyIfConnectedAtMatches", testClearNode},
 		{"ConcurrentConnectAndClear", testConcurrentConnectAndClear},
