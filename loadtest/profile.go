@@ -48,9 +48,9 @@ func (r *run) profileDuring(phase string, skip, secs time.Duration) func(stop <-
 }
 
 // withProfile runs fn, with, when -profile is set, the first
-// ProfileSeconds of it (after a second) profiled as phase.
+// ProfileTime of it (after a second) profiled as phase.
 func (r *run) withProfile(phase string, fn func() error) error {
-	during := r.profileDuring(phase, time.Second, r.cfg.ProfileSeconds)
+	during := r.profileDuring(phase, time.Second, r.cfg.ProfileTime)
 	if during == nil {
 		return fn()
 	}

@@ -71,12 +71,12 @@ type Config struct {
 	// Profile, when set, is a directory: the run turns on the servers'
 	// pprof setting and saves a CPU profile of every server process
 	// during each notify stage (its measured part) and during the first
-	// ProfileSeconds of each connect phase, as <phase>.<process>.pprof
+	// ProfileTime of each connect phase, as <phase>.<process>.pprof
 	// (go tool pprof reads them). Default "": none.
 	Profile string `conf:"profile" for:"hold,notify" help:"directory for CPU profiles of the servers during each notify stage and connect phase (empty: none)"`
-	// ProfileSeconds is the length of a connect phase's profile. Default
+	// ProfileTime is the length of a connect phase's profile. Default
 	// 5s.
-	ProfileSeconds time.Duration `conf:"profile-seconds" for:"hold,notify" help:"length of a connect phase's CPU profile (-profile)"`
+	ProfileTime time.Duration `conf:"profile-time" for:"hold,notify" help:"length of a connect phase's CPU profile (-profile)"`
 
 	// --- load generators
 
@@ -312,7 +312,7 @@ func Default(scenario string) Config {
 		Scenario:        scenario,
 		CQLConsistency:  "ONE",
 		CQLReplication:  "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-		ProfileSeconds:  5 * time.Second,
+		ProfileTime:  5 * time.Second,
 		PerEngine:       18000,
 		PerWorker:       18000,
 		Loops:           1,
@@ -412,8 +412,8 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
 	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
 		return errors.New("loadtest: notify: -rates must list positive rates")
-	case c.Profile != "" && (c.ProfileSeconds < time.Second || c.ProfileSeconds > 120*time.Second):
-		return errors.New("loadtest: -profile-seconds must be 1s to 2m (the servers' pprof bound)")
+	case c.Profile != "" && (c.ProfileTime < time.Second || c.ProfileTime > 120*time.Second):
+		return errors.New("loadtest: -profile-time must be 1s to 2m (the servers' pprof bound)")
 	case c.StallP99Factor < 0:
 		return errors.New("loadtest: notify: -stall-p99-factor must not be negative")
 	case c.Stalls < 0 || c.Stalls > 0 && c.StallTimeout < time.Second:
