@@ -312,7 +312,7 @@ func Default(scenario string) Config {
 		Scenario:        scenario,
 		CQLConsistency:  "ONE",
 		CQLReplication:  "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-		ProfileTime:  5 * time.Second,
+		ProfileTime:     5 * time.Second,
 		PerEngine:       18000,
 		PerWorker:       18000,
 		Loops:           1,
