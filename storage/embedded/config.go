@@ -20,6 +20,13 @@ type Config struct {
 	SweepInterval time.Duration
 	// CacheBytes is Pebble's block cache. Default 64 MiB.
 	CacheBytes int64
+	// MemTableBytes is the size Pebble's memtables grow to (from 256 KiB,
+	// doubling) before they are flushed. The writes here are small (a
+	// router record, a channel key, a message) and each user agent's hello
+	// writes one: the memtables fill as connections arrive, so on a node
+	// at its 19,000 connections their size is part of the memory per
+	// connection (docs/benchmarks.md). Default 1 MiB (Pebble's 4 MiB).
+	MemTableBytes uint64
 	// NoSync commits without fsync: a crash may lose the last writes.
 	// Only for benchmarks and throwaway dev data. Default false.
 	NoSync bool
@@ -32,6 +39,7 @@ const (
 	DefaultIdleTTL       = 60 * 24 * time.Hour
 	DefaultSweepInterval = time.Minute
 	DefaultCacheBytes    = 64 << 20
+	DefaultMemTableBytes = 1 << 20
 )
 
 func (c *Config) withDefaults() Config {
@@ -44,6 +52,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.CacheBytes == 0 {
 		out.CacheBytes = DefaultCacheBytes
+	}
+	if out.MemTableBytes == 0 {
+		out.MemTableBytes = DefaultMemTableBytes
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()

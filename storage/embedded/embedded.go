@@ -49,8 +49,9 @@ func Open(cfg Config) (*Store, error) {
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
 	db, err := pebble.Open(cfg.Dir, &pebble.Options{
-		Cache:  cache,
-		Logger: pebbleLogger{cfg.Logger},
+		Cache:        cache,
+		MemTableSize: cfg.MemTableBytes,
+		Logger:       pebbleLogger{cfg.Logger},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", cfg.Dir, err)
