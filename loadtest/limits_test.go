@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/autopush-go/autopush/loadtest/scenario"
 )
@@ -38,19 +39,31 @@ func procReader(files map[string]string) func(string) ([]byte, error) {
 	}
 }
 
-// millionHold is make million's run.
-func millionHold() scenario.Config {
-	cfg := scenario.Default(scenario.Hold)
-	cfg.CQLHosts, cfg.UAs = nil, 1000000
+// millionHold is make million's run: the Makefile's MILLION_FLAGS.
+func millionHold(t *testing.T) scenario.Config {
+	t.Helper()
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, flags, ok := strings.Cut(string(mk), "\nMILLION_FLAGS ?= ")
+	if !ok {
+		t.Fatal("the Makefile sets no MILLION_FLAGS")
+	}
+	flags, _, _ = strings.Cut(flags, "\n")
+	cfg, err := scenario.ParseFlags(scenario.Hold, append([]string{"-cql-hosts", ""}, strings.Fields(flags)...), io.Discard)
+	if err != nil || cfg.UAs != 1000000 || cfg.Hold != 5*time.Minute || cfg.PingInterval == 0 || cfg.EnginePingInterval == 0 {
+		t.Fatalf("make million: %+v, %v", cfg, err)
+	}
 	return cfg
 }
 
 // TestKernelCheck: the run's needs against the kernel's settings. The
-// project's machine holds a million; each setting made too small refuses
+// project's machine holds make million's run; each setting made too small refuses
 // the run, naming the sysctl (or limit) and the command that raises it,
 // and nothing else; conntrack counts only once it tracks something.
 func TestKernelCheck(t *testing.T) {
-	cfg := millionHold()
+	cfg := millionHold(t)
 	if e, w := cfg.EngineCount(), cfg.WorkerCount(); e != 56 || w != 56 {
 		t.Fatalf("a million: %d engines, %d workers; want 56 each", e, w)
 	}
@@ -81,7 +94,7 @@ func TestKernelCheck(t *testing.T) {
 	} {
 		files := maps.Clone(machineFiles)
 		files[c.file] = c.value
-		cfg := millionHold()
+		cfg := millionHold(t)
 		if c.edit != nil {
 			c.edit(&cfg)
 		}
