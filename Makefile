@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity stall fanout sender-cluster sender-crash sender-bench sender-flood bridge-bench drain-loop
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity million stall fanout sender-cluster sender-crash sender-bench sender-flood bridge-bench drain-loop
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -72,6 +72,10 @@ bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones
 
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
+
+MILLION_FLAGS ?= -uas 1000000 -engines 56 -workers 56 -connect-rate 4000 -steps 5 -settle 15s -hold 5m -ping-interval 4m -engine-ping-interval 2m -out loadtest/out/million
+million: ## 1,000,000 idle user agents on 56 engines (embedded store, one each) from 56 workers, held 5 min with pings both ways: connect rate, drops, user-space and kernel memory per connection (checks the kernel settings first; docs/capacity.md; ~13 min, ~12 GiB)
+	$(GO) run ./loadtest/cmd/loadtest hold -cql-hosts "" $(MILLION_FLAGS)
 
 STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 5000 -stage-time 15s -p99-limit 0 -min-stages 1
 stall: ## 5,000 push API connections, 1,000 stalled each way (header, header+0, body, chunk, 1 byte/s), while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the single-node server

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -89,7 +90,13 @@ func (r *run) hold(ctx context.Context) error {
 	}
 	h.HeldSeconds = time.Since(held).Seconds()
 	end := r.pool.counters()
-	h.ConnectedEnd, h.DroppedDuringRun = end.Connected, end.Dropped
+	h.ConnectedEnd, h.DroppedDuringRun, h.Pings = end.Connected, end.Dropped, end.Pings
+	h.EnginePings = probe.SumEngines(r.engineSamples()).Pings
+	for _, p := range append(slices.Clone(r.cl.Engines), r.pool.procs()...) {
+		if n, err := probe.Maps(p.PID()); err == nil {
+			h.MostMaps = max(h.MostMaps, n)
+		}
+	}
 	h.Slopes()
 	return nil
 }
@@ -101,6 +108,7 @@ func (r *run) measure(ctx context.Context) (report.MemPoint, error) {
 	n := max(r.cfg.Samples, 1)
 	per := make([][]probe.EngineSample, len(r.cl.Engines))
 	var workers []int64
+	var kernel []probe.Kernel
 	for i := range n {
 		if i > 0 {
 			if err := monitor.Sleep(ctx, time.Second); err != nil {
@@ -112,9 +120,14 @@ func (r *run) measure(ctx context.Context) (report.MemPoint, error) {
 		}
 		ws := r.pool.counters()
 		workers = append(workers, ws.RSS)
+		k, err := probe.ReadKernel(nil)
+		if err != nil {
+			return report.MemPoint{}, err
+		}
+		kernel = append(kernel, k)
 	}
 	ws := r.pool.counters()
-	p := report.MemPoint{Connections: ws.Connected, WorkerRSS: median(workers)}
+	p := report.MemPoint{Connections: ws.Connected, WorkerRSS: median(workers), Kernel: medianKernel(kernel)}
 	for _, samples := range per {
 		p.PerEngine = append(p.PerEngine, medianSample(samples))
 	}
@@ -138,9 +151,17 @@ func medianSample(ss []probe.EngineSample) probe.EngineSample {
 	return ss[len(ss)-1]
 }
 
+// medianKernel is the sample of median kernel total.
+func medianKernel(ks []probe.Kernel) probe.Kernel {
+	s := slices.Clone(ks)
+	slices.SortFunc(s, func(a, b probe.Kernel) int { return cmp.Compare(a.Total(), b.Total()) })
+	return s[len(s)/2]
+}
+
 func pointLine(p report.MemPoint) string {
 	return "memory at " + report.Num(p.Connections) + " connections: engines rss " + report.Num(p.Engine.RSS>>10) + " KiB, anon " +
-		report.Num(p.Engine.Anon>>10) + " KiB, goroutines " + report.OptNum(p.Engine.Goroutines)
+		report.Num(p.Engine.Anon>>10) + " KiB, goroutines " + report.OptNum(p.Engine.Goroutines) +
+		"; kernel slab " + report.Num(p.Kernel.Slab>>10) + " KiB, tcp sockets " + report.Num(p.Kernel.TCPInuse)
 }
 
 func median(v []int64) int64 {

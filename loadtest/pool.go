@@ -221,11 +221,21 @@ func (p *pool) counters() worker.Stats {
 		t.Misrouted += s.Misrouted
 		t.Unknown += s.Unknown
 		t.RSS += s.RSS
+		t.Pings.Add(s.Pings)
 		for k, v := range s.Reasons {
 			t.Reasons[k] += v
 		}
 	}
 	return t
+}
+
+// procs are the worker processes.
+func (p *pool) procs() []*proc.Proc {
+	out := make([]*proc.Proc, len(p.ws))
+	for i, wp := range p.ws {
+		out[i] = wp.p
+	}
+	return out
 }
 
 // stop asks every worker to stop, then kills (by PID) any still running

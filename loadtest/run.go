@@ -32,6 +32,11 @@ func Run(ctx context.Context, cfg scenario.Config, stdout, stderr io.Writer) (*r
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Scenario != scenario.Sender {
+		if err := checkKernel(&cfg, nil); err != nil {
+			return nil, err
+		}
+	}
 	r := &run{cfg: cfg, out: stdout, log: stderr, started: time.Now()}
 	if len(cfg.CQLHosts) > 0 {
 		r.storagePID = probe.StoragePID()
@@ -254,6 +259,9 @@ func (r *run) verdict() {
 	if h := r.rep.Hold; h != nil {
 		if h.DroppedDuringRun > 0 {
 			p = append(p, fmt.Sprintf("%d connections dropped", h.DroppedDuringRun))
+		}
+		if h.Pings.Unanswered > 0 {
+			p = append(p, fmt.Sprintf("%d user agent pings unanswered for a whole -ping-interval", h.Pings.Unanswered))
 		}
 		if b := r.cfg.Budget; b > 0 && r.cfg.UAs >= scenario.BudgetFrom && float64(h.RSSPerConn) > float64(b) {
 			p = append(p, fmt.Sprintf("engine RSS %.0f B per connection is over the %d B budget", float64(h.RSSPerConn), b))

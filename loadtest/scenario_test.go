@@ -250,6 +250,67 @@ func TestHoldSmall(t *testing.T) {
 	}
 }
 
+// TestHoldEmbeddedEngines is the small form of make million: hold on the
+// embedded store with several engines (-per-engine), each on a store of
+// its own (only one process may open one), every engine given its share;
+// the kernel's memory read at every point and fitted per connection; the
+// keepalives both ways answered while the user agents idle.
+func TestHoldEmbeddedEngines(t *testing.T) {
+	cfg := smallConfig(t, scenario.Hold)
+	cfg.CQLHosts, cfg.Engines = nil, 0
+	cfg.UAs, cfg.PerEngine, cfg.Workers = 300, 100, 2
+	cfg.Steps, cfg.Settle, cfg.Samples, cfg.Hold = 2, 300*time.Millisecond, 2, 4*time.Second
+	// The engines ping after 2 s of silence, the user agents every 3 s,
+	// which the engines must allow. An engine's first deadline is its
+	// hello timeout, which a later one cannot bring forward (engine/wheel.go:
+	// deadlines move lazily), so that is 2 s too.
+	cfg.EnginePingInterval, cfg.PingInterval = 2*time.Second, 3*time.Second
+	t.Setenv("AUTOCONNECT__MIN_CLIENT_PING", "1s")
+	t.Setenv("AUTOCONNECT__HELLO_TIMEOUT", "2s")
+	rep := runScenario(t, cfg)
+	h := rep.Hold
+	if rep.Cluster.Engines != 3 || rep.Cluster.Storage != "embedded" || h.ConnectedEnd != cfg.UAs {
+		t.Fatalf("%d engines on %s, %d connected at the end; want 3 on embedded, %d", rep.Cluster.Engines, rep.Cluster.Storage,
+			h.ConnectedEnd, cfg.UAs)
+	}
+	last := h.Points[len(h.Points)-1]
+	for i, e := range last.PerEngine {
+		if e.Connections != cfg.UAs/3 || e.Clients != cfg.UAs/3 {
+			t.Errorf("engine %d: %d connections, %d clients; want %d each", i, e.Connections, e.Clients, cfg.UAs/3)
+		}
+	}
+	// Both ends of every connection are sockets on this machine: at every
+	// point at least two TCP sockets a connection (other work on the
+	// machine has its own too).
+	for i, p := range h.Points {
+		k := p.Kernel
+		if k.MemTotal <= 0 || k.Slab <= 0 || k.SUnreclaim <= 0 || k.SReclaimable <= 0 || k.Slab < k.SUnreclaim ||
+			k.Total() < k.Slab || k.TCPInuse < int64(2*p.Connections) || k.Used() <= 0 || k.Used() > k.MemTotal {
+			t.Errorf("point %d (%d connections): kernel %+v", i, p.Connections, k)
+		}
+	}
+	kc := h.Kernel
+	if kc == nil {
+		t.Fatal("no kernel slopes")
+	}
+	for name, s := range map[string]report.Slope{"total": kc.Total, "slab": kc.Slab, "unreclaimable": kc.SUnreclaim,
+		"tcp sockets": kc.TCPSockets, "used": kc.Used} {
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			t.Errorf("kernel %s per connection not fitted: %v", name, s)
+		}
+	}
+	var sum bytes.Buffer
+	rep.PrintSummary(&sum)
+	if !strings.Contains(sum.String(), "kernel per connection (both ends are on this machine") || !strings.Contains(sum.String(), " kernel_bytes_per_conn=") {
+		t.Errorf("summary without the kernel's share:\n%s", sum.String())
+	}
+	p := h.Pings
+	if p.Sent == 0 || p.Answered == 0 || p.Unanswered != 0 || p.Answered > p.Sent || p.Server == 0 || p.Pongs != p.Server ||
+		h.EnginePings < int(p.Server) {
+		t.Errorf("keepalives %+v, engines sent %d: want {} pings sent and answered, the engines' pings received and answered", p, h.EnginePings)
+	}
+}
+
 func TestNotifySmall(t *testing.T) {
 	cfg := smallConfig(t, scenario.Notify)
 	cfg.UAs, cfg.Rates = 60, []float64{40, 80}

@@ -71,6 +71,8 @@ type Set struct {
 	received, acked                                  atomic.Int64
 	dupAfterAck, redelivUnacked, redelivUnverified   atomic.Int64
 	badContent, misrouted, unknown                   atomic.Int64
+	pings, pingReplies, pingsUnanswered              atomic.Int64 // {} pings sent, answered, found unanswered at the next
+	serverPings, pongs                               atomic.Int64 // the engine's websocket pings received, answered
 	lastRecv                                         atomic.Int64 // wall clock ns of the latest first arrival
 	reasonsMu                                        sync.Mutex
 	reasons                                          map[string]int64
@@ -227,6 +229,25 @@ type Counters struct {
 	Problems                               ledger.Problems
 	Reasons                                map[string]int64 // why handshakes failed and connections dropped
 	LastRecv                               int64            // wall clock ns of the latest first arrival
+	Pings                                  Pings
+}
+
+// Pings counts the keepalives both ways.
+type Pings struct {
+	Sent       int64 `json:"sent"`       // {} pings the user agents sent
+	Answered   int64 `json:"answered"`   // ... the engines answered
+	Unanswered int64 `json:"unanswered"` // ... still unanswered when the next was due
+	Server     int64 `json:"server"`     // the engines' websocket pings received
+	Pongs      int64 `json:"pongs"`      // ... answered
+}
+
+// Add adds o to p.
+func (p *Pings) Add(o Pings) {
+	p.Sent += o.Sent
+	p.Answered += o.Answered
+	p.Unanswered += o.Unanswered
+	p.Server += o.Server
+	p.Pongs += o.Pongs
 }
 
 // Counters reads the counters now.
@@ -235,6 +256,8 @@ func (s *Set) Counters() Counters {
 		Connected: int(s.connected.Load()), Connecting: int(s.connecting.Load()),
 		Connects: s.connects.Load(), ConnectFail: s.connectFail.Load(), Dropped: s.dropped.Load(), Closes: s.closes.Load(),
 		Received: s.received.Load(), Acked: s.acked.Load(), Problems: s.Problems(), LastRecv: s.lastRecv.Load(),
+		Pings: Pings{Sent: s.pings.Load(), Answered: s.pingReplies.Load(), Unanswered: s.pingsUnanswered.Load(),
+			Server: s.serverPings.Load(), Pongs: s.pongs.Load()},
 	}
 	s.reasonsMu.Lock()
 	c.Reasons = make(map[string]int64, len(s.reasons))

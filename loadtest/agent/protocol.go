@@ -46,8 +46,13 @@ func (u *ua) message(payload []byte) {
 		u.notification(&m)
 	case "broadcast":
 		u.noteBroadcasts(m.Broadcasts, true)
-	case "", "ping", "unregister":
+	case "", "ping":
 		// "{}" answers our ping.
+		if u.pingOut {
+			u.pingOut = false
+			u.l.s.pingReplies.Add(1)
+		}
+	case "unregister":
 	default:
 		u.l.s.reason("unexpected message " + m.MessageType)
 	}

@@ -49,6 +49,7 @@ type ua struct {
 	registered bool // its channels are registered (once, for good)
 	pacer      bool // the connect command awaits this handshake's outcome
 	reconnect  bool // connect again once the close completes
+	pingOut    bool // its {} ping is not answered yet
 
 	uaid  [16]byte
 	chids [][16]byte
@@ -283,8 +284,10 @@ func (u *ua) messageIn(m ws.Message) {
 	case ws.OpText:
 		u.message(m.Payload)
 	case ws.OpPing:
+		u.l.s.serverPings.Add(1)
 		if u.state != stClosing {
 			u.send(ws.OpPong, m.Payload)
+			u.l.s.pongs.Add(1)
 		}
 	case ws.OpPong:
 	case ws.OpClose:
@@ -306,7 +309,7 @@ func (u *ua) ready() {
 		u.pacer = false
 		s.results <- connOutcome{u: u, ok: true}
 	}
-	u.pingAt, u.leaveAt = 0, 0
+	u.pingAt, u.leaveAt, u.pingOut = 0, 0, false
 	if p := int64(s.cfg.PingInterval); p > 0 {
 		u.pingAt = l.now + l.jitter(p)
 	}
@@ -359,6 +362,12 @@ func (u *ua) timeout() {
 			return
 		}
 		if u.pingAt != 0 && l.now >= u.pingAt {
+			if u.pingOut {
+				// A whole interval went by without the engine's answer.
+				s.pingsUnanswered.Add(1)
+			}
+			u.pingOut = true
+			s.pings.Add(1)
 			u.sendText(append(l.scratch(), "{}"...))
 			u.pingAt = l.now + l.jitter(int64(s.cfg.PingInterval))
 		}

@@ -198,7 +198,7 @@ func (c *Cluster) start(ctx context.Context, logDir string) error {
 // startEndpoint starts autoendpoint on a port of its own (startListening).
 func (c *Cluster) startEndpoint(ctx context.Context, key, logDir string) error {
 	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
-		env := append(c.storageEnv("AUTOEND"),
+		env := append(c.storageEnv("AUTOEND", "data"),
 			"AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr, "AUTOEND__CRYPTO_KEY="+key,
 			"AUTOEND__NODE_SECRET="+c.secret)
 		if c.cfg.Stalls > 0 {
@@ -255,10 +255,13 @@ func addrTaken(err error, addr string) bool {
 }
 
 // storageEnv is the storage settings of a tier (prefix AUTOCONNECT or
-// AUTOEND).
-func (c *Cluster) storageEnv(prefix string) []string {
+// AUTOEND). On the embedded store, dir names its directory under the
+// run's scratch directory: only one process may open it, so each engine
+// of a hold run has its own (scenario.Config.Validate allows several
+// only there).
+func (c *Cluster) storageEnv(prefix, dir string) []string {
 	if c.Storage == "embedded" {
-		return []string{prefix + "__STORAGE=embedded", prefix + "__DATA_DIR=" + filepath.Join(c.dir, "data")}
+		return []string{prefix + "__STORAGE=embedded", prefix + "__DATA_DIR=" + filepath.Join(c.dir, dir)}
 	}
 	return []string{prefix + "__STORAGE=scylla", prefix + "__CQL_HOSTS=" + strings.Join(c.cfg.CQLHosts, ","),
 		prefix + "__CQL_KEYSPACE=" + c.keyspace, prefix + "__CQL_CONSISTENCY=" + c.cfg.CQLConsistency}
@@ -315,11 +318,14 @@ func (c *Cluster) startEngines(ctx context.Context, key, logDir string) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			env := append(c.storageEnv("AUTOCONNECT"),
+			env := append(c.storageEnv("AUTOCONNECT", fmt.Sprintf("data-%d", i)),
 				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
 				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.EndpointURL,
 				"AUTOCONNECT__NODE_SECRET="+c.secret,
 				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
+			if c.cfg.EnginePingInterval > 0 {
+				env = append(env, "AUTOCONNECT__PING_INTERVAL="+c.cfg.EnginePingInterval.String())
+			}
 			env = append(env, c.megaphoneEnv("AUTOCONNECT")...)
 			env = append(env, c.pprofEnv("AUTOCONNECT")...)
 			env = append(env, passThrough("AUTOCONNECT__")...)

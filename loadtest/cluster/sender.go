@@ -129,7 +129,7 @@ func (c *Cluster) startSender(ctx context.Context, logDir string, prov Provider)
 	// The jobs' portions keep the seed's rule (portion × delay < their
 	// 1 s interval) at any -provider-delay.
 	portion := strconv.Itoa(max(1, min(200, int(0.8*cfg.Pace()))))
-	env := append(c.storageEnv("AUTOEND"),
+	env := append(c.storageEnv("AUTOEND", "data"),
 		"AUTOEND__CRYPTO_KEY="+token.GenerateKey(),
 		"AUTOEND__NODE_SECRET="+token.GenerateKey(), // required; no connection node here to share it with
 		"AUTOEND__VERSION_FILE=", "AUTOEND__REQUEST_LOG=false", auth,

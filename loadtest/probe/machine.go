@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"runtime"
 	"strconv"
@@ -26,6 +27,9 @@ type Machine struct {
 	Somaxconn    string `json:"somaxconn"`
 	FileMax      string `json:"file_max"`
 	Conntrack    string `json:"conntrack,omitempty"` // count/max when the module is loaded
+	NrOpen       string `json:"nr_open"`
+	SynBacklog   string `json:"tcp_max_syn_backlog"`
+	MaxMapCount  string `json:"max_map_count"`
 	LoadAvgStart string `json:"loadavg_start"`
 	LoadAvgEnd   string `json:"loadavg_end"`
 }
@@ -47,6 +51,9 @@ func DescribeMachine() Machine {
 	m.PortRange = strings.Join(strings.Fields(readTrim("/proc/sys/net/ipv4/ip_local_port_range")), "-")
 	m.Somaxconn = readTrim("/proc/sys/net/core/somaxconn")
 	m.FileMax = readTrim("/proc/sys/fs/file-max")
+	m.NrOpen = readTrim("/proc/sys/fs/nr_open")
+	m.SynBacklog = readTrim("/proc/sys/net/ipv4/tcp_max_syn_backlog")
+	m.MaxMapCount = readTrim("/proc/sys/vm/max_map_count")
 	if c, max := readTrim("/proc/sys/net/netfilter/nf_conntrack_count"), readTrim("/proc/sys/net/netfilter/nf_conntrack_max"); max != "" {
 		m.Conntrack = c + "/" + max
 	}
@@ -83,4 +90,14 @@ func fieldOf(path, key string, sep byte) string {
 		}
 	}
 	return ""
+}
+
+// Maps is how many memory mappings pid has (lines of /proc/<pid>/maps),
+// which vm.max_map_count bounds per process.
+func Maps(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return 0, err
+	}
+	return bytes.Count(b, []byte("\n")), nil
 }

@@ -83,6 +83,7 @@ type EngineSample struct {
 	HeapObjects  int64 `json:"heap_objects"`      // allocated objects
 	StackInuse   int64 `json:"stack_inuse_bytes"` // goroutine stacks
 	GCs          int   `json:"gcs"`               // collections so far
+	Pings        int   `json:"pings"`             // websocket keepalive pings sent so far
 	// HeapLive is what the last collection marked live (whole MB, from
 	// the runtime's gctrace, which only hold turns on).
 	HeapLive int64 `json:"heap_live_bytes"`
@@ -112,7 +113,7 @@ func SampleEngine(pid int, metricsURL string, gc *GCTrace) (EngineSample, error)
 		return s, err
 	}
 	s.Goroutines, s.HeapInuse, s.Connections, s.Clients = -1, -1, -1, -1
-	s.HeapResident, s.HeapObjects, s.StackInuse, s.GCs = -1, -1, -1, -1
+	s.HeapResident, s.HeapObjects, s.StackInuse, s.GCs, s.Pings = -1, -1, -1, -1, -1
 	s.HeapLive = gc.HeapLive()
 	m, err := promtext.Scrape(context.Background(), metricsClient, metricsURL)
 	if err != nil {
@@ -131,7 +132,7 @@ func SampleEngine(pid int, metricsURL string, gc *GCTrace) (EngineSample, error)
 		name string
 		dst  *int
 	}{{"go_goroutines", &s.Goroutines}, {"autoconnect_connections", &s.Connections}, {"autoconnect_clients", &s.Clients},
-		{"go_gc_duration_seconds_count", &s.GCs}} {
+		{"go_gc_duration_seconds_count", &s.GCs}, {"autoconnect_pings_sent_total", &s.Pings}} {
 		if v, ok := m[f.name]; ok {
 			*f.dst = int(v)
 		}
@@ -153,7 +154,7 @@ func SumEngines(es []EngineSample) EngineSample {
 		t.Anon += e.Anon
 		t.Threads += e.Threads
 		for _, p := range [...]struct{ dst, src *int }{{&t.Goroutines, &e.Goroutines}, {&t.Connections, &e.Connections},
-			{&t.Clients, &e.Clients}, {&t.GCs, &e.GCs}} {
+			{&t.Clients, &e.Clients}, {&t.GCs, &e.GCs}, {&t.Pings, &e.Pings}} {
 			addKnown(p.dst, *p.src, i == 0)
 		}
 		for _, p := range [...]struct{ dst, src *int64 }{{&t.HeapInuse, &e.HeapInuse}, {&t.HeapResident, &e.HeapResident},

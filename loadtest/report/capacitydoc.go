@@ -167,6 +167,22 @@ func holdDoc(b *bytes.Buffer, r *Report) {
 	fmt.Fprintf(b, "\n**Engines' user-space memory per connection: %s B** (RSS slope), anon %s B, Go heap in use %s B. The load generator costs %s B per user agent. All %s stayed connected for %.0f s (%d dropped during the run).\n\n",
 		f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), f0(float64(h.HeapPerConn)), f0(float64(h.WorkerRSSPerUA)),
 		Num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun)
+	if k := h.Kernel; k != nil {
+		fmt.Fprintf(b, "**Kernel memory per connection: %s B** (both ends are on this machine, the worker's socket and the engine's; slopes from /proc/meminfo and /proc/net/sockstat): slab %s B (reclaimable %s, unreclaimable %s), kernel stacks %s, page tables %s, TCP buffers %s; %.2f TCP sockets a connection.",
+			f0(float64(k.Total)), f0(float64(k.Slab)), f0(float64(k.SReclaimable)), f0(float64(k.SUnreclaim)), f0(float64(k.KernelStack)),
+			f0(float64(k.PageTables)), f0(float64(k.TCPMem)), float64(k.TCPSockets))
+		var parts []string
+		for _, c := range k.Caches {
+			parts = append(parts, fmt.Sprintf("%s %.2f × %s B", c.Name, float64(c.Objects), f0(float64(c.Bytes)/float64(c.Objects))))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(b, " Slab caches a connection: %s.", strings.Join(parts, ", "))
+		}
+		fmt.Fprintf(b, "\n\n")
+	}
+	p := h.Pings
+	fmt.Fprintf(b, "Keepalives: the user agents sent %s `{}` pings (%s answered, %s unanswered a whole interval); the engines sent %s websocket pings, the user agents answered %s.\n\n",
+		Num(p.Sent), Num(p.Answered), Num(p.Unanswered), OptNum(h.EnginePings), Num(p.Pongs))
 }
 
 func notifyDoc(b *bytes.Buffer, r *Report) {

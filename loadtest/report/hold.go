@@ -1,12 +1,16 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/autopush-go/autopush/loadtest/agent"
 	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 )
@@ -24,7 +28,16 @@ type HoldReport struct {
 	HeldSeconds      float64 `json:"held_seconds"`
 	ConnectedEnd     int     `json:"connected_end"`
 	DroppedDuringRun int64   `json:"dropped"`
-	WorkerRSSPerUA   Slope   `json:"worker_rss_bytes_per_ua"`
+	// Pings are the keepalives both ways over the whole run: the user
+	// agents' {} pings and the engines' answers, the engines' websocket
+	// pings and the user agents' pongs. EnginePings is what the engines
+	// counted sending (-1: not known).
+	Pings       agent.Pings `json:"pings"`
+	EnginePings int         `json:"engine_pings"`
+	// MostMaps is the most memory mappings an engine or worker had at the
+	// end (vm.max_map_count bounds each process's).
+	MostMaps       int   `json:"most_maps"`
+	WorkerRSSPerUA Slope `json:"worker_rss_bytes_per_ua"`
 	// The breakdown of anon (per connection, same fit): the Go heap's
 	// resident share, what the last GC found live (whole MB, from the
 	// runtime's gctrace; over the points that have it), the rest of anon
@@ -33,7 +46,39 @@ type HoldReport struct {
 	HeapLivePerConn  Slope `json:"heap_live_bytes_per_conn"`
 	OtherAnonPerConn Slope `json:"other_anon_bytes_per_conn"`
 	ObjectsPerConn   Slope `json:"heap_objects_per_conn"`
+	// Kernel is the kernel's memory per connection, same fit; nil when
+	// the points lack it. Both ends of every connection are on this
+	// machine (the worker's socket and the engine's), so it is the cost
+	// of two sockets.
+	Kernel *KernelPerConn `json:"kernel,omitempty"`
 }
+
+// KernelPerConn is the machine's kernel memory per connection (slopes of
+// probe.Kernel's figures over the points), with the slab caches that
+// grew by at least CacheSlopeMin bytes a connection, largest first.
+type KernelPerConn struct {
+	Total        Slope        `json:"total_bytes_per_conn"` // probe.Kernel.Total
+	Slab         Slope        `json:"slab_bytes_per_conn"`
+	SReclaimable Slope        `json:"sreclaimable_bytes_per_conn"`
+	SUnreclaim   Slope        `json:"sunreclaim_bytes_per_conn"`
+	KernelStack  Slope        `json:"kernel_stack_bytes_per_conn"`
+	PageTables   Slope        `json:"page_tables_bytes_per_conn"`
+	TCPMem       Slope        `json:"tcp_mem_bytes_per_conn"`
+	Used         Slope        `json:"machine_used_bytes_per_conn"` // processes and kernel
+	TCPSockets   Slope        `json:"tcp_sockets_per_conn"`        // 2: both ends here
+	Caches       []CacheSlope `json:"slab_caches,omitempty"`
+}
+
+// CacheSlope is one slab cache's growth per connection.
+type CacheSlope struct {
+	Name    string `json:"name"`
+	Objects Slope  `json:"objects_per_conn"`
+	Bytes   Slope  `json:"bytes_per_conn"` // objects × object size
+}
+
+// CacheSlopeMin is the least growth per connection, bytes, for a slab
+// cache to be listed.
+const CacheSlopeMin = 16
 
 // MemPoint is the engines measured at one connection count (medians of
 // Samples samples).
@@ -42,6 +87,9 @@ type MemPoint struct {
 	Engine      probe.EngineSample   `json:"engine"`      // summed
 	PerEngine   []probe.EngineSample `json:"per_engine"`
 	WorkerRSS   int64                `json:"worker_rss_bytes"`
+	// Kernel is the machine's kernel memory (the sample taken with the
+	// engines' median); MemTotal 0 when it could not be read.
+	Kernel probe.Kernel `json:"kernel"`
 }
 
 // Slopes fits memory against connections over the points with
@@ -79,8 +127,45 @@ func (h *HoldReport) Slopes() {
 	h.OtherAnonPerConn = fit(false, func(p MemPoint) int64 { return p.Engine.OtherAnon() })
 	h.ObjectsPerConn = fit(false, func(p MemPoint) int64 { return p.Engine.HeapObjects })
 	h.WorkerRSSPerUA = fit(false, func(p MemPoint) int64 { return p.WorkerRSS })
+	h.Kernel = kernelSlopes(pts, fit)
 	first, last := h.Points[0], h.Points[len(h.Points)-1]
 	h.GoroutinesStart, h.GoroutinesEnd = first.Engine.Goroutines, last.Engine.Goroutines
+}
+
+// kernelSlopes fits the kernel's figures (fit: Slopes'), nil when a point
+// lacks them.
+func kernelSlopes(pts []MemPoint, fit func(bool, func(MemPoint) int64) Slope) *KernelPerConn {
+	for _, p := range pts {
+		if p.Kernel.MemTotal <= 0 {
+			return nil
+		}
+	}
+	k := &KernelPerConn{
+		Total:        fit(false, func(p MemPoint) int64 { return p.Kernel.Total() }),
+		Slab:         fit(false, func(p MemPoint) int64 { return p.Kernel.Slab }),
+		SReclaimable: fit(false, func(p MemPoint) int64 { return p.Kernel.SReclaimable }),
+		SUnreclaim:   fit(false, func(p MemPoint) int64 { return p.Kernel.SUnreclaim }),
+		KernelStack:  fit(false, func(p MemPoint) int64 { return p.Kernel.KernelStack }),
+		PageTables:   fit(false, func(p MemPoint) int64 { return p.Kernel.PageTables }),
+		TCPMem:       fit(false, func(p MemPoint) int64 { return p.Kernel.TCPMem }),
+		Used:         fit(false, func(p MemPoint) int64 { return p.Kernel.Used() }),
+		TCPSockets:   fit(false, func(p MemPoint) int64 { return p.Kernel.TCPInuse }),
+	}
+	// The caches every point has (slabinfo is root's; a cache may come
+	// and go between points).
+	for name, c := range pts[len(pts)-1].Kernel.Slabs {
+		objs := fit(false, func(p MemPoint) int64 {
+			if pc, ok := p.Kernel.Slabs[name]; ok {
+				return pc.Objects
+			}
+			return -1
+		})
+		if b := float64(objs) * float64(c.Size); b >= CacheSlopeMin {
+			k.Caches = append(k.Caches, CacheSlope{Name: name, Objects: objs, Bytes: Slope(b)})
+		}
+	}
+	slices.SortFunc(k.Caches, func(a, b CacheSlope) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	return k
 }
 
 // GoroutinesGrew reports whether the engines gained more goroutines
@@ -119,7 +204,46 @@ func (r *Report) printHold(w io.Writer) {
 		f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), f0(float64(h.HeapPerConn)))
 	fmt.Fprintf(w, "goroutines (all engines) %d -> %d; held %s connections for %.0fs; %d dropped during the run; load generator %s B per user agent\n",
 		h.GoroutinesStart, h.GoroutinesEnd, Num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun, f0(float64(h.WorkerRSSPerUA)))
+	p := h.Pings
+	fmt.Fprintf(w, "keepalives: user agents sent %s {} pings, %s answered, %s unanswered when the next was due; engines sent %s websocket pings, user agents received %s and answered %s\n",
+		Num(p.Sent), Num(p.Answered), Num(p.Unanswered), OptNum(h.EnginePings), Num(p.Server), Num(p.Pongs))
+	fmt.Fprintf(w, "memory mappings: at most %s in one engine or worker (vm.max_map_count %s)\n", Num(h.MostMaps), r.Machine.MaxMapCount)
 	r.printBreakdown(w)
+	r.printKernel(w)
+}
+
+// printKernel prints the machine's kernel memory after each step and per
+// connection.
+func (r *Report) printKernel(w io.Writer) {
+	h := r.Hold
+	k := h.Kernel
+	if k == nil {
+		fmt.Fprintln(w, "kernel memory: not read")
+		return
+	}
+	fmt.Fprintln(w, "kernel memory after each step (the whole machine's: /proc/meminfo, /proc/net/sockstat):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "connections\tslab MiB\treclaimable MiB\tunreclaimable MiB\tkernel stacks MiB\tpage tables MiB\ttcp sockets\ttcp buffers KiB\tconntrack\tmachine used MiB\t")
+	for _, p := range h.Points {
+		x := p.Kernel
+		mib := func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/(1<<20)) }
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", Num(p.Connections), mib(x.Slab), mib(x.SReclaimable),
+			mib(x.SUnreclaim), mib(x.KernelStack), mib(x.PageTables), Num(x.TCPInuse), Num(x.TCPMem>>10), optShift(x.Conntrack, 0),
+			mib(x.Used()))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "kernel per connection (both ends are on this machine: the worker's socket and the engine's): %s B = slab %s B "+
+		"(reclaimable %s, unreclaimable %s) + kernel stacks %s + page tables %s + tcp buffers %s; tcp sockets %.2f per connection; "+
+		"machine used %s B per connection (processes and kernel)\n",
+		f0(float64(k.Total)), f0(float64(k.Slab)), f0(float64(k.SReclaimable)), f0(float64(k.SUnreclaim)), f0(float64(k.KernelStack)),
+		f0(float64(k.PageTables)), f0(float64(k.TCPMem)), float64(k.TCPSockets), f0(float64(k.Used)))
+	if len(k.Caches) > 0 {
+		var parts []string
+		for _, c := range k.Caches {
+			parts = append(parts, fmt.Sprintf("%s %.2f × = %s B", c.Name, float64(c.Objects), f0(float64(c.Bytes))))
+		}
+		fmt.Fprintf(w, "slab caches per connection (objects in use × size, from %d B): %s\n", CacheSlopeMin, strings.Join(parts, ", "))
+	}
 }
 
 // printBreakdown prints where the engines' memory goes at each point and

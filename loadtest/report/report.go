@@ -323,6 +323,10 @@ func (r *Report) resultLine() string {
 	case r.Hold != nil:
 		fmt.Fprintf(b, " rss_bytes_per_conn=%.0f anon_bytes_per_conn=%.0f goroutines_start=%d goroutines_end=%d",
 			float64(r.Hold.RSSPerConn), float64(r.Hold.AnonPerConn), r.Hold.GoroutinesStart, r.Hold.GoroutinesEnd)
+		if k := r.Hold.Kernel; k != nil {
+			fmt.Fprintf(b, " kernel_bytes_per_conn=%.0f", float64(k.Total))
+		}
+		fmt.Fprintf(b, " dropped=%d", r.Hold.DroppedDuringRun)
 	case r.Notify != nil:
 		for _, s := range r.Notify.Stages {
 			fmt.Fprintf(b, " rate%.0f_p99_ms=%.1f", s.Offered, s.Latency.P99)

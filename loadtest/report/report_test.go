@@ -121,3 +121,49 @@ func TestPaceJudgedOnlyWithABacklog(t *testing.T) {
 		t.Error("accepted at 215/s (below the 250/s pace): the provider's 157.5/s reported as the sender's shortfall")
 	}
 }
+
+// TestKernelSlopes: the kernel's figures are fitted per connection as the
+// engines' are (over the points after the first); the slab caches that
+// grew at least CacheSlopeMin bytes a connection are listed, largest
+// first, and a cache a point lacks is not; points without the kernel's
+// figures give none.
+func TestKernelSlopes(t *testing.T) {
+	h := &HoldReport{}
+	for i, n := range []int64{0, 1000, 2000, 3000} {
+		k := probe.Kernel{MemTotal: 24 << 30, MemFree: 20<<30 - 9000*n, Slab: 600<<20 + 7000*n + int64(i%2)*50,
+			SReclaimable: 500<<20 + 2000*n, SUnreclaim: 100<<20 + 5000*n, KernelStack: 4 << 20, PageTables: 6<<20 + 100*n,
+			TCPInuse: 100 + 2*n, TCPMem: 52 << 12,
+			Slabs: map[string]probe.SlabCache{"TCP": {Objects: 118 + 2*n, Size: 2368}, "filp": {Objects: 1200 + 2*n, Size: 192},
+				"kmalloc-8": {Objects: 2048 + n, Size: 8}, "noise": {Objects: 500, Size: 64}}}
+		if i > 0 {
+			k.Slabs["tw_sock_TCP"] = probe.SlabCache{Objects: 10 + 5*n, Size: 256}
+		}
+		h.Points = append(h.Points, MemPoint{Connections: int(n), Kernel: k})
+		h.Points[i].Engine.RSS, h.Points[i].Engine.Anon = 1000*n, 1000*n
+	}
+	delete(h.Points[2].Kernel.Slabs, "tw_sock_TCP")
+	h.Slopes()
+	k := h.Kernel
+	near := func(s Slope, want float64) bool { return math.Abs(float64(s)-want) < 0.1 }
+	if k == nil || !near(k.Slab, 7000) || !near(k.SReclaimable, 2000) || !near(k.SUnreclaim, 5000) || !near(k.KernelStack, 0) ||
+		!near(k.PageTables, 100) || !near(k.TCPMem, 0) || !near(k.Total, 7100) || !near(k.Used, 9000) || !near(k.TCPSockets, 2) {
+		t.Fatalf("kernel slopes %+v", k)
+	}
+	if len(k.Caches) != 2 || k.Caches[0].Name != "TCP" || !near(k.Caches[0].Objects, 2) || !near(k.Caches[0].Bytes, 4736) ||
+		k.Caches[1].Name != "filp" || !near(k.Caches[1].Bytes, 384) {
+		t.Errorf("caches %+v; want TCP then filp (kmalloc-8 8 B, noise flat, tw_sock_TCP missing a point)", k.Caches)
+	}
+	r := &Report{Hold: h, Config: scenario.Default(scenario.Hold), Cluster: ClusterInfo{Engines: 1}}
+	var b strings.Builder
+	r.printKernel(&b)
+	for _, want := range []string{"kernel per connection (both ends are on this machine: the worker's socket and the engine's): 7,100 B = slab 7,000 B (reclaimable 2,000, unreclaimable 5,000)",
+		"tcp sockets 2.00 per connection", "TCP 2.00 × = 4,736 B, filp 2.00 × = 384 B", "machine used 9,000 B"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+	h.Points[1].Kernel = probe.Kernel{}
+	if h.Slopes(); h.Kernel != nil {
+		t.Errorf("a point without the kernel's figures: %+v", h.Kernel)
+	}
+}

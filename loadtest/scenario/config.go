@@ -46,9 +46,11 @@ type Config struct {
 
 	// CQLHosts is the ScyllaDB/Cassandra the engines and the endpoint
 	// share, host:port,... Empty: the embedded store, which only one
-	// process may open, so one engine process (the single-node server, autopush,
-	// when pushes are sent). Default: $CQL_HOSTS.
-	CQLHosts []string `conf:"cql-hosts" for:"all" help:"shared CQL storage host:port,... (empty: embedded store, one engine process)"`
+	// process may open: the scenarios that send pushes run one process
+	// (the single-node server, autopush); hold, which sends none, runs as
+	// many engines as it needs, each on a store of its own. Default:
+	// $CQL_HOSTS.
+	CQLHosts []string `conf:"cql-hosts" for:"all" help:"shared CQL storage host:port,... (empty: embedded store; one process when pushes are sent, one store per engine for hold)"`
 	// CQLConsistency of every storage call. Default "ONE" (one local node).
 	CQLConsistency string `conf:"cql-consistency" for:"all" help:"CQL consistency level of the engines and the endpoint"`
 	// CQLReplication of the fresh keyspace each run makes. Default
@@ -115,6 +117,11 @@ type Config struct {
 	// about every 30 minutes); the engine's own websocket pings are
 	// answered whatever it is. 0: never. Default 30m.
 	PingInterval time.Duration `conf:"ping-interval" for:"hold,notify,stored,churn" help:"user agent {} ping interval, jittered ±10% (0: never)"`
+
+	// EnginePingInterval is the engines' keepalive: a websocket ping after
+	// this much silence from a user agent (their ping-interval setting).
+	// 0: the engines' default (5m). Default 0.
+	EnginePingInterval time.Duration `conf:"engine-ping-interval" for:"hold" help:"engines' websocket ping after this much client silence (0: their default, 5m)"`
 
 	// --- hold
 
@@ -406,8 +413,8 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: -source-ips must be 1..250 (127.0.0.2 .. 127.0.0.251)")
 	case c.ConnectRate <= 0 || c.MaxPending < 1 || c.ConnectTimeout <= 0 || c.ConnectRetries < 0:
 		return errors.New("loadtest: -connect-rate, -max-pending and -connect-timeout must be positive, -connect-retries not negative")
-	case c.PingInterval < 0 || c.SampleEvery <= 0:
-		return errors.New("loadtest: -ping-interval must not be negative, -sample-every must be positive")
+	case c.PingInterval < 0 || c.EnginePingInterval < 0 || c.SampleEvery <= 0:
+		return errors.New("loadtest: -ping-interval and -engine-ping-interval must not be negative, -sample-every must be positive")
 	case c.Scenario == Hold && (c.Steps < 1 || c.Samples < 1 || c.Settle < 0 || c.Hold < 0 || c.Budget < 0):
 		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
 	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
@@ -443,10 +450,15 @@ func (c *Config) Validate() error {
 	case c.Out == "":
 		return errors.New("loadtest: -out is required")
 	}
-	if len(c.CQLHosts) == 0 {
+	// A push reaches its user agent through the store the endpoint and
+	// every engine share (the router record names the engine; a stored
+	// message waits there), so the scenarios that send need one store.
+	// hold sends none and no engine reads another's records: each engine
+	// may have an embedded store of its own (cluster: data-<i>).
+	if len(c.CQLHosts) == 0 && c.Scenario != Hold {
 		if c.Engines > 1 {
-			return errors.New("loadtest: several engines need shared storage: set -cql-hosts or CQL_HOSTS " +
-				"(tools/cql/start.sh starts a local Cassandra); the embedded store is one process's")
+			return fmt.Errorf("loadtest: %s sends pushes, so several engines need shared storage: set -cql-hosts or CQL_HOSTS "+
+				"(tools/cql/start.sh starts a local Cassandra); the embedded store is one process's", c.Scenario)
 		}
 		if c.UAs > c.PerEngine {
 			return fmt.Errorf("loadtest: %d user agents exceed one engine's %d: set -cql-hosts or CQL_HOSTS "+
@@ -521,8 +533,8 @@ func (c *Config) EngineCount() int {
 	if c.Engines > 0 {
 		return c.Engines
 	}
-	if len(c.CQLHosts) == 0 {
-		return 1
+	if len(c.CQLHosts) == 0 && c.Scenario != Hold {
+		return 1 // the embedded store is one process's (Validate)
 	}
 	return max(1, CeilDiv(c.UAs, c.PerEngine))
 }

@@ -67,6 +67,36 @@ func TestSizing(t *testing.T) {
 	}
 }
 
+// TestEmbeddedEngines: hold, which sends no pushes, runs as many engines
+// as its user agents need on the embedded store (a store each); the
+// scenarios that send keep the one process the embedded store allows.
+func TestEmbeddedEngines(t *testing.T) {
+	cfg := Default(Hold)
+	cfg.CQLHosts, cfg.UAs = nil, 1000000
+	if err := cfg.Validate(); err != nil || cfg.EngineCount() != 56 || cfg.WorkerCount() != 56 {
+		t.Errorf("a million on the embedded store: %v, %d engines, %d workers; want 56 each", err, cfg.EngineCount(), cfg.WorkerCount())
+	}
+	cfg.UAs, cfg.Engines = 300, 3
+	if err := cfg.Validate(); err != nil || cfg.EngineCount() != 3 {
+		t.Errorf("-engines 3: %v, %d engines", err, cfg.EngineCount())
+	}
+	for _, s := range []string{Notify, Stored, Churn, Broadcast} {
+		cfg := Default(s)
+		cfg.CQLHosts, cfg.UAs = nil, 300
+		if err := cfg.Validate(); err != nil || cfg.EngineCount() != 1 {
+			t.Errorf("%s on the embedded store: %v, %d engines; want one", s, err, cfg.EngineCount())
+		}
+		cfg.Engines = 2
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), s+" sends pushes, so several engines need shared storage") {
+			t.Errorf("%s with 2 engines on the embedded store: %v", s, err)
+		}
+		cfg.Engines, cfg.UAs = 0, 30000
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "exceed one engine's") {
+			t.Errorf("%s with 30,000 user agents on the embedded store: %v", s, err)
+		}
+	}
+}
+
 func TestSenderFlags(t *testing.T) {
 	t.Setenv("CQL_HOSTS", "127.0.0.1:9042")
 	var help bytes.Buffer

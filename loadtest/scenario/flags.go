@@ -52,7 +52,13 @@ with {} pings every -ping-interval), opened at -connect-rate in -steps
 equal steps. After each step and -settle of idleness the engines' RSS is
 sampled (/proc/<pid>/status, and go_goroutines from their /metrics); the
 least-squares slope over the steps is the engines' user-space bytes per
-connection. Then everyone stays connected for -hold. With -broadcasts,
+connection; the machine's kernel memory (/proc/meminfo, /proc/net/sockstat,
+/proc/slabinfo) is read beside it and fitted the same way. Then everyone
+stays connected for -hold, answering the engines' pings (sent after
+-engine-ping-interval of silence) and having their own {} answered. On
+the embedded store (no -cql-hosts) each engine has a store of its own.
+Before it starts, the run checks the kernel settings it needs (files,
+ports, backlogs, conntrack) and says what to raise. With -broadcasts,
 every user agent also follows that many broadcast ids (as Firefox does),
 served by the run's own Megaphone.`,
 	Notify: `notify: -uas connected user agents; senders POST VAPID-signed,

@@ -161,4 +161,6 @@ type Stats struct {
 	Lag       []byte `json:"lag,omitempty"`
 	Handshake []byte `json:"handshake,omitempty"`
 	RSS       int64  `json:"rss"` // the worker's own RSS, bytes
+	// Pings are the keepalives both ways (cumulative).
+	Pings agent.Pings `json:"pings"`
 }

@@ -282,7 +282,7 @@ func (w *worker) stats() *Stats {
 		DupAfterAck: p.DupAfterAck, RedelivUnac: p.RedelivUnacked, RedelivUnv: p.RedelivUnverified,
 		BadContent: p.BadContent, Misrouted: p.Misrouted, Unknown: p.Unknown,
 		Lat: w.lat.TakeInterval(), Resp: w.resp.TakeInterval(), Handshake: w.handshake.TakeInterval(),
-		Lag: w.lag.TakeInterval(), Reasons: c.Reasons,
+		Lag: w.lag.TakeInterval(), Reasons: c.Reasons, Pings: c.Pings,
 	}
 	if w.sender != nil {
 		s.Sent = int64(w.ledger.Len())
