@@ -136,9 +136,36 @@ func (s *Store) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, erro
 	return rec.User, nil
 }
 
-// ConnectNew implements storage.Store: Connect, whose read is local (and
-// finds the expiry entry to replace, were the uaid not new after all).
-func (s *Store) ConnectNew(ctx context.Context, u storage.User) error { return s.Connect(ctx, u) }
+// ConnectNew implements storage.Store: Connect's write, nothing read (no
+// Pebble read, so no block-cache fill, for a new user agent's hello).
+// Were the uaid not new after all, the old record's expiry entry would
+// stay behind, harmless: the sweeper checks the record's own expiry.
+func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {
+	if err := storage.ValidateUser(&u); err != nil {
+		return fmt.Errorf("embedded: connect new: %w", err)
+	}
+	if err := s.enter(ctx, "connect new"); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	u.Cursor = 0
+	if err := s.commit(s.recordBatch(u, time.Now())); err != nil {
+		return failed("connect new", err)
+	}
+	return nil
+}
+
+// recordBatch is a batch writing u's record and its expiry entry.
+func (s *Store) recordBatch(u storage.User, now time.Time) *pebble.Batch {
+	if u.LastConnect == 0 {
+		u.LastConnect = now.UnixMilli()
+	}
+	rec := record{User: u, ExpiresAt: now.Add(s.cfg.IdleTTL).UnixNano()}
+	b := s.db.NewBatch()
+	b.Set(userKey(u.UAID), encodeUser(&rec), nil)
+	b.Set(expiryKey(rec.ExpiresAt, userKey(u.UAID)), nil, nil)
+	return b
+}
 
 // Connect implements storage.Store. One local read and one durable write,
 // under the user's stripe lock so the connected_at comparison is exact.
@@ -159,10 +186,8 @@ func (s *Store) Connect(ctx context.Context, u storage.User) error {
 		return failed("connect", err)
 	}
 	now := time.Now()
-	b := s.db.NewBatch()
 	if found && old.ExpiresAt > now.UnixNano() {
 		if old.ConnectedAt > u.ConnectedAt {
-			b.Close()
 			return fmt.Errorf("embedded: connect %s at %d: newer connection at %d: %w",
 				u.UAID, u.ConnectedAt, old.ConnectedAt, storage.ErrConflict)
 		}
@@ -170,15 +195,10 @@ func (s *Store) Connect(ctx context.Context, u storage.User) error {
 	} else {
 		u.Cursor = 0
 	}
+	b := s.recordBatch(u, now)
 	if found {
 		b.Delete(expiryKey(old.ExpiresAt, userKey(u.UAID)), nil)
 	}
-	if u.LastConnect == 0 {
-		u.LastConnect = now.UnixMilli()
-	}
-	rec := record{User: u, ExpiresAt: now.Add(s.cfg.IdleTTL).UnixNano()}
-	b.Set(userKey(u.UAID), encodeUser(&rec), nil)
-	b.Set(expiryKey(rec.ExpiresAt, userKey(u.UAID)), nil, nil)
 	if err := s.commit(b); err != nil {
 		return failed("connect", err)
 	}
