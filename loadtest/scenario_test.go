@@ -554,3 +554,28 @@ func TestNotifyStallsSmall(t *testing.T) {
 		t.Errorf("with stalls: %+v, want %d accepted and delivered", s.Account, want)
 	}
 }
+
+// TestHoldSingleSmall: hold -single holds the user agents on the
+// single-node server (both tiers in one process) and measures it as an
+// engine: its connections, its live heap from the runtime's trace.
+func TestHoldSingleSmall(t *testing.T) {
+	cfg := smallConfig(t, scenario.Hold)
+	cfg.UAs, cfg.Single = 200, true
+	cfg.Steps, cfg.Settle, cfg.Samples, cfg.Hold = 2, 300*time.Millisecond, 2, 300*time.Millisecond
+	if len(cfg.CQLHosts) > 0 {
+		cfg.CQLHosts, cfg.Engines = nil, 0 // the single-node server is on its embedded store
+	}
+	rep := runScenario(t, cfg)
+	if rep.Cluster.EngineKind != "autopush" || rep.Cluster.Engines != 1 || rep.Cluster.Storage != "embedded" {
+		t.Fatalf("cluster %+v, want one autopush on the embedded store", rep.Cluster)
+	}
+	last := rep.Hold.Points[len(rep.Hold.Points)-1]
+	if last.Engine.Connections != cfg.UAs || last.Engine.Clients != cfg.UAs || last.Engine.RSS <= 0 || last.Engine.HeapLive <= 0 {
+		t.Errorf("last point: %+v", last.Engine)
+	}
+	bad := cfg
+	bad.UAs, bad.PerEngine = 200, 100
+	if err := bad.Validate(); err == nil {
+		t.Error("hold -single with more user agents than one process holds was accepted")
+	}
+}

@@ -150,7 +150,7 @@ func (c *Cluster) start(ctx context.Context, logDir string) error {
 	if c.dir, err = os.MkdirTemp("", "loadtest-"); err != nil {
 		return fmt.Errorf("loadtest: scratch dir: %w", err)
 	}
-	c.single = c.Storage == "embedded" && cfg.Sends()
+	c.single = c.Storage == "embedded" && (cfg.Sends() || cfg.Single)
 	var bins []string
 	switch {
 	case c.single:
@@ -367,19 +367,27 @@ func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
 		env = append(env, "AUTOPUSH__REQUEST_TIMEOUT="+t,
 			"AUTOPUSH__ENDPOINT_MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
 	}
+	var trace *probe.GCTrace
+	var watch func([]byte)
+	if c.cfg.Scenario == scenario.Hold {
+		// hold reports the live heap from the runtime's trace (startEngines).
+		env = append(env, "GODEBUG="+strings.Trim(os.Getenv("GODEBUG")+",gctrace=1", ","))
+		trace = &probe.GCTrace{}
+		watch = trace.Line
+	}
 	ch, addr, err := c.startListening("autopush", func(addr string) (*proc.Proc, error) {
 		// The single-node server (stack/cmd/autopush), which applies the
 		// engine's GC target as autoconnect does.
 		args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
 			"-endpoint-listen", addr, "-endpoint-url", "http://" + addr, "-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
 		return startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
-			filepath.Join(logDir, "autopush.log"), "autopush ready", nil)
+			filepath.Join(logDir, "autopush.log"), "autopush ready", watch)
 	})
 	if err != nil {
 		return err
 	}
 	c.EndpointURL = "http://" + addr
-	c.Engines, c.GCTraces = []*proc.Proc{ch}, []*probe.GCTrace{nil}
+	c.Engines, c.GCTraces = []*proc.Proc{ch}, []*probe.GCTrace{trace}
 	c.WSAddrs = []string{strings.TrimSuffix(strings.TrimPrefix(ch.Field("websocket"), "ws://"), "/")}
 	c.MetricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
 	c.APIMetricsURL = "http://" + ch.Field("metrics") + "/metrics"

@@ -66,6 +66,10 @@ type Config struct {
 	// is 0; an engine holds at most its fd limit less 256 (19,744 here).
 	// Default 18,000.
 	PerEngine int `conf:"per-engine" for:"hold,notify,stored,churn" help:"user agents per engine when -engines is 0"`
+	// Single runs hold against the single-node server (autopush: both
+	// tiers in one process on the embedded store, default settings)
+	// instead of autoconnect. Default false.
+	Single bool `conf:"single" for:"hold" help:"hold against the single-node server (autopush) instead of autoconnect (embedded store, one process)"`
 	// BinDir holds autoconnect, autoendpoint and autopush. Default "":
 	// build them from this module into a temporary directory.
 	BinDir string `conf:"bin-dir" for:"all" help:"directory with the autoconnect, autoendpoint and autopush binaries (empty: go build them)"`
@@ -415,6 +419,8 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: -connect-rate, -max-pending and -connect-timeout must be positive, -connect-retries not negative")
 	case c.PingInterval < 0 || c.EnginePingInterval < 0 || c.SampleEvery <= 0:
 		return errors.New("loadtest: -ping-interval and -engine-ping-interval must not be negative, -sample-every must be positive")
+	case c.Single && (len(c.CQLHosts) > 0 || c.Engines > 1 || c.UAs > c.PerEngine):
+		return errors.New("loadtest: hold -single: the single-node server is one process on the embedded store: no -cql-hosts, one engine, -uas at most -per-engine")
 	case c.Scenario == Hold && (c.Steps < 1 || c.Samples < 1 || c.Settle < 0 || c.Hold < 0 || c.Budget < 0):
 		return errors.New("loadtest: hold: -steps and -samples must be at least 1, -settle, -hold and -budget not negative")
 	case c.Scenario == Notify && (len(c.Rates) == 0 || slices.ContainsFunc(c.Rates, func(r float64) bool { return r <= 0 })):
@@ -533,7 +539,7 @@ func (c *Config) EngineCount() int {
 	if c.Engines > 0 {
 		return c.Engines
 	}
-	if len(c.CQLHosts) == 0 && c.Scenario != Hold {
+	if len(c.CQLHosts) == 0 && (c.Scenario != Hold || c.Single) {
 		return 1 // the embedded store is one process's (Validate)
 	}
 	return max(1, CeilDiv(c.UAs, c.PerEngine))
