@@ -73,6 +73,9 @@ bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
 
+pushpath: ## the push path and the hello at this machine's limit, 3 runs each, medians: single-node pushes/s at p99 <= 50 ms (JWT reused; once signed afresh), hellos/s, RSS per idle connection; PUSHPATH_CQL=1 adds the split tiers on one Cassandra node (docs/benchmarks.md; ~15 min, ~25 with CQL; on a quiet machine)
+	bash loadtest/pushpath.sh
+
 MILLION_FLAGS ?= -uas 1000000 -engines 56 -workers 56 -connect-rate 4000 -steps 5 -settle 15s -hold 5m -ping-interval 4m -engine-ping-interval 2m -out loadtest/out/million
 million: ## 1,000,000 idle user agents on 56 engines (embedded store, one each) from 56 workers, held 5 min with pings both ways: connect rate, drops, user-space and kernel memory per connection (checks the kernel settings first; docs/capacity.md; ~13 min, ~12 GiB)
 	$(GO) run ./loadtest/cmd/loadtest hold -cql-hosts "" $(MILLION_FLAGS)

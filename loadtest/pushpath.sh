@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# make pushpath: the push path and the hello at this machine's limit
+# (docs/benchmarks.md), each measure PUSHPATH_REPEATS times (default 3),
+# medians printed, the load generator on the same cores as the servers:
+#
+#   1. the single-node server: the highest offered push rate accepted and
+#      delivered whole with p99 push-to-arrival <= 50 ms, JWTs reused
+#      (-vapid-reuse 1h) and, once, signed afresh;
+#   2. the single-node server: hello + register per second (15,000 new user
+#      agents, 128 handshakes at a time);
+#   3. the single-node server: RSS per idle connection (19,000);
+#   4. with PUSHPATH_CQL=1, the split tiers (autoconnect + autoendpoint) on
+#      one local Cassandra node (CQL_HOSTS, else one started here and
+#      stopped by its PID): pushes/s at p99 <= 50 ms, and hellos/s.
+#
+# Reports stay in loadtest/out/pushpath/. Run it on a quiet machine: the
+# figures are the machine's, not the code's, when other work runs.
+# PUSHPATH_SMOKE=1 runs every step at toy sizes, once (checks the script).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repeats="${PUSHPATH_REPEATS:-3}"
+out=loadtest/out/pushpath
+rm -rf "$out" && mkdir -p "$out"
+
+started=""
+cleanup() {
+	if [ -n "$started" ]; then
+		bash tools/cql/stop.sh "$CQL_PID" "$CQL_DIR" >&2 || true
+	fi
+}
+trap cleanup EXIT
+
+go build -o loadtest/out/bin/ ./loadtest/cmd/loadtest ./engine/cmd/autoconnect ./apitier/cmd/autoendpoint ./stack/cmd/autopush
+lt() { loadtest/out/bin/loadtest "$1" -bin-dir loadtest/out/bin -progress off "${@:2}"; }
+
+# best DIR...: the highest offered rate whose stage was accepted and
+# delivered whole (nothing lost, at least 99.9% of the offered rate
+# accepted) at p99 <= 50 ms, per report; then the median.
+best() {
+	python3 - "$@" <<'PY'
+import json, statistics, sys
+vals = []
+for d in sys.argv[1:]:
+    r = json.load(open(d + "/notify.json"))
+    ok = [s["offered_per_s"] for s in r["notify"]["stages"]
+          if s["latency"]["p99_ms"] <= 50 and s["account"]["lost"] == 0
+          and s["accepted_per_s"] >= 0.999 * s["offered_per_s"]]
+    vals.append(max(ok) if ok else 0)
+print("runs", vals, "median", statistics.median(vals))
+PY
+}
+# field SCENARIO KEY.PATH DIR...: a number from each report; the median.
+field() {
+	python3 - "$@" <<'PY'
+import json, statistics, sys
+scen, path, dirs = sys.argv[1], sys.argv[2].split("."), sys.argv[3:]
+vals = []
+for d in dirs:
+    v = json.load(open(d + "/" + scen + ".json"))
+    for p in path:
+        v = v[p]
+    vals.append(round(v, 1))
+print("runs", vals, "median", statistics.median(vals))
+PY
+}
+
+uas=2000 rates=4000,6000,8000,10000,12000,14000 fresh=1000,2000,3000,4000,6000,8000 cqlrates=1000,2000,3000,4000,5000
+hellos=15000 idle=19000 stage=15s
+if [ "${PUSHPATH_SMOKE:-}" = 1 ]; then
+	repeats=1 uas=100 rates=100,200 fresh=100 cqlrates=100 hellos=300 idle=300 stage=2s
+fi
+ladder=(-uas "$uas" -rates "$rates" -stage-time "$stage" -warmup 1s -p99-limit 50ms -min-stages 1)
+dirs=()
+for i in $(seq "$repeats"); do
+	lt notify "${ladder[@]}" -vapid-reuse 1h -cql-hosts "" -out "$out/notify-reuse-$i" >/dev/null
+	dirs+=("$out/notify-reuse-$i")
+done
+echo "single-node, pushes/s at p99 <= 50 ms, JWT reused: $(best "${dirs[@]}")"
+lt notify -uas "$uas" -rates "$fresh" -stage-time "$stage" -warmup 1s -p99-limit 50ms -min-stages 1 \
+	-cql-hosts "" -out "$out/notify-fresh" >/dev/null
+echo "single-node, pushes/s at p99 <= 50 ms, every JWT signed afresh (one run): $(best "$out/notify-fresh")"
+
+dirs=()
+for i in $(seq "$repeats"); do
+	lt hold -single -cql-hosts "" -uas "$hellos" -per-engine 19000 -connect-rate 30000 -max-pending 128 -steps 1 \
+		-settle 1s -samples 1 -hold 0s -budget 0 -out "$out/hello-$i" >/dev/null
+	dirs+=("$out/hello-$i")
+done
+echo "single-node, hello + register per second: $(field hold connect.achieved_per_s "${dirs[@]}")"
+
+dirs=()
+for i in $(seq "$repeats"); do
+	lt hold -single -cql-hosts "" -uas "$idle" -per-engine 19000 -budget 0 -out "$out/idle-$i" >/dev/null
+	dirs+=("$out/idle-$i")
+done
+echo "single-node, RSS per idle connection (19,000), bytes: $(field hold hold.rss_bytes_per_conn "${dirs[@]}")"
+
+if [ "${PUSHPATH_CQL:-}" = 1 ]; then
+	if [ -z "${CQL_HOSTS:-}" ]; then
+		export CQL_HEAP="${CQL_HEAP:-2g}" CQL_HEAP_MIN="${CQL_HEAP_MIN:-1g}"
+		o=$(bash tools/cql/start.sh) || { echo "FAILED: could not start Cassandra" >&2; exit 1; }
+		eval "$o"
+		export CQL_HOSTS CQL_PID CQL_DIR
+		started=1
+	fi
+	dirs=()
+	for i in $(seq "$repeats"); do
+		lt notify -uas "$uas" -engines 1 -rates "$cqlrates" -stage-time "$stage" -warmup 1s -p99-limit 50ms \
+			-min-stages 1 -vapid-reuse 1h -out "$out/cql-notify-$i" >/dev/null
+		dirs+=("$out/cql-notify-$i")
+	done
+	echo "split tiers on Cassandra, pushes/s at p99 <= 50 ms, JWT reused: $(best "${dirs[@]}")"
+	dirs=()
+	for i in $(seq "$repeats"); do
+		lt hold -uas "$hellos" -engines 1 -per-engine 19000 -connect-rate 30000 -max-pending 128 -steps 1 \
+			-settle 1s -samples 1 -hold 0s -budget 0 -out "$out/cql-hello-$i" >/dev/null
+		dirs+=("$out/cql-hello-$i")
+	done
+	echo "split tiers on Cassandra, hello + register per second: $(field hold connect.achieved_per_s "${dirs[@]}")"
+fi
