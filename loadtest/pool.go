@@ -36,6 +36,7 @@ type workerProc struct {
 	enc     *json.Encoder
 	replies chan worker.Event
 	logPath string
+	profile string // CPU profile file (-profile), or ""
 
 	mu    sync.Mutex
 	stats worker.Stats
@@ -60,8 +61,10 @@ func (h *intervalHists) merge(o intervalHists) {
 	h.handshake.Merge(o.handshake)
 }
 
-// startPool starts n workers sharing uas user agents evenly.
-func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
+// startPool starts n workers sharing uas user agents evenly; with
+// profileDir, each writes a CPU profile of its whole run there
+// (worker-<i>.pprof: the load generator's own cost, -profile).
+func startPool(ctx context.Context, n, uas int, logDir, profileDir string) (*pool, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: own executable: %w", err)
@@ -71,6 +74,12 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 		first, last := uas*i/n, uas*(i+1)/n
 		wp := &workerProc{idx: i, first: first, uas: last - first, replies: make(chan worker.Event, 4),
 			hists: newIntervalHists(), logPath: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
+		if profileDir != "" {
+			if err := os.MkdirAll(profileDir, 0o755); err != nil {
+				return nil, fmt.Errorf("loadtest: -profile: %w", err)
+			}
+			wp.profile = filepath.Join(profileDir, fmt.Sprintf("worker-%d.pprof", i))
+		}
 		if err := wp.start(ctx, exe); err != nil {
 			p.stop()
 			return nil, err
@@ -86,6 +95,9 @@ func startPool(ctx context.Context, n, uas int, logDir string) (*pool, error) {
 func (wp *workerProc) start(ctx context.Context, exe string) error {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), worker.Env+"=1")
+	if wp.profile != "" {
+		cmd.Env = append(cmd.Env, worker.ProfileEnv+"="+wp.profile)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err

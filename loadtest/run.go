@@ -86,7 +86,7 @@ func (r *run) execute(ctx context.Context) (err error) {
 		return err
 	}
 	defer r.cl.Stop()
-	if r.pool, err = startPool(ctx, r.cfg.WorkerCount(), r.cfg.UAs, logDir); err != nil {
+	if r.pool, err = startPool(ctx, r.cfg.WorkerCount(), r.cfg.UAs, logDir, r.cfg.Profile); err != nil {
 		return err
 	}
 	defer r.pool.stop()

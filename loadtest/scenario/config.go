@@ -77,8 +77,9 @@ type Config struct {
 	// Profile, when set, is a directory: the run turns on the servers'
 	// pprof setting and saves a CPU profile of every server process
 	// during each notify stage (its measured part) and during the first
-	// ProfileTime of each connect phase, as <phase>.<process>.pprof
-	// (go tool pprof reads them). Default "": none.
+	// ProfileTime of each connect phase, as <phase>.<process>.pprof,
+	// and each worker (the load generator) for its whole run, as
+	// worker-<i>.pprof (go tool pprof reads them). Default "": none.
 	Profile string `conf:"profile" for:"hold,notify" help:"directory for CPU profiles of the servers during each notify stage and connect phase (empty: none)"`
 	// ProfileTime is the length of a connect phase's profile. Default
 	// 5s.

@@ -16,6 +16,10 @@ import (
 // binary (or a test binary's TestMain) run as a worker: see IsWorker.
 const Env = "AUTOPUSH_LOADTEST_WORKER"
 
+// ProfileEnv, when set, names the file a worker writes a CPU profile of
+// its whole run to (loadtest -profile).
+const ProfileEnv = "AUTOPUSH_LOADTEST_WORKER_PROFILE"
+
 // Command ops.
 const (
 	OpSetup      = "setup"      // once, first: the worker's share of the run

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -26,6 +27,20 @@ func IsWorker() bool { return os.Getenv(Env) != "" }
 // Run runs a worker process: commands from in, events to out, its log to
 // logw. It returns when told to stop or when in is closed.
 func Run(in io.Reader, out, logw io.Writer) error {
+	if path := os.Getenv(ProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("loadtest: worker: profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("loadtest: worker: profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	w := &worker{
 		clock:     hist.NewClock(),
 		enc:       json.NewEncoder(out),
