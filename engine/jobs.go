@@ -104,32 +104,30 @@ func (srv *Server) run(r *session.Result) {
 func (srv *Server) hello(ctx context.Context, r *session.Result) {
 	j := &r.Job
 	r.UAID = j.UAID
+	u := storage.User{UAID: j.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt}
 	var prev storage.User
 	found := false
 	if j.Known {
+		// The record read and rewritten at once (storage.Reconnect); a
+		// record of another router type is left alone.
 		err := srv.timed(func() (err error) {
-			prev, err = srv.store.GetUser(ctx, j.UAID)
+			prev, err = srv.store.Reconnect(ctx, u)
 			return err
 		})
 		switch {
-		case err == nil && prev.RouterType == storage.RouterWebPush:
+		case err == nil:
 			found = true
-		case err == nil, errors.Is(err, storage.ErrNotFound):
-		default:
+		case !errors.Is(err, storage.ErrNotFound):
 			r.Err = err
 			return
 		}
 	}
-	connect := srv.store.Connect
 	if !found {
 		// A uaid made here: no record to read first (storage.ConnectNew).
-		r.UAID, r.Fresh, connect = newUAID(), true, srv.store.ConnectNew
+		r.UAID, r.Fresh = newUAID(), true
+		u.UAID = r.UAID
+		r.Err = srv.timed(func() error { return srv.store.ConnectNew(ctx, u) })
 	}
-	r.Err = srv.timed(func() error {
-		return connect(ctx, storage.User{
-			UAID: r.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt,
-		})
-	})
 	if found {
 		r.Cursor = prev.Cursor
 		if r.Err == nil && prev.NodeID != "" && prev.NodeID != srv.nodeURL && prev.ConnectedAt < j.ConnectedAt {

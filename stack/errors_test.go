@@ -60,6 +60,20 @@ func (l *leakyStore) Subscription(ctx context.Context, uaid, chid uuid.UUID) (st
 	return l.Store.Subscription(ctx, uaid, chid)
 }
 
+func (l *leakyStore) Reconnect(ctx context.Context, u storage.User) (storage.User, error) {
+	if err := l.err("reconnect"); err != nil {
+		return storage.User{}, err
+	}
+	return l.Store.Reconnect(ctx, u)
+}
+
+func (l *leakyStore) ConnectNew(ctx context.Context, u storage.User) error {
+	if err := l.err("connect new"); err != nil {
+		return err
+	}
+	return l.Store.ConnectNew(ctx, u)
+}
+
 func (l *leakyStore) Connect(ctx context.Context, u storage.User) error {
 	if err := l.err("connect"); err != nil {
 		return err

@@ -125,7 +125,7 @@ func TestStatementsPerHelloAndPush(t *testing.T) {
 	if m := c.Read(); m["version"] == nil {
 		t.Fatalf("stored notification %v", m)
 	}
-	// The record (GetUser), Connect's read and write, the check's two
+	// The record read and rewritten (storage.Reconnect), the check's two
 	// reads (topic messages, then the others).
-	want("a returning user agent's hello, and the check that finds its message", 5)
+	want("a returning user agent's hello, and the check that finds its message", 4)
 }

@@ -28,6 +28,14 @@ type Store interface {
 	// is kept. 2 RT; once per Config refresh interval a user's channel
 	// expiry is also refreshed (2 more RT).
 	Connect(ctx context.Context, u User) error
+	// Reconnect is GetUser then Connect in one read and one write, for a
+	// returning user agent: when uaid has a live record of u.RouterType it
+	// records the connection u as Connect does (ErrConflict when the
+	// stored connection is newer) and returns the record as it was
+	// before; otherwise it writes nothing and returns ErrNotFound (a
+	// record of another router type is left alone). 2 RT, plus Connect's
+	// channel refresh when due.
+	Reconnect(ctx context.Context, u User) (User, error)
 	// ConnectNew is Connect for a uaid the caller has just made (random:
 	// no record of it can exist), so nothing need be read first and there
 	// are no channels to refresh. Never pass a uaid that may exist: the

@@ -170,11 +170,25 @@ func (s *Store) recordBatch(u storage.User, now time.Time) *pebble.Batch {
 // Connect implements storage.Store. One local read and one durable write,
 // under the user's stripe lock so the connected_at comparison is exact.
 func (s *Store) Connect(ctx context.Context, u storage.User) error {
+	_, err := s.connect(ctx, "connect", u, false)
+	return err
+}
+
+// Reconnect implements storage.Store: Connect, refused (nothing written)
+// without a live record of u.RouterType.
+func (s *Store) Reconnect(ctx context.Context, u storage.User) (storage.User, error) {
+	return s.connect(ctx, "reconnect", u, true)
+}
+
+// connect records the connection u and returns the live record it
+// replaced (the zero User when there was none). returning: only over a
+// live record of u.RouterType, else ErrNotFound.
+func (s *Store) connect(ctx context.Context, op string, u storage.User, returning bool) (storage.User, error) {
 	if err := storage.ValidateUser(&u); err != nil {
-		return fmt.Errorf("embedded: connect: %w", err)
+		return storage.User{}, fmt.Errorf("embedded: %s: %w", op, err)
 	}
-	if err := s.enter(ctx, "connect"); err != nil {
-		return err
+	if err := s.enter(ctx, op); err != nil {
+		return storage.User{}, err
 	}
 	defer s.mu.RUnlock()
 	l := s.stripe(u.UAID)
@@ -183,13 +197,19 @@ func (s *Store) Connect(ctx context.Context, u storage.User) error {
 
 	old, found, err := s.getRecord(u.UAID)
 	if err != nil {
-		return failed("connect", err)
+		return storage.User{}, failed(op, err)
 	}
 	now := time.Now()
-	if found && old.ExpiresAt > now.UnixNano() {
+	live := found && old.ExpiresAt > now.UnixNano()
+	if returning && (!live || old.RouterType != u.RouterType) {
+		return storage.User{}, fmt.Errorf("embedded: %s %s: %w", op, u.UAID, storage.ErrNotFound)
+	}
+	var prev storage.User
+	if live {
+		prev = old.User
 		if old.ConnectedAt > u.ConnectedAt {
-			return fmt.Errorf("embedded: connect %s at %d: newer connection at %d: %w",
-				u.UAID, u.ConnectedAt, old.ConnectedAt, storage.ErrConflict)
+			return prev, fmt.Errorf("embedded: %s %s at %d: newer connection at %d: %w",
+				op, u.UAID, u.ConnectedAt, old.ConnectedAt, storage.ErrConflict)
 		}
 		u.Cursor = old.Cursor
 	} else {
@@ -200,9 +220,9 @@ func (s *Store) Connect(ctx context.Context, u storage.User) error {
 		b.Delete(expiryKey(old.ExpiresAt, userKey(u.UAID)), nil)
 	}
 	if err := s.commit(b); err != nil {
-		return failed("connect", err)
+		return prev, failed(op, err)
 	}
-	return nil
+	return prev, nil
 }
 
 // updateRecord applies change to the live record of uaid under its stripe

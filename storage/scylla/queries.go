@@ -12,6 +12,10 @@ const (
 		FROM router WHERE uaid = ? LIMIT 1`
 	qConnectState = `SELECT connected_at, channels_refreshed, cursor, WRITETIME(cursor)
 		FROM router WHERE uaid = ? LIMIT 1`
+	// Reconnect's read: the record as GetUser reads it and what Connect
+	// reads.
+	qReconnectState = `SELECT router_type, router_data, node_id, connected_at, last_connect, cursor,
+		channels_refreshed, WRITETIME(cursor) FROM router WHERE uaid = ? LIMIT 1`
 	qConnect = `UPDATE router USING TIMESTAMP ? AND TTL ?
 		SET router_type = ?, router_data = ?, node_id = ?, connected_at = ?, last_connect = ?
 		WHERE uaid = ?`

@@ -141,6 +141,47 @@ func (s *Store) Connect(ctx context.Context, u storage.User) error {
 	return nil
 }
 
+// Reconnect implements storage.Store: GetUser's and Connect's reads as
+// one, then Connect's write (and refresh when due).
+func (s *Store) Reconnect(ctx context.Context, u storage.User) (storage.User, error) {
+	if err := storage.ValidateUser(&u); err != nil {
+		return storage.User{}, fmt.Errorf("scylla: reconnect: %w", err)
+	}
+	if err := s.open("reconnect"); err != nil {
+		return storage.User{}, err
+	}
+	now := time.Now()
+	prev := storage.User{UAID: u.UAID}
+	var (
+		routerType, nodeID       *string
+		connectedAt, lastConnect *int64
+		st                       connState
+	)
+	err := s.query(ctx, qReconnectState, uuidArg(u.UAID)).Scan(&routerType, &prev.RouterData, &nodeID, &connectedAt,
+		&lastConnect, &st.cursor, &st.channelsRefreshed, &st.cursorWritetime)
+	if errors.Is(err, gocql.ErrNotFound) || err == nil && (routerType == nil || *routerType != u.RouterType) {
+		return storage.User{}, fmt.Errorf("scylla: reconnect %s: %w", u.UAID, storage.ErrNotFound)
+	}
+	if err != nil {
+		return storage.User{}, wrap("reconnect: read record", err)
+	}
+	fillUser(&prev, *routerType, nodeID, connectedAt, lastConnect, st.cursor)
+	st.connectedAt = prev.ConnectedAt
+	if st.connectedAt > u.ConnectedAt {
+		return prev, fmt.Errorf("scylla: reconnect: stored connection of %d is newer than %d: %w",
+			st.connectedAt, u.ConnectedAt, storage.ErrConflict)
+	}
+	if err := s.writeConnection(ctx, &u, now); err != nil {
+		return prev, wrap("reconnect: write record", err)
+	}
+	if s.refreshDue(st, now) {
+		if err := s.refreshChannels(ctx, u.UAID, st, now); err != nil {
+			return prev, wrap("reconnect: refresh channels", err)
+		}
+	}
+	return prev, nil
+}
+
 // ConnectNew implements storage.Store: Connect's write with the refresh
 // mark, nothing read.
 func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {

@@ -73,6 +73,48 @@ func testConnectNew(t *testing.T, s storage.Store) {
 	}
 }
 
+// testReconnect: a returning user agent's record is read and rewritten
+// in one call: the record as it was comes back, the connection is
+// recorded with the cursor kept; nothing is written for a missing record
+// or one of another router type; an older connection is refused.
+func testReconnect(t *testing.T, s storage.Store) {
+	uaid := uuid.New()
+	first := nowMS()
+	_, err := s.Reconnect(ctx(t), user(uaid, "http://node-a:8081", first))
+	wantKind(t, err, storage.ErrNotFound, "reconnect without a record")
+	_, err = s.GetUser(ctx(t), uaid)
+	wantKind(t, err, storage.ErrNotFound, "a refused reconnect wrote")
+
+	must(t, s.Connect(ctx(t), user(uaid, "http://node-a:8081", first)), "connect")
+	sk := storage.NewSortKey()
+	must(t, s.AdvanceCursor(ctx(t), uaid, sk), "advance")
+	prev, err := s.Reconnect(ctx(t), user(uaid, "http://node-b:8081", first+10))
+	must(t, err, "reconnect")
+	if prev.NodeID != "http://node-a:8081" || prev.ConnectedAt != first || prev.Cursor != sk || prev.UAID != uaid {
+		t.Fatalf("previous record %+v, want node-a at %d with cursor %d", prev, first, sk)
+	}
+	got, err := s.GetUser(ctx(t), uaid)
+	must(t, err, "get after reconnect")
+	if got.NodeID != "http://node-b:8081" || got.ConnectedAt != first+10 || got.Cursor != sk {
+		t.Fatalf("after reconnect %+v, want node-b at %d, cursor kept", got, first+10)
+	}
+	_, err = s.Reconnect(ctx(t), user(uaid, "http://node-c:8081", first+5))
+	wantKind(t, err, storage.ErrConflict, "older reconnect")
+
+	bridged := uuid.New()
+	b := user(bridged, "", first)
+	b.RouterType = "fcm"
+	b.RouterData = map[string]string{"token": "t"}
+	must(t, s.Connect(ctx(t), b), "connect bridged")
+	_, err = s.Reconnect(ctx(t), user(bridged, "http://node-a:8081", first+10))
+	wantKind(t, err, storage.ErrNotFound, "reconnect over another router type")
+	got, err = s.GetUser(ctx(t), bridged)
+	must(t, err, "get bridged")
+	if got.RouterType != "fcm" || got.RouterData["token"] != "t" || got.ConnectedAt != first {
+		t.Fatalf("a refused reconnect changed the bridged record: %+v", got)
+	}
+}
+
 // testDropUserAt: a drop naming the stored connection removes the user;
 // one naming an older connection, or arriving before a newer connection's
 // write, leaves the newer connection's record whole.

@@ -27,6 +27,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"UserLifecycle", testUserLifecycle},
 		{"ConnectNew", testConnectNew},
+		{"Reconnect", testReconnect},
 		{"NewestConnectionWins", testNewestConnectionWins},
 		{"ClearNodeOnlyIfConnectedAtMatches", testClearNode},
 		{"ConcurrentConnectAndClear", testConcurrentConnectAndClear},
