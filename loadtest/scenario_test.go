@@ -51,7 +51,8 @@ var (
 // testBinaries builds the service binaries the runs need (without the
 // race detector: they are the system under test, not this package):
 // autoconnect and autoendpoint on CQL, autoconnect and autopush on the
-// embedded store, and autoendpoint for the sender scenario.
+// embedded store (and for hold -single), and autoendpoint for the sender
+// scenario.
 func testBinaries(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
@@ -61,10 +62,9 @@ func testBinaries(t *testing.T) string {
 		if binDir, buildErr = os.MkdirTemp("", "loadtest-bin-"); buildErr != nil {
 			return
 		}
-		bins := []string{"autoconnect", "autopush", "autoendpoint"} // autoendpoint: the sender scenario's
-		if os.Getenv("CQL_HOSTS") != "" {
-			bins = []string{"autoconnect", "autoendpoint"}
-		}
+		// All three whatever the backend: hold -single runs autopush on
+		// its embedded store even when CQL_HOSTS is set.
+		bins := []string{"autoconnect", "autopush", "autoendpoint"}
 		_, buildErr = cluster.Binaries(context.Background(), "", binDir, bins, testWriter{t})
 	})
 	if buildErr != nil {
