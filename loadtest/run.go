@@ -136,6 +136,7 @@ func (r *run) setupWorkers(ctx context.Context) error {
 		}
 		a.Keys, a.VAPIDPrivate, a.VAPIDSubject = true, signer.Private(), signer.Subject
 		a.VAPIDReuse, a.FreshKeys, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.FreshSenderKeys, r.cfg.PayloadSize, r.cfg.TTL
+		a.NetHTTP = r.cfg.NetHTTP
 		a.SenderConns, a.MaxInFlight, a.PushTimeout = r.cfg.SenderConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
 		a.Trace = r.cfg.Trace
 	}

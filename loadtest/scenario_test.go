@@ -356,8 +356,9 @@ func TestStoredSmall(t *testing.T) {
 	cfg.UAs, cfg.Messages, cfg.PushRate = 40, 400, 400
 	cfg.Quiet, cfg.DrainTimeout, cfg.Trace = 500*time.Millisecond, 20*time.Second, true
 	// As the web-push libraries encrypt (the other scenarios' tests reuse
-	// a sender key per subscription).
-	cfg.FreshSenderKeys = true
+	// a sender key per subscription), with net/http's client (the others:
+	// loadtest/h1).
+	cfg.FreshSenderKeys, cfg.NetHTTP = true, true
 	rep := runScenario(t, cfg)
 	checkDelivery(t, rep, int64(cfg.Messages))
 	if rep.Delivery.DrainSeconds <= 0 || rep.Delivery.DrainRate <= 0 {

@@ -208,6 +208,10 @@ type Config struct {
 	// service's work is the same (it does not decrypt) and the load
 	// generators' CPU goes to sending. Default false.
 	FreshSenderKeys bool `conf:"fresh-sender-keys" for:"notify,stored,churn,broadcast" help:"a new sender ECDH key pair per push, as web-push libraries (false: one per subscription, fresh salt per push)"`
+	// NetHTTP sends the pushes with net/http's client instead of the load
+	// tester's own HTTP/1.1 client (loadtest/h1), which costs the
+	// generator less CPU a push. Default false.
+	NetHTTP bool `conf:"net-http" for:"notify,stored,churn,broadcast" help:"send pushes with net/http's client (false: the load tester's own, cheaper HTTP/1.1 client)"`
 	// SenderConns bounds HTTP connections per worker. Default 64.
 	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast,sender" help:"HTTP connections to the endpoint per worker"`
 	// MaxInFlight bounds pushes in flight per worker; a push due beyond

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/h1"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 )
@@ -33,6 +35,7 @@ type Settings struct {
 	VAPIDSubject string
 	VAPIDReuse   time.Duration // 0: a new signature per push
 	FreshKeys    bool          // a new sender key pair per push (else one per subscription)
+	NetHTTP      bool          // net/http's client (else package h1's)
 	PayloadSize  int
 	TTL          int // seconds
 	Conns        int // HTTP connections to the endpoint
@@ -64,7 +67,9 @@ type Sender struct {
 	accepted atomic.Int64
 	wg       sync.WaitGroup
 
-	encs sync.Map // *agent.Subscription -> *pushcrypto.Encrypter (not FreshKeys)
+	encs  sync.Map              // *agent.Subscription -> *pushcrypto.Encrypter (not FreshKeys)
+	pools map[string]*h1.Client // by host (not NetHTTP); under mu
+	ttl   string
 
 	mu       sync.Mutex
 	tokens   map[string]vapidToken // by audience
@@ -102,16 +107,11 @@ func New(cfg Settings, env Env) (*Sender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: sender: %w", err)
 	}
-	s := &Sender{cfg: cfg, env: env, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{}}
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	s := &Sender{cfg: cfg, env: env, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{},
+		pools: map[string]*h1.Client{}, ttl: strconv.Itoa(cfg.TTL)}
 	tr := &http.Transport{
 		// Each connection from its own 127.0.0.x, like the user agents.
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			d := *dialer
-			i := s.srcIndex.Add(1)
-			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+int(i)%cfg.SourceIPs))}
-			return d.DialContext(ctx, network, addr)
-		},
+		DialContext:         s.dial,
 		MaxConnsPerHost:     cfg.Conns,
 		MaxIdleConnsPerHost: cfg.Conns,
 		IdleConnTimeout:     time.Minute,
@@ -186,28 +186,76 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 		s.count("sender: vapid: " + err.Error())
 		return
 	}
-	req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		s.count("sender: request: " + err.Error())
-		return
-	}
-	req.Header.Set("TTL", strconv.Itoa(s.cfg.TTL))
-	req.Header.Set("Content-Encoding", "aes128gcm")
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("Authorization", auth)
-	resp, err := s.client.Do(req)
+	code, loc, reply, err := s.do(endpoint, auth, body)
 	if err != nil {
 		s.count("transport: " + TransportReason(err))
 		return
 	}
-	defer resp.Body.Close()
-	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	status, location = resp.StatusCode, resp.Header.Get("Location")
+	status, location = code, loc
 	if status == http.StatusCreated {
 		s.accepted.Add(1)
 	} else {
 		s.count(StatusReason(status, reply))
 	}
+}
+
+// do POSTs a push body to endpoint: the answer's status, Location and
+// (the start of) its body.
+func (s *Sender) do(endpoint, auth string, body []byte) (int, string, []byte, error) {
+	if s.cfg.NetHTTP {
+		req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
+		if err != nil {
+			return 0, "", nil, err
+		}
+		req.Header.Set("TTL", s.ttl)
+		req.Header.Set("Content-Encoding", "aes128gcm")
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("Authorization", auth)
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return 0, "", nil, err
+		}
+		defer resp.Body.Close()
+		reply, _ := io.ReadAll(io.LimitReader(resp.Body, h1.MaxBody))
+		return resp.StatusCode, resp.Header.Get("Location"), reply, nil
+	}
+	c, path, err := s.h1For(endpoint)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	r, err := c.Do(&h1.Request{Method: http.MethodPost, Path: path, Body: body, Header: []h1.Header{
+		{Name: "TTL", Value: s.ttl}, {Name: "Content-Encoding", Value: "aes128gcm"},
+		{Name: "Content-Type", Value: "application/octet-stream"}, {Name: "Authorization", Value: auth}}})
+	return r.Status, r.Location, r.Body, err
+}
+
+// h1For is the connection pool to endpoint's server (made at its first
+// push) and endpoint's path.
+func (s *Sender) h1For(endpoint string) (*h1.Client, string, error) {
+	rest, ok := strings.CutPrefix(endpoint, "http://")
+	i := strings.IndexByte(rest, '/')
+	if !ok || i <= 0 {
+		return nil, "", fmt.Errorf("sender: endpoint %q is not http://host/path", endpoint)
+	}
+	host, path := rest[:i], rest[i:]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.pools[host]
+	if c == nil {
+		c = h1.New(h1.Config{Host: host, Conns: s.cfg.Conns, Timeout: s.cfg.Timeout,
+			Dial: func(ctx context.Context) (net.Conn, error) { return s.dial(ctx, "tcp", host) }})
+		s.pools[host] = c
+	}
+	return c, path, nil
+}
+
+// dial connects from the next of the run's 127.0.0.x, like the user
+// agents.
+func (s *Sender) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	i := s.srcIndex.Add(1)
+	d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+int(i)%s.cfg.SourceIPs))}
+	return d.DialContext(ctx, network, addr)
 }
 
 // encrypt is plain's aes128gcm body for sub.

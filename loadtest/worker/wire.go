@@ -69,6 +69,7 @@ type Setup struct {
 	VAPIDSubject string        `json:"vapid_subject,omitempty"`
 	VAPIDReuse   time.Duration `json:"vapid_reuse"`
 	FreshKeys    bool          `json:"fresh_keys"`
+	NetHTTP      bool          `json:"net_http"`
 	PayloadSize  int           `json:"payload_size"`
 	TTL          int           `json:"ttl"`
 	SenderConns  int           `json:"sender_conns"`

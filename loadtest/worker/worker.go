@@ -167,7 +167,7 @@ func (w *worker) start(a Setup) error {
 	var vapidPublic string
 	if a.Keys {
 		s, err := sender.New(sender.Settings{Run: a.Run, Worker: a.Index, SourceIPs: a.SourceIPs, VAPIDPrivate: a.VAPIDPrivate,
-			VAPIDSubject: a.VAPIDSubject, VAPIDReuse: a.VAPIDReuse, FreshKeys: a.FreshKeys, PayloadSize: a.PayloadSize, TTL: a.TTL, Conns: a.SenderConns,
+			VAPIDSubject: a.VAPIDSubject, VAPIDReuse: a.VAPIDReuse, FreshKeys: a.FreshKeys, NetHTTP: a.NetHTTP, PayloadSize: a.PayloadSize, TTL: a.TTL, Conns: a.SenderConns,
 			MaxInFlight: a.MaxInFlight, Timeout: a.PushTimeout},
 			sender.Env{Clock: w.clock, Ledger: &w.ledger, Response: w.resp, Lag: w.lag, Tracef: w.tracef})
 		if err != nil {
