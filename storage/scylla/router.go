@@ -126,16 +126,23 @@ func (s *Store) Connect(ctx context.Context, u storage.User) error {
 	if err != nil {
 		return wrap("connect: read record", err)
 	}
+	return s.connectOver(ctx, "connect", u, st, now)
+}
+
+// connectOver is Connect's work after its read: refuse a connection
+// older than the stored one (st), write u's cells, refresh the channels
+// when due. op names the caller in errors.
+func (s *Store) connectOver(ctx context.Context, op string, u storage.User, st connState, now time.Time) error {
 	if st.connectedAt > u.ConnectedAt {
-		return fmt.Errorf("scylla: connect: stored connection of %d is newer than %d: %w",
-			st.connectedAt, u.ConnectedAt, storage.ErrConflict)
+		return fmt.Errorf("scylla: %s: stored connection of %d is newer than %d: %w",
+			op, st.connectedAt, u.ConnectedAt, storage.ErrConflict)
 	}
 	if err := s.writeConnection(ctx, &u, now); err != nil {
-		return wrap("connect: write record", err)
+		return wrap(op+": write record", err)
 	}
 	if s.refreshDue(st, now) {
 		if err := s.refreshChannels(ctx, u.UAID, st, now); err != nil {
-			return wrap("connect: refresh channels", err)
+			return wrap(op+": refresh channels", err)
 		}
 	}
 	return nil
@@ -167,19 +174,7 @@ func (s *Store) Reconnect(ctx context.Context, u storage.User) (storage.User, er
 	}
 	fillUser(&prev, *routerType, nodeID, connectedAt, lastConnect, st.cursor)
 	st.connectedAt = prev.ConnectedAt
-	if st.connectedAt > u.ConnectedAt {
-		return prev, fmt.Errorf("scylla: reconnect: stored connection of %d is newer than %d: %w",
-			st.connectedAt, u.ConnectedAt, storage.ErrConflict)
-	}
-	if err := s.writeConnection(ctx, &u, now); err != nil {
-		return prev, wrap("reconnect: write record", err)
-	}
-	if s.refreshDue(st, now) {
-		if err := s.refreshChannels(ctx, u.UAID, st, now); err != nil {
-			return prev, wrap("reconnect: refresh channels", err)
-		}
-	}
-	return prev, nil
+	return prev, s.connectOver(ctx, "reconnect", u, st, now)
 }
 
 // ConnectNew implements storage.Store: Connect's write with the refresh
