@@ -105,6 +105,14 @@ type Config struct {
 	// near the live heap: at 100 the heap may grow to twice what 19,000
 	// idle connections need (docs/benchmarks.md). Default 25.
 	GCPercent int `conf:"gc-percent" help:"Go GC target percent, used when GOGC is unset"`
+	// GCPercentBusy is the GC target while the collector takes more than
+	// 3% of the node's CPU (a stream of pushes or connects), back to
+	// GCPercent once it takes under 1%, the memory returned to the OS then
+	// (internal/gctune): at 25 under 9,000 pushes/s the collector was a
+	// quarter of the server's CPU and p99 passed 50 ms below 10,000/s
+	// (docs/benchmarks.md). 0 keeps GCPercent always; unused when GOGC is
+	// set. Default 100.
+	GCPercentBusy int `conf:"gc-percent-busy" help:"Go GC target percent while the collector is busy (0: always gc-percent)"`
 	// Pprof serves Go's runtime profiles at /debug/pprof/ on RouterListen
 	// (internal/profiling), unauthenticated like /metrics there: turn it
 	// on only where the node API is reached by the operator alone.
@@ -173,6 +181,7 @@ func DefaultConfig() Config {
 		NodeAPIMaxConnections: 4096,
 		CursorLag:             time.Minute,
 		GCPercent:             25,
+		GCPercentBusy:         100,
 		LogLevel:              "info",
 		VersionFile:           "version.json",
 
@@ -206,6 +215,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: config: max-channels must be at most %d", session.MaxChannelLimit)
 	case c.GCPercent < 10:
 		return errors.New("engine: config: gc-percent below 10 spends the node's CPU on GC")
+	case c.GCPercentBusy != 0 && c.GCPercentBusy < c.GCPercent:
+		return errors.New("engine: config: gc-percent-busy must be 0 (off) or at least gc-percent")
 	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0 || c.CursorLag < 0 ||
 		c.MaxChannels < 0:
 		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping, cursor-lag, max-channels must not be negative")

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/autopush-go/autopush/internal/gctune"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/stack"
@@ -134,6 +135,9 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	}
 	if s.pushKey != "" {
 		fmt.Fprint(os.Stderr, s.TryPushAPI())
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		go gctune.New(gctune.Defaults(cfg.Engine.GCPercent, cfg.Engine.GCPercentBusy), log).Run(ctx)
 	}
 	for done := false; !done; {
 		select {

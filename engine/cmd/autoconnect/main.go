@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"os"
-	"runtime/debug"
 
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/cli"
+	"github.com/autopush-go/autopush/internal/gctune"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/storage/open"
@@ -21,7 +21,10 @@ func run() error {
 	}
 	log := mozlog.New(os.Stdout, "autoconnect", cfg.LogLevel)
 	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(cfg.GCPercent)
+		gc := gctune.New(gctune.Defaults(cfg.GCPercent, cfg.GCPercentBusy), log)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go gc.Run(ctx)
 	}
 	store, err := open.Store(context.Background(), cfg.Settings, log)
 	if err != nil {

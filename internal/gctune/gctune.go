@@ -1,0 +1,127 @@
+// Package gctune moves the Go GC target between two settings as the
+// collector's own CPU share rises and falls.
+//
+// A node holding idle connections wants a low target (gc-percent 25):
+// its heap barely changes, so a low target costs nothing and keeps RSS
+// near the live heap. The same node under a stream of pushes allocates
+// tens of MB/s, and at 25 the collector runs four times as often as at
+// 100 (a quarter of the server's CPU at 9,000 pushes/s, docs/benchmarks.md).
+// The tuner watches the share of the CPU the collector takes and uses the
+// busy target while it is high; when it falls the idle target comes back
+// and the memory the busy target let grow is returned to the OS at once.
+package gctune
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// Config is the tuner's policy. The zero Busy turns it off (Idle alone).
+type Config struct {
+	// Idle is the GC percent while the collector is quiet.
+	Idle int
+	// Busy is the GC percent while the collector's share of the CPU is
+	// above BusyAbove; 0 keeps Idle always.
+	Busy int
+	// BusyAbove and IdleBelow are the collector's share of the process's
+	// CPU capacity (GOMAXPROCS cores) over one Window, as it would be at
+	// the Idle target, that switch to Busy and back; IdleBelow < BusyAbove
+	// so it does not flap. While Busy, the measured share is scaled by
+	// Busy/Idle: the collector's work goes as the inverse of the target
+	// (6% at 25 and 1.5% at 100 under the same pushes), so a load that
+	// raised the target keeps it raised.
+	BusyAbove, IdleBelow float64
+	// Window is how often the share is measured.
+	Window time.Duration
+}
+
+// Defaults is the policy the nodes use: idle and busy targets (25 and
+// 100 by default), busy while the collector would take more than 3% of
+// the CPU at the idle target, back under 1%.
+func Defaults(idle, busy int) Config {
+	return Config{Idle: idle, Busy: busy, BusyAbove: 0.03, IdleBelow: 0.01, Window: time.Second}
+}
+
+// Tuner applies a Config.
+type Tuner struct {
+	cfg     Config
+	log     *slog.Logger
+	samples []metrics.Sample
+	busy    bool
+	setGC   func(int) int
+	release func()
+}
+
+// New sets the idle target and returns a tuner to Run.
+func New(cfg Config, log *slog.Logger) *Tuner {
+	t := &Tuner{cfg: cfg, log: log, setGC: debug.SetGCPercent, release: debug.FreeOSMemory,
+		samples: []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}}
+	t.setGC(cfg.Idle)
+	return t
+}
+
+// Percent is the target in effect.
+func (t *Tuner) Percent() int {
+	if t.busy {
+		return t.cfg.Busy
+	}
+	return t.cfg.Idle
+}
+
+// Run measures every Window until ctx ends; it returns at once when the
+// policy has no busy target.
+func (t *Tuner) Run(ctx context.Context) {
+	if t.cfg.Busy == 0 || t.cfg.Busy == t.cfg.Idle {
+		return
+	}
+	tick := time.NewTicker(t.cfg.Window)
+	defer tick.Stop()
+	gc, at := t.gcSeconds(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		g, now := t.gcSeconds(), time.Now()
+		// The runtime's own CPU total advances only when a cycle ends,
+		// so the capacity is the wall clock times GOMAXPROCS.
+		capacity := now.Sub(at).Seconds() * float64(runtime.GOMAXPROCS(0))
+		if capacity > 0 {
+			t.observe((g - gc) / capacity)
+		}
+		gc, at = g, now
+	}
+}
+
+// gcSeconds is the CPU time the collector has taken (the runtime's
+// estimate, brought up to date at the end of each cycle).
+func (t *Tuner) gcSeconds() float64 {
+	metrics.Read(t.samples)
+	return t.samples[0].Value.Float64()
+}
+
+// observe switches on one window's GC share of the CPU.
+func (t *Tuner) observe(share float64) {
+	if t.busy {
+		share *= float64(t.cfg.Busy) / float64(t.cfg.Idle)
+	}
+	switch {
+	case !t.busy && share > t.cfg.BusyAbove:
+		t.busy = true
+		t.setGC(t.cfg.Busy)
+		t.log.Debug("gc target raised", "gc_percent", t.cfg.Busy, "gc_cpu_share", share)
+	case t.busy && share < t.cfg.IdleBelow:
+		t.busy = false
+		t.setGC(t.cfg.Idle)
+		// The busy target let the heap grow past what the idle one
+		// allows; give the difference back now, not at the scavenger's
+		// pace, so an idle node's RSS is its idle size.
+		t.release()
+		t.log.Debug("gc target lowered", "gc_percent", t.cfg.Idle, "gc_cpu_share", share)
+	}
+}
