@@ -98,9 +98,10 @@ func (u *ua) appendHelloBroadcasts(b []byte) []byte {
 
 // noteBroadcasts takes the versions of a hello reply (fanOut false: the
 // user agent asked) or of a "broadcast" message (a change reaching it).
-func (u *ua) noteBroadcasts(raw map[string]json.RawMessage, fanOut bool) {
+func (u *ua) noteBroadcasts(raw []broadcastValue, fanOut bool) {
 	var newest int64
-	for id, v := range raw {
+	for _, b := range raw {
+		id, v := b.id, b.raw
 		if id == "errors" {
 			u.l.s.reason("broadcast: unknown id")
 			continue

@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -16,24 +15,26 @@ import (
 // scratch buffer, never through encoding/json (a register or an ack is a
 // few appends).
 
-// serverMsg is every field of the server messages a user agent reads.
+// serverMsg is every field of the server messages a user agent reads
+// (decodeServerMsg).
 type serverMsg struct {
-	MessageType  string            `json:"messageType"`
-	UAID         string            `json:"uaid"`
-	Status       int               `json:"status"`
-	ChannelID    string            `json:"channelID"`
-	PushEndpoint string            `json:"pushEndpoint"`
-	Version      string            `json:"version"`
-	Data         string            `json:"data"`
-	Headers      map[string]string `json:"headers"`
+	MessageType  string
+	UAID         string
+	Status       int
+	ChannelID    string
+	PushEndpoint string
+	Version      string
+	Data         string
+	// Encoding is headers.encoding, the one header a user agent reads.
+	Encoding string
 	// hello and broadcast: id -> version, and "errors" -> {id: error}
-	Broadcasts map[string]json.RawMessage `json:"broadcasts"`
+	Broadcasts []broadcastValue
 }
 
 // message handles one protocol message (JSON text).
 func (u *ua) message(payload []byte) {
 	var m serverMsg
-	if err := json.Unmarshal(payload, &m); err != nil {
+	if err := decodeServerMsg(payload, &m); err != nil {
 		u.broken("bad json")
 		return
 	}
@@ -128,7 +129,7 @@ func (u *ua) registerReply(m *serverMsg) {
 		u.broken("register reply for an unknown channel")
 		return
 	}
-	u.eps[i] = m.PushEndpoint
+	u.eps[i] = strings.Clone(m.PushEndpoint) // m aliases the frame
 	if u.regs--; u.regs == 0 {
 		u.registered = true
 		u.l.s.publish(u)
@@ -156,7 +157,7 @@ func (u *ua) notification(m *serverMsg) {
 		// Ack whatever it is, so a bad push cannot hold a flow-control slot.
 		defer u.ack(m)
 	}
-	if u.keys == nil || m.Headers["encoding"] != "aes128gcm" {
+	if u.keys == nil || m.Encoding != "aes128gcm" {
 		s.badContent.Add(1)
 		s.reason("push without aes128gcm payload")
 		return
