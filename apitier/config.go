@@ -64,6 +64,16 @@ type Config struct {
 	// StorageTimeout bounds the storage calls of one request, together
 	// (a push makes 2 to 5). Default 5s.
 	StorageTimeout time.Duration `conf:"storage-timeout" help:"timeout of a request's storage calls"`
+	// RouteCacheSize bounds the route cache (apitier/routecache): per
+	// subscription, the connection its last push was delivered to, so the
+	// next one skips the storage read. A cached push names its connection
+	// and the node refuses it (409) unless it is that connection and its
+	// client unsubscribed nothing on it; then the push is routed from
+	// storage. About 100 B an entry. 0 turns it off. Default 100000.
+	RouteCacheSize int `conf:"route-cache-size" help:"subscriptions whose connection is cached (0: off)"`
+	// RouteCacheTTL is how long an entry is used before storage is read
+	// again. Default 10m.
+	RouteCacheTTL time.Duration `conf:"route-cache-ttl" help:"how long a cached route is used"`
 	// RequestTimeout bounds each request from its first byte until it has
 	// arrived whole, header and body (Content-Length, or chunked up to its
 	// last chunk): the first request of a connection from accept, a later
@@ -192,6 +202,8 @@ func DefaultConfig() Config {
 		NodeConnectTimeout:      time.Second,
 		NodeIdleConns:           64,
 		StorageTimeout:          5 * time.Second,
+		RouteCacheSize:          100000,
+		RouteCacheTTL:           10 * time.Minute,
 		RequestTimeout:          10 * time.Second,
 		WriteTimeout:            10 * time.Second,
 		MaxConnections:          10000,
@@ -237,6 +249,8 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: timeouts must be positive")
 	case c.NodeIdleConns < 1:
 		return errors.New("apitier: config: node-idle-conns must be >= 1")
+	case c.RouteCacheSize < 0 || (c.RouteCacheSize > 0 && c.RouteCacheTTL <= 0):
+		return errors.New("apitier: config: route-cache-size must be >= 0, and route-cache-ttl positive when it is not 0")
 	case c.MaxConnections < 1:
 		return errors.New("apitier: config: max-connections must be >= 1")
 	case c.MaxConnectionsPerSource < 0:

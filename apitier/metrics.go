@@ -36,6 +36,9 @@ const (
 	mNodeSeconds = "autoendpoint_node_call_seconds"
 	// mNodeCleared: node_id cleared after a node did not have the client.
 	mNodeCleared = "autoendpoint_node_cleared_total"
+	// mRouteCache{result}: pushes sent on a cached route (apitier/routecache):
+	// delivered, or not and routed again from storage.
+	mRouteCache = "autoendpoint_route_cache_total"
 	// mStorageSeconds, mStorageErrors: storage calls of requests.
 	mStorageSeconds = "autoendpoint_storage_seconds"
 	mStorageErrors  = "autoendpoint_storage_errors_total"
@@ -101,11 +104,12 @@ const (
 	resultAccepted    = "accepted"    // 202 (notif: will check once acks drain)
 	resultNotHere     = "not_here"    // 404
 	resultBusy        = "busy"        // 503
+	resultStale       = "stale"       // 409 (push on a cached route: apitier/routecache)
 	resultUnreachable = "unreachable" // connect error, timeout, reset
 	resultRefused     = "refused"     // any other status (401: node-secret mismatch)
 )
 
-var nodeResults = []string{resultOK, resultAccepted, resultNotHere, resultBusy, resultUnreachable, resultRefused}
+var nodeResults = []string{resultOK, resultAccepted, resultNotHere, resultBusy, resultStale, resultUnreachable, resultRefused}
 
 // Histogram buckets (upper bounds). Prometheus histograms, not the
 // library's vmrange ones: PromQL's histogram_quantile needs le buckets.
@@ -126,23 +130,24 @@ type apiMetrics struct {
 	seconds  map[string]*metrics.PrometheusHistogram
 	routeIdx map[string]int
 
-	errnos             map[errno.Code]*metrics.Counter
-	outcomes           map[string]*metrics.Counter
-	encodings          map[string]*metrics.Counter
-	nodeCalls          map[[2]string]*metrics.Counter
-	nodeSeconds        map[string]*metrics.PrometheusHistogram
-	dataBytes          *metrics.PrometheusHistogram
-	nodeCleared        *metrics.Counter
-	storageSecs        *metrics.PrometheusHistogram
-	storageErrors      *metrics.Counter
-	vapidOK            *metrics.Counter
-	vapidFailed        *metrics.Counter
-	vapidRules         sync.Map // rule -> *metrics.Counter
-	deleted            *metrics.Counter
-	deleteInvalid      *metrics.Counter
-	withdrawn          *metrics.Counter
-	connsRefused       *metrics.Counter
-	connsRefusedSource *metrics.Counter
+	errnos              map[errno.Code]*metrics.Counter
+	outcomes            map[string]*metrics.Counter
+	encodings           map[string]*metrics.Counter
+	nodeCalls           map[[2]string]*metrics.Counter
+	nodeSeconds         map[string]*metrics.PrometheusHistogram
+	dataBytes           *metrics.PrometheusHistogram
+	nodeCleared         *metrics.Counter
+	routeHit, routeMiss *metrics.Counter
+	storageSecs         *metrics.PrometheusHistogram
+	storageErrors       *metrics.Counter
+	vapidOK             *metrics.Counter
+	vapidFailed         *metrics.Counter
+	vapidRules          sync.Map // rule -> *metrics.Counter
+	deleted             *metrics.Counter
+	deleteInvalid       *metrics.Counter
+	withdrawn           *metrics.Counter
+	connsRefused        *metrics.Counter
+	connsRefusedSource  *metrics.Counter
 }
 
 // newMetrics makes the node's metrics; open reports the connections the
@@ -161,6 +166,8 @@ func newMetrics(open func() int, apis []routeDef) *apiMetrics {
 		nodeSeconds:        map[string]*metrics.PrometheusHistogram{},
 		dataBytes:          s.NewPrometheusHistogramExt(mNotificationBytes, dataBuckets),
 		nodeCleared:        s.NewCounter(mNodeCleared),
+		routeHit:           s.NewCounter(mRouteCache + `{result="delivered"}`),
+		routeMiss:          s.NewCounter(mRouteCache + `{result="fallback"}`),
 		storageSecs:        s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
 		storageErrors:      s.NewCounter(mStorageErrors),
 		vapidOK:            s.NewCounter(mVAPID + `{result="ok"}`),
@@ -243,6 +250,15 @@ func (m *apiMetrics) encoding(e string) {
 	}
 }
 
+// routeCache counts a push sent on a cached route: delivered or not.
+func (m *apiMetrics) routeCache(delivered bool) {
+	if delivered {
+		m.routeHit.Inc()
+	} else {
+		m.routeMiss.Inc()
+	}
+}
+
 // nodeCall observes one call to a connection node (nodeapi.ClientConfig.Observe).
 func (m *apiMetrics) nodeCall(call nodeapi.Call, status int, err error, d time.Duration) {
 	result := resultRefused
@@ -257,6 +273,8 @@ func (m *apiMetrics) nodeCall(call nodeapi.Call, status int, err error, d time.D
 		result = resultNotHere
 	case status == http.StatusServiceUnavailable:
 		result = resultBusy
+	case status == http.StatusConflict:
+		result = resultStale
 	}
 	name := call.String()
 	m.nodeCalls[[2]string{name, result}].Inc()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/routecache"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/protocol"
@@ -40,7 +41,7 @@ import (
 func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.Notification) (string, *errno.HTTPError) {
 	uaid := u.UAID
 	if u.NodeID != "" {
-		code, err := s.nodes.Push(ctx, u.NodeID, uaid, n)
+		code, err := s.nodes.Push(ctx, u.NodeID, uaid, n, 0)
 		switch {
 		case err == nil && code == nodeapi.StatusDelivered:
 			return outcomeDirect, nil
@@ -70,6 +71,20 @@ func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.N
 		s.clearNode(sctx, &u2, err)
 	}
 	return outcomeStored, nil
+}
+
+// routeCached pushes n on a cached route (apitier/routecache), naming the
+// connection; true when delivered. Anything else forgets the entry, and
+// the caller routes n from storage.
+func (s *Server) routeCached(ctx context.Context, key routecache.Key, r routecache.Route, uaid uuid.UUID, n *protocol.Notification) bool {
+	code, err := s.nodes.Push(ctx, r.Node, uaid, n, r.ConnectedAt)
+	if err == nil && code == nodeapi.StatusDelivered {
+		s.metrics.routeCache(true)
+		return true
+	}
+	s.metrics.routeCache(false)
+	s.routes.Forget(key, r, err == nil && code == nodeapi.StatusStale)
+	return false
 }
 
 // clearNode clears u's node_id if it still names the connection read.

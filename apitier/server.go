@@ -28,6 +28,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/network/standard"
 	hertzproto "github.com/cloudwego/hertz/pkg/protocol"
 
+	"github.com/autopush-go/autopush/apitier/routecache"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/internal/vapid"
@@ -43,6 +44,7 @@ type Server struct {
 	keys     *token.Keys
 	vapid    *vapid.Verifier
 	nodes    *nodeapi.Client
+	routes   *routecache.Cache
 	metrics  *apiMetrics
 	version  []byte
 	audience string // VAPID "aud": the endpoint URL's origin
@@ -89,6 +91,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		audience: aud,
 		location: strings.TrimRight(cfg.EndpointURL, "/") + "/m/",
 		done:     make(chan error, 1),
+		routes:   routecache.New(cfg.RouteCacheSize, cfg.RouteCacheTTL),
 	}
 	if err := s.newAPIs(); err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/pushheader"
+	"github.com/autopush-go/autopush/apitier/routecache"
 	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/protocol"
@@ -89,10 +90,15 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
 	defer cancel()
 	uaid := uuid.UUID(ep.UAID)
-	user, e := s.subscription(sctx, uaid, ep.CHID)
-	if e != nil {
-		s.writeError(c, st, e)
-		return
+	key := routecache.NewKey(ep.UAID, ep.CHID)
+	cached, fromCache := s.routes.Get(key, time.Now())
+	var user storage.User
+	var e *errno.HTTPError
+	if !fromCache {
+		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
+			s.writeError(c, st, e)
+			return
+		}
 	}
 	if bodyErr != nil {
 		s.writeError(c, st, bodyErr)
@@ -128,10 +134,26 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	}
 	st.encoding, st.dataLen = h.Encoding, len(n.Data)
 
-	outcome, e := outcomeBridged, (*errno.HTTPError)(nil)
-	if user.RouterType == storage.RouterWebPush {
+	var outcome string
+	switch {
+	case fromCache && s.routeCached(ctx, key, cached, uaid, &n):
+		outcome = outcomeDirect
+	case fromCache:
+		// Not delivered on the cached route: route from storage.
+		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
+			s.writeError(c, st, e)
+			return
+		}
+	}
+	switch {
+	case outcome == outcomeDirect:
+	case user.RouterType == storage.RouterWebPush:
 		outcome, e = s.route(ctx, sctx, &user, &n)
-	} else {
+		if outcome == outcomeDirect {
+			s.routes.Learn(key, &user, time.Now())
+		}
+	default:
+		outcome = outcomeBridged
 		e = s.routeBridged(sctx, &user, &mid, &h, n.Data)
 	}
 	if e != nil {

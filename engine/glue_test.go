@@ -227,7 +227,7 @@ func TestFailedDirectWriteIsNotHere(t *testing.T) {
 	fc.fail = true
 	codes := make(chan int, 1)
 	go func() {
-		codes <- apiNode{srv}.Deliver(uaid, &protocol.Notification{ChannelID: uuid.NewString(), Version: "direct", TTL: 60})
+		codes <- apiNode{srv}.Deliver(uaid, &protocol.Notification{ChannelID: uuid.NewString(), Version: "direct", TTL: 60}, 0)
 	}()
 	var code int
 	fc.loop.run(t, "the delivery", func() bool {

@@ -28,6 +28,7 @@ const (
 	mDirectBusy        = `autoconnect_direct_total{result="busy"}`
 	mDirectMiss        = `autoconnect_direct_total{result="not_here"}`
 	mDirectOK          = `autoconnect_direct_total{result="delivered"}`
+	mDirectStale       = `autoconnect_direct_total{result="stale"}`
 	mEvictions         = "autoconnect_evictions_total"
 	mPingsSent         = "autoconnect_pings_sent_total"
 	mAPIUnauthorized   = "autoconnect_node_api_unauthorized_total"
@@ -69,12 +70,12 @@ var (
 // engineMetrics are the node's metrics; session holds those the session
 // core moves itself, the rest are moved here in the node's glue.
 type engineMetrics struct {
-	set                                         *metrics.Set
-	session                                     *session.Metrics
-	sent, sentStored, storedOut                 *metrics.Counter
-	directBusy, directMiss, directOK, evictions *metrics.Counter
-	apiUnauthorized, apiRefused, storageErrors  *metrics.Counter
-	storageSeconds                              *metrics.PrometheusHistogram
+	set                                                      *metrics.Set
+	session                                                  *session.Metrics
+	sent, sentStored, storedOut                              *metrics.Counter
+	directBusy, directMiss, directOK, directStale, evictions *metrics.Counter
+	apiUnauthorized, apiRefused, storageErrors               *metrics.Counter
+	storageSeconds                                           *metrics.PrometheusHistogram
 
 	pollOK, pollErrors, broadcastChanges *metrics.Counter
 	fanOutSeconds                        *metrics.PrometheusHistogram
@@ -97,6 +98,7 @@ func newMetrics(srv *Server) *engineMetrics {
 		storedOut:       s.NewCounter(mNotifStoredOnExit),
 		directBusy:      s.NewCounter(mDirectBusy),
 		directMiss:      s.NewCounter(mDirectMiss),
+		directStale:     s.NewCounter(mDirectStale),
 		directOK:        s.NewCounter(mDirectOK),
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
 		apiRefused:      s.NewCounter(mAPIRefused),

@@ -66,7 +66,7 @@ func (srv *Server) NodeAPIRoutes() []string {
 // transition on the connection's loop.
 type apiNode struct{ srv *Server }
 
-func (n apiNode) Deliver(uaid [16]byte, notif *protocol.Notification) int {
+func (n apiNode) Deliver(uaid [16]byte, notif *protocol.Notification, connectedAt int64) int {
 	m := n.srv.metrics
 	cn := n.srv.registry.get(uaid)
 	if cn == nil {
@@ -74,6 +74,10 @@ func (n apiNode) Deliver(uaid [16]byte, notif *protocol.Notification) int {
 		return nodeapi.StatusNotHere
 	}
 	return n.srv.onLoopWait(cn, func(lc *loopCtx) int {
+		if cn.s.Stale(connectedAt) {
+			m.directStale.Inc()
+			return nodeapi.StatusStale
+		}
 		code := cn.s.Deliver(&lc.Ctx, notif)
 		if !lc.apply() && cn.s.Closed() && code == nodeapi.StatusDelivered {
 			// The write failed and closed the connection: the endpoint

@@ -499,3 +499,61 @@ func TestE2EPushDuringHello(t *testing.T) {
 	}
 	et.Eventually(t, 5*time.Second, "acked message deleted", func() bool { return storedCount(t, st, a.UAID) == 0 })
 }
+
+// TestE2ERouteCache: the second push to a subscription goes on the cached
+// route (no storage read); a cached route to a connection that is gone,
+// or to one whose client unsubscribed a channel since, is refused by the
+// node (409) and the push is routed from storage: delivered once to the
+// new connection, and 410 for the channel that is gone.
+func TestE2ERouteCache(t *testing.T) {
+	st := stacktest.Start(t)
+	a := st.Subscribe(t, "")
+	counts := func(want string) {
+		t.Helper()
+		eng, api := st.Metrics(t)
+		got := grepLines(api, "autoendpoint_route_cache_total") + "\n" + grepLines(eng, `autoconnect_direct_total{result="stale"}`)
+		if got != want {
+			t.Fatalf("route cache and stale counts:\n%s\nwant\n%s", got, want)
+		}
+	}
+	for range 2 {
+		id := push(t, st, a, "60", "cached")
+		wantNotification(t, a, id, "cached")
+		a.Ack(a.CHID, id)
+	}
+	counts(`autoendpoint_route_cache_total{result="delivered"} 1` + "\n" +
+		`autoendpoint_route_cache_total{result="fallback"} 0` + "\n" + `autoconnect_direct_total{result="stale"} 0`)
+
+	// The user agent connects again (the node evicts the old connection):
+	// the cached route names the old one.
+	before := st.NodeConnectedAt(t, a.UAID)
+	for time.Now().UnixMilli() <= before {
+		time.Sleep(time.Millisecond) // a new connection's connected_at is a later millisecond
+	}
+	b := st.Reconnect(t, a)
+	if after := st.NodeConnectedAt(t, a.UAID); after <= before {
+		t.Fatalf("connected_at %d after reconnecting, was %d", after, before)
+	}
+	id := push(t, st, b, "60", "after reconnect")
+	wantNotification(t, b, id, "after reconnect")
+	b.Ack(b.CHID, id)
+	counts(`autoendpoint_route_cache_total{result="delivered"} 1` + "\n" +
+		`autoendpoint_route_cache_total{result="fallback"} 1` + "\n" + `autoconnect_direct_total{result="stale"} 1`)
+
+	// Cached again; the client unsubscribes on this connection: the next
+	// push is refused on the cached route, and storage says 410.
+	id = push(t, st, b, "60", "cached again")
+	wantNotification(t, b, id, "cached again")
+	b.Ack(b.CHID, id)
+	b.Send(map[string]any{"messageType": "unregister", "channelID": b.CHID})
+	if r := b.Read(); r["messageType"] != "unregister" || r["status"] != 200.0 {
+		t.Fatalf("unregister reply %v", r)
+	}
+	r := st.Push(t, b.Endpoint, b, "gone", nil, "TTL", "60")
+	if r.Status != http.StatusGone {
+		t.Fatalf("push to the unsubscribed channel: %d %s, want 410", r.Status, r.Body)
+	}
+	counts(`autoendpoint_route_cache_total{result="delivered"} 2` + "\n" +
+		`autoendpoint_route_cache_total{result="fallback"} 2` + "\n" + `autoconnect_direct_total{result="stale"} 2`)
+	et.NothingMore(t, st.NodeURL(), b.Client)
+}

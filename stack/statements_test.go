@@ -110,6 +110,15 @@ func TestStatementsPerHelloAndPush(t *testing.T) {
 	// The read of the record and channel; the barrier's register adds
 	// its channel (the direct message was never stored: no delete).
 	want("a push to a connected user agent, delivered and acked (and the barrier's register)", 2)
+	// The next push to that subscription goes on the cached route (the
+	// connection the last one reached): no statement.
+	id = push()
+	if m := c.Read(); m["version"] != id {
+		t.Fatalf("notification %v, want version %s", m, id)
+	}
+	c.Ack(chid, id)
+	c.Barrier()
+	want("a second push to the subscription, on the cached route (and the barrier's register)", 1)
 
 	c.Close()
 	et.Eventually(t, 10*time.Second, "the node's record cleared", func() bool {

@@ -105,6 +105,7 @@ func (s *Session) unregister(x *Ctx, m *protocol.ClientMessage) {
 		return
 	}
 	x.Metrics.Unregisters.Inc()
+	s.unsubscribed = true
 	x.Jobs = append(x.Jobs, Job{Kind: JobUnregister, UAID: s.uaid, CHID: chid, ChannelID: strings.Clone(m.ChannelID)})
 }
 

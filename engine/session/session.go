@@ -48,6 +48,10 @@ type Session struct {
 	registered   bool // hello done: the router record names this connection
 	pingOut      bool // a keepalive ping is unanswered
 	clientPinged bool
+	// unsubscribed: the client has sent an unregister on this connection;
+	// a push routed from a router record cached before it is refused
+	// (Stale), so it is never delivered to a channel that is gone.
+	unsubscribed bool
 }
 
 // UAID is the user agent's id; zero until a hello names or assigns one.
@@ -55,6 +59,14 @@ func (s *Session) UAID() [16]byte { return s.uaid }
 
 // ConnectedAt orders connections of one user agent: the newer one wins.
 func (s *Session) ConnectedAt() int64 { return s.connectedAt }
+
+// Stale reports whether a push expecting connection connectedAt (from a
+// cached router record; 0 expects none) must be refused: this is another
+// connection, or the client has unsubscribed a channel since it
+// connected, which the cached record cannot know.
+func (s *Session) Stale(connectedAt int64) bool {
+	return connectedAt != 0 && (connectedAt != s.connectedAt || s.unsubscribed)
+}
 
 // Closed reports whether Close ran: nothing may be written any more.
 func (s *Session) Closed() bool { return s.state == stClosed }

@@ -667,3 +667,24 @@ func TestChannelLimitNewUserAgent(t *testing.T) {
 		t.Fatalf("register past max-channels: %v", m)
 	}
 }
+
+// TestStale: a push naming a connection (a cached route) is refused
+// unless it names this one and the client has sent no unregister on it.
+func TestStale(t *testing.T) {
+	h := newHarness(t, nil)
+	h.ready([16]byte{7})
+	at := h.s.ConnectedAt()
+	if at == 0 || h.s.Stale(at) || h.s.Stale(0) {
+		t.Fatalf("fresh connection %d: stale for itself or for no expectation", at)
+	}
+	if !h.s.Stale(at-1) || !h.s.Stale(at+1) {
+		t.Fatal("another connection's connected_at not stale")
+	}
+	h.send(`{"messageType":"unregister","channelID":"3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f"}`)
+	if !h.s.Stale(at) {
+		t.Fatal("stale not set by an unregister")
+	}
+	if h.s.Stale(0) {
+		t.Fatal("a push expecting no connection refused")
+	}
+}

@@ -93,16 +93,21 @@ func (c *Client) localFor(node string) Node {
 }
 
 // Push delivers n to the client uaid on node (its base URL, as router
-// records store it). err is set when the node could not be reached or did
-// not answer in time. n is the caller's again once Push returns.
-func (c *Client) Push(ctx context.Context, node string, uaid [16]byte, n *protocol.Notification) (int, error) {
+// records store it); connectedAt, when not 0, names the connection
+// expected (Node.Deliver). err is set when the node could not be reached
+// or did not answer in time. n is the caller's again once Push returns.
+func (c *Client) Push(ctx context.Context, node string, uaid [16]byte, n *protocol.Notification, connectedAt int64) (int, error) {
 	if l := c.localFor(node); l != nil {
 		start := time.Now()
-		code := l.Deliver(uaid, n)
+		code := l.Deliver(uaid, n, connectedAt)
 		c.report(CallPush, code, nil, start)
 		return code, nil
 	}
-	return c.do(ctx, CallPush, http.MethodPut, node, uaid, "", AppendNotification(nil, n))
+	query := ""
+	if connectedAt != 0 {
+		query = "?connected_at=" + strconv.FormatInt(connectedAt, 10)
+	}
+	return c.do(ctx, CallPush, http.MethodPut, node, uaid, query, AppendNotification(nil, n))
 }
 
 // Notif tells node that uaid has stored messages to read.
@@ -172,8 +177,8 @@ func (c *Client) report(call Call, status int, err error, start time.Time) {
 
 var jsonType = []string{"application/json"}
 
-// appendPath appends node's URL of a call: {node}/push/{uaid},
-// {node}/notif/{uaid} or {node}/notif/{uaid}/{connected_at}.
+// appendPath appends node's URL of a call: {node}/push/{uaid} (and its
+// query), {node}/notif/{uaid} or {node}/notif/{uaid}/{connected_at}.
 func appendPath(dst []byte, node string, call Call, uaid [16]byte, suffix string) []byte {
 	dst = append(dst, node...)
 	if call == CallPush {
@@ -182,7 +187,11 @@ func appendPath(dst []byte, node string, call Call, uaid [16]byte, suffix string
 		dst = append(dst, "/notif/"...)
 	}
 	dst = protocol.AppendUAID(dst, uaid)
-	if suffix != "" {
+	switch {
+	case suffix == "":
+	case suffix[0] == '?':
+		dst = append(dst, suffix...)
+	default:
 		dst = append(append(dst, '/'), suffix...)
 	}
 	return dst

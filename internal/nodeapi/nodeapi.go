@@ -22,6 +22,11 @@ const (
 	// the caller clears the router record's node_id (if connected_at still
 	// matches) and stores the message.
 	StatusNotHere = http.StatusNotFound
+	// StatusStale (PUT /push?connected_at=): the client's connection is
+	// not the one named, or it unsubscribed a channel since it connected:
+	// nothing was delivered, and a caller that named the connection from
+	// a cached router record reads storage and routes the push again.
+	StatusStale = http.StatusConflict
 	// StatusChecking (PUT /notif): the node is reading storage now.
 	StatusChecking = http.StatusOK
 	// StatusCheckLater (PUT /notif): the node reads storage once what is
@@ -36,7 +41,7 @@ const (
 // secret), 408 (a body slower than the body timeout) and 413 (a body over
 // its bound). docs/nodeapi.yaml documents exactly these.
 var Answers = map[string][]int{
-	RoutePush: {StatusDelivered, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere,
+	RoutePush: {StatusDelivered, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere, StatusStale,
 		http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, StatusBusy},
 	RouteNotif: {StatusChecking, StatusCheckLater, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere},
 	RouteDrop:  {StatusDropped, http.StatusBadRequest, http.StatusUnauthorized, StatusNotHere},

@@ -21,14 +21,16 @@ type fakeNode struct {
 	mu       sync.Mutex
 	status   int
 	delivers []protocol.Notification
+	expects  []int64 // each Deliver's connectedAt
 	checks   [][16]byte
 	drops    []int64
 }
 
-func (f *fakeNode) Deliver(uaid [16]byte, n *protocol.Notification) int {
+func (f *fakeNode) Deliver(uaid [16]byte, n *protocol.Notification, connectedAt int64) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.delivers = append(f.delivers, n.Clone())
+	f.expects = append(f.expects, connectedAt)
 	return f.status
 }
 
@@ -81,13 +83,23 @@ func TestClientAndServer(t *testing.T) {
 	n := protocol.Notification{ChannelID: uuid.NewString(), Version: "v1", TTL: 60, Topic: "t", Data: "ZGF0YQ",
 		SortKey: 42, Headers: []protocol.Header{{Name: "encoding", Value: "aes128gcm"}}}
 
-	code, err := c.Push(ctx, url, uaid, &n)
+	code, err := c.Push(ctx, url, uaid, &n, 0)
 	if err != nil || code != StatusDelivered {
 		t.Fatalf("push: %d %v", code, err)
 	}
-	if len(node.delivers) != 1 || node.delivers[0].Version != "v1" || node.delivers[0].Headers[0].Value != "aes128gcm" {
-		t.Fatalf("node got %+v", node.delivers)
+	if len(node.delivers) != 1 || node.delivers[0].Version != "v1" || node.delivers[0].Headers[0].Value != "aes128gcm" ||
+		node.expects[0] != 0 {
+		t.Fatalf("node got %+v, connected_at %v", node.delivers, node.expects)
 	}
+	// A push naming its connection (a cached route) carries it; the
+	// node's 409 reaches the caller.
+	node.status = StatusStale
+	if code, err := c.Push(ctx, url, uaid, &n, 1700000000123); err != nil || code != StatusStale ||
+		node.expects[1] != 1700000000123 {
+		t.Fatalf("push with connected_at: %d %v, node got %v", code, err, node.expects)
+	}
+	node.delivers, node.expects = node.delivers[:1], node.expects[:1]
+	seen = seen[:1]
 	node.status = StatusCheckLater
 	if code, err := c.Notif(ctx, url, uaid); err != nil || code != StatusCheckLater {
 		t.Fatalf("notif: %d %v", code, err)
@@ -103,7 +115,7 @@ func TestClientAndServer(t *testing.T) {
 	// Wrong or missing secret: 401, the node is not asked.
 	for _, secret := range []string{"", "wrong"} {
 		bad := NewClient(ClientConfig{Secret: secret})
-		if code, err := bad.Push(ctx, url, uaid, &n); err != nil || code != http.StatusUnauthorized {
+		if code, err := bad.Push(ctx, url, uaid, &n, 0); err != nil || code != http.StatusUnauthorized {
 			t.Fatalf("secret %q: %d %v", secret, code, err)
 		}
 	}
@@ -208,7 +220,7 @@ func TestClientLocalNode(t *testing.T) {
 	uaid := [16]byte(uuid.New())
 	n := protocol.Notification{ChannelID: uuid.NewString(), Version: "v9", TTL: 60, Data: "ZGF0YQ"}
 
-	if code, err := c.Push(ctx, localURL, uaid, &n); err != nil || code != StatusBusy {
+	if code, err := c.Push(ctx, localURL, uaid, &n, 0); err != nil || code != StatusBusy {
 		t.Fatalf("local push: %d %v", code, err)
 	}
 	local.status = StatusCheckLater
@@ -219,7 +231,7 @@ func TestClientLocalNode(t *testing.T) {
 	if code, err := c.Drop(ctx, localURL, uaid, 77); err != nil || code != StatusDropped {
 		t.Fatalf("local drop: %d %v", code, err)
 	}
-	if code, err := c.Push(ctx, remoteURL, uaid, &n); err != nil || code != StatusDelivered {
+	if code, err := c.Push(ctx, remoteURL, uaid, &n, 0); err != nil || code != StatusDelivered {
 		t.Fatalf("remote push: %d %v", code, err)
 	}
 	if len(local.delivers) != 1 || local.delivers[0].Version != "v9" || len(local.checks) != 1 || len(local.drops) != 1 || local.drops[0] != 77 {

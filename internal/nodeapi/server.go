@@ -17,8 +17,10 @@ import (
 // this package.
 type Node interface {
 	// Deliver writes n to the client uaid: StatusDelivered, StatusBusy or
-	// StatusNotHere. n is the caller's only for the call.
-	Deliver(uaid [16]byte, n *protocol.Notification) int
+	// StatusNotHere. A connectedAt other than 0 names the connection the
+	// caller expects: another one, or one that has unsubscribed a channel,
+	// gets StatusStale. n is the caller's only for the call.
+	Deliver(uaid [16]byte, n *protocol.Notification, connectedAt int64) int
 	// Check has the client uaid read storage: StatusChecking,
 	// StatusCheckLater or StatusNotHere.
 	Check(uaid [16]byte) int
@@ -138,6 +140,14 @@ func (h *handler) push(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
+	var connectedAt int64
+	if q := r.URL.Query(); q.Has("connected_at") {
+		connectedAt, err = strconv.ParseInt(q.Get("connected_at"), 10, 64)
+		if err != nil || connectedAt <= 0 {
+			http.Error(w, "invalid connected_at", http.StatusBadRequest)
+			return
+		}
+	}
 	var n protocol.Notification
 	err = DecodeNotification(body, &n)
 	if err == nil {
@@ -147,7 +157,7 @@ func (h *handler) push(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid notification: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	w.WriteHeader(h.node.Deliver(uaid, &n))
+	w.WriteHeader(h.node.Deliver(uaid, &n, connectedAt))
 }
 
 func (h *handler) notif(w http.ResponseWriter, r *http.Request) {

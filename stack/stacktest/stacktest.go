@@ -278,11 +278,22 @@ func StartWith(t testing.TB, o Options) *Stack {
 // NodeID is the node_id of uaid's router record ("" when none is named).
 func (s *Stack) NodeID(t testing.TB, uaid string) string {
 	t.Helper()
+	return s.user(t, uaid).NodeID
+}
+
+// NodeConnectedAt is the connected_at of uaid's router record.
+func (s *Stack) NodeConnectedAt(t testing.TB, uaid string) int64 {
+	t.Helper()
+	return s.user(t, uaid).ConnectedAt
+}
+
+func (s *Stack) user(t testing.TB, uaid string) storage.User {
+	t.Helper()
 	u, err := s.Store.GetUser(context.Background(), uuid.MustParse(uaid))
 	if err != nil {
 		t.Fatalf("get user %s: %v", uaid, err)
 	}
-	return u.NodeID
+	return u
 }
 
 // Stored returns every message stored for uaid.
