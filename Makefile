@@ -77,7 +77,7 @@ pushpath: ## the push path and the hello at this machine's limit, 3 runs each, m
 	bash loadtest/pushpath.sh
 
 MILLION_FLAGS ?= -uas 1000000 -engines 56 -workers 56 -connect-rate 4000 -steps 5 -settle 15s -hold 5m -ping-interval 4m -engine-ping-interval 2m -out loadtest/out/million
-million: ## 1,000,000 idle user agents on 56 engines (embedded store, one each) from 56 workers, held 5 min with pings both ways: connect rate, drops, user-space and kernel memory per connection (checks the kernel settings first; docs/capacity.md; ~13 min, ~12 GiB)
+million: ## 1,000,000 idle user agents on 56 engines (embedded store, one each) from 56 workers, held 5 min with pings both ways: connect rate, drops, user-space and kernel memory per connection (checks the kernel settings first; docs/capacity.md; ~17 min, ~13 GiB)
 	$(GO) run ./loadtest/cmd/loadtest hold -cql-hosts "" $(MILLION_FLAGS)
 
 STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 5000 -stage-time 15s -p99-limit 0 -min-stages 1

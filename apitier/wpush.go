@@ -62,7 +62,10 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		st.route = routeWPushBad
 	}
 	pb := pushBufPool.Get().(*pushBuf)
-	defer pushBufPool.Put(pb)
+	defer func() {
+		pb.n = protocol.Notification{} // not the payload, until its next push
+		pushBufPool.Put(pb)
+	}()
 	body, bodyErr := s.readBody(c, pb)
 	switch {
 	case bodyErr == nil:
@@ -119,7 +122,11 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		s.writeError(c, st, errInternal)
 		return
 	}
-	n := protocol.Notification{
+	// n lives in pb: handed to the node by an interface call (the
+	// single-node server's local delivery), a local would escape to the
+	// heap on every push.
+	n := &pb.n
+	*n = protocol.Notification{
 		ChannelID: string(protocol.AppendChannelID(pb.chid[:0], ep.CHID)),
 		Version:   msgID,
 		TTL:       h.TTL,
@@ -136,7 +143,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 
 	var outcome string
 	switch {
-	case fromCache && s.routeCached(ctx, key, cached, uaid, &n):
+	case fromCache && s.routeCached(ctx, key, cached, uaid, n):
 		outcome = outcomeDirect
 	case fromCache:
 		// Not delivered on the cached route: route from storage.
@@ -148,7 +155,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	switch {
 	case outcome == outcomeDirect:
 	case user.RouterType == storage.RouterWebPush:
-		outcome, e = s.route(ctx, sctx, &user, &n)
+		outcome, e = s.route(ctx, sctx, &user, n)
 		if outcome == outcomeDirect {
 			s.routes.Learn(key, &user, time.Now())
 		}
@@ -249,6 +256,7 @@ type pushBuf struct {
 	hdrs [4]protocol.Header
 	loc  []byte
 	ttl  [20]byte
+	n    protocol.Notification
 }
 
 var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}

@@ -64,7 +64,7 @@ print("runs", vals, "median", statistics.median(vals))
 PY
 }
 
-uas=2000 rates=4000,6000,8000,10000,12000,14000 fresh=1000,2000,3000,4000,6000,8000 cqlrates=1000,2000,3000,4000,5000
+uas=2000 rates=4000,6000,8000,10000,12000,14000,16000,18000 fresh=1000,2000,3000,4000,6000,8000 cqlrates=1000,2000,3000,4000,5000,6000,7000,8000
 hellos=15000 idle=19000 stage=15s
 if [ "${PUSHPATH_SMOKE:-}" = 1 ]; then
 	repeats=1 uas=100 rates=100,200 fresh=100 cqlrates=100 hellos=300 idle=300 stage=2s
