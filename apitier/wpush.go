@@ -93,8 +93,9 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
 	defer cancel()
 	uaid := uuid.UUID(ep.UAID)
+	now := time.Now()
 	key := routecache.NewKey(ep.UAID, ep.CHID)
-	cached, fromCache := s.routes.Get(key, time.Now())
+	cached, fromCache := s.routes.Get(key, now)
 	var user storage.User
 	var e *errno.HTTPError
 	if !fromCache {
@@ -131,7 +132,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		Version:   msgID,
 		TTL:       h.TTL,
 		Topic:     h.Topic,
-		Timestamp: time.Now().Unix(),
+		Timestamp: now.Unix(),
 		SortKey:   sortKey,
 		Headers:   h.Append(pb.hdrs[:0]),
 	}
@@ -157,7 +158,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	case user.RouterType == storage.RouterWebPush:
 		outcome, e = s.route(ctx, sctx, &user, n)
 		if outcome == outcomeDirect {
-			s.routes.Learn(key, &user, time.Now())
+			s.routes.Learn(key, &user, now)
 		}
 	default:
 		outcome = outcomeBridged

@@ -64,14 +64,6 @@ func New(cfg Config, log *slog.Logger) *Tuner {
 	return t
 }
 
-// Percent is the target in effect.
-func (t *Tuner) Percent() int {
-	if t.busy {
-		return t.cfg.Busy
-	}
-	return t.cfg.Idle
-}
-
 // Run measures every Window until ctx ends; it returns at once when the
 // policy has no busy target.
 func (t *Tuner) Run(ctx context.Context) {

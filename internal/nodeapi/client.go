@@ -130,7 +130,7 @@ func (c *Client) Drop(ctx context.Context, node string, uaid [16]byte, connected
 		c.report(CallDrop, code, nil, start)
 		return code, nil
 	}
-	return c.do(ctx, CallDrop, http.MethodDelete, node, uaid, strconv.FormatInt(connectedAt, 10), nil)
+	return c.do(ctx, CallDrop, http.MethodDelete, node, uaid, "/"+strconv.FormatInt(connectedAt, 10), nil)
 }
 
 // CloseIdle closes the kept-alive connections.
@@ -177,8 +177,9 @@ func (c *Client) report(call Call, status int, err error, start time.Time) {
 
 var jsonType = []string{"application/json"}
 
-// appendPath appends node's URL of a call: {node}/push/{uaid} (and its
-// query), {node}/notif/{uaid} or {node}/notif/{uaid}/{connected_at}.
+// appendPath appends node's URL of a call: {node}/push/{uaid} or
+// {node}/notif/{uaid}, then suffix as it is (a push's query, a drop's
+// /{connected_at}).
 func appendPath(dst []byte, node string, call Call, uaid [16]byte, suffix string) []byte {
 	dst = append(dst, node...)
 	if call == CallPush {
@@ -187,12 +188,5 @@ func appendPath(dst []byte, node string, call Call, uaid [16]byte, suffix string
 		dst = append(dst, "/notif/"...)
 	}
 	dst = protocol.AppendUAID(dst, uaid)
-	switch {
-	case suffix == "":
-	case suffix[0] == '?':
-		dst = append(dst, suffix...)
-	default:
-		dst = append(append(dst, '/'), suffix...)
-	}
-	return dst
+	return append(dst, suffix...)
 }

@@ -141,11 +141,14 @@ func (h *handler) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var connectedAt int64
-	if q := r.URL.Query(); q.Has("connected_at") {
-		connectedAt, err = strconv.ParseInt(q.Get("connected_at"), 10, 64)
-		if err != nil || connectedAt <= 0 {
-			http.Error(w, "invalid connected_at", http.StatusBadRequest)
-			return
+	// Only a push on a cached route has a query: the others build no map.
+	if r.URL.RawQuery != "" {
+		if q := r.URL.Query(); q.Has("connected_at") {
+			connectedAt, err = strconv.ParseInt(q.Get("connected_at"), 10, 64)
+			if err != nil || connectedAt <= 0 {
+				http.Error(w, "invalid connected_at", http.StatusBadRequest)
+				return
+			}
 		}
 	}
 	var n protocol.Notification
