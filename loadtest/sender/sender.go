@@ -67,8 +67,8 @@ type Sender struct {
 	accepted atomic.Int64
 	wg       sync.WaitGroup
 
-	encs  sync.Map              // *agent.Subscription -> *pushcrypto.Encrypter (not FreshKeys)
-	pools map[string]*h1.Client // by host (not NetHTTP); under mu
+	encs  sync.Map // *agent.Subscription -> *pushcrypto.Encrypter (not FreshKeys)
+	pools sync.Map // host -> *h1.Client (not NetHTTP): read on every push, no lock
 	ttl   string
 
 	mu       sync.Mutex
@@ -108,7 +108,7 @@ func New(cfg Settings, env Env) (*Sender, error) {
 		return nil, fmt.Errorf("loadtest: sender: %w", err)
 	}
 	s := &Sender{cfg: cfg, env: env, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{},
-		pools: map[string]*h1.Client{}, ttl: strconv.Itoa(cfg.TTL)}
+		ttl: strconv.Itoa(cfg.TTL)}
 	tr := &http.Transport{
 		// Each connection from its own 127.0.0.x, like the user agents.
 		DialContext:         s.dial,
@@ -238,15 +238,14 @@ func (s *Sender) h1For(endpoint string) (*h1.Client, string, error) {
 		return nil, "", fmt.Errorf("sender: endpoint %q is not http://host/path", endpoint)
 	}
 	host, path := rest[:i], rest[i:]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.pools[host]
-	if c == nil {
-		c = h1.New(h1.Config{Host: host, Conns: s.cfg.Conns, Timeout: s.cfg.Timeout,
-			Dial: func(ctx context.Context) (net.Conn, error) { return s.dial(ctx, "tcp", host) }})
-		s.pools[host] = c
+	if c, ok := s.pools.Load(host); ok {
+		return c.(*h1.Client), path, nil
 	}
-	return c, path, nil
+	// A pool dials lazily: one made by a racing first push and dropped
+	// here costs nothing.
+	c, _ := s.pools.LoadOrStore(host, h1.New(h1.Config{Host: host, Conns: s.cfg.Conns, Timeout: s.cfg.Timeout,
+		Dial: func(ctx context.Context) (net.Conn, error) { return s.dial(ctx, "tcp", host) }}))
+	return c.(*h1.Client), path, nil
 }
 
 // dial connects from the next of the run's 127.0.0.x, like the user
