@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Start a real single-node Apache Cassandra (from Maven Central) on 127.0.0.1
+# Start a real Apache Cassandra node (from Maven Central) on 127.0.0.1 (or
+# another loopback address: tools/cql/cluster.sh starts several as one cluster)
 # for tests. On success prints exactly three shell-eval-able lines to stdout:
 #
 #   CQL_HOSTS=127.0.0.1:PORT
@@ -25,6 +26,15 @@
 #   CQL_CACHE_DIR      where the resolved classpath is cached
 #                      (default ${XDG_CACHE_HOME:-~/.cache}/autopush-cql)
 #   KEEP_CQL_DIR=1     keep the directory if startup fails
+#   CQL_LISTEN         the node's address (default 127.0.0.1; a cluster on one
+#                      machine puts its nodes on 127.0.0.1, 127.0.0.2, ...)
+#   CQL_STORAGE_PORT   gossip port, CQL_NATIVE_PORT the CQL port (default: free
+#                      ports; a cluster's nodes share both, on their own addresses)
+#   CQL_SEEDS          seed list "host:port,..." (default: the node itself)
+#   CQL_INITIAL_TOKEN  the node's token (a fresh cluster's nodes start together
+#                      without bootstrapping when each is given its own)
+#   CQL_RESTART=1      start the stopped node of CQL_DIR again: its
+#                      cassandra.yaml, ports and data as they are
 #   JAVA_HOME / JAVA   Java 17 to use
 set -euo pipefail
 
@@ -86,19 +96,34 @@ done
 [[ -n "$JAMM" ]] || die "jamm jar not on classpath"
 
 # -------------------------------------------------------------------- ports
-# Two distinct free loopback ports, held open together so they differ.
-read -r STORAGE_PORT NATIVE_PORT < <(python3 - <<'EOF'
-import socket
+LISTEN=${CQL_LISTEN:-127.0.0.1}
+[[ "$LISTEN" =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "CQL_LISTEN=$LISTEN is not a loopback address"
+RESTART=${CQL_RESTART:-0}
+if [[ $RESTART == 1 ]]; then
+  [[ -n "${CQL_DIR:-}" && -f "$CQL_DIR/cassandra.yaml" ]] || die "CQL_RESTART=1 needs CQL_DIR of a node started before"
+  # The node's identity is its yaml: address, ports, seeds, token.
+  STORAGE_PORT=$(awk '/^storage_port:/ {print $2}' "$CQL_DIR/cassandra.yaml")
+  NATIVE_PORT=$(awk '/^native_transport_port:/ {print $2}' "$CQL_DIR/cassandra.yaml")
+  LISTEN=$(awk '/^listen_address:/ {print $2}' "$CQL_DIR/cassandra.yaml")
+  CQL_SEEDS=$(sed -n 's/^ *- seeds: "\(.*\)"$/\1/p' "$CQL_DIR/cassandra.yaml")
+elif [[ -n "${CQL_STORAGE_PORT:-}" && -n "${CQL_NATIVE_PORT:-}" ]]; then
+  STORAGE_PORT=$CQL_STORAGE_PORT NATIVE_PORT=$CQL_NATIVE_PORT
+else
+# Two distinct free ports, held open together so they differ.
+read -r STORAGE_PORT NATIVE_PORT < <(python3 - "$LISTEN" <<'EOF'
+import socket, sys
 socks = []
 for _ in range(2):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
+    s.bind((sys.argv[1], 0))
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 for s in socks:
     s.close()
 EOF
 )
+fi
+SEEDS=${CQL_SEEDS:-$LISTEN:$STORAGE_PORT}
 
 # ------------------------------------------------------------------ cleanup
 # On any failure: stop the half-started node, drop the directory we made.
@@ -151,11 +176,21 @@ fi
 mkdir -p "$DIR"/{data,commitlog,saved_caches,hints,cdc_raw,logs,tmp,triggers}
 : >"$DIR/.autopush-cql-node"   # marker: stop.sh only deletes dirs carrying it
 
-sed -e "s|@CLUSTER_NAME@|$CLUSTER_NAME|g" \
-    -e "s|@DIR@|$DIR|g" \
-    -e "s|@STORAGE_PORT@|$STORAGE_PORT|g" \
-    -e "s|@NATIVE_PORT@|$NATIVE_PORT|g" \
-    "$HERE/cassandra.yaml" >"$DIR/cassandra.yaml"
+if [[ $RESTART != 1 ]]; then
+  sed -e "s|@CLUSTER_NAME@|$CLUSTER_NAME|g" \
+      -e "s|@DIR@|$DIR|g" \
+      -e "s|@LISTEN@|$LISTEN|g" \
+      -e "s|@SEEDS@|$SEEDS|g" \
+      -e "s|@STORAGE_PORT@|$STORAGE_PORT|g" \
+      -e "s|@NATIVE_PORT@|$NATIVE_PORT|g" \
+      "$HERE/cassandra.yaml" >"$DIR/cassandra.yaml"
+  if [[ -n "${CQL_INITIAL_TOKEN:-}" ]]; then
+    [[ "$CQL_INITIAL_TOKEN" =~ ^-?[0-9]+$ ]] || die "CQL_INITIAL_TOKEN=$CQL_INITIAL_TOKEN is not a token"
+    # Given tokens: the nodes of a new cluster start at once, none
+    # streaming data from the others (there is none yet).
+    printf 'initial_token: %s\nauto_bootstrap: false\n' "$CQL_INITIAL_TOKEN" >>"$DIR/cassandra.yaml"
+  fi
+fi
 
 cat >"$DIR/logback.xml" <<EOF
 <configuration>
@@ -234,7 +269,7 @@ jvm=(
 jvm+=(${CQL_JVM_OPTS:-})
 
 # ------------------------------------------------------------------- launch
-log "starting Cassandra in $DIR (storage 127.0.0.1:$STORAGE_PORT, CQL 127.0.0.1:$NATIVE_PORT)"
+log "starting Cassandra in $DIR (storage $LISTEN:$STORAGE_PORT, CQL $LISTEN:$NATIVE_PORT, seeds $SEEDS)"
 # setsid: own session, so the node outlives this script and its terminal;
 # exec'd in place, so $! is the java process itself.
 setsid "$JAVA" "${jvm[@]}" -cp "$CP" org.apache.cassandra.service.CassandraDaemon \
@@ -254,9 +289,9 @@ logtail() {
 # Ready = the native port completes a CQL handshake (STARTUP -> READY) and
 # answers a real query (SELECT release_version FROM system.local).
 probe() {
-  python3 - "$NATIVE_PORT" <<'EOF'
+  python3 - "$LISTEN" "$NATIVE_PORT" <<'EOF'
 import socket, struct, sys
-port = int(sys.argv[1])
+host, port = sys.argv[1], int(sys.argv[2])
 
 def frame(stream, op, body):
     return struct.pack(">BBhBI", 4, 0, stream, op, len(body)) + body
@@ -279,7 +314,7 @@ def string(x):
     return struct.pack(">H", len(x)) + x
 
 try:
-    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    s = socket.create_connection((host, port), timeout=3)
     s.settimeout(5)
     s.sendall(frame(1, 0x01, struct.pack(">H", 1) + string("CQL_VERSION") + string("3.0.0")))
     op, _ = recv(s)
@@ -319,13 +354,13 @@ while :; do
   if version=$(probe); then break; fi
   if (( $(date +%s) >= deadline )); then
     logtail
-    die "Cassandra did not answer CQL on 127.0.0.1:$NATIVE_PORT within ${TIMEOUT}s"
+    die "Cassandra did not answer CQL on $LISTEN:$NATIVE_PORT within ${TIMEOUT}s"
   fi
   sleep 0.5
 done
 
 ok=1
-log "Cassandra $version ready on 127.0.0.1:$NATIVE_PORT after $(elapsed)s (pid $PID)"
-printf 'CQL_HOSTS=127.0.0.1:%s\n' "$NATIVE_PORT"
+log "Cassandra $version ready on $LISTEN:$NATIVE_PORT after $(elapsed)s (pid $PID)"
+printf 'CQL_HOSTS=%s:%s\n' "$LISTEN" "$NATIVE_PORT"
 printf 'CQL_PID=%s\n' "$PID"
 printf 'CQL_DIR=%q\n' "$DIR"
