@@ -110,4 +110,3 @@ func exec(t *testing.T, q *gocql.Query) {
 type testLog struct{ t *testing.T }
 
 func (l testLog) Write(p []byte) (int, error) { l.t.Logf("%s", p); return len(p), nil }
-
