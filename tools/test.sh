@@ -121,6 +121,10 @@ if [ "$mode" = stress ]; then
 	run "go test -race -count=2 engine, API tier and stack (with the CPU hogs)" \
 		go test -race -count=2 -v -timeout 25m ./engine/... ./apitier/... ./stack/...
 fi
+# The tests that start Cassandra clusters of their own (named TestCluster*,
+# skipped in the run above): one package at a time, beside nothing else.
+run "cluster tests (each starts its own 3-node Cassandra; AUTOPUSH_CLUSTER=1)" \
+	env AUTOPUSH_CLUSTER=1 go test -count=1 -p 1 -v -timeout 30m -run '^TestCluster' ./...
 if [ -n "$started" ]; then
 	run "storage unavailable when the CQL server stops (kills pid $CQL_PID)" \
 		env CQL_STOP_PID="$CQL_PID" go test -count=1 -v -run '^TestServerStopped$' ./storage/scylla/

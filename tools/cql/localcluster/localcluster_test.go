@@ -16,10 +16,10 @@ import (
 // (beside the other packages' tests they would starve the machine).
 const Gate = "AUTOPUSH_CLUSTER"
 
-// TestKillAndRestartANode: a three-node cluster serves QUORUM reads and
+// TestClusterKillAndRestartANode: a three-node cluster serves QUORUM reads and
 // writes with one node killed, and the node, started again, rejoins with
 // the writes it missed readable at ALL (every replica answering).
-func TestKillAndRestartANode(t *testing.T) {
+func TestClusterKillAndRestartANode(t *testing.T) {
 	if os.Getenv(Gate) != "1" {
 		t.Skip("starts a 3-node Cassandra cluster: run by `make test` in its cluster step (" + Gate + "=1)")
 	}
