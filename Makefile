@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity million stall fanout sender-cluster sender-crash sender-bench sender-flood bridge-bench drain-loop
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity million stall fanout sender-cluster sender-crash sender-bench sender-flood bridge-bench drain-loop cluster cluster-down faults
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -69,6 +69,16 @@ sender-flood: ## the flood run, twice: three push API clients, the first posting
 
 bridge-bench: ## load test the mobile bridges: WebPush POSTs to 1,000 FCM phones at 500/s for 80 s, FCM paced at 250/s under a 300/s limit against a fake FCM (~3 min)
 	$(GO) run ./loadtest/cmd/loadtest sender -provider fcm -provider-latency 80ms -average-latency 500ms $(BRIDGE_FLAGS)
+
+cluster: ## a replicated cluster on this machine, no Docker: 3 Cassandra nodes (127.0.0.1-3, replication 3), 2 engines, 2 endpoints behind nginx, in the background; prints where everything listens (CLUSTER_DIR, default loadtest/out/cluster; ~1 min)
+	bash tools/cluster.sh up
+
+cluster-down: ## stop what make cluster started, by PID
+	bash tools/cluster.sh down
+
+FAULTS_FLAGS ?= -uas 2000 -push-rate 200
+faults: ## the fault scenario in full: 3 Cassandra nodes, 2 engines, 2 endpoints behind nginx; while pushes flow, kill a replica, kill an engine, kill an endpoint, roll the engines, 30 s storage outage; lost, duplicated, refusals and recovery per fault (docs/capacity.md; ~12 min)
+	$(GO) run ./loadtest/cmd/loadtest faults $(FAULTS_FLAGS)
 
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)

@@ -110,6 +110,8 @@ func (r *run) execute(ctx context.Context) (err error) {
 		err = r.delivery(ctx)
 	case scenario.Broadcast:
 		err = r.broadcast(ctx)
+	case scenario.Faults:
+		err = r.faults(ctx)
 	}
 	if err != nil {
 		return err
@@ -159,12 +161,12 @@ func (r *run) sample() report.Sample {
 		Sent: ws.Sent, Accepted: ws.Accepted, PostErrors: ws.PostErrors, Received: ws.Received, Acked: ws.Acked}
 	s.Engine = probe.SumEngines(r.engineSamples())
 	var engines, endpoint, workers []int
-	for _, e := range r.cl.Engines {
-		engines = append(engines, e.PID())
+	for i := range r.cl.Engines {
+		engines = append(engines, r.cl.Engine(i).PID())
 	}
-	if r.cl.Endpoint != nil {
-		s.EndpointRSS, _ = probe.ProcRSS(r.cl.Endpoint.PID())
-		endpoint = append(endpoint, r.cl.Endpoint.PID())
+	if ep := r.cl.EndpointNow(); ep != nil {
+		s.EndpointRSS, _ = probe.ProcRSS(ep.PID())
+		endpoint = append(endpoint, ep.PID())
 	}
 	for _, wp := range r.pool.ws {
 		workers = append(workers, wp.p.PID())
@@ -191,7 +193,8 @@ func (r *run) sample() report.Sample {
 func (r *run) engineSamples() []probe.EngineSample {
 	out := make([]probe.EngineSample, len(r.cl.Engines))
 	var wg sync.WaitGroup
-	for i, e := range r.cl.Engines {
+	for i := range r.cl.Engines {
+		e := r.cl.Engine(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -311,6 +314,11 @@ func (r *run) verdict() {
 	}
 	if b := r.rep.Broadcast; b != nil {
 		p = append(p, b.Problems()...)
+	}
+	if f := r.rep.Faults; f != nil {
+		for _, ph := range f.Phases {
+			p = append(p, ph.Problems()...)
+		}
 	}
 	if r.rep.Sender != nil {
 		p = append(p, r.rep.SenderProblems(r.cfg.RateTolerance)...)

@@ -107,10 +107,15 @@ func smallConfig(t *testing.T, name string) scenario.Config {
 
 func runScenario(t *testing.T, cfg scenario.Config) *report.Report {
 	t.Helper()
+	return runScenarioWithin(t, cfg, 3*time.Minute)
+}
+
+func runScenarioWithin(t *testing.T, cfg scenario.Config, limit time.Duration) *report.Report {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var out bytes.Buffer
 	start := time.Now()

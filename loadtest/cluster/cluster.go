@@ -33,6 +33,7 @@ import (
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/storage/scylla"
+	"github.com/autopush-go/autopush/tools/cql/localcluster"
 )
 
 // Cluster is the system under test: the engine processes and the endpoint
@@ -49,8 +50,23 @@ type Cluster struct {
 	// GCTraces follow each engine's GODEBUG=gctrace=1 lines, for the live
 	// heap (hold only; nil otherwise).
 	GCTraces []*probe.GCTrace
-	Endpoint *proc.Proc // autoendpoint; nil for hold, or when autopush is both
-	secret   string     // the node secret of the run's tiers
+	Endpoint *proc.Proc // autoendpoint (the first of Endpoints); nil for hold, or when autopush is both
+	// Endpoints are the autoendpoint processes (Config.Endpoints; one
+	// unless the run has a balancer in front of them).
+	Endpoints []*proc.Proc
+	// EndpointAddrs are their listen addresses, kept across restarts.
+	EndpointAddrs []string
+	// Balancer is nginx in front of the endpoints when there are several
+	// (EndpointURL is then its address); nil otherwise.
+	Balancer *proc.Proc
+	// CQL is the run's own Cassandra cluster (Config.CQLNodes); nil when
+	// the run uses CQLHosts or the embedded store.
+	CQL      *localcluster.Cluster
+	secret   string // the node secret of the run's tiers
+	key      string // the run's crypto key
+	logDir   string
+	mu       sync.Mutex // Engines, Endpoints, Endpoint while a fault restarts one
+	restarts int        // numbers the logs of restarted processes
 	// single: one process (autopush) holds the engine and the endpoint (embedded
 	// storage), so its memory includes the endpoint's.
 	single bool
@@ -137,7 +153,7 @@ func Start(ctx context.Context, cfg *scenario.Config, logDir string, log io.Writ
 // hosts, else on the embedded store.
 func newCluster(cfg *scenario.Config, log io.Writer) *Cluster {
 	c := &Cluster{cfg: cfg, log: log, Storage: "embedded"}
-	if len(cfg.CQLHosts) > 0 {
+	if len(cfg.CQLHosts) > 0 || cfg.CQLNodes > 0 {
 		c.Storage = "scylla"
 	}
 	return c
@@ -164,7 +180,13 @@ func (c *Cluster) start(ctx context.Context, logDir string) error {
 		return err
 	}
 	key := token.GenerateKey()
+	c.key, c.logDir = key, logDir
 	c.secret = token.GenerateKey() // any random string does
+	if cfg.CQLNodes > 0 {
+		if err := c.startCQL(ctx); err != nil {
+			return err
+		}
+	}
 	if c.Storage == "scylla" {
 		if err := c.makeKeyspace(ctx); err != nil {
 			return err
@@ -181,7 +203,7 @@ func (c *Cluster) start(ctx context.Context, logDir string) error {
 	// The endpoint first: its address is settled only once it listens,
 	// and the engines are told its URL.
 	if cfg.Sends() {
-		if err := c.startEndpoint(ctx, key, logDir); err != nil {
+		if err := c.startEndpoints(ctx); err != nil {
 			return err
 		}
 	} else {
@@ -195,28 +217,70 @@ func (c *Cluster) start(ctx context.Context, logDir string) error {
 	return c.startEngines(ctx, key, logDir)
 }
 
-// startEndpoint starts autoendpoint on a port of its own (startListening).
-func (c *Cluster) startEndpoint(ctx context.Context, key, logDir string) error {
-	p, addr, err := c.startListening("autoendpoint", func(addr string) (*proc.Proc, error) {
-		env := append(c.storageEnv("AUTOEND", "data"),
-			"AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL=http://"+addr, "AUTOEND__CRYPTO_KEY="+key,
-			"AUTOEND__NODE_SECRET="+c.secret)
-		if c.cfg.Stalls > 0 {
-			t := c.cfg.StallTimeout.String()
-			env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
+// startEndpoints starts the autoendpoint processes, each on a port of its
+// own (startListening); with several, nginx in front of them is the URL
+// the engines hand out (startBalancer), picked first.
+func (c *Cluster) startEndpoints(ctx context.Context) error {
+	n := max(1, c.cfg.Endpoints)
+	public := ""
+	if n > 1 {
+		addr, err := freePort()
+		if err != nil {
+			return err
 		}
-		env = append(env, "AUTOEND__VERSION_FILE=", "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
-		env = append(env, c.pprofEnv("AUTOEND")...)
-		env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
-		return startChild(ctx, "autoendpoint", filepath.Join(c.binDir, "autoendpoint"), nil, env,
-			filepath.Join(logDir, "autoendpoint.log"), "autoendpoint started", nil)
-	})
-	if err != nil {
-		return err
+		public = "http://" + addr
 	}
-	c.Endpoint, c.EndpointURL = p, "http://"+addr
-	c.APIMetricsURL = "http://" + p.Field("metrics") + "/metrics"
+	for i := range n {
+		name := "autoendpoint"
+		if n > 1 {
+			name = fmt.Sprintf("autoendpoint-%d", i)
+		}
+		p, addr, err := c.startListening(name, func(addr string) (*proc.Proc, error) {
+			url := public
+			if url == "" {
+				url = "http://" + addr
+			}
+			return c.startEndpoint(ctx, name, addr, url)
+		})
+		if err != nil {
+			return err
+		}
+		c.Endpoints, c.EndpointAddrs = append(c.Endpoints, p), append(c.EndpointAddrs, addr)
+	}
+	c.Endpoint = c.Endpoints[0]
+	c.EndpointURL = "http://" + c.EndpointAddrs[0]
+	c.APIMetricsURL = "http://" + c.Endpoint.Field("metrics") + "/metrics"
+	if n > 1 {
+		return c.startBalancer(ctx, strings.TrimPrefix(public, "http://"))
+	}
 	return nil
+}
+
+// startEndpoint starts autoendpoint name on addr, handing out url.
+func (c *Cluster) startEndpoint(ctx context.Context, name, addr, url string) (*proc.Proc, error) {
+	env := append(c.storageEnv("AUTOEND", "data"),
+		"AUTOEND__LISTEN="+addr, "AUTOEND__ENDPOINT_URL="+url, "AUTOEND__CRYPTO_KEY="+c.key,
+		"AUTOEND__NODE_SECRET="+c.secret)
+	if c.cfg.Stalls > 0 {
+		t := c.cfg.StallTimeout.String()
+		env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
+	}
+	env = append(env, "AUTOEND__VERSION_FILE=", "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
+	env = append(env, c.pprofEnv("AUTOEND")...)
+	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
+	return startChild(ctx, name, filepath.Join(c.binDir, "autoendpoint"), nil, env,
+		c.logPath(name), "autoendpoint started", nil)
+}
+
+// logPath is a child's log file; a restarted child's gets a number, so
+// the first one's log stays.
+func (c *Cluster) logPath(name string) string {
+	p := filepath.Join(c.logDir, name+".log")
+	if _, err := os.Stat(p); err == nil {
+		c.restarts++
+		p = filepath.Join(c.logDir, fmt.Sprintf("%s.%d.log", name, c.restarts))
+	}
+	return p
 }
 
 // listenAttempts bounds startListening's starts.
@@ -318,17 +382,7 @@ func (c *Cluster) startEngines(ctx context.Context, key, logDir string) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			env := append(c.storageEnv("AUTOCONNECT", fmt.Sprintf("data-%d", i)),
-				"AUTOCONNECT__LISTEN=127.0.0.1:0", "AUTOCONNECT__ROUTER_LISTEN=127.0.0.1:0",
-				"AUTOCONNECT__CRYPTO_KEY="+key, "AUTOCONNECT__ENDPOINT_URL="+c.EndpointURL,
-				"AUTOCONNECT__NODE_SECRET="+c.secret,
-				"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
-			if c.cfg.EnginePingInterval > 0 {
-				env = append(env, "AUTOCONNECT__PING_INTERVAL="+c.cfg.EnginePingInterval.String())
-			}
-			env = append(env, c.megaphoneEnv("AUTOCONNECT")...)
-			env = append(env, c.pprofEnv("AUTOCONNECT")...)
-			env = append(env, passThrough("AUTOCONNECT__")...)
+			env := c.engineEnv(i, "127.0.0.1:0", "127.0.0.1:0")
 			var watch func([]byte)
 			if c.cfg.Scenario == scenario.Hold {
 				// hold reports the live heap, which only the runtime's
@@ -350,6 +404,21 @@ func (c *Cluster) startEngines(ctx context.Context, key, logDir string) error {
 		c.MetricsURLs = append(c.MetricsURLs, "http://"+e.Field("node_api")+"/metrics")
 	}
 	return nil
+}
+
+// engineEnv is engine i's settings, listening on the two addresses.
+func (c *Cluster) engineEnv(i int, listen, router string) []string {
+	env := append(c.storageEnv("AUTOCONNECT", fmt.Sprintf("data-%d", i)),
+		"AUTOCONNECT__LISTEN="+listen, "AUTOCONNECT__ROUTER_LISTEN="+router,
+		"AUTOCONNECT__CRYPTO_KEY="+c.key, "AUTOCONNECT__ENDPOINT_URL="+c.EndpointURL,
+		"AUTOCONNECT__NODE_SECRET="+c.secret,
+		"AUTOCONNECT__VERSION_FILE=", "AUTOCONNECT__DRAIN_WINDOW=2s")
+	if c.cfg.EnginePingInterval > 0 {
+		env = append(env, "AUTOCONNECT__PING_INTERVAL="+c.cfg.EnginePingInterval.String())
+	}
+	env = append(env, c.megaphoneEnv("AUTOCONNECT")...)
+	env = append(env, c.pprofEnv("AUTOCONNECT")...)
+	return append(env, passThrough("AUTOCONNECT__")...)
 }
 
 // startSingle runs both tiers in one process over the embedded store, its
@@ -408,7 +477,13 @@ func (c *Cluster) megaphoneEnv(prefix string) []string {
 // the keyspace unless kept, and removes the scratch directory.
 func (c *Cluster) Stop() {
 	var wg sync.WaitGroup
-	for _, p := range append(c.Engines, c.Endpoint) {
+	c.mu.Lock()
+	procs := append(append(append([]*proc.Proc{}, c.Engines...), c.Endpoints...), c.Balancer)
+	if len(c.Endpoints) == 0 {
+		procs = append(procs, c.Endpoint) // the single-node server's is nil
+	}
+	c.mu.Unlock()
+	for _, p := range procs {
 		if p == nil {
 			continue
 		}
@@ -424,7 +499,12 @@ func (c *Cluster) Stop() {
 	if c.Megaphone != nil {
 		c.Megaphone.stop()
 	}
-	if c.keyspace != "" && !c.cfg.KeepKeyspace {
+	if c.CQL != nil {
+		// The whole cluster goes, keyspace and all.
+		if err := c.CQL.Close(); err != nil {
+			fmt.Fprintln(c.log, "loadtest:", err)
+		}
+	} else if c.keyspace != "" && !c.cfg.KeepKeyspace {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := scylla.DropKeyspace(ctx, c.scyllaConfig()); err != nil {
 			fmt.Fprintf(c.log, "loadtest: drop keyspace %s: %v\n", c.keyspace, err)

@@ -70,6 +70,8 @@ type Request struct {
 type Response struct {
 	Status   int
 	Location string
+	// RetryAfter is the Retry-After header ("" when absent).
+	RetryAfter string
 	// Body is the answer's body, its first MaxBody bytes.
 	Body []byte
 }
@@ -187,6 +189,8 @@ func readResponse(br *bufio.Reader, head bool) (Response, bool, error) {
 			}
 		case bytes.EqualFold(name, []byte("Location")):
 			r.Location = string(value)
+		case bytes.EqualFold(name, []byte("Retry-After")):
+			r.RetryAfter = string(value)
 		}
 	}
 	switch {

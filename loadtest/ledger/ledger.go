@@ -207,6 +207,17 @@ func (a *Accounting) Add(b Accounting) {
 	a.Unknown += b.Unknown
 }
 
+// Minus is a less b, field by field: what a later accounting of the same
+// ledgers added to an earlier one (a phase of a run).
+func (a Accounting) Minus(b Accounting) Accounting {
+	b.Sent, b.Accepted, b.Rejected, b.NoAnswer, b.NotSent = -b.Sent, -b.Accepted, -b.Rejected, -b.NoAnswer, -b.NotSent
+	b.Delivered, b.Lost, b.Unacked, b.DuplicatedAfterAck = -b.Delivered, -b.Lost, -b.Unacked, -b.DuplicatedAfterAck
+	b.RedeliveredUnacked, b.RedeliveredAckUnverified, b.DeliveredDespiteError = -b.RedeliveredUnacked, -b.RedeliveredAckUnverified, -b.DeliveredDespiteError
+	b.BadContent, b.Misrouted, b.Unknown = -b.BadContent, -b.Misrouted, -b.Unknown
+	a.Add(b)
+	return a
+}
+
 // Exact reports whether every accepted push arrived exactly once as far
 // as the server is concerned: none lost, none after a certain ack, none
 // garbled or misrouted.

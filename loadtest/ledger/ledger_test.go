@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -93,5 +94,22 @@ func TestLedger(t *testing.T) {
 	}
 	if acc.Exact() {
 		t.Error("a lost push is not exact")
+	}
+}
+
+// TestMinus: a later accounting less an earlier one is the phase between,
+// in every field (a field Minus forgot would keep its later total).
+func TestMinus(t *testing.T) {
+	var early, phase Accounting
+	v := reflect.ValueOf(&early).Elem()
+	p := reflect.ValueOf(&phase).Elem()
+	for i := range v.NumField() {
+		v.Field(i).SetInt(int64(10 + i))
+		p.Field(i).SetInt(int64(100 * (i + 1)))
+	}
+	late := early
+	late.Add(phase)
+	if got := late.Minus(early); got != phase {
+		t.Fatalf("late.Minus(early) = %+v, want %+v", got, phase)
 	}
 }

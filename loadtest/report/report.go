@@ -39,6 +39,7 @@ type Report struct {
 	// Broadcast is the broadcast scenario's (broadcast.go).
 	Broadcast *BroadcastReport `json:"broadcast,omitempty"`
 	Sender    *SenderReport    `json:"sender,omitempty"`
+	Faults    *FaultsReport    `json:"faults,omitempty"`
 	Reasons   map[string]int64 `json:"reasons,omitempty"` // why handshakes failed and connections dropped
 	Pass      bool             `json:"pass"`
 	Problems  []string         `json:"problems,omitempty"`
@@ -244,6 +245,8 @@ func (r *Report) PrintSummary(w io.Writer) {
 		r.printBroadcast(w)
 	case r.Sender != nil:
 		r.printSender(w)
+	case r.Faults != nil:
+		r.printFaults(w)
 	}
 	verdict := "PASS"
 	if !r.Pass {
@@ -340,6 +343,8 @@ func (r *Report) resultLine() string {
 		b.WriteString(r.broadcastResult())
 	case r.Sender != nil:
 		b.WriteString(r.Sender.resultFields())
+	case r.Faults != nil:
+		b.WriteString(r.Faults.resultFields())
 	}
 	return b.String()
 }

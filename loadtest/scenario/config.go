@@ -24,10 +24,35 @@ const (
 	// Sender is the outbound sender (docs/sender.md): POST /push above the
 	// provider's rate limit against a fake Swrve with the seed's latency.
 	Sender = "sender"
+	// Faults runs the replicated cluster (its own Cassandra nodes,
+	// engines, endpoints behind nginx) through node loss and restarts
+	// while pushes flow (docs/capacity.md).
+	Faults = "faults"
 )
 
 // Names lists every scenario.
-var Names = []string{Hold, Notify, Stored, Churn, Broadcast, Sender}
+var Names = []string{Hold, Notify, Stored, Churn, Broadcast, Sender, Faults}
+
+// The faults Faults can run, in its default order.
+const (
+	// FaultReplica kills one Cassandra node (SIGKILL) and starts it again
+	// after DownTime.
+	FaultReplica = "replica"
+	// FaultEngineKill kills one engine (SIGKILL) and starts it again after
+	// DownTime, on its addresses.
+	FaultEngineKill = "engine-kill"
+	// FaultEndpointKill kills one endpoint behind the balancer (SIGKILL)
+	// and starts it again after DownTime.
+	FaultEndpointKill = "endpoint-kill"
+	// FaultRoll restarts every engine with SIGTERM (it drains), one at a
+	// time, each started again before the next stops.
+	FaultRoll = "roll"
+	// FaultOutage stops every Cassandra node for Outage, then starts them.
+	FaultOutage = "outage"
+)
+
+// FaultNames lists the faults, in the default order.
+var FaultNames = []string{FaultReplica, FaultEngineKill, FaultEndpointKill, FaultRoll, FaultOutage}
 
 // CapacityNames are the scenarios of the capacity profile (make capacity,
 // docs/capacity.md); broadcast and sender have their own runs (make
@@ -56,16 +81,25 @@ type Config struct {
 	// CQLReplication of the fresh keyspace each run makes. Default
 	// SimpleStrategy, replication factor 1.
 	CQLReplication string `conf:"cql-replication" for:"all" help:"replication map of the run's fresh keyspace"`
+	// CQLNodes, when above 0, makes the run start its own Cassandra
+	// cluster of that many nodes on 127.0.0.1..n (tools/cql/cluster.sh),
+	// keyspace replicated on every node, in place of CQLHosts. Default 0
+	// (faults: 3).
+	CQLNodes int `conf:"cql-nodes" for:"faults" help:"start a Cassandra cluster of this many nodes for the run (keyspace replicated on each), instead of -cql-hosts"`
+	// Endpoints is how many autoendpoint processes to start; above 1 they
+	// are behind nginx, whose address the engines hand out. Default 1
+	// (faults: 2).
+	Endpoints int `conf:"endpoints" for:"faults" help:"autoendpoint processes (above 1: behind nginx)"`
 	// KeepKeyspace keeps the run's keyspace instead of dropping it at the
 	// end. Default false.
 	KeepKeyspace bool `conf:"keep-keyspace" for:"all" help:"keep the run's CQL keyspace (for a post-mortem)"`
 	// Engines is how many autoconnect processes to start. Default 0:
 	// ceil(UAs / PerEngine).
-	Engines int `conf:"engines" for:"hold,notify,stored,churn" help:"autoconnect processes to start (0: ceil(uas / per-engine))"`
+	Engines int `conf:"engines" for:"hold,notify,stored,churn,faults" help:"autoconnect processes to start (0: ceil(uas / per-engine))"`
 	// PerEngine is the most user agents one engine is given when Engines
 	// is 0; an engine holds at most its fd limit less 256 (19,744 here).
 	// Default 18,000.
-	PerEngine int `conf:"per-engine" for:"hold,notify,stored,churn" help:"user agents per engine when -engines is 0"`
+	PerEngine int `conf:"per-engine" for:"hold,notify,stored,churn,faults" help:"user agents per engine when -engines is 0"`
 	// Single runs hold against the single-node server (autopush: both
 	// tiers in one process on the embedded store, default settings)
 	// instead of autoconnect. Default false.
@@ -89,39 +123,39 @@ type Config struct {
 
 	// Workers is how many worker processes hold the user agents. Default
 	// 0: ceil(UAs / PerWorker).
-	Workers int `conf:"workers" for:"hold,notify,stored,churn" help:"worker processes (0: ceil(uas / per-worker))"`
+	Workers int `conf:"workers" for:"hold,notify,stored,churn,faults" help:"worker processes (0: ceil(uas / per-worker))"`
 	// PerWorker is the most user agents one worker is given when Workers
 	// is 0: a process may hold at most 20,000 files here. Default 18,000.
-	PerWorker int `conf:"per-worker" for:"hold,notify,stored,churn" help:"user agents per worker when -workers is 0"`
+	PerWorker int `conf:"per-worker" for:"hold,notify,stored,churn,faults" help:"user agents per worker when -workers is 0"`
 	// Loops is the number of epoll event loops per worker. Default 1.
-	Loops int `conf:"loops" for:"hold,notify,stored,churn" help:"epoll event loops per worker"`
+	Loops int `conf:"loops" for:"hold,notify,stored,churn,faults" help:"epoll event loops per worker"`
 	// SourceIPs spreads user agents over 127.0.0.2 .. 127.0.0.(1+SourceIPs)
 	// so ephemeral ports never run out. Default 250.
-	SourceIPs int `conf:"source-ips" for:"hold,notify,stored,churn" help:"source addresses 127.0.0.2 .. 127.0.0.(1+n)"`
+	SourceIPs int `conf:"source-ips" for:"hold,notify,stored,churn,faults" help:"source addresses 127.0.0.2 .. 127.0.0.(1+n)"`
 
 	// --- user agents
 
 	// UAs is the number of user agents. Default: hold 10,000; notify
 	// 2,000; stored 2,000; churn 2,000.
-	UAs int `conf:"uas" for:"hold,notify,stored,churn" help:"user agents"`
+	UAs int `conf:"uas" for:"hold,notify,stored,churn,faults" help:"user agents"`
 	// Channels each user agent registers. Default 1.
-	Channels int `conf:"channels" for:"hold,notify,stored,churn" help:"channels registered per user agent"`
+	Channels int `conf:"channels" for:"hold,notify,stored,churn,faults" help:"channels registered per user agent"`
 	// ConnectRate is new connections started per second, over all
 	// workers. Default 1,000.
-	ConnectRate float64 `conf:"connect-rate" for:"hold,notify,stored,churn" help:"connections started per second (all workers)"`
+	ConnectRate float64 `conf:"connect-rate" for:"hold,notify,stored,churn,faults" help:"connections started per second (all workers)"`
 	// MaxPending bounds handshakes in progress (connect to the last
 	// register reply), over all workers; the ramp waits beyond it, and
 	// the achieved connect rate says so. Default 2,000.
-	MaxPending int `conf:"max-pending" for:"hold,notify,stored,churn" help:"handshakes in progress at most (all workers)"`
+	MaxPending int `conf:"max-pending" for:"hold,notify,stored,churn,faults" help:"handshakes in progress at most (all workers)"`
 	// ConnectTimeout bounds one handshake. Default 30s.
-	ConnectTimeout time.Duration `conf:"connect-timeout" for:"hold,notify,stored,churn" help:"time allowed from connect to the last register reply"`
+	ConnectTimeout time.Duration `conf:"connect-timeout" for:"hold,notify,stored,churn,faults" help:"time allowed from connect to the last register reply"`
 	// ConnectRetries is how often a failed handshake is retried (each
 	// failure is counted). Default 3.
-	ConnectRetries int `conf:"connect-retries" for:"hold,notify,stored,churn" help:"retries of a failed handshake"`
+	ConnectRetries int `conf:"connect-retries" for:"hold,notify,stored,churn,faults" help:"retries of a failed handshake"`
 	// PingInterval is how often an idle user agent sends "{}" (Firefox:
 	// about every 30 minutes); the engine's own websocket pings are
 	// answered whatever it is. 0: never. Default 30m.
-	PingInterval time.Duration `conf:"ping-interval" for:"hold,notify,stored,churn" help:"user agent {} ping interval, jittered ±10% (0: never)"`
+	PingInterval time.Duration `conf:"ping-interval" for:"hold,notify,stored,churn,faults" help:"user agent {} ping interval, jittered ±10% (0: never)"`
 
 	// EnginePingInterval is the engines' keepalive: a websocket ping after
 	// this much silence from a user agent (their ping-interval setting).
@@ -186,46 +220,46 @@ type Config struct {
 	// PushRate is the offered push rate of stored, churn, broadcast and
 	// sender. Default 1,000 (broadcast: 500; sender: 500, well above the
 	// provider's 300/s).
-	PushRate float64 `conf:"push-rate" for:"stored,churn,broadcast,sender" help:"offered push rate per second"`
+	PushRate float64 `conf:"push-rate" for:"stored,churn,broadcast,sender,faults" help:"offered push rate per second"`
 	// Duration of churn's push phase, and of sender's POSTs. Default 100s
 	// (sender: 80s).
 	Duration time.Duration `conf:"duration" for:"churn,sender" help:"how long pushes are offered"`
 	// SessionMean and OfflineMean are the means of churn's exponentially
 	// distributed online and offline times. Defaults 10s and 2s.
-	SessionMean time.Duration `conf:"session" for:"churn" help:"mean time a user agent stays connected"`
-	OfflineMean time.Duration `conf:"offline" for:"churn" help:"mean time a user agent stays away"`
+	SessionMean time.Duration `conf:"session" for:"churn,faults" help:"mean time a user agent stays connected"`
+	OfflineMean time.Duration `conf:"offline" for:"churn,faults" help:"mean time a user agent stays away"`
 	// PayloadSize is the plaintext size of each push. Default 512.
-	PayloadSize int `conf:"payload" for:"notify,stored,churn,broadcast" help:"push plaintext bytes (encrypted with aes128gcm)"`
+	PayloadSize int `conf:"payload" for:"notify,stored,churn,broadcast,faults" help:"push plaintext bytes (encrypted with aes128gcm)"`
 	// TTL of each push, seconds. Default 3600.
-	TTL int `conf:"ttl" for:"notify,stored,churn,broadcast" help:"push TTL, seconds"`
+	TTL int `conf:"ttl" for:"notify,stored,churn,broadcast,faults" help:"push TTL, seconds"`
 	// VAPIDReuse is how long a sender reuses one signed VAPID JWT. 0: a
 	// new signature per push, as the web-push libraries do. Default 0.
-	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn,broadcast" help:"reuse a VAPID JWT this long (0: sign every push)"`
+	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn,broadcast,faults" help:"reuse a VAPID JWT this long (0: sign every push)"`
 	// FreshSenderKeys encrypts each push with a new sender key pair, as
 	// the web-push libraries do: an ECDH per push on the sender's side and
 	// on the user agent's. false: one sender key pair per subscription
 	// (pushcrypto.Encrypter), each push still with its own salt: the
 	// service's work is the same (it does not decrypt) and the load
 	// generators' CPU goes to sending. Default false.
-	FreshSenderKeys bool `conf:"fresh-sender-keys" for:"notify,stored,churn,broadcast" help:"a new sender ECDH key pair per push, as web-push libraries (false: one per subscription, fresh salt per push)"`
+	FreshSenderKeys bool `conf:"fresh-sender-keys" for:"notify,stored,churn,broadcast,faults" help:"a new sender ECDH key pair per push, as web-push libraries (false: one per subscription, fresh salt per push)"`
 	// NetHTTP sends the pushes with net/http's client instead of the load
 	// tester's own HTTP/1.1 client (loadtest/h1), which costs the
 	// generator less CPU a push. Default false.
-	NetHTTP bool `conf:"net-http" for:"notify,stored,churn,broadcast" help:"send pushes with net/http's client (false: the load tester's own, cheaper HTTP/1.1 client)"`
+	NetHTTP bool `conf:"net-http" for:"notify,stored,churn,broadcast,faults" help:"send pushes with net/http's client (false: the load tester's own, cheaper HTTP/1.1 client)"`
 	// SenderConns bounds HTTP connections per worker. Default 64.
-	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast,sender" help:"HTTP connections to the endpoint per worker"`
+	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast,sender,faults" help:"HTTP connections to the endpoint per worker"`
 	// MaxInFlight bounds pushes in flight per worker; a push due beyond
 	// it is not sent and counted as an error ("sender: in-flight cap"),
 	// so the schedule never waits. Default 4,096.
-	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn,broadcast,sender" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
+	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn,broadcast,sender,faults" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
 	// PushTimeout bounds one POST. Default 10s.
-	PushTimeout time.Duration `conf:"push-timeout" for:"notify,stored,churn,broadcast,sender" help:"timeout of one POST"`
+	PushTimeout time.Duration `conf:"push-timeout" for:"notify,stored,churn,broadcast,sender,faults" help:"timeout of one POST"`
 	// DeliveryGrace is how long a notify stage waits for its accepted
 	// pushes to arrive after its last POST. Default 10s.
 	DeliveryGrace time.Duration `conf:"grace" for:"notify,broadcast" help:"wait for a stage's pushes to arrive after its last POST"`
 	// DrainTimeout bounds the wait for every accepted push to be acked
 	// (sender: SENT). Default 2m (sender: 5m).
-	DrainTimeout time.Duration `conf:"drain-timeout" for:"stored,churn,sender" help:"wait for every accepted push to arrive (sender: to be SENT)"`
+	DrainTimeout time.Duration `conf:"drain-timeout" for:"stored,churn,sender,faults" help:"wait for every accepted push to arrive (sender: to be SENT)"`
 
 	// --- sender (the outbound sender and its fake provider)
 
@@ -277,11 +311,11 @@ type Config struct {
 	RateTolerance float64 `conf:"rate-tolerance" for:"sender" help:"fail when the provider's measured rate is further than this fraction from the pace (1 / -provider-delay)"`
 	// Quiet is how long to listen for late duplicates after the drain.
 	// Default 3s.
-	Quiet time.Duration `conf:"quiet" for:"stored,churn" help:"listen this long for late duplicates after the drain"`
+	Quiet time.Duration `conf:"quiet" for:"stored,churn,faults" help:"listen this long for late duplicates after the drain"`
 	// VerifyReconnect reconnects every user agent once more after the
 	// drain: anything that arrives then was delivered after its ack.
 	// Default true.
-	VerifyReconnect bool `conf:"verify-reconnect" for:"stored,churn" help:"reconnect everyone after the drain and expect nothing"`
+	VerifyReconnect bool `conf:"verify-reconnect" for:"stored,churn,faults" help:"reconnect everyone after the drain and expect nothing"`
 
 	// --- broadcasts
 
@@ -295,10 +329,26 @@ type Config struct {
 	// measured push stage, evenly spaced. Default 5.
 	Changes int `conf:"changes" for:"broadcast" help:"broadcast version changes during the measured push stage"`
 
+	// --- faults
+
+	// FaultList is the faults run, one per phase, in order (FaultNames).
+	// Default every one.
+	FaultList []string `conf:"faults" for:"faults" help:"faults to run, one per phase: replica, engine-kill, endpoint-kill, roll, outage"`
+	// FaultLead is how long pushes flow before each fault, FaultAfter
+	// how long they go on once it is undone (the recovery is measured
+	// within it). Defaults 10s and 20s.
+	FaultLead  time.Duration `conf:"fault-lead" for:"faults" help:"pushes flow this long before each fault"`
+	FaultAfter time.Duration `conf:"fault-after" for:"faults" help:"pushes flow this long after each fault is undone"`
+	// DownTime is how long a killed node stays down. Default 15s.
+	DownTime time.Duration `conf:"down-time" for:"faults" help:"how long a killed node stays down"`
+	// Outage is how long every Cassandra node stays down in the outage
+	// fault. Default 30s.
+	Outage time.Duration `conf:"outage" for:"faults" help:"how long all Cassandra nodes stay down (outage)"`
+
 	// Trace logs every user agent's connections and every push's answer
 	// and arrival in the worker logs, for post-mortems (large). Lost
 	// pushes are always logged. Default false.
-	Trace bool `conf:"trace" for:"notify,stored,churn,broadcast" help:"log every connection, push and arrival in the worker logs"`
+	Trace bool `conf:"trace" for:"notify,stored,churn,broadcast,faults" help:"log every connection, push and arrival in the worker logs"`
 
 	// --- output
 
@@ -394,7 +444,15 @@ func Default(scenario string) Config {
 	case Sender:
 		// The embedded store unless -cql-hosts names a cluster.
 		c.PushRate, c.Duration, c.Warmup, c.DrainTimeout = 500, 80*time.Second, 10*time.Second, 5*time.Minute
+	case Faults:
+		// Its own 3-node cluster at the tiers' default consistency; user
+		// agents stay until a fault drops them, then come back within
+		// about a second (to a random engine).
+		c.CQLNodes, c.Engines, c.Endpoints, c.CQLConsistency = 3, 2, 2, "LOCAL_QUORUM"
+		c.UAs, c.PushRate, c.SessionMean, c.OfflineMean = 1000, 100, 24*time.Hour, time.Second
 	}
+	c.FaultList = append([]string(nil), FaultNames...)
+	c.FaultLead, c.FaultAfter, c.DownTime, c.Outage = 10*time.Second, 20*time.Second, 15*time.Second, 30*time.Second
 	return c
 }
 
@@ -446,6 +504,7 @@ func (c *Config) Validate() error {
 		return errors.New("loadtest: churn: -duration, -session and -offline must be positive")
 	case c.Scenario == Sender:
 		return c.validateSender()
+
 	case c.Sends() && (c.PayloadSize < minPayload || c.PayloadSize > ledger.MaxPayload):
 		return fmt.Errorf("loadtest: -payload must be %d..%d bytes", minPayload, ledger.MaxPayload)
 	case c.Sends() && (c.TTL < 1 || c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
@@ -466,6 +525,9 @@ func (c *Config) Validate() error {
 	// message waits there), so the scenarios that send need one store.
 	// hold sends none and no engine reads another's records: each engine
 	// may have an embedded store of its own (cluster: data-<i>).
+	if c.Scenario == Faults {
+		return c.validateFaults()
+	}
 	if len(c.CQLHosts) == 0 && c.Scenario != Hold {
 		if c.Engines > 1 {
 			return fmt.Errorf("loadtest: %s sends pushes, so several engines need shared storage: set -cql-hosts or CQL_HOSTS "+
@@ -474,6 +536,28 @@ func (c *Config) Validate() error {
 		if c.UAs > c.PerEngine {
 			return fmt.Errorf("loadtest: %d user agents exceed one engine's %d: set -cql-hosts or CQL_HOSTS "+
 				"(tools/cql/start.sh starts a local Cassandra) so several engines share storage", c.UAs, c.PerEngine)
+		}
+	}
+	return nil
+}
+
+// validateFaults checks the faults scenario's settings.
+func (c *Config) validateFaults() error {
+	switch {
+	case c.CQLNodes < 3 || c.CQLNodes > 9:
+		return errors.New("loadtest: faults: -cql-nodes must be 3..9 (a quorum must survive one node down)")
+	case c.EngineCount() < 2 || c.Endpoints < 2:
+		return errors.New("loadtest: faults: -engines and -endpoints must be at least 2 (one is killed while the others serve)")
+	case len(c.FaultList) == 0:
+		return errors.New("loadtest: faults: -faults lists none")
+	case c.FaultAfter < 5*time.Second || c.FaultLead < 0 || c.DownTime <= 0 || c.Outage <= 0:
+		return errors.New("loadtest: faults: -down-time and -outage must be positive, -fault-after at least 5s, -fault-lead not negative")
+	case c.PushRate <= 0 || c.DrainTimeout <= 0 || c.Quiet < 0 || c.SessionMean <= 0 || c.OfflineMean <= 0:
+		return errors.New("loadtest: faults: -push-rate, -drain-timeout, -session and -offline must be positive, -quiet not negative")
+	}
+	for _, f := range c.FaultList {
+		if !slices.Contains(FaultNames, f) {
+			return fmt.Errorf("loadtest: faults: unknown fault %q (one of %s)", f, strings.Join(FaultNames, ", "))
 		}
 	}
 	return nil
@@ -544,7 +628,7 @@ func (c *Config) EngineCount() int {
 	if c.Engines > 0 {
 		return c.Engines
 	}
-	if len(c.CQLHosts) == 0 && (c.Scenario != Hold || c.Single) {
+	if len(c.CQLHosts) == 0 && c.CQLNodes == 0 && (c.Scenario != Hold || c.Single) {
 		return 1 // the embedded store is one process's (Validate)
 	}
 	return max(1, CeilDiv(c.UAs, c.PerEngine))

@@ -87,6 +87,23 @@ times. Reported: both stages' push latency, the endpoint's deliver-call
 p99 (the server's side), the engines' fan-out time, and how long a change
 took to reach the user agents; every connected one must end with the last
 version and never be sent one twice. Needs -cql-hosts (CQL_HOSTS).`,
+	Faults: `faults: the replicated cluster through its faults. The run starts
+its own -cql-nodes Cassandra nodes on 127.0.0.1..n (keyspace replicated on
+every node, the tiers at LOCAL_QUORUM), -engines engines and -endpoints
+endpoints behind nginx. -uas user agents connect; a user agent whose
+connection drops comes back after about -offline, to a random engine.
+Then one phase per fault in -faults: pushes flow at -push-rate from
+-fault-lead before the fault until -fault-after once it is undone. The
+faults: replica (SIGKILL one Cassandra
+node, start it again after -down-time), engine-kill (SIGKILL one engine,
+start it again on its addresses after -down-time), endpoint-kill (the same
+for one endpoint behind nginx), roll (SIGTERM every engine in turn, each
+started again before the next), outage (every Cassandra node down for
+-outage). After each phase everyone reconnects and drains, and the phase's
+pushes are accounted for as in churn: answered 201 and never delivered,
+duplicated after ack, refusals by status (503 must carry Retry-After),
+and the time from the fault's end until pushes and connections were back
+to normal.`,
 	Sender: `sender: the outbound sender (seed 002). autoendpoint (embedded store,
 or -cql-hosts) runs its workers against a fake Swrve in this process,
 paced at -provider-delay (4 ms: 250/s) under the account's limit

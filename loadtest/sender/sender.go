@@ -186,26 +186,31 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 		s.count("sender: vapid: " + err.Error())
 		return
 	}
-	code, loc, reply, err := s.do(endpoint, auth, body)
+	r, err := s.do(endpoint, auth, body)
 	if err != nil {
 		s.count("transport: " + TransportReason(err))
 		return
 	}
-	status, location = code, loc
-	if status == http.StatusCreated {
+	status, location = r.Status, r.Location
+	switch {
+	case status == http.StatusCreated:
 		s.accepted.Add(1)
-	} else {
-		s.count(StatusReason(status, reply))
+	case status == http.StatusServiceUnavailable && r.RetryAfter == "":
+		// A 503 tells the application server to come back later: without
+		// Retry-After it cannot know when.
+		s.count(StatusReason(status, r.Body) + " without Retry-After")
+	default:
+		s.count(StatusReason(status, r.Body))
 	}
 }
 
-// do POSTs a push body to endpoint: the answer's status, Location and
-// (the start of) its body.
-func (s *Sender) do(endpoint, auth string, body []byte) (int, string, []byte, error) {
+// do POSTs a push body to endpoint: the answer's status, Location,
+// Retry-After and (the start of) its body.
+func (s *Sender) do(endpoint, auth string, body []byte) (h1.Response, error) {
 	if s.cfg.NetHTTP {
 		req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
 		if err != nil {
-			return 0, "", nil, err
+			return h1.Response{}, err
 		}
 		req.Header.Set("TTL", s.ttl)
 		req.Header.Set("Content-Encoding", "aes128gcm")
@@ -213,20 +218,21 @@ func (s *Sender) do(endpoint, auth string, body []byte) (int, string, []byte, er
 		req.Header.Set("Authorization", auth)
 		resp, err := s.client.Do(req)
 		if err != nil {
-			return 0, "", nil, err
+			return h1.Response{}, err
 		}
 		defer resp.Body.Close()
 		reply, _ := io.ReadAll(io.LimitReader(resp.Body, h1.MaxBody))
-		return resp.StatusCode, resp.Header.Get("Location"), reply, nil
+		return h1.Response{Status: resp.StatusCode, Location: resp.Header.Get("Location"),
+			RetryAfter: resp.Header.Get("Retry-After"), Body: reply}, nil
 	}
 	c, path, err := s.h1For(endpoint)
 	if err != nil {
-		return 0, "", nil, err
+		return h1.Response{}, err
 	}
 	r, err := c.Do(&h1.Request{Method: http.MethodPost, Path: path, Body: body, Header: []h1.Header{
 		{Name: "TTL", Value: s.ttl}, {Name: "Content-Encoding", Value: "aes128gcm"},
 		{Name: "Content-Type", Value: "application/octet-stream"}, {Name: "Authorization", Value: auth}}})
-	return r.Status, r.Location, r.Body, err
+	return r, err
 }
 
 // h1For is the connection pool to endpoint's server (made at its first

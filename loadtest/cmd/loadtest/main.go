@@ -37,6 +37,9 @@ func run(args []string) int {
 	if name == "capacity" {
 		return exit(loadtest.Capacity(ctx, rest, os.Stdout, os.Stderr))
 	}
+	if name == "cluster" {
+		return exit(loadtest.Cluster(ctx, rest, os.Stdout, os.Stderr))
+	}
 	if !slices.Contains(scenario.Names, name) {
 		fmt.Fprintf(os.Stderr, "loadtest: unknown scenario %q\n\n", name)
 		usage()
@@ -80,7 +83,9 @@ Scenarios (each one's -help lists its flags):
   churn     connects and disconnects while pushes flow; exactly-once accounting
   broadcast broadcast version changes fanned out while pushes flow; push latency with and without
   sender    the outbound sender above its provider's rate limit (fake Swrve, the seed's latency; -provider fcm: the FCM bridge)
+  faults    the replicated cluster (3 Cassandra nodes, engines, endpoints behind nginx) through node loss and restarts
   capacity  the standard profile (hold, notify, stored, churn); writes docs/capacity.md
+  cluster   start that replicated cluster and keep it until SIGTERM (make cluster, make cluster-down)
 
 The engines, the endpoint and the worker processes are started and stopped
 by this command. With CQL_HOSTS (or -cql-hosts) set they share that
