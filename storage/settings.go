@@ -16,7 +16,14 @@ type Settings struct {
 	// Defaults "127.0.0.1:9042", "autopush", "LOCAL_QUORUM".
 	CQLHosts       []string `conf:"cql-hosts" help:"ScyllaDB contact points host:port,..."`
 	CQLKeyspace    string   `conf:"cql-keyspace" help:"ScyllaDB keyspace"`
-	CQLConsistency string   `conf:"cql-consistency" help:"ScyllaDB consistency level"`
+	CQLConsistency string   `conf:"cql-consistency" help:"ScyllaDB consistency level of each class below left empty"`
+	// CQLRouterWriteConsistency, CQLMessageWriteConsistency and
+	// CQLReadConsistency are the levels of the three classes of
+	// statement (scylla.Config, docs/storage.md). Default "" (each:
+	// CQLConsistency).
+	CQLRouterWriteConsistency  string `conf:"cql-consistency-router-write" help:"consistency of router writes: hello records, node_id clears, channels (empty: cql-consistency)"`
+	CQLMessageWriteConsistency string `conf:"cql-consistency-message-write" help:"consistency of message writes: messages, acks, cursor, broadcasts, sender (empty: cql-consistency)"`
+	CQLReadConsistency         string `conf:"cql-consistency-read" help:"consistency of reads (empty: cql-consistency)"`
 }
 
 // DefaultSettings returns the defaults documented on Settings.

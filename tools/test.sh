@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the test suite (or the benchmarks) the way CI does: lints, starts a real
 # Cassandra node from tools/cql when CQL_HOSTS is not set, runs every package
-# with the race detector, then runs the "server stopped mid-test" check,
-# which kills that node. The node is stopped by its PID on every exit path.
+# with the race detector, then the "server returns" check, which stops that
+# node and starts it again, and the "server stopped mid-test" check, which
+# kills it. The node is stopped by its PID on every exit path.
 #
 #   tools/test.sh               tests
 #   tools/test.sh stress        tests with a CPU hog on every core, then the
@@ -126,6 +127,9 @@ fi
 run "cluster tests (each starts its own 3-node Cassandra; AUTOPUSH_CLUSTER=1)" \
 	env AUTOPUSH_CLUSTER=1 go test -count=1 -p 1 -v -timeout 30m -run '^TestCluster' ./...
 if [ -n "$started" ]; then
+	run "the store serves again when its CQL server returns (stops pid $CQL_PID, restarts it)" \
+		env CQL_RECOVER_DIR="$CQL_DIR" go test -count=1 -v -timeout 10m -run '^TestStoreRecovers$' ./storage/scylla/
+	CQL_PID=$(cat "$CQL_DIR/cassandra.pid") # the node as restarted
 	run "storage unavailable when the CQL server stops (kills pid $CQL_PID)" \
 		env CQL_STOP_PID="$CQL_PID" go test -count=1 -v -run '^TestServerStopped$' ./storage/scylla/
 fi

@@ -18,6 +18,9 @@ func Store(ctx context.Context, s storage.Settings, log *slog.Logger) (storage.S
 	case "scylla":
 		cfg := scylla.DefaultConfig()
 		cfg.Hosts, cfg.Keyspace, cfg.Consistency, cfg.Logger = s.CQLHosts, s.CQLKeyspace, s.CQLConsistency, log
+		cfg.RouterWriteConsistency = s.CQLRouterWriteConsistency
+		cfg.MessageWriteConsistency = s.CQLMessageWriteConsistency
+		cfg.ReadConsistency = s.CQLReadConsistency
 		return scylla.New(ctx, cfg)
 	}
 	return nil, fmt.Errorf("storage: unknown backend %q (embedded or scylla)", s.Storage)

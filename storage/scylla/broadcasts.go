@@ -8,9 +8,9 @@ import (
 )
 
 // Broadcasts live in one partition of the broadcast table (schema.cql).
-const (
-	qPutBroadcast = `INSERT INTO broadcast (scope, id, version) VALUES (0, ?, ?)`
-	qBroadcasts   = `SELECT id, version FROM broadcast WHERE scope = 0`
+var (
+	qPutBroadcast = messageWrite(`INSERT INTO broadcast (scope, id, version) VALUES (0, ?, ?)`)
+	qBroadcasts   = read(`SELECT id, version FROM broadcast WHERE scope = 0`)
 )
 
 // PutBroadcast implements storage.Store: one insert, 1 RT. Safe for

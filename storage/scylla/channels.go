@@ -138,11 +138,11 @@ func (s *Store) refreshChannels(ctx context.Context, uaid uuid.UUID, st connStat
 	for {
 		iter := s.query(ctx, qChannels, id).PageSize(refreshPageSize).PageState(page).Iter()
 		next := iter.PageState()
-		b := s.batch(ctx)
+		b := s.batch(ctx, classRouterWrite)
 		var chid [16]byte
 		for iter.Scan(&chid) {
 			if chid != uuid.Nil {
-				b.Query(qRefreshChannel, id, chid, ts, s.channelTTL)
+				b.Query(qRefreshChannel.cql, id, chid, ts, s.channelTTL)
 			}
 		}
 		if err := iter.Close(); err != nil {
@@ -151,9 +151,9 @@ func (s *Store) refreshChannels(ctx context.Context, uaid uuid.UUID, st connStat
 		last := len(next) == 0
 		if last {
 			if st.cursor != nil && st.cursorWritetime != nil {
-				b.Query(qAdvanceCursor, *st.cursorWritetime, s.channelTTL, *st.cursor, id)
+				b.Query(qAdvanceCursor.cql, *st.cursorWritetime, s.channelTTL, *st.cursor, id)
 			}
-			b.Query(qMarkRefreshed, s.idleTTL, now.UnixMilli(), id)
+			b.Query(qMarkRefreshed.cql, s.idleTTL, now.UnixMilli(), id)
 		}
 		if b.Size() > 0 {
 			if err := b.Exec(); err != nil {

@@ -26,12 +26,31 @@ type Config struct {
 	// "autopush".
 	Keyspace string
 
-	// Consistency of every read and write: "LOCAL_QUORUM" (default),
-	// "QUORUM", "LOCAL_ONE", "ONE", "TWO", "THREE" or "ALL" (any case).
-	// Reads and writes use the same level, so with QUORUM-class levels a
-	// read sees every acknowledged write. ANY, EACH_QUORUM and the SERIAL
-	// levels are rejected: they are not valid for both reads and writes.
+	// Consistency is the level of each class of statement whose own
+	// setting below is empty: "LOCAL_QUORUM" (default), "QUORUM",
+	// "LOCAL_ONE", "ONE", "TWO", "THREE" or "ALL" (any case). ANY,
+	// EACH_QUORUM and the SERIAL levels are rejected here and in the
+	// classes: they are not valid for reads, writes and LWT commits alike.
+	// A read sees every acknowledged write only when the read's and the
+	// write's replicas overlap (R + W > RF: QUORUM-class levels on both
+	// sides); docs/storage.md says which statement is in which class.
 	Consistency string
+
+	// RouterWriteConsistency is the level of the router writes: a user
+	// agent's connection record (hello, node_id clears), its channels and
+	// the user's drop. Default "" (Consistency).
+	RouterWriteConsistency string
+
+	// MessageWriteConsistency is the level of the message writes: stored
+	// messages and their deletes (acks), the read cursor, broadcasts and
+	// the outbound sender's tables (the commit of its LWTs, whose Paxos
+	// phase stays LOCAL_SERIAL). Default "" (Consistency).
+	MessageWriteConsistency string
+
+	// ReadConsistency is the level of every SELECT but the serial reads
+	// that settle an LWT's unknown outcome (LOCAL_SERIAL). Default ""
+	// (Consistency).
+	ReadConsistency string
 
 	// LocalDC, when set, keeps queries in that datacenter: token-aware
 	// routing over DC-aware round robin. When empty, token-aware over
@@ -48,9 +67,38 @@ type Config struct {
 
 	// Retries is how many times a failed query is retried on the next host
 	// (gocql SimpleRetryPolicy: no sleep, so the caller's deadline is the
-	// only wait). Every statement of this package is idempotent, so
-	// retrying is always safe. Default 2.
+	// only wait). Every plain statement of this package is idempotent, so
+	// retrying it is safe; LWTs are not retried. Default 2.
 	Retries int
+
+	// SpeculativeAttempts is how many more executions of a read the driver
+	// starts, each SpeculativeDelay after the last, while the first has
+	// not answered: a read whose coordinator hangs (a node stopping, a
+	// long GC pause) is answered by another node instead of waiting
+	// Timeout. Reads only: never writes (they would double the write load
+	// when the cluster is slow) nor LWTs and serial reads (extra Paxos
+	// rounds contend). gocql returns the first execution to finish, even
+	// a failure, so a speculative execution that finds no other node up
+	// would fail a read the first might still answer: none is started
+	// while fewer than two nodes are up, and never more than the nodes
+	// up besides one. 0 disables. Default 1.
+	SpeculativeAttempts int
+
+	// SpeculativeDelay is the wait before each speculative execution:
+	// far above a healthy read (0.4 ms on one local node), so a healthy
+	// cluster sends few extra reads, and a tenth of the default Timeout.
+	// Below Timeout. Default 200ms.
+	SpeculativeDelay time.Duration
+
+	// ReconnectInterval is how often the driver redials the nodes it has
+	// marked down, so a node that comes back is used again within about
+	// this long. (The control connection is redialed every second anyway,
+	// and the node it reaches gets its pool back at once. Another node is
+	// used again on its UP event, but one that came back before the
+	// control connection did sends none: it waits for this interval,
+	// which gocql sets to 60 s.) Each down node costs one dial per
+	// interval. Default 1s.
+	ReconnectInterval time.Duration
 
 	// NumConns is the number of connections per host (per shard on
 	// ScyllaDB). Default 2.
@@ -86,28 +134,34 @@ type Config struct {
 
 // Defaults of Config, see the field comments.
 const (
-	DefaultKeyspace        = "autopush"
-	DefaultConsistency     = "LOCAL_QUORUM"
-	DefaultConnectTimeout  = 5 * time.Second
-	DefaultTimeout         = 2 * time.Second
-	DefaultRetries         = 2
-	DefaultNumConns        = 2
-	DefaultIdleTTL         = 60 * 24 * time.Hour
-	DefaultRefreshInterval = 24 * time.Hour
+	DefaultKeyspace            = "autopush"
+	DefaultConsistency         = "LOCAL_QUORUM"
+	DefaultConnectTimeout      = 5 * time.Second
+	DefaultTimeout             = 2 * time.Second
+	DefaultRetries             = 2
+	DefaultSpeculativeAttempts = 1
+	DefaultSpeculativeDelay    = 200 * time.Millisecond
+	DefaultReconnectInterval   = time.Second
+	DefaultNumConns            = 2
+	DefaultIdleTTL             = 60 * 24 * time.Hour
+	DefaultRefreshInterval     = 24 * time.Hour
 )
 
 // DefaultConfig returns a Config for a local node on 127.0.0.1:9042.
 func DefaultConfig() Config {
 	return Config{
-		Hosts:           []string{"127.0.0.1:9042"},
-		Keyspace:        DefaultKeyspace,
-		Consistency:     DefaultConsistency,
-		ConnectTimeout:  DefaultConnectTimeout,
-		Timeout:         DefaultTimeout,
-		Retries:         DefaultRetries,
-		NumConns:        DefaultNumConns,
-		IdleTTL:         DefaultIdleTTL,
-		RefreshInterval: DefaultRefreshInterval,
+		Hosts:               []string{"127.0.0.1:9042"},
+		Keyspace:            DefaultKeyspace,
+		Consistency:         DefaultConsistency,
+		ConnectTimeout:      DefaultConnectTimeout,
+		Timeout:             DefaultTimeout,
+		Retries:             DefaultRetries,
+		SpeculativeAttempts: DefaultSpeculativeAttempts,
+		SpeculativeDelay:    DefaultSpeculativeDelay,
+		ReconnectInterval:   DefaultReconnectInterval,
+		NumConns:            DefaultNumConns,
+		IdleTTL:             DefaultIdleTTL,
+		RefreshInterval:     DefaultRefreshInterval,
 	}
 }
 
@@ -129,7 +183,7 @@ func (c *Config) Validate() error {
 	if !keyspaceName.MatchString(c.Keyspace) {
 		return invalidConfig("keyspace %q is not 1-48 of [a-z0-9_] starting with a letter", c.Keyspace)
 	}
-	if _, err := c.consistency(); err != nil {
+	if _, err := c.levels(); err != nil {
 		return err
 	}
 	if c.ConnectTimeout <= 0 || c.Timeout <= 0 {
@@ -137,6 +191,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retries < 0 || c.Retries > 10 {
 		return invalidConfig("retries %d is outside 0..10", c.Retries)
+	}
+	if err := c.validateDriver(); err != nil {
+		return err
 	}
 	if c.NumConns < 1 || c.NumConns > 64 {
 		return invalidConfig("num conns %d is outside 1..64", c.NumConns)
@@ -172,6 +229,24 @@ func (c *Config) validateHosts() error {
 	return nil
 }
 
+// validateDriver checks the speculative executions and the reconnect
+// interval.
+func (c *Config) validateDriver() error {
+	if c.SpeculativeAttempts < 0 || c.SpeculativeAttempts > 10 {
+		return invalidConfig("speculative attempts %d is outside 0..10", c.SpeculativeAttempts)
+	}
+	// A delay of Timeout or more would start an execution only once the
+	// first has already failed.
+	if c.SpeculativeAttempts > 0 && (c.SpeculativeDelay <= 0 || c.SpeculativeDelay >= c.Timeout) {
+		return invalidConfig("speculative delay %v is not between 0 and the timeout %v", c.SpeculativeDelay, c.Timeout)
+	}
+	// Below 100 ms the redials of a down node would spin.
+	if c.ReconnectInterval < 100*time.Millisecond {
+		return invalidConfig("reconnect interval %v is below 100ms", c.ReconnectInterval)
+	}
+	return nil
+}
+
 func (c *Config) validateExpiry() error {
 	if c.IdleTTL < time.Second || c.IdleTTL%time.Second != 0 {
 		return invalidConfig("idle ttl %v is not a positive whole number of seconds", c.IdleTTL)
@@ -185,16 +260,42 @@ func (c *Config) validateExpiry() error {
 	return nil
 }
 
-// consistency parses Consistency; SERIAL-class levels are for LWT only,
-// ANY cannot serve reads and EACH_QUORUM is refused for reads by Cassandra.
-func (c *Config) consistency() (gocql.Consistency, error) {
-	cl, err := gocql.ParseConsistencyWrapper(c.Consistency)
+// levels parses the level of each class of statement, the class's own
+// setting or, when empty, Consistency.
+func (c *Config) levels() ([numClasses]gocql.Consistency, error) {
+	var l [numClasses]gocql.Consistency
+	fallback, err := parseLevel("consistency", c.Consistency)
 	if err != nil {
-		return 0, invalidConfig("consistency %q: %v", c.Consistency, err)
+		return l, err
+	}
+	for cl, setting := range [numClasses]string{
+		classRead:         c.ReadConsistency,
+		classRouterWrite:  c.RouterWriteConsistency,
+		classMessageWrite: c.MessageWriteConsistency,
+	} {
+		l[cl] = fallback
+		if setting == "" {
+			continue
+		}
+		if l[cl], err = parseLevel(opClass(cl).String()+" consistency", setting); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// parseLevel parses a level valid for reads, writes and LWT commits alike:
+// the SERIAL levels are for an LWT's Paxos phase only, ANY cannot serve
+// reads (and acknowledges a write no replica has), EACH_QUORUM is refused
+// for reads by Cassandra.
+func parseLevel(what, level string) (gocql.Consistency, error) {
+	cl, err := gocql.ParseConsistencyWrapper(level)
+	if err != nil {
+		return 0, invalidConfig("%s %q: %v", what, level, err)
 	}
 	switch cl {
 	case gocql.Any, gocql.EachQuorum, gocql.Serial, gocql.LocalSerial:
-		return 0, invalidConfig("consistency %s is not valid for both reads and writes", cl)
+		return 0, invalidConfig("%s %s is not valid for reads, writes and LWT commits alike", what, cl)
 	}
 	return cl, nil
 }

@@ -49,6 +49,34 @@ func TestConfigValidate(t *testing.T) {
 		{"consistency any", func(c *Config) { c.Consistency = "ANY" }, false},
 		{"consistency serial", func(c *Config) { c.Consistency = "SERIAL" }, false},
 		{"consistency each quorum", func(c *Config) { c.Consistency = "EACH_QUORUM" }, false},
+		{"consistency empty", func(c *Config) { c.Consistency = "" }, false},
+		{"read quorum", func(c *Config) { c.ReadConsistency = "quorum" }, true},
+		{"read one", func(c *Config) { c.ReadConsistency = "ONE" }, true},
+		{"read unknown", func(c *Config) { c.ReadConsistency = "MOST" }, false},
+		{"read any", func(c *Config) { c.ReadConsistency = "ANY" }, false},
+		{"read each quorum", func(c *Config) { c.ReadConsistency = "EACH_QUORUM" }, false},
+		{"read serial", func(c *Config) { c.ReadConsistency = "SERIAL" }, false},
+		{"read local serial", func(c *Config) { c.ReadConsistency = "LOCAL_SERIAL" }, false},
+		{"router write all", func(c *Config) { c.RouterWriteConsistency = "ALL" }, true},
+		{"router write any", func(c *Config) { c.RouterWriteConsistency = "ANY" }, false},
+		{"router write local serial", func(c *Config) { c.RouterWriteConsistency = "LOCAL_SERIAL" }, false},
+		{"router write unknown", func(c *Config) { c.RouterWriteConsistency = "x" }, false},
+		{"message write two", func(c *Config) { c.MessageWriteConsistency = "TWO" }, true},
+		{"message write any", func(c *Config) { c.MessageWriteConsistency = "ANY" }, false},
+		{"message write serial", func(c *Config) { c.MessageWriteConsistency = "SERIAL" }, false},
+		{"message write each quorum", func(c *Config) { c.MessageWriteConsistency = "EACH_QUORUM" }, false},
+		{"classes valid, fallback not", func(c *Config) {
+			c.Consistency, c.ReadConsistency, c.RouterWriteConsistency, c.MessageWriteConsistency = "ANY", "ONE", "ONE", "ONE"
+		}, false},
+		{"no speculation", func(c *Config) { c.SpeculativeAttempts, c.SpeculativeDelay = 0, 0 }, true},
+		{"negative speculation", func(c *Config) { c.SpeculativeAttempts = -1 }, false},
+		{"too many speculations", func(c *Config) { c.SpeculativeAttempts = 11 }, false},
+		{"speculation without delay", func(c *Config) { c.SpeculativeDelay = 0 }, false},
+		{"speculation at the timeout", func(c *Config) { c.SpeculativeDelay = c.Timeout }, false},
+		{"speculation after 1ms", func(c *Config) { c.SpeculativeDelay = time.Millisecond }, true},
+		{"reconnect interval zero", func(c *Config) { c.ReconnectInterval = 0 }, false},
+		{"reconnect interval 10ms", func(c *Config) { c.ReconnectInterval = 10 * time.Millisecond }, false},
+		{"reconnect interval 100ms", func(c *Config) { c.ReconnectInterval = 100 * time.Millisecond }, true},
 		{"zero connect timeout", func(c *Config) { c.ConnectTimeout = 0 }, false},
 		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }, false},
 		{"negative retries", func(c *Config) { c.Retries = -1 }, false},
@@ -91,6 +119,12 @@ func TestClusterConfig(t *testing.T) {
 	}
 	if rp, ok := c.RetryPolicy.(*gocql.SimpleRetryPolicy); !ok || rp.NumRetries != 3 {
 		t.Fatalf("retry policy %#v", c.RetryPolicy)
+	}
+	if c.ReconnectInterval != time.Second {
+		t.Fatalf("reconnect interval %v, want the default 1s (gocql's own is 60s)", c.ReconnectInterval)
+	}
+	if rp, ok := c.ReconnectionPolicy.(*gocql.ConstantReconnectionPolicy); !ok || rp.MaxRetries != 3 || rp.Interval != time.Second {
+		t.Fatalf("reconnection policy %#v", c.ReconnectionPolicy)
 	}
 	if c.Authenticator != nil {
 		t.Fatal("authenticator set without username")
@@ -157,5 +191,33 @@ func TestRemainingTTL(t *testing.T) {
 	m.SortKey = uint64(now.Add(-60 * time.Second).UnixNano())
 	if got := remainingTTL(&m, now); got != 0 {
 		t.Fatalf("expired: remaining %d, want 0", got)
+	}
+}
+
+// TestLevels: each class takes its own setting, or Consistency when the
+// setting is empty.
+func TestLevels(t *testing.T) {
+	cfg := DefaultConfig()
+	l, err := cfg.levels()
+	if err != nil || l != [numClasses]gocql.Consistency{gocql.LocalQuorum, gocql.LocalQuorum, gocql.LocalQuorum} {
+		t.Fatalf("default levels %v, %v; want LOCAL_QUORUM for every class", l, err)
+	}
+	cfg.Consistency = "one"
+	cfg.RouterWriteConsistency = "quorum"
+	l, err = cfg.levels()
+	want := [numClasses]gocql.Consistency{classRead: gocql.One, classRouterWrite: gocql.Quorum, classMessageWrite: gocql.One}
+	if err != nil || l != want {
+		t.Fatalf("levels %v, %v; want %v", l, err, want)
+	}
+	cfg.MessageWriteConsistency, cfg.ReadConsistency = "ALL", "LOCAL_ONE"
+	l, err = cfg.levels()
+	want = [numClasses]gocql.Consistency{classRead: gocql.LocalOne, classRouterWrite: gocql.Quorum, classMessageWrite: gocql.All}
+	if err != nil || l != want {
+		t.Fatalf("levels %v, %v; want %v", l, err, want)
+	}
+	// The error names the setting at fault.
+	cfg.MessageWriteConsistency = "ANY"
+	if _, err := cfg.levels(); err == nil || !strings.Contains(err.Error(), "message write consistency ANY") {
+		t.Fatalf("levels with message writes at ANY: %v", err)
 	}
 }

@@ -16,10 +16,10 @@ import (
 // (client, key), written with its TTL by INSERT ... IF NOT EXISTS (an
 // LWT: of concurrent claims one applies, the others read its id in the
 // answer) and removed by DELETE ... IF id = ?.
-const (
-	qClaimAdd  = `INSERT INTO push_idempotency (client, key, id) VALUES (?, ?, ?) IF NOT EXISTS USING TTL ?`
-	qClaimGet  = `SELECT id FROM push_idempotency WHERE client = ? AND key = ?`
-	qClaimFree = `DELETE FROM push_idempotency WHERE client = ? AND key = ? IF id = ?`
+var (
+	qClaimAdd  = messageLWT(`INSERT INTO push_idempotency (client, key, id) VALUES (?, ?, ?) IF NOT EXISTS USING TTL ?`)
+	qClaimGet  = read(`SELECT id FROM push_idempotency WHERE client = ? AND key = ?`)
+	qClaimFree = messageLWT(`DELETE FROM push_idempotency WHERE client = ? AND key = ? IF id = ?`)
 )
 
 // ClaimIdempotencyKey implements storage.PushStore: an LWT. An error with
@@ -34,8 +34,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, client, key string, id 
 		return uuid.Nil, err
 	}
 	row := map[string]any{}
-	applied, err := s.query(ctx, qClaimAdd, client, key, uuidArg(id), int32(ttl/time.Second)).
-		SerialConsistency(gocql.LocalSerial).Idempotent(false).MapScanCAS(row)
+	applied, err := s.query(ctx, qClaimAdd, client, key, uuidArg(id), int32(ttl/time.Second)).MapScanCAS(row)
 	if err != nil {
 		stored, found, rerr := s.readClaim(ctx, client, key)
 		if rerr != nil || !found {
@@ -56,7 +55,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, client, key string, id 
 // readClaim reads a claim at SERIAL consistency.
 func (s *Store) readClaim(ctx context.Context, client, key string) (uuid.UUID, bool, error) {
 	var raw [16]byte
-	err := s.query(ctx, qClaimGet, client, key).Consistency(gocql.LocalSerial).Scan(&raw)
+	err := s.serialRead(ctx, qClaimGet, client, key).Scan(&raw)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return uuid.Nil, false, nil
 	}
@@ -71,8 +70,7 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, client, key string, i
 	if err := s.open("release idempotency key"); err != nil {
 		return err
 	}
-	_, err := s.query(ctx, qClaimFree, client, key, uuidArg(id)).
-		SerialConsistency(gocql.LocalSerial).Idempotent(false).MapScanCAS(map[string]any{})
+	_, err := s.query(ctx, qClaimFree, client, key, uuidArg(id)).MapScanCAS(map[string]any{})
 	if err != nil {
 		if stored, found, rerr := s.readClaim(ctx, client, key); rerr == nil && (!found || stored != id) {
 			return nil // released after all, or another's

@@ -220,7 +220,7 @@ func TestLWWCursor(t *testing.T) {
 		time.Sleep(1100 * time.Millisecond)
 		ok(t, s.AdvanceCursor(tctx(t), uaid, k1), "advance k1 a second later")
 		var c int64
-		ok(t, s.query(tctx(t), "SELECT cursor FROM router WHERE uaid = ?", uuidArg(uaid)).Scan(&c), "read cursor")
+		ok(t, s.session.Query("SELECT cursor FROM router WHERE uaid = ?", uuidArg(uaid)).WithContext(tctx(t)).Scan(&c), "read cursor")
 		if uint64(c) != k3 {
 			t.Fatalf("cursor %d, want %d", c, k3)
 		}
@@ -345,7 +345,7 @@ func TestRefreshDoesNotResurrect(t *testing.T) {
 	readAt := time.Now() // the refresh's read happens here and sees chid
 	time.Sleep(2 * time.Millisecond)
 	ok(t, s.RemoveChannel(tctx(t), uaid, chid), "remove")
-	ok(t, s.batch(tctx(t)).Query(qRefreshChannel, uuidArg(uaid), uuidArg(chid), nowMicros(readAt), s.channelTTL).Exec(), "rewrite")
+	ok(t, s.batch(tctx(t), classRouterWrite).Query(qRefreshChannel.cql, uuidArg(uaid), uuidArg(chid), nowMicros(readAt), s.channelTTL).Exec(), "rewrite")
 	has, err := s.HasChannel(tctx(t), uaid, chid)
 	ok(t, err, "has")
 	if has {

@@ -37,17 +37,20 @@ const (
 		created, updated, version, ttl, attempts, bridge, client`
 	pushSet = `provider = ?, platform = ?, prototype = ?, push_key = ?, message = ?, cron = ?,
 		state = ?, at = ?, owner = ?, created = ?, updated = ?, version = ?, ttl = ?, attempts = ?, bridge = ?, client = ?`
-	// UPDATE, never INSERT: no row marker outlives the cells.
-	qSavePush   = `UPDATE push USING TIMESTAMP 1 SET ` + pushSet + ` WHERE id = ?`
-	qUpdatePush = `UPDATE push USING TTL ? SET ` + pushSet + ` WHERE id = ? IF version = ?`
-	qGetPush    = `SELECT ` + pushColumns + ` FROM push WHERE id = ?`
+)
 
-	qIndexAdd = `INSERT INTO push_state (state, shard, at, id, version) VALUES (?, ?, ?, ?, ?) USING TTL ?`
-	qIndexDel = `DELETE FROM push_state WHERE state = ? AND shard = ? AND at = ? AND id = ?`
-	qIndexDue = `SELECT at, id, version FROM push_state
-		WHERE state = ? AND shard = ? AND at >= ? AND at <= ? LIMIT ?`
-	qIndexPage = `SELECT at, id, version FROM push_state
-		WHERE state = ? AND shard = ? AND (at, id) > (?, ?) LIMIT ?`
+var (
+	// UPDATE, never INSERT: no row marker outlives the cells.
+	qSavePush   = messageWrite(`UPDATE push USING TIMESTAMP 1 SET ` + pushSet + ` WHERE id = ?`)
+	qUpdatePush = messageLWT(`UPDATE push USING TTL ? SET ` + pushSet + ` WHERE id = ? IF version = ?`)
+	qGetPush    = read(`SELECT ` + pushColumns + ` FROM push WHERE id = ?`)
+
+	qIndexAdd = messageWrite(`INSERT INTO push_state (state, shard, at, id, version) VALUES (?, ?, ?, ?, ?) USING TTL ?`)
+	qIndexDel = messageWrite(`DELETE FROM push_state WHERE state = ? AND shard = ? AND at = ? AND id = ?`)
+	qIndexDue = read(`SELECT at, id, version FROM push_state
+		WHERE state = ? AND shard = ? AND at >= ? AND at <= ? LIMIT ?`)
+	qIndexPage = read(`SELECT at, id, version FROM push_state
+		WHERE state = ? AND shard = ? AND (at, id) > (?, ?) LIMIT ?`)
 )
 
 // pushShards is how many partitions each state's index has. Changing it
@@ -138,7 +141,7 @@ func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error)
 	if err := s.open("get push"); err != nil {
 		return storage.Push{}, err
 	}
-	p, found, err := s.readPush(ctx, id)
+	p, found, err := s.readPush(ctx, id, false)
 	if err != nil {
 		return storage.Push{}, wrap("get push", err)
 	}
@@ -148,18 +151,19 @@ func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error)
 	return p, nil
 }
 
-// readPush reads a push at the configured consistency, or at cl when given.
-func (s *Store) readPush(ctx context.Context, id uuid.UUID, cl ...gocql.Consistency) (storage.Push, bool, error) {
+// readPush reads a push at the read consistency, or at LOCAL_SERIAL when
+// serial.
+func (s *Store) readPush(ctx context.Context, id uuid.UUID, serial bool) (storage.Push, bool, error) {
 	p := storage.Push{ID: id}
 	var state, log, bridge string
 	var client *string // absent on rows written before the column
 	var version *int64
 	var ttl int32
-	q := s.query(ctx, qGetPush, uuidArg(id))
-	if len(cl) > 0 {
-		q = q.Consistency(cl[0])
+	query := s.query
+	if serial {
+		query = s.serialRead
 	}
-	err := q.Scan(&p.Provider, &p.Platform, &p.PrototypeKey, &p.PushKey,
+	err := query(ctx, qGetPush, uuidArg(id)).Scan(&p.Provider, &p.Platform, &p.PrototypeKey, &p.PushKey,
 		&p.Message, &p.CronExpression, &state, &p.At, &p.Owner, &p.Created, &p.Updated, &version, &ttl, &log, &bridge, &client)
 	if errors.Is(err, gocql.ErrNotFound) || err == nil && version == nil {
 		return storage.Push{}, false, nil // no row, or only expired cells left
@@ -224,11 +228,11 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 	}
 	var cur *int64
 	args = append([]any{int32(next.TTL)}, args...)
-	// Not idempotent: a retry of a transaction that applied would find
-	// its own version and report a conflict. An error with an unknown
-	// outcome (a timeout) is settled by a serial read instead.
-	applied, err := s.query(ctx, qUpdatePush, append(args, uuidArg(next.ID), prev.Version)...).
-		SerialConsistency(gocql.LocalSerial).Idempotent(false).ScanCAS(&cur)
+	// An LWT, which the driver does not retry: a retry of a transaction
+	// that applied would find its own version and report a conflict. An
+	// error with an unknown outcome (a timeout) is settled by a serial
+	// read instead.
+	applied, err := s.query(ctx, qUpdatePush, append(args, uuidArg(next.ID), prev.Version)...).ScanCAS(&cur)
 	if err != nil {
 		if s.appliedAfterAll(ctx, &next) {
 			applied, err = true, nil
@@ -244,7 +248,7 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 		if finishing {
 			// Counted again unless another write finished it (rare: a
 			// withdrawal racing the send's outcome).
-			if p, found, err := s.readPush(ctx, prev.ID, gocql.LocalSerial); err == nil && found && !p.State.Final() {
+			if p, found, err := s.readPush(ctx, prev.ID, true); err == nil && found && !p.State.Final() {
 				_ = s.putOpen(ctx, &p)
 			}
 		}
@@ -274,7 +278,7 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 // another node it cannot be: next carries this writer's version, time
 // and owner, and the attempt log it extended.
 func (s *Store) appliedAfterAll(ctx context.Context, next *storage.Push) bool {
-	got, found, err := s.readPush(ctx, next.ID, gocql.LocalSerial)
+	got, found, err := s.readPush(ctx, next.ID, true)
 	return err == nil && found && got.Version == next.Version && got.State == next.State && got.At == next.At &&
 		got.Owner == next.Owner && got.Updated == next.Updated && reflect.DeepEqual(got.Attempts, next.Attempts)
 }

@@ -29,13 +29,13 @@ import (
 // the push's TTL when UpdatePush finishes it, so they expire with it; an
 // entry whose push is gone (that write lost in a crash) is skipped. An
 // open entry lives at most openTTL.
-const (
-	qByKeyAdd  = `INSERT INTO push_by_key (client, push_key, created, id) VALUES (?, ?, ?, ?) USING TTL ?`
-	qByKeyPage = `SELECT created, id FROM push_by_key WHERE client = ? AND push_key = ? AND (created, id) < (?, ?) LIMIT ?`
-	qByKeyTop  = `SELECT created, id FROM push_by_key WHERE client = ? AND push_key = ? LIMIT ?`
-	qOpenAdd   = `INSERT INTO push_open (client, shard, id) VALUES (?, ?, ?) USING TTL ?`
-	qOpenDel   = `DELETE FROM push_open WHERE client = ? AND shard = ? AND id = ?`
-	qOpenCount = `SELECT id FROM push_open WHERE client = ? AND shard = ? LIMIT ?`
+var (
+	qByKeyAdd  = messageWrite(`INSERT INTO push_by_key (client, push_key, created, id) VALUES (?, ?, ?, ?) USING TTL ?`)
+	qByKeyPage = read(`SELECT created, id FROM push_by_key WHERE client = ? AND push_key = ? AND (created, id) < (?, ?) LIMIT ?`)
+	qByKeyTop  = read(`SELECT created, id FROM push_by_key WHERE client = ? AND push_key = ? LIMIT ?`)
+	qOpenAdd   = messageWrite(`INSERT INTO push_open (client, shard, id) VALUES (?, ?, ?) USING TTL ?`)
+	qOpenDel   = messageWrite(`DELETE FROM push_open WHERE client = ? AND shard = ? AND id = ?`)
+	qOpenCount = read(`SELECT id FROM push_open WHERE client = ? AND shard = ? LIMIT ?`)
 )
 
 // openTTL bounds an open entry's life: a delete lost on a replica (a
@@ -139,7 +139,7 @@ func (s *Store) readPushes(ctx context.Context, ids []uuid.UUID) ([]storage.Push
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			p, found, err := s.readPush(ctx, id)
+			p, found, err := s.readPush(ctx, id, false)
 			if found {
 				pushes[i] = p
 			}

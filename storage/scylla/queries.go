@@ -1,63 +1,64 @@
 package scylla
 
-// The statements of the package. gocql prepares each distinct query string
-// once per connection and caches it, so these constants are the prepared
-// statements; never build a statement with values spliced in.
+// The statements of the package, each with its class (consistency.go,
+// docs/storage.md). gocql prepares each distinct query string once per
+// connection and caches it, so these are the prepared statements; never
+// build a statement with values spliced in.
 //
 // USING TIMESTAMP values come from timestamps.go; see there and doc.go for
 // why each one is what it is.
-const (
+var (
 	// Router record (static columns of the user's router partition).
-	qGetUser = `SELECT router_type, router_data, node_id, connected_at, last_connect, cursor
-		FROM router WHERE uaid = ? LIMIT 1`
-	qConnectState = `SELECT connected_at, channels_refreshed, cursor, WRITETIME(cursor)
-		FROM router WHERE uaid = ? LIMIT 1`
+	qGetUser = read(`SELECT router_type, router_data, node_id, connected_at, last_connect, cursor
+		FROM router WHERE uaid = ? LIMIT 1`)
+	qConnectState = read(`SELECT connected_at, channels_refreshed, cursor, WRITETIME(cursor)
+		FROM router WHERE uaid = ? LIMIT 1`)
 	// Reconnect's read: the record as GetUser reads it and what Connect
 	// reads.
-	qReconnectState = `SELECT router_type, router_data, node_id, connected_at, last_connect, cursor,
-		channels_refreshed, WRITETIME(cursor) FROM router WHERE uaid = ? LIMIT 1`
-	qConnect = `UPDATE router USING TIMESTAMP ? AND TTL ?
+	qReconnectState = read(`SELECT router_type, router_data, node_id, connected_at, last_connect, cursor,
+		channels_refreshed, WRITETIME(cursor) FROM router WHERE uaid = ? LIMIT 1`)
+	qConnect = routerWrite(`UPDATE router USING TIMESTAMP ? AND TTL ?
 		SET router_type = ?, router_data = ?, node_id = ?, connected_at = ?, last_connect = ?
-		WHERE uaid = ?`
+		WHERE uaid = ?`)
 	// A new user's record: Connect's cells and the refresh mark (it has
 	// no channels to refresh yet).
-	qConnectNew = `UPDATE router USING TIMESTAMP ? AND TTL ?
+	qConnectNew = routerWrite(`UPDATE router USING TIMESTAMP ? AND TTL ?
 		SET router_type = ?, router_data = ?, node_id = ?, connected_at = ?, last_connect = ?, channels_refreshed = ?
-		WHERE uaid = ?`
-	qClearNode     = `DELETE node_id FROM router USING TIMESTAMP ? WHERE uaid = ?`
-	qAdvanceCursor = `UPDATE router USING TIMESTAMP ? AND TTL ? SET cursor = ? WHERE uaid = ?`
-	qMarkRefreshed = `UPDATE router USING TTL ? SET channels_refreshed = ? WHERE uaid = ?`
-	qDropRouter    = `DELETE FROM router USING TIMESTAMP ? WHERE uaid = ?`
-	qHealth        = `SELECT connected_at FROM router WHERE uaid = ? LIMIT 1`
+		WHERE uaid = ?`)
+	qClearNode     = routerWrite(`DELETE node_id FROM router USING TIMESTAMP ? WHERE uaid = ?`)
+	qAdvanceCursor = messageWrite(`UPDATE router USING TIMESTAMP ? AND TTL ? SET cursor = ? WHERE uaid = ?`)
+	qMarkRefreshed = routerWrite(`UPDATE router USING TTL ? SET channels_refreshed = ? WHERE uaid = ?`)
+	qDropRouter    = routerWrite(`DELETE FROM router USING TIMESTAMP ? WHERE uaid = ?`)
+	qHealth        = read(`SELECT connected_at FROM router WHERE uaid = ? LIMIT 1`)
 
 	// Channels (clustering rows of the router partition).
-	qAddChannel     = `INSERT INTO router (uaid, chid) VALUES (?, ?) USING TTL ?`
-	qRefreshChannel = `INSERT INTO router (uaid, chid) VALUES (?, ?) USING TIMESTAMP ? AND TTL ?`
-	qRemoveChannel  = `DELETE FROM router WHERE uaid = ? AND chid = ?`
-	qChannels       = `SELECT chid FROM router WHERE uaid = ?`
-	qHasChannel     = `SELECT chid FROM router WHERE uaid = ? AND chid = ?`
+	qAddChannel     = routerWrite(`INSERT INTO router (uaid, chid) VALUES (?, ?) USING TTL ?`)
+	qRefreshChannel = routerWrite(`INSERT INTO router (uaid, chid) VALUES (?, ?) USING TIMESTAMP ? AND TTL ?`)
+	qRemoveChannel  = routerWrite(`DELETE FROM router WHERE uaid = ? AND chid = ?`)
+	qChannels       = read(`SELECT chid FROM router WHERE uaid = ?`)
+	qHasChannel     = read(`SELECT chid FROM router WHERE uaid = ? AND chid = ?`)
 	// The router record's static columns with the channel's row; no row
 	// when either is missing (Cassandra 5 returns no statics without the
 	// clustering row).
-	qSubscription = `SELECT router_type, router_data, node_id, connected_at, last_connect, cursor, chid
-		FROM router WHERE uaid = ? AND chid = ?`
-	qCountChannels = `SELECT chid FROM router WHERE uaid = ? LIMIT ?`
+	qSubscription = read(`SELECT router_type, router_data, node_id, connected_at, last_connect, cursor, chid
+		FROM router WHERE uaid = ? AND chid = ?`)
+	qCountChannels = read(`SELECT chid FROM router WHERE uaid = ? LIMIT ?`)
 
 	// Messages.
-	qSaveMessage = `INSERT INTO message
+	qSaveMessage = messageWrite(`INSERT INTO message
 		(uaid, kind, sortkey, chid, topic, received, version, ttl, data, headers)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`
-	qDeleteMessage = `DELETE FROM message USING TIMESTAMP ?
-		WHERE uaid = ? AND kind = ? AND sortkey = ? AND chid = ? AND topic = ?`
-	qDropMessages  = `DELETE FROM message USING TIMESTAMP ? WHERE uaid = ?`
-	qTopicMessages = `SELECT chid, topic, received, version, ttl, data, headers
-		FROM message WHERE uaid = ? AND kind = 1`
-	qTimestampMessages = `SELECT sortkey, chid, version, ttl, data, headers
-		FROM message WHERE uaid = ? AND kind = 2 AND sortkey > ? LIMIT ?`
-
-	// Schema check of New.
-	qTables = `SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`)
+	qDeleteMessage = messageWrite(`DELETE FROM message USING TIMESTAMP ?
+		WHERE uaid = ? AND kind = ? AND sortkey = ? AND chid = ? AND topic = ?`)
+	qDropMessages  = messageWrite(`DELETE FROM message USING TIMESTAMP ? WHERE uaid = ?`)
+	qTopicMessages = read(`SELECT chid, topic, received, version, ttl, data, headers
+		FROM message WHERE uaid = ? AND kind = 1`)
+	qTimestampMessages = read(`SELECT sortkey, chid, version, ttl, data, headers
+		FROM message WHERE uaid = ? AND kind = 2 AND sortkey > ? LIMIT ?`)
 )
+
+// The schema check of New, on a session of its own (not a Store's).
+const qTables = `SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`
 
 // Values of message.kind.
 const (

@@ -15,10 +15,10 @@ import (
 // write is a lightweight transaction, the first an INSERT IF NOT EXISTS,
 // the others UPDATE IF version = ?, so concurrent nodes' changes are
 // linearizable and one of them wins.
-const (
-	qGetRate    = `SELECT version, shares FROM sender_rate WHERE account = ?`
-	qInsertRate = `INSERT INTO sender_rate (account, version, shares) VALUES (?, ?, ?) IF NOT EXISTS`
-	qUpdateRate = `UPDATE sender_rate SET version = ?, shares = ? WHERE account = ? IF version = ?`
+var (
+	qGetRate    = read(`SELECT version, shares FROM sender_rate WHERE account = ?`)
+	qInsertRate = messageLWT(`INSERT INTO sender_rate (account, version, shares) VALUES (?, ?, ?) IF NOT EXISTS`)
+	qUpdateRate = messageLWT(`UPDATE sender_rate SET version = ?, shares = ? WHERE account = ? IF version = ?`)
 )
 
 // GetRateShares implements storage.PushStore. 1 RT.
@@ -29,24 +29,24 @@ func (s *Store) GetRateShares(ctx context.Context, account string) (storage.Rate
 	if err := s.open("get rate shares"); err != nil {
 		return storage.RateShares{}, err
 	}
-	r, err := s.readRate(ctx, account)
+	r, err := s.readRate(ctx, account, false)
 	if err != nil {
 		return storage.RateShares{}, wrap("get rate shares", err)
 	}
 	return r, nil
 }
 
-// readRate reads the record at the configured consistency, or at cl when
-// given.
-func (s *Store) readRate(ctx context.Context, account string, cl ...gocql.Consistency) (storage.RateShares, error) {
+// readRate reads the record at the read consistency, or at LOCAL_SERIAL
+// when serial.
+func (s *Store) readRate(ctx context.Context, account string, serial bool) (storage.RateShares, error) {
 	r := storage.RateShares{Account: account}
 	var version *int64
 	var shares string
-	q := s.query(ctx, qGetRate, account)
-	if len(cl) > 0 {
-		q = q.Consistency(cl[0])
+	query := s.query
+	if serial {
+		query = s.serialRead
 	}
-	err := q.Scan(&version, &shares)
+	err := query(ctx, qGetRate, account).Scan(&version, &shares)
 	if errors.Is(err, gocql.ErrNotFound) || err == nil && version == nil {
 		return r, nil
 	}
@@ -86,9 +86,9 @@ func (s *Store) PutRateShares(ctx context.Context, prev int64, next storage.Rate
 	}
 	// ScanCAS fills the current row's columns when it did not apply; only
 	// whether it applied matters here.
-	applied, err := q.SerialConsistency(gocql.LocalSerial).Idempotent(false).MapScanCAS(map[string]any{})
+	applied, err := q.MapScanCAS(map[string]any{})
 	if err != nil {
-		got, rerr := s.readRate(ctx, next.Account, gocql.LocalSerial)
+		got, rerr := s.readRate(ctx, next.Account, true)
 		if rerr != nil || got.Version != next.Version || !sameShares(got.Nodes, next.Nodes) {
 			return wrap("put rate shares", err)
 		}

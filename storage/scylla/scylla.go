@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/google/uuid"
@@ -18,7 +19,11 @@ import (
 // use: it holds only the gocql session (itself concurrent) and immutable
 // settings.
 type Store struct {
-	session    *gocql.Session
+	session *gocql.Session
+	// levels: the consistency of each class of statement.
+	levels [numClasses]gocql.Consistency
+	// spec: the speculative executions of reads; nil when disabled.
+	spec       *speculation
 	idleTTL    int // seconds, connection cells
 	channelTTL int // seconds, channel rows and cursor
 	refreshMS  int64
@@ -56,12 +61,22 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		session.Close()
 		return nil, fmt.Errorf("scylla: new: %w", err)
 	}
-	return &Store{
+	levels, err := cfg.levels()
+	if err != nil {
+		session.Close()
+		return nil, fmt.Errorf("scylla: new: %w", err)
+	}
+	s := &Store{
 		session:    session,
+		levels:     levels,
 		idleTTL:    cfg.idleTTL(),
 		channelTTL: cfg.channelTTL(),
 		refreshMS:  cfg.RefreshInterval.Milliseconds(),
-	}, nil
+	}
+	if cfg.SpeculativeAttempts > 0 {
+		s.spec = newSpeculation(cfg.SpeculativeAttempts, cfg.SpeculativeDelay, sessionUpHosts(session))
+	}
+	return s, nil
 }
 
 // connect opens a gocql session on keyspace ("" for none). Config has been
@@ -83,9 +98,11 @@ func connect(ctx context.Context, cfg Config, keyspace string) (*gocql.Session, 
 	return session, nil
 }
 
-// clusterConfig translates Config into gocql's.
+// clusterConfig translates Config into gocql's. Every statement of the
+// Store sets its class's level; the session's default, Consistency, is
+// for the schema statements.
 func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
-	consistency, err := cfg.consistency()
+	consistency, err := parseLevel("consistency", cfg.Consistency)
 	if err != nil {
 		return nil, err
 	}
@@ -102,10 +119,17 @@ func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
 	// with 16 callers: 127µs to 69µs per call).
 	c.WriteCoalesceWaitTime = 0
 	c.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: cfg.Retries}
-	// Every statement here is idempotent: writes carry explicit timestamps
-	// or rewrite the same value, deletes are deletes. So a timed-out write
-	// may be retried on another host.
+	// Every plain statement here is idempotent: writes carry explicit
+	// timestamps or rewrite the same value, deletes are deletes. So a
+	// timed-out write may be retried on another host. LWTs are marked
+	// otherwise where they run (Store.query).
 	c.DefaultIdempotence = true
+	// A node marked down is redialed every ReconnectInterval; between
+	// redials, a pool that loses its connections dials again up to 3
+	// times, 1 s apart, when the failure was a timeout (a refused
+	// connection ends the fill at once and the node is marked down).
+	c.ReconnectInterval = cfg.ReconnectInterval
+	c.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 3, Interval: time.Second}
 	// Client-side timestamps (the default, kept explicit): statements
 	// without USING TIMESTAMP get the writer's clock, in microseconds, the
 	// same scale as the connection cells.
@@ -120,12 +144,18 @@ func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
 }
 
 // hostPolicy routes each query to a replica of its partition (token aware),
-// falling back to round robin within LocalDC when set, else over all nodes.
+// falling back to round robin within LocalDC when set, else over all nodes
+// (the fallback only serves when no replica is up, or before the driver
+// knows the ring). The replicas are shuffled for each query, so a hot
+// partition's reads spread over its replicas. gocql keeps ring order for
+// the LWTs it recognises (serial reads, and on ScyllaDB, which flags them
+// in the prepared metadata, conditional writes), so that concurrent Paxos
+// rounds on a partition meet at one coordinator.
 func hostPolicy(localDC string) gocql.HostSelectionPolicy {
 	if localDC != "" {
-		return gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(localDC))
+		return gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(localDC), gocql.ShuffleReplicas())
 	}
-	return gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+	return gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.ShuffleReplicas())
 }
 
 // diagnoseKeyspace checks the schema over a session without keyspace, for
@@ -160,7 +190,7 @@ func checkSchema(ctx context.Context, session *gocql.Session, keyspace string) e
 	return nil
 }
 
-// Health reads one (absent) partition of the router table at the configured
+// Health reads one (absent) partition of the router table at the read
 // consistency: unlike a query on a system table it needs the keyspace's
 // replicas, which is what serving requires. 1 RT. Safe for concurrent use.
 func (s *Store) Health(ctx context.Context) error {
@@ -204,16 +234,36 @@ func (s *Store) open(op string) error {
 	return nil
 }
 
-// query builds a statement bound to ctx.
-func (s *Store) query(ctx context.Context, stmt string, args ...any) *gocql.Query {
-	return s.session.Query(stmt, args...).WithContext(ctx)
+// query builds st bound to ctx, at its class's level: reads may be
+// speculated, LWTs run their Paxos phase at LOCAL_SERIAL and are neither
+// retried nor speculated.
+func (s *Store) query(ctx context.Context, st statement, args ...any) *gocql.Query {
+	q := s.session.Query(st.cql, args...).WithContext(ctx).Consistency(s.levels[st.class])
+	switch {
+	case st.lwt:
+		q.SerialConsistency(gocql.LocalSerial).Idempotent(false)
+	case st.class == classRead && s.spec != nil:
+		q.SetSpeculativeExecutionPolicy(s.spec)
+	}
+	return q
 }
 
-// batch builds an unlogged batch bound to ctx. Every batch of this package
-// targets a single partition, so it is applied as one mutation: atomic and
-// isolated on each replica, without the batchlog of a logged batch.
-func (s *Store) batch(ctx context.Context) *gocql.Batch {
-	return s.session.BatchWithContext(ctx, gocql.UnloggedBatch)
+// serialRead builds the read st at LOCAL_SERIAL, which completes any LWT
+// in flight on the row first: how a caller learns whether an LWT whose
+// answer was lost applied. Never speculated: each execution would be a
+// Paxos round of its own.
+func (s *Store) serialRead(ctx context.Context, st statement, args ...any) *gocql.Query {
+	return s.session.Query(st.cql, args...).WithContext(ctx).Consistency(gocql.LocalSerial)
+}
+
+// batch builds an unlogged batch bound to ctx at class's level. Every
+// batch of this package targets a single partition, so it is applied as
+// one mutation: atomic and isolated on each replica, without the batchlog
+// of a logged batch.
+func (s *Store) batch(ctx context.Context, class opClass) *gocql.Batch {
+	b := s.session.BatchWithContext(ctx, gocql.UnloggedBatch)
+	b.SetConsistency(s.levels[class])
+	return b
 }
 
 // uuidArg converts to the type gocql marshals without reflection.
