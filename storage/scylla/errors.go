@@ -66,9 +66,11 @@ func unavailable(err error) bool {
 	if errors.As(err, &rateLimited) {
 		return true
 	}
-	var reqErr gocql.RequestError
+	// The server's error frames (scylladb/gocql v1.19) carry their code
+	// as GetCode: gocql.RequestError's Code() matches none of them.
+	var reqErr interface{ GetCode() int }
 	if errors.As(err, &reqErr) {
-		switch reqErr.Code() {
+		switch reqErr.GetCode() {
 		case gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,
 			gocql.ErrCodeReadTimeout, gocql.ErrCodeWriteTimeout:
 			return true
