@@ -104,57 +104,7 @@ fi
 # with its token, in system.peers_v2: before that, a node coordinating a
 # write would place it on the nodes it knows only (and refuse QUORUM).
 peers_with_tokens() {  # host port -> how many peers have tokens
-  python3 - "$1" "$2" <<'EOF'
-import socket, struct, sys
-host, port = sys.argv[1], int(sys.argv[2])
-def frame(stream, op, body):
-    return struct.pack(">BBhBI", 4, 0, stream, op, len(body)) + body
-def readn(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            raise EOFError
-        b += c
-    return b
-def recv(s):
-    _, _, _, op, ln = struct.unpack(">BBhBI", readn(s, 9))
-    return op, readn(s, ln)
-def string(x):
-    x = x.encode()
-    return struct.pack(">H", len(x)) + x
-try:
-    s = socket.create_connection((host, port), timeout=3)
-    s.settimeout(5)
-    s.sendall(frame(1, 0x01, struct.pack(">H", 1) + string("CQL_VERSION") + string("3.0.0")))
-    if recv(s)[0] != 0x02:
-        sys.exit(1)
-    q = b"SELECT tokens FROM system.peers_v2"
-    s.sendall(frame(2, 0x07, struct.pack(">I", len(q)) + q + struct.pack(">HB", 0x0001, 0)))
-    op, body = recv(s)
-    if op != 0x08 or struct.unpack(">i", body[:4])[0] != 2:
-        sys.exit(1)
-    p = 4
-    flags, ncols = struct.unpack(">ii", body[p:p + 8]); p += 8
-    if flags & 0x0002:  # has more pages: a paging state to skip
-        n = struct.unpack(">i", body[p:p + 4])[0]; p += 4 + max(n, 0)
-    if flags & 0x0001:  # global table spec
-        for _ in range(2):
-            n = struct.unpack(">H", body[p:p + 2])[0]; p += 2 + n
-    # One column, set<varchar>: name, type 0x0022, element type 0x000D.
-    n = struct.unpack(">H", body[p:p + 2])[0]; p += 2 + n
-    p += 4
-    rows = struct.unpack(">i", body[p:p + 4])[0]; p += 4
-    have = 0
-    for _ in range(rows):
-        n = struct.unpack(">i", body[p:p + 4])[0]; p += 4
-        if n > 4:  # a non-empty set
-            have += 1
-        p += max(n, 0)
-    print(have)
-except (OSError, EOFError, struct.error):
-    sys.exit(1)
-EOF
+  python3 "$HERE/probe.py" peers "$1" "$2"
 }
 deadline=$(( $(date +%s) + ${CQL_START_TIMEOUT:-180} ))
 for i in $(seq 1 "$N"); do

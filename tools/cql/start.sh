@@ -45,7 +45,7 @@ die() { log "error: $*"; exit 1; }
 t0=$(date +%s.%N)
 elapsed() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)"; }
 
-command -v python3 >/dev/null || die "python3 is needed (free ports, CQL readiness probe)"
+command -v python3 >/dev/null || die "python3 is needed (free ports, CQL readiness probe: probe.py)"
 if [[ -n "${JAVA:-}" ]]; then :
 elif [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then JAVA=$JAVA_HOME/bin/java
 else JAVA=$(command -v java) || die "java not found (need Java 17)"
@@ -289,59 +289,7 @@ logtail() {
 # Ready = the native port completes a CQL handshake (STARTUP -> READY) and
 # answers a real query (SELECT release_version FROM system.local).
 probe() {
-  python3 - "$LISTEN" "$NATIVE_PORT" <<'EOF'
-import socket, struct, sys
-host, port = sys.argv[1], int(sys.argv[2])
-
-def frame(stream, op, body):
-    return struct.pack(">BBhBI", 4, 0, stream, op, len(body)) + body
-
-def readn(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            raise EOFError
-        b += c
-    return b
-
-def recv(s):
-    _, _, _, op, ln = struct.unpack(">BBhBI", readn(s, 9))
-    return op, readn(s, ln)
-
-def string(x):
-    x = x.encode()
-    return struct.pack(">H", len(x)) + x
-
-try:
-    s = socket.create_connection((host, port), timeout=3)
-    s.settimeout(5)
-    s.sendall(frame(1, 0x01, struct.pack(">H", 1) + string("CQL_VERSION") + string("3.0.0")))
-    op, _ = recv(s)
-    if op != 0x02:
-        sys.exit(1)
-    q = b"SELECT release_version FROM system.local"
-    s.sendall(frame(2, 0x07, struct.pack(">I", len(q)) + q + struct.pack(">HB", 0x0001, 0)))
-    op, body = recv(s)
-    if op != 0x08 or struct.unpack(">i", body[:4])[0] != 2:
-        sys.exit(1)
-    # Rows: flags, column count, global table spec, one varchar column.
-    p = 4
-    flags, ncols = struct.unpack(">ii", body[p:p + 8]); p += 8
-    if flags & 0x0001:
-        for _ in range(2):
-            n = struct.unpack(">H", body[p:p + 2])[0]; p += 2 + n
-    for _ in range(ncols):
-        n = struct.unpack(">H", body[p:p + 2])[0]; p += 2 + n
-        p += 2  # type id (varchar, no extra)
-    nrows = struct.unpack(">i", body[p:p + 4])[0]; p += 4
-    if nrows < 1:
-        sys.exit(1)
-    n = struct.unpack(">i", body[p:p + 4])[0]; p += 4
-    print(body[p:p + n].decode())
-except (OSError, EOFError, struct.error):
-    sys.exit(1)
-EOF
+  python3 "$HERE/probe.py" version "$LISTEN" "$NATIVE_PORT"
 }
 
 deadline=$(( $(date +%s) + TIMEOUT ))
