@@ -74,6 +74,12 @@ func unavailable(err error) bool {
 		case gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,
 			gocql.ErrCodeReadTimeout, gocql.ErrCodeWriteTimeout:
 			return true
+		case gocql.ErrCodeReadFailure, gocql.ErrCodeWriteFailure:
+			// A replica failed the request ("received 1 responses and 1
+			// failures: UNKNOWN", seen from a node just restarted): a
+			// write may have reached some replicas, as with a timeout,
+			// and the caller's answer (503, retry later) is the same.
+			return true
 		}
 	}
 	return false

@@ -15,7 +15,8 @@ import (
 // its timeouts and overload are outages (storage.ErrUnavailable: the tiers
 // answer 503 with Retry-After); a syntax error or an invalid request is not.
 // Measured in the fault scenario before the fix: "Cannot achieve
-// consistency level LOCAL_QUORUM" fell through as an internal error (500).
+// consistency level LOCAL_QUORUM" (outage) and a replica's read failure
+// just after its restart fell through as internal errors (500).
 func TestServerErrorsByCode(t *testing.T) {
 	unavail := &gocql.RequestErrUnavailable{Consistency: gocql.LocalQuorum, Required: 2, Alive: 1}
 	unavail.Code, unavail.Message = gocql.ErrCodeUnavailable, "Cannot achieve consistency level LOCAL_QUORUM"
@@ -23,6 +24,10 @@ func TestServerErrorsByCode(t *testing.T) {
 	readTimeout.Code = gocql.ErrCodeReadTimeout
 	writeTimeout := &gocql.RequestErrWriteTimeout{}
 	writeTimeout.Code = gocql.ErrCodeWriteTimeout
+	readFailure := &gocql.RequestErrReadFailure{}
+	readFailure.Code, readFailure.Message = gocql.ErrCodeReadFailure, "Operation failed - received 1 responses and 1 failures: UNKNOWN from /127.0.0.3:58921"
+	writeFailure := &gocql.RequestErrWriteFailure{}
+	writeFailure.Code = gocql.ErrCodeWriteFailure
 	syntax := &gocql.RequestErrUnavailable{}
 	syntax.Code, syntax.Message = gocql.ErrCodeSyntax, "line 1: no viable alternative"
 	for _, c := range []struct {
@@ -33,6 +38,8 @@ func TestServerErrorsByCode(t *testing.T) {
 		{"unavailable", unavail, true},
 		{"read timeout", readTimeout, true},
 		{"write timeout", writeTimeout, true},
+		{"read failure", readFailure, true},
+		{"write failure", writeFailure, true},
 		{"syntax", syntax, false},
 	} {
 		err := wrap("op", fmt.Errorf("query: %w", c.err))

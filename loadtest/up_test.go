@@ -1,0 +1,127 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClusterUpDown: `make cluster` (tools/cluster.sh up) brings up the
+// replicated cluster in the background and prints where it listens; every
+// process it lists runs and answers its health check (the push API through
+// nginx too); `make cluster-down` stops exactly those processes, the
+// Cassandra nodes included, and removes their directories.
+func TestClusterUpDown(t *testing.T) {
+	if os.Getenv("AUTOPUSH_CLUSTER") != "1" {
+		t.Skip("starts a 3-node Cassandra cluster: run by `make test` in its cluster step (AUTOPUSH_CLUSTER=1)")
+	}
+	root, err := moduleRootDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := func(arg string) string {
+		cmd := exec.Command("bash", filepath.Join(root, "tools", "cluster.sh"), arg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster.sh %s: %v\n%s", arg, err, out)
+		}
+		return string(out)
+	}
+	out := script("up")
+	down := false
+	defer func() {
+		if !down {
+			script("down")
+		}
+	}()
+	var st ClusterState
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.CQLPIDs) != 3 || len(st.Engines) != 2 || len(st.Endpoints) != 2 || st.Balancer.PID == 0 {
+		t.Fatalf("cluster.json: %s", b)
+	}
+	if !strings.Contains(out, st.Balancer.URL) || !strings.Contains(out, st.Engines[1].URL) {
+		t.Errorf("make cluster printed:\n%s\nwithout the push API %s or engine %s", out, st.Balancer.URL, st.Engines[1].URL)
+	}
+	pids := append([]int{st.Supervisor, st.Balancer.PID}, st.CQLPIDs...)
+	for _, l := range append(st.Engines, st.Endpoints...) {
+		pids = append(pids, l.PID)
+	}
+	for _, pid := range pids {
+		if !running(pid) {
+			t.Errorf("pid %d listed in cluster.json does not run", pid)
+		}
+	}
+	// Health: the push API through nginx, each endpoint, each engine's
+	// metrics (Prometheus text).
+	get := func(url string) {
+		t.Helper()
+		c := http.Client{Timeout: 10 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Errorf("GET %s: %v", url, err)
+			return
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s", url, resp.Status)
+		}
+	}
+	get(st.Balancer.URL + "/__heartbeat__")
+	for _, e := range st.Endpoints {
+		get(e.URL + "/__heartbeat__")
+		get(e.MetricsURL)
+	}
+	for _, e := range st.Engines {
+		get(e.MetricsURL)
+	}
+
+	script("down")
+	down = true
+	deadline := time.Now().Add(time.Minute)
+	for _, pid := range pids {
+		for running(pid) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if running(pid) {
+			t.Errorf("pid %d still runs after make cluster-down", pid)
+		}
+	}
+	for _, d := range st.CQLDirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("Cassandra directory %s left behind (%v)", d, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cluster.json")); !os.IsNotExist(err) {
+		t.Errorf("cluster.json left behind (%v)", err)
+	}
+}
+
+// running tells whether pid is a live process (not a zombie).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return err == nil && !strings.Contains(string(b), "State:\tZ")
+}
+
+// moduleRootDir is the repository's root, from the go command.
+func moduleRootDir() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
