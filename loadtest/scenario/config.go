@@ -47,7 +47,8 @@ const (
 	// FaultRoll restarts every engine with SIGTERM (it drains), one at a
 	// time, each started again before the next stops.
 	FaultRoll = "roll"
-	// FaultOutage stops every Cassandra node for Outage, then starts them.
+	// FaultOutage stops every Cassandra node (SIGTERM) for Outage, then
+	// starts them.
 	FaultOutage = "outage"
 )
 

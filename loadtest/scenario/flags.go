@@ -98,7 +98,7 @@ faults: replica (SIGKILL one Cassandra
 node, start it again after -down-time), engine-kill (SIGKILL one engine,
 start it again on its addresses after -down-time), endpoint-kill (the same
 for one endpoint behind nginx), roll (SIGTERM every engine in turn, each
-started again before the next), outage (every Cassandra node down for
+started again before the next), outage (every Cassandra node stopped for
 -outage). After each phase everyone reconnects and drains, and the phase's
 pushes are accounted for as in churn: answered 201 and never delivered,
 duplicated after ack, refusals by status (503 must carry Retry-After),
