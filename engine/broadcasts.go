@@ -189,7 +189,8 @@ type healthCache struct {
 }
 
 // storageHealth returns storage's health, fresh or at most a second old;
-// while a check runs, callers get the last result.
+// while a check runs, callers get the last result. A fresh result marks
+// storage up or down (storagewatch.go).
 func (srv *Server) storageHealth(ctx context.Context) error {
 	h := &srv.health
 	h.mu.Lock()
@@ -204,5 +205,6 @@ func (srv *Server) storageHealth(ctx context.Context) error {
 	h.mu.Lock()
 	h.running, h.at, h.err = false, time.Now(), err
 	h.mu.Unlock()
+	srv.noteHealth(err)
 	return err
 }

@@ -85,8 +85,15 @@ func (srv *Server) run(r *session.Result) {
 		})
 		r.More = len(r.Topics)+len(r.Stamps) == j.Page
 	case session.JobDelete:
-		defer srv.deletes.done(j.UAID)
 		r.Err = srv.timed(func() error { return srv.store.DeleteMessage(ctx, j.UAID, j.Message) })
+		if unavailable(r.Err) {
+			// Owed until storage answers; the user's reads wait for it
+			// (owed.go).
+			srv.log.Warn("delete acked message failed: owed until storage answers", "error", r.Err)
+			srv.owe(owedWrite{uaid: j.UAID, del: j.Message})
+			return
+		}
+		srv.deletes.done(j.UAID)
 		if r.Err != nil {
 			srv.log.Warn("delete acked message failed", "error", r.Err)
 		}
@@ -151,6 +158,9 @@ func (srv *Server) timed(call func() error) error {
 	srv.metrics.storageSeconds.UpdateDuration(start)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrConflict) {
 		srv.metrics.storageErrors.Inc()
+		if unavailable(err) {
+			srv.watchStorage() // an outage? its health says (storagewatch.go)
+		}
 	}
 	return err
 }
@@ -165,15 +175,22 @@ func (srv *Server) leave(l session.Leave) {
 		defer srv.pending.Add(-1)
 		ctx, cancel := srv.ctx()
 		defer cancel()
+		stored := 0
 		for i := range l.Keep {
-			if err := srv.timed(func() error { return srv.store.SaveMessage(ctx, l.UAID, l.Keep[i]) }); err != nil {
-				srv.log.Error("storing unacked notification on close failed", "error", err, "uaid", protocol.FormatUAID(l.UAID))
-				continue
+			err := srv.timed(func() error { return srv.store.SaveMessage(ctx, l.UAID, l.Keep[i]) })
+			switch {
+			case unavailable(err):
+				// Owed until storage answers (owed.go).
+				srv.owe(owedWrite{uaid: l.UAID, save: &l.Keep[i]})
+			case err != nil:
+				srv.log.Error("storing unacked notification on close failed: lost", "error", err, "uaid", protocol.FormatUAID(l.UAID))
+			default:
+				srv.metrics.storedOut.Inc()
+				stored++
 			}
-			srv.metrics.storedOut.Inc()
 		}
 		srv.timed(func() error { return srv.store.ClearNode(ctx, l.UAID, l.ConnectedAt) })
-		if len(l.Keep) > 0 {
+		if stored > 0 {
 			srv.notifyHolder(ctx, l.UAID)
 		}
 	}

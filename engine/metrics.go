@@ -37,6 +37,8 @@ const (
 	mStorageSeconds    = "autoconnect_storage_seconds"
 	mDeliveryAck       = "autoconnect_delivery_ack_seconds"
 	mDraining          = "autoconnect_draining"
+	mStorageDown       = "autoconnect_storage_down"
+	mOwedWrites        = "autoconnect_owed_writes"
 	mStorageErrors     = "autoconnect_storage_errors_total"
 	mOverloaded        = "autoconnect_overloaded_total"
 	mErrors            = "autoconnect_errors_total" // {kind}: session.ErrorKinds
@@ -125,11 +127,15 @@ func newMetrics(srv *Server) *engineMetrics {
 		}
 		return float64(srv.apiLn.Open())
 	})
-	s.NewGauge(mDraining, func() float64 {
-		if srv.env.Draining.Load() {
-			return 1
-		}
-		return 0
-	})
+	s.NewGauge(mDraining, func() float64 { return bool01(srv.env.Draining.Load()) })
+	s.NewGauge(mStorageDown, func() float64 { return bool01(srv.env.StorageDown.Load()) })
+	s.NewGauge(mOwedWrites, func() float64 { return float64(srv.owing()) })
 	return m
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -169,7 +169,9 @@ func (srv *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), srv.cfg.StorageTimeout)
 	defer cancel()
 	status, code := "ok", http.StatusOK
-	if err := srv.store.Health(ctx); err != nil {
+	err := srv.store.Health(ctx)
+	srv.noteHealth(err)
+	if err != nil {
 		status, code = "error", http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, map[string]any{"status": status, "storage": status, "draining": srv.env.Draining.Load()})

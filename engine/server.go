@@ -48,6 +48,8 @@ type Server struct {
 
 	megaphone *http.Client   // the broadcast poller's (broadcasts.go)
 	health    healthCache    // the public port's health checks
+	watch     storageWatch   // storage down or up (storagewatch.go)
+	owed      owedWrites     // writes owed while storage fails (owed.go)
 	quit      chan struct{}  // closed by Close: background work stops
 	bg        sync.WaitGroup // background goroutines (the broadcast poller)
 
@@ -254,6 +256,10 @@ func (srv *Server) Close() error {
 	srv.bg.Wait()
 	srv.workers.stop()
 	srv.leaving.Wait()
+	// Owed writes (owed.go): a last try, then what is left is lost.
+	if n := srv.payOwed(); n > 0 {
+		srv.log.Error("storage unavailable at shutdown: owed writes lost (unacked notifications, acked deletes)", "count", n)
+	}
 	srv.nodes.CloseIdle()
 	return err
 }

@@ -107,6 +107,14 @@ func (s *Session) upgrade(x *Ctx, buf []byte) int {
 		s.abort(x)
 		return 0
 	}
+	if x.StorageDown.Load() {
+		// Its hello could only fail: refused before it costs a job, with
+		// the API tier's Retry-After (docs/operations.md, Storage outage).
+		x.Metrics.UpgradesRefused.Inc()
+		x.Out = ws.AppendHTTPResponse(x.Out, 503, "storage unavailable\n", "Retry-After", "30")
+		s.abort(x)
+		return 0
+	}
 	x.Out = ws.AppendUpgradeResponse(x.Out, &req, req.Protocol())
 	x.Metrics.Upgrades.Inc()
 	s.state = stHello

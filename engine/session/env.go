@@ -108,6 +108,11 @@ type Env struct {
 	// Draining is set when the node drains: upgrades and deliveries are
 	// refused, hellos that finish are closed.
 	Draining atomic.Bool
+	// StorageDown is set while the node holds storage unreachable (its
+	// health read failed; engine/storagewatch.go): upgrades are refused
+	// with 503, hellos closed with 1013 without a storage call, direct
+	// deliveries answered busy.
+	StorageDown atomic.Bool
 	// Full reports that the node holds as many connections as it may:
 	// upgrades are refused. Nil: never full.
 	Full func() bool

@@ -81,6 +81,12 @@ func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
 		return nodeapi.StatusNotHere
 	case x.Draining.Load():
 		return nodeapi.StatusBusy
+	case x.StorageDown.Load():
+		// Accepted now, it could not be kept should the client leave
+		// before acking it: the endpoint stores it or refuses it (503
+		// errno 201). No check is owed: if it is stored, the endpoint
+		// asks for one.
+		return nodeapi.StatusBusy
 	case s.flow != nil && s.flow.dropping:
 		return nodeapi.StatusNotHere // the user is being dropped (msglimit.go)
 	}
@@ -315,7 +321,7 @@ func (s *Session) Close(e *Env, unsent int) (Leave, bool) {
 		written := f.unacked[:len(f.unacked)-min(max(unsent, 0), len(f.unacked))]
 		for _, p := range written {
 			if p.direct != nil && !p.direct.Expired(now) && p.direct.TTL > 0 {
-				keep = append(keep, restamp(*p.direct, now))
+				keep = append(keep, Restamp(*p.direct, now))
 			}
 		}
 		e.InFlight.Add(-int64(len(f.unacked)))
@@ -327,10 +333,10 @@ func (s *Session) Close(e *Env, unsent int) (Leave, bool) {
 	return Leave{UAID: s.uaid, ConnectedAt: s.connectedAt, Keep: keep}, true
 }
 
-// restamp gives a direct message about to be stored a new sort key with
+// Restamp gives a direct message about to be stored a new sort key with
 // the TTL it has left: its original key may lie behind a cursor that later
 // acks already advanced, where no read would ever find it.
-func restamp(m storage.Message, now time.Time) storage.Message {
+func Restamp(m storage.Message, now time.Time) storage.Message {
 	left := m.Expiry().Sub(now)
 	m.SortKey = storage.NewSortKey()
 	m.TTL = max(int64((left+time.Second-1)/time.Second), 1)

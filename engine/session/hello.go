@@ -23,6 +23,12 @@ func (s *Session) hello(x *Ctx, m *protocol.ClientMessage) {
 		return
 	}
 	x.Metrics.Hellos.Inc()
+	if x.StorageDown.Load() {
+		// Upgraded before storage was found down: its hello could only
+		// fail, so it fails now, as a failed storage call would.
+		s.fail(x, "storage", ws.StatusTryAgainLater, "storage unavailable")
+		return
+	}
 	uaid, known := protocol.ParseUAID(m.UAID)
 	known = known && m.HasUAID && uaid != [16]byte{}
 	now := x.Now()

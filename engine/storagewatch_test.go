@@ -1,0 +1,200 @@
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// outageStore fails the hello's calls and the health read as an
+// unreachable cluster does, while down is set.
+type outageStore struct {
+	storage.Store
+	down atomic.Bool
+}
+
+func (o *outageStore) err(op string) error {
+	if o.down.Load() {
+		return fmt.Errorf("%s: no hosts available: %w", op, storage.ErrUnavailable)
+	}
+	return nil
+}
+
+func (o *outageStore) Health(ctx context.Context) error {
+	if err := o.err("health"); err != nil {
+		return err
+	}
+	return o.Store.Health(ctx)
+}
+
+func (o *outageStore) ConnectNew(ctx context.Context, u storage.User) error {
+	if err := o.err("connect new"); err != nil {
+		return err
+	}
+	return o.Store.ConnectNew(ctx, u)
+}
+
+func (o *outageStore) Reconnect(ctx context.Context, u storage.User) (storage.User, error) {
+	if err := o.err("reconnect"); err != nil {
+		return storage.User{}, err
+	}
+	return o.Store.Reconnect(ctx, u)
+}
+
+// TestStorageOutageWatch: a hello that fails because storage is
+// unavailable makes the node read storage's health; while that fails the
+// node reports autoconnect_storage_down 1, answers new upgrades 503 with
+// Retry-After and direct deliveries 503 (busy) to a client connected
+// before; once storage answers again the node notices by itself (no
+// request needed), and upgrades, hellos and deliveries work.
+func TestStorageOutageWatch(t *testing.T) {
+	store := &outageStore{Store: newStore(t)}
+	srv := et.Start(t, store, et.Config())
+	down := func() float64 { v, _ := et.Metric(t, srv.NodeURL(), "autoconnect_storage_down"); return v }
+	if down() != 0 {
+		t.Fatal("storage down at start")
+	}
+	c := et.Dial(t, srv.Addr())
+	uaid := c.Hello("")
+	chid := uuid.NewString()
+	c.Register(chid, "")
+
+	store.down.Store(true)
+	late := et.Dial(t, srv.Addr())
+	late.Send(map[string]any{"messageType": "hello", "use_webpush": true})
+	if code := late.ExpectClose(); code != 1013 {
+		t.Fatalf("hello while storage fails: closed with %d, want 1013", code)
+	}
+	et.Eventually(t, 10*time.Second, "autoconnect_storage_down 1", func() bool { return down() == 1 })
+	if status, retry := rawUpgrade(t, srv.Addr()); status != http.StatusServiceUnavailable || retry == "" {
+		t.Fatalf("upgrade while storage is down: %d, Retry-After %q", status, retry)
+	}
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "v1", ""), ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("direct delivery while storage is down: %d, want 503", code)
+	}
+
+	store.down.Store(false)
+	et.Eventually(t, 10*time.Second, "autoconnect_storage_down 0", func() bool { return down() == 0 })
+	if status, _ := rawUpgrade(t, srv.Addr()); status != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade once storage is back: %d", status)
+	}
+	again := et.Dial(t, srv.Addr())
+	again.Hello("")
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "v2", ""), ""); code != http.StatusOK {
+		t.Fatalf("direct delivery once storage is back: %d", code)
+	}
+	if n := c.Read(); n["version"] != "v2" {
+		t.Fatalf("got %v, want v2 (v1 was refused)", n)
+	}
+}
+
+func (o *outageStore) SaveMessage(ctx context.Context, uaid uuid.UUID, m storage.Message) error {
+	if err := o.err("save message"); err != nil {
+		return err
+	}
+	return o.Store.SaveMessage(ctx, uaid, m)
+}
+
+func (o *outageStore) DeleteMessage(ctx context.Context, uaid uuid.UUID, k storage.MessageKey) error {
+	if err := o.err("delete message"); err != nil {
+		return err
+	}
+	return o.Store.DeleteMessage(ctx, uaid, k)
+}
+
+// TestOwedWrites: what the node must write when storage fails is made
+// once storage answers again, without any request asking for it
+// (engine/owed.go):
+//   - a client that leaves with a direct notification unacked while
+//     storage fails gets it on its next connection;
+//   - a stored message acked while storage fails is not sent again on the
+//     next connection.
+func TestOwedWrites(t *testing.T) {
+	store := &outageStore{Store: newStore(t)}
+	srv := et.Start(t, store, et.Config())
+	owed := func() float64 { v, _ := et.Metric(t, srv.NodeURL(), "autoconnect_owed_writes"); return v }
+	settled := func(what string) {
+		t.Helper()
+		et.Eventually(t, 10*time.Second, what, func() bool {
+			v, _ := et.Metric(t, srv.NodeURL(), "autoconnect_storage_down")
+			return owed() == 0 && v == 0
+		})
+	}
+
+	t.Run("unacked direct notification of a client that left", func(t *testing.T) {
+		c := et.Dial(t, srv.Addr())
+		uaid := c.Hello("")
+		chid := uuid.NewString()
+		c.Register(chid, "")
+		if code := et.Push(t, srv, uaid, et.Notification(chid, "held", ""), ""); code != http.StatusOK {
+			t.Fatalf("direct delivery: %d", code)
+		}
+		wantNotification(t, c, chid, "held", "") // read, never acked
+		store.down.Store(true)
+		c.Close()
+		et.Eventually(t, 10*time.Second, "the notification owed", func() bool { return owed() == 1 })
+		store.down.Store(false)
+		settled("the owed notification stored")
+		c = et.Dial(t, srv.Addr())
+		c.Hello(uaid)
+		wantNotification(t, c, chid, "held", "")
+		c.Ack(chid, "held")
+		et.NothingMore(t, srv.NodeURL(), c)
+	})
+
+	t.Run("stored message acked while storage fails", func(t *testing.T) {
+		c := et.Dial(t, srv.Addr())
+		uaid := c.Hello("")
+		chid := uuid.NewString()
+		c.Register(chid, "")
+		c.Leave()
+		m := storage.Message{CHID: uuid.MustParse(chid), Version: "stored", SortKey: storage.NewSortKey(), TTL: 600}
+		if err := store.Store.SaveMessage(context.Background(), uuid.UUID(parseUAID(t, uaid)), m); err != nil {
+			t.Fatal(err)
+		}
+		c = et.Dial(t, srv.Addr())
+		c.Hello(uaid)
+		wantNotification(t, c, chid, "stored", "")
+		store.down.Store(true)
+		c.Ack(chid, "stored")
+		c.Leave() // answered once the delete was tried
+		if owed() != 1 {
+			t.Fatalf("autoconnect_owed_writes %v after the failed delete, want 1", owed())
+		}
+		store.down.Store(false)
+		settled("the owed delete made")
+		c = et.Dial(t, srv.Addr())
+		c.Hello(uaid)
+		et.NothingMore(t, srv.NodeURL(), c)
+	})
+}
+
+// rawUpgrade sends a websocket handshake and returns the answer's status
+// and Retry-After.
+func rawUpgrade(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(et.Patience))
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("upgrade answer: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Retry-After")
+}
