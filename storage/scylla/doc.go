@@ -44,4 +44,11 @@
 //     orders writes by arrival, not by the data, and breaks the rules.
 //   - Never return a gocql error unmapped: every error wraps one of the
 //     storage errors (see errors.go) or is wrapped with context as-is.
+//
+// Size: it is one implementation of one interface, storage.Store, whose
+// parts (router, messages, broadcasts, the sender's pushes, index, rate
+// shares and idempotency keys) share the session, the statements'
+// consistency classes (consistency.go), the timestamp rules and the error
+// mapping; split, each part would need those exported across packages.
+// One file per part keeps the concepts apart.
 package scylla
