@@ -108,11 +108,11 @@ func TestClusterSenderFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() { // after the nodes' (cleanups run last first)
 		if err := c.Close(); err != nil {
 			t.Error(err)
 		}
-	}()
+	})
 	cfg := scylla.DefaultConfig()
 	cfg.Hosts, cfg.Keyspace = c.Hosts, "senderfaults"
 	if err := scylla.ApplySchema(ctx, cfg, localcluster.Replication(3)); err != nil {
