@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity million stall fanout sender-cluster sender-cluster-faults sender-crash sender-bench sender-flood bridge-bench drain-loop
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity million stall fanout sender-cluster sender-crash sender-bench sender-flood bridge-bench drain-loop
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -53,6 +53,7 @@ bench: ## storage benchmarks (starts Cassandra when CQL_HOSTS is unset)
 sender-cluster: ## two, then three sender nodes on one Cassandra keyspace sharing one account's rate: 30,000 pushes each, sent once, the most in any second (~8 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh sender-cluster
 
+.PHONY: sender-cluster-faults
 sender-cluster-faults: ## two autoendpoint sender nodes on a 3-node Cassandra cluster (RF 3) of its own: one SIGKILLed holding leases and taken over, a CQL node killed and restarted meanwhile; 20,000 pushes, each accepted once by the fake provider (make test's cluster step: 3,000)
 	bash tools/test.sh sender-cluster-faults
 
