@@ -17,6 +17,11 @@
 #                               policy (make test: 1 round of 1,500)
 #   tools/test.sh drain-loop    SIGTERM during pushes and acks, 20 rounds on
 #                               each backend (make test runs 3)
+#   tools/test.sh sender-cluster-faults  two sender nodes on a 3-node
+#                               Cassandra cluster of its own, one SIGKILLed
+#                               holding leases, a CQL node killed and restarted,
+#                               20,000 pushes each sent once (make test's
+#                               cluster step: 3,000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
@@ -43,6 +48,13 @@ if [ "$mode" = stress ]; then
 		hogs+=($!)
 	done
 	echo "== stress: ${#hogs[@]} CPU hogs running (pids ${hogs[*]})" >&2
+fi
+
+if [ "$mode" = sender-cluster-faults ]; then
+	# Starts its own cluster (tools/cql/localcluster): no single node here.
+	AUTOPUSH_CLUSTER=1 SENDER_CLUSTER_FAULT_PUSHES=${SENDER_CLUSTER_FAULT_PUSHES:-20000} go test -count=1 -v -timeout 40m \
+		-run '^TestClusterSenderFaults$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
+	exit "${PIPESTATUS[0]}"
 fi
 
 if [ -z "${CQL_HOSTS:-}" ]; then

@@ -288,6 +288,33 @@ func TestRecoveryBeforeQueue(t *testing.T) {
 	})
 }
 
+// flakyList fails the first failures ListPushes calls, as a read does
+// just after a replica was lost.
+type flakyList struct {
+	storage.Store
+	failures atomic.Int64
+}
+
+func (f *flakyList) ListPushes(ctx context.Context, st storage.PushState, cursor string, limit int) ([]storage.Push, string, error) {
+	if f.failures.Add(-1) >= 0 {
+		return nil, "", fmt.Errorf("a read timed out: %w", storage.ErrUnavailable)
+	}
+	return f.Store.ListPushes(ctx, st, cursor, limit)
+}
+
+// TestRecoveryRetriesItsListing: a restarted node whose first listing of
+// its earlier run's pushes fails (twice) tries again, and takes them back
+// at once, not an hour later when their leases expire.
+func TestRecoveryRetriesItsListing(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := &flakyList{Store: newStore(t)}
+		store.failures.Store(2)
+		own := orphan(t, store, "node-a", "own", time.Hour, false)
+		r := newRig(t, store, testConfig("node-a"))
+		wantAttempts(t, waitState(t, r.s, own.ID, storage.PushSent), "OK//200")
+	})
+}
+
 // stallingStore holds every push update while stalled (a storage write
 // held up, as an fsync on a busy disk is).
 type stallingStore struct {

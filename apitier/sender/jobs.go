@@ -212,9 +212,7 @@ func (s *Sender) recover(ctx context.Context) {
 	seen := map[uuid.UUID]bool{}
 	cursor := ""
 	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-		ps, next, err := s.store.ListPushes(rctx, storage.PushInMemory, cursor, storage.MaxPushPage)
-		cancel()
+		ps, next, err := s.listInMemory(ctx, cursor)
 		if err != nil {
 			s.m.storageError(stageQueue)
 			s.log.Error("own pushes not recovered; they are taken back when their leases expire", "error", err)
@@ -243,6 +241,32 @@ func (s *Sender) recover(ctx context.Context) {
 		s.log.Info("recovered this node's pushes", "node", s.node, "pushes", len(own))
 	}
 }
+
+// listInMemory reads a page of IN_MEMORY pushes for recover, trying
+// recoverTries times, a second and then two apart: a read that fails
+// just after a replica was lost (its coordinator still waiting on the
+// dead node) left a restarted node's pushes to wait for their leases
+// (TestClusterSenderFaults).
+func (s *Sender) listInMemory(ctx context.Context, cursor string) ([]storage.Push, string, error) {
+	wait := time.Second
+	for try := 1; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+		ps, next, err := s.store.ListPushes(rctx, storage.PushInMemory, cursor, storage.MaxPushPage)
+		cancel()
+		if err == nil || try == recoverTries {
+			return ps, next, err
+		}
+		select {
+		case <-time.After(wait): // backing off a storage failure
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		}
+		wait *= 2
+	}
+}
+
+// recoverTries is how many times recover tries each page.
+const recoverTries = 3
 
 // toPending hands a push back to the SendPending job.
 func (s *Sender) toPending(p *storage.Push) {

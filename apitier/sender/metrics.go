@@ -73,7 +73,9 @@ const (
 	// claims another node won.
 	mClaims = "autosender_claims_total"
 	// mLeaseLost{provider}: queued pushes dropped because another node
-	// took them over, or they were withdrawn, before the attempt started.
+	// took them over, or they were withdrawn, before the attempt started;
+	// and sends held up until their lease no longer covered the call,
+	// handed back unsent.
 	mLeaseLost = "autosender_lease_lost_total"
 	// mAttempts{provider,verdict}: provider calls by verdict (sent,
 	// retry, fail, device_gone, no_prototype_key, broken), and attempts

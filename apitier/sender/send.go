@@ -28,13 +28,13 @@ import (
 //     index writes fewer per push on CQL;
 //  4. the provider is called at the planned time; a call that could not
 //     be made within callSlack of it waits for the next time the gate
-//     gives;
+//     gives; a call the lease no longer covers is not made;
 //  5. the outcome (attempt OK or ERROR, the push's next state) is written.
 //
 // A storage error at 3 leaves the push IN_MEMORY under this node's lease:
 // it is taken back when the lease expires (notStoredExceptionWhileAttempt).
-// One at 5 is retried briefly; if it persists, the push is found
-// IN_PROCESS after the lease and handled as interrupted.
+// One at 5 is retried while the lease holds (record); if it persists,
+// the push is found IN_PROCESS after the lease and handled as interrupted.
 func (s *Sender) send(l *lane, p storage.Push) {
 	now := time.Now()
 	n, ok := notification(&p, now)
@@ -86,6 +86,17 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		}
 	}
 	l.passed()
+	// The call must end within the lease: once it expires another node
+	// may take the push over and send it too. begin leaves more than the
+	// provider's timeout, but a send held up since (a write answered
+	// late, a stalled process: seen on a loaded cluster) may have used
+	// it: it makes no call and hands the push back.
+	if time.Until(time.UnixMilli(started.At)) < l.limits.Timeout {
+		l.m.leaseLost.Inc()
+		s.log.Warn("send held up until too little of its lease was left for the call; not sent, handed back", "push", p.ID)
+		s.handBack(&started, errors.New("too little lease left"))
+		return
+	}
 	res := callProvider(l.p, n, l.limits.Timeout)
 	took := time.Since(at)
 	l.m.sendSeconds.Update(took.Seconds())
@@ -343,26 +354,44 @@ func (s *Sender) due(p *storage.Push, t time.Time) time.Time {
 	return next
 }
 
-// record writes the outcome, retrying a failed write for up to a few
-// seconds: a send whose outcome is lost would be resent after the lease.
+// record writes the outcome. A write the store could not make (storage
+// unavailable) is retried, backing off up to a second, for as long as
+// this node's lease on the push holds (prev.At), and at least
+// recordTries times: until then no node takes the push over, so a late
+// outcome still counts, whereas one given up leaves the attempt
+// IN_PROCESS, handled as interrupted after the lease, and a push the
+// provider has is sent again. A replica lost mid-write held outcomes up
+// for longer than the few retries made before (TestClusterSenderFaults).
+//
+// A retry is safe even after a write whose outcome is unknown: it is
+// conditional on prev's version, so one that follows a write that did
+// apply finds the version moved on (ErrConflict) and changes nothing.
 func (s *Sender) record(prev *storage.Push, next storage.Push) {
+	lease := time.UnixMilli(prev.At)
 	delay := 100 * time.Millisecond
-	for try := 0; ; try++ {
+	for try := 1; ; try++ {
 		err := s.update(prev, next)
 		if err == nil {
 			return
 		}
 		if errors.Is(err, storage.ErrConflict) {
+			if try > 1 {
+				s.log.Warn("push changed after a failed write of its outcome: that write applied, or the push was taken over", "push", prev.ID)
+				return
+			}
 			s.log.Warn("push taken over while it was being sent (lease expired during the call)", "push", prev.ID)
 			return
 		}
-		if try == 4 {
+		if try >= recordTries && (!errors.Is(err, storage.ErrUnavailable) || !time.Now().Add(delay).Before(lease)) {
 			s.m.storageError(stageAttempt)
 			s.log.Error("attempt outcome not recorded; the push will be handled as interrupted after its lease",
-				"push", prev.ID, "state", next.State, "error", err)
+				"push", prev.ID, "state", next.State, "tries", try, "error", err)
 			return
 		}
 		time.Sleep(delay) // backing off a storage outage, not waiting for an event
-		delay *= 2
+		delay = min(2*delay, time.Second)
 	}
 }
+
+// recordTries is how many times record tries an outcome at least.
+const recordTries = 5

@@ -40,6 +40,7 @@ type Sender struct {
 	// lastTakeover is when SendScheduled last read expired leases (only
 	// its goroutine touches it).
 	lastTakeover time.Time
+	discards     chan struct{} // a slot per discard running (discardLater)
 }
 
 // New checks cfg against every provider's limits (the seed's rules) and
@@ -70,7 +71,7 @@ func New(cfg Config, store storage.PushStore, providers []provider.Provider, log
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sender{cfg: cfg, store: store, log: log.With("component", "sender"), loc: loc, node: node,
 		lanes: map[string]*lane{}, first: providers[0].Name(), m: newMetrics(), ctx: ctx, cancel: cancel,
-		ready: make(chan struct{})}
+		ready: make(chan struct{}), discards: make(chan struct{}, discardConcurrency)}
 	for _, p := range providers {
 		if err := cfg.ValidateFor(p.Name(), p.Limits()); err != nil {
 			cancel()
@@ -345,6 +346,7 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 			l.release(r.Client)
 		}
 		s.m.storageError(stageReceive)
+		s.discardLater(p)
 		return storage.Push{}, fmt.Errorf("sender: accept: %w", err)
 	}
 	if queued {
@@ -352,6 +354,72 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 	}
 	s.m.receive(start, r.CronExpression != "", p.State == storage.PushPending)
 	return p, nil
+}
+
+// discardLater makes sure p, whose create failed, is never sent: the
+// caller is told it was not accepted (the push API answers 503, and the
+// client sends it again), but a write that timed out may have stored it
+// all the same, and a stored push is sent (TestClusterSenderFaults saw
+// refused pushes sent before this). It runs discard in the background,
+// so that the refusal is not delayed, discardConcurrency at most at once
+// (a storage outage refuses every push); beyond, p is only logged.
+func (s *Sender) discardLater(p storage.Push) {
+	select {
+	case s.discards <- struct{}{}:
+	default:
+		s.log.Warn("a push refused on a storage error may have been stored, and may be sent (too many refusals at once to check it)", "push", p.ID)
+		return
+	}
+	go func() {
+		defer func() { <-s.discards }()
+		s.discard(&p)
+	}()
+}
+
+// discardConcurrency bounds the discards running at once.
+const discardConcurrency = 16
+
+// discard makes p FAILED by a conditional update from the version
+// created, which finds nothing when nothing was stored. A failed try is
+// retried within the storage timeout (the failure that refused the
+// push, a replica lost, often fails the next write too). A push created
+// PENDING that a node claimed first is sent, and logged; so is one whose
+// update keeps failing.
+func (s *Sender) discard(p *storage.Push) {
+	now := time.Now()
+	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
+	next.Attempts = append(next.Attempts, storage.Attempt{
+		N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther, Node: s.node,
+		Started: now.UnixMilli(), Cause: "refused when it was received (a storage error: the client was answered 503); not sent",
+	})
+	s.finish(&next, storage.PushFailed, now)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := s.store.UpdatePush(ctx, p, next)
+		switch {
+		case err == nil:
+			s.log.Warn("a push refused on a storage error was stored all the same; it is FAILED, not sent", "push", p.ID)
+			return
+		case errors.Is(err, storage.ErrNotFound): // nothing stored
+			return
+		case errors.Is(err, storage.ErrConflict) && try > 1:
+			// Made FAILED by the try that failed, or claimed.
+			if got, gerr := s.store.GetPush(ctx, p.ID); gerr == nil && got.Version == next.Version && got.State == storage.PushFailed {
+				return
+			}
+		}
+		if !errors.Is(err, storage.ErrUnavailable) || ctx.Err() != nil {
+			s.log.Warn("a push refused on a storage error may have been stored, and may be sent", "push", p.ID, "error", err)
+			return
+		}
+		select {
+		case <-time.After(delay): // backing off a storage outage
+		case <-ctx.Done():
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // Get returns a push with its attempt log (storage.ErrNotFound when there
