@@ -235,8 +235,10 @@ func TestClusterSenderFaults(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			states := map[storage.PushState]int{}
-			for _, p := range final {
-				states[p.State]++
+			for u, p := range final {
+				if states[p.State]++; !p.State.Final() && states[p.State] <= 10 {
+					t.Errorf("%s (accepted by node %s) is %s: %+v", u, accepted[u].node, p.State, p)
+				}
 			}
 			t.Fatalf("pushes not final 5 min after the last post: by state %v (%v); %d accepted by the provider",
 				states, err, answered(fake, a.key)+answered(fake, b.key))
