@@ -54,7 +54,7 @@ sender-cluster: ## two, then three sender nodes on one Cassandra keyspace sharin
 	bash tools/test.sh sender-cluster
 
 .PHONY: sender-cluster-faults
-sender-cluster-faults: ## two autoendpoint sender nodes on a 3-node Cassandra cluster (RF 3) of its own: one SIGKILLed holding leases and taken over, a CQL node killed and restarted meanwhile; 20,000 pushes, each accepted once by the fake provider (make test's cluster step: 3,000)
+sender-cluster-faults: ## two autoendpoint sender nodes on a 3-node Cassandra cluster (RF 3) of its own: one SIGKILLed holding leases and taken over, a CQL node killed and restarted meanwhile; 20,000 pushes, each accepted once by the fake provider (~7 min; make test's cluster step: 3,000)
 	bash tools/test.sh sender-cluster-faults
 
 sender-crash: ## SIGKILL autoendpoint mid-stream and restart, 3 rounds of 6,000 pushes per backend and policy, counted at the provider (~10 min; starts Cassandra when CQL_HOSTS is unset)
