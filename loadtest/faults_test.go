@@ -1,13 +1,13 @@
 package loadtest
 
 import (
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/tools/cql/localcluster"
 )
 
 // TestClusterFaults is the fault scenario's small form (make faults is
@@ -19,9 +19,7 @@ import (
 // exits on its own, and after the 30 s outage the service is whole again
 // within 10 s of the store's return (report.FaultPhase.Problems).
 func TestClusterFaults(t *testing.T) {
-	if os.Getenv("AUTOPUSH_CLUSTER") != "1" {
-		t.Skip("starts a 3-node Cassandra cluster: run by `make test` in its cluster step (AUTOPUSH_CLUSTER=1); make faults runs it in full")
-	}
+	localcluster.SkipUnlessGated(t, "make faults")
 	cfg := smallConfig(t, scenario.Faults)
 	cfg.CQLHosts, cfg.Engines = nil, 2 // its own cluster, whatever CQL_HOSTS says
 	cfg.UAs, cfg.PushRate = 300, 50

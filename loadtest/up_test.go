@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/autopush-go/autopush/tools/cql/localcluster"
 )
 
 // TestClusterUpDown: `make cluster` (tools/cluster.sh up) brings up the
@@ -18,9 +20,7 @@ import (
 // nginx too); `make cluster-down` stops exactly those processes, the
 // Cassandra nodes included, and removes their directories.
 func TestClusterUpDown(t *testing.T) {
-	if os.Getenv("AUTOPUSH_CLUSTER") != "1" {
-		t.Skip("starts a 3-node Cassandra cluster: run by `make test` in its cluster step (AUTOPUSH_CLUSTER=1)")
-	}
+	localcluster.SkipUnlessGated(t, "")
 	root, err := moduleRootDir()
 	if err != nil {
 		t.Fatal(err)

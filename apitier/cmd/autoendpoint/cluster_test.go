@@ -29,11 +29,6 @@ import (
 	"github.com/autopush-go/autopush/tools/cql/localcluster"
 )
 
-// clusterGate is the variable tools/test.sh sets for its cluster step:
-// the tests that start Cassandra clusters of their own run there, one
-// after another.
-const clusterGate = "AUTOPUSH_CLUSTER"
-
 // The sender nodes' settings in TestClusterSenderFaults.
 const (
 	// faultLease is short enough to expire within the test, and above
@@ -86,10 +81,7 @@ func clusterFaultPushes(t *testing.T) int {
 // sender-interrupted=resend (docs/sender.md, Durability), which
 // TestCrashMidStream bounds. Here every count is exact.
 func TestClusterSenderFaults(t *testing.T) {
-	if os.Getenv(clusterGate) != "1" {
-		t.Skip("starts a 3-node Cassandra cluster and two autoendpoint nodes: run by make test's cluster step (" +
-			clusterGate + "=1), or make sender-cluster-faults")
-	}
+	localcluster.SkipUnlessGated(t, "make sender-cluster-faults")
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}

@@ -11,18 +11,11 @@ import (
 	"github.com/autopush-go/autopush/tools/cql/localcluster"
 )
 
-// Gate is the variable tools/test.sh sets for its cluster step, which
-// runs the tests that start several Cassandra nodes one after another
-// (beside the other packages' tests they would starve the machine).
-const Gate = "AUTOPUSH_CLUSTER"
-
 // TestClusterKillAndRestartANode: a three-node cluster serves QUORUM reads and
 // writes with one node killed, and the node, started again, rejoins with
 // the writes it missed readable at ALL (every replica answering).
 func TestClusterKillAndRestartANode(t *testing.T) {
-	if os.Getenv(Gate) != "1" {
-		t.Skip("starts a 3-node Cassandra cluster: run by `make test` in its cluster step (" + Gate + "=1)")
-	}
+	localcluster.SkipUnlessGated(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := localcluster.Start(ctx, localcluster.Options{Log: testLog{t}})

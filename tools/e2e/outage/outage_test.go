@@ -29,10 +29,6 @@ import (
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
-// gate is the variable tools/test.sh sets for its cluster step, which runs
-// the tests that start several Cassandra nodes one after another.
-const gate = "AUTOPUSH_CLUSTER"
-
 const (
 	// outageFor is how long every CQL node stays down (issue 23, item 5).
 	outageFor = 30 * time.Second
@@ -77,9 +73,7 @@ const (
 //     stored is answered 201, and hellos (a new user agent and a known
 //     one) succeed. The times are logged for docs/capacity.md.
 func TestClusterStorageOutage(t *testing.T) {
-	if os.Getenv(gate) != "1" {
-		t.Skip("starts a 3-node Cassandra cluster: run by `make test` in its cluster step (" + gate + "=1)")
-	}
+	localcluster.SkipUnlessGated(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
