@@ -86,11 +86,17 @@ func (sh *share) run(ctx context.Context, tried func()) {
 
 // tick reads the record and writes this node's entry: its fair part of
 // what the live entries leave free. Conflicting writes of other nodes
-// are met by reading again.
+// are met by reading again; so is a write that failed as unavailable (a
+// compare-and-set that timed out may have landed or not, and the store
+// never retries one): the read tells, and the next write is conditional
+// on it, so trying again is safe. Several nodes renewing one record every
+// second contend on it, and a share that misses renewals for its hold
+// lapses (its node then accepts pushes PENDING).
 func (sh *share) tick(ctx context.Context, first bool) error {
 	var err error
 	for range 4 {
-		if err = sh.renew(ctx, first); !errors.Is(err, storage.ErrConflict) {
+		err = sh.renew(ctx, first)
+		if !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrUnavailable) || ctx.Err() != nil {
 			return err
 		}
 	}

@@ -3,7 +3,9 @@ package sender_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,5 +136,55 @@ func TestShareOfALostNode(t *testing.T) {
 		// no longer holds.
 		lost.cut.Store(false)
 		watchShares(t, store, "node a back", func() bool { return parts(a) == shareWhole/2 && parts(b) == shareWhole/2 }, a, b)
+	})
+}
+
+// failFirstTry fails each write of the rate shares that is not a retry
+// (none came in the last half second) as a store that timed out would
+// (storage.ErrUnavailable): every renewal's first write fails.
+type failFirstTry struct {
+	storage.Store
+	mu   sync.Mutex
+	last time.Time
+	puts int
+}
+
+func (f *failFirstTry) PutRateShares(ctx context.Context, prev int64, next storage.RateShares) error {
+	f.mu.Lock()
+	retry := time.Since(f.last) < 500*time.Millisecond
+	f.last = time.Now()
+	f.puts++
+	f.mu.Unlock()
+	if !retry {
+		return fmt.Errorf("put rate shares: %w (test)", storage.ErrUnavailable)
+	}
+	return f.Store.PutRateShares(ctx, prev, next)
+}
+
+func (f *failFirstTry) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.puts
+}
+
+// TestShareRenewalTriesAgain: a renewal whose write fails as unavailable
+// (a compare-and-set that timed out) is tried again at once, so a node
+// whose every first write fails keeps its share. Without it every
+// renewal failed, and the share lapsed after its hold.
+func TestShareRenewalTriesAgain(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := &failFirstTry{Store: newStore(t)}
+		cfg := testConfig("node-a")
+		cfg.ShareHold = 4 * time.Second
+		a := startSender(t, store, startFake(t), cfg)
+		watchShares(t, store.Store, "held", func() bool { return parts(a) == shareWhole }, a)
+		// Past three holds' worth of renewals, the share never lapsed.
+		from := store.count()
+		watchShares(t, store.Store, "renewed", func() bool {
+			if parts(a) != shareWhole {
+				t.Fatalf("the share lapsed (%d parts) with every other write failing", parts(a))
+			}
+			return store.count()-from >= 2*12
+		}, a)
 	})
 }
