@@ -259,6 +259,12 @@ func (s *Session) Tick(x *Ctx) {
 			x.Out = ws.AppendFrame(x.Out, ws.OpPing, nil)
 			x.Metrics.Pings.Inc()
 			x.schedule(now.Add(cfg.PongTimeout))
+		case s.flow != nil && s.flow.retry:
+			// A failed storage read, tried again (retryCheck); the
+			// keepalive's deadline comes back once it is done.
+			if s.retryCheck(x, now) {
+				x.schedule(now.Add(cfg.PingInterval - time.Duration(idle)*time.Millisecond))
+			}
 		default:
 			x.schedule(now.Add(cfg.PingInterval - time.Duration(idle)*time.Millisecond))
 			// A safety net under the fan-out: a change that did not

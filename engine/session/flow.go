@@ -21,8 +21,12 @@ import (
 //     and never closer to now than Config.CursorLag.
 type flow struct {
 	unacked  []pending
-	checking bool   // a storage read is running
-	recheck  bool   // storage must be read again once idle
+	checking bool // a storage read is running
+	recheck  bool // storage must be read again once idle
+	// retry: the last read failed; it is read again from Tick, every
+	// checkRetry, once the node holds storage reachable (a message stored
+	// meanwhile would otherwise wait for the client's next reconnect).
+	retry    bool
 	more     bool   // the last page was full
 	deleting int    // acked messages whose delete is still running
 	batchMax uint64 // largest SortKey of stored timestamp messages sent
@@ -57,7 +61,7 @@ func (s *Session) flowState() *flow {
 // idle drops the flow once nothing is in flight.
 func (s *Session) idle() {
 	f := s.flow
-	if f != nil && len(f.unacked) == 0 && !f.checking && !f.recheck && !f.more && f.deleting == 0 && !f.dropping {
+	if f != nil && len(f.unacked) == 0 && !f.checking && !f.recheck && !f.retry && !f.more && f.deleting == 0 && !f.dropping {
 		s.flow = nil
 	}
 }
@@ -125,6 +129,30 @@ func (s *Session) Check(x *Ctx) int {
 	return nodeapi.StatusChecking
 }
 
+// checkRetry is how often a failed storage read is tried again.
+const checkRetry = time.Second
+
+// retryCheck reads storage again after a failed read, when the node holds
+// storage reachable and nothing else runs (else later, or by the flow's
+// own recheck once it drains). It reports whether the session is done
+// with the retry.
+func (s *Session) retryCheck(x *Ctx, now time.Time) bool {
+	f := s.flow
+	switch {
+	case f == nil || !f.retry:
+		return true
+	case x.StorageDown.Load():
+		x.schedule(now.Add(checkRetry))
+		return false
+	case f.checking || f.deleting > 0 || len(f.unacked) > 0 || f.dropping:
+		f.retry, f.recheck = false, true
+		return true
+	}
+	f.retry = false
+	s.check(x)
+	return true
+}
+
 // check asks for one page of stored messages.
 func (s *Session) check(x *Ctx) {
 	f := s.flowState()
@@ -140,13 +168,20 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 	f := s.flowState()
 	f.checking = false
 	if r.Err != nil {
-		// Nothing is lost: the messages stay stored for the next check.
+		// Nothing is lost: the messages stay stored, and are read again
+		// from Tick once storage answers (retry). Without it, a message
+		// the endpoint stored while this read failed (it asked for this
+		// check) waited for the client's next reconnect.
 		x.Log.Warn("storage check failed", "error", r.Err, "uaid", protocol.FormatUAID(s.uaid))
 		if f.closeAsked {
 			s.closeWith(x, ws.StatusNormalClosure, "")
 			return
 		}
-		s.idle()
+		f.retry = true
+		if !s.pingOut {
+			// (A ping's answer deadline stands: Tick retries after it.)
+			x.schedule(x.Now().Add(checkRetry))
+		}
 		return
 	}
 	f.more = r.More

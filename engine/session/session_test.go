@@ -326,11 +326,34 @@ func TestStoredDrain(t *testing.T) {
 	if h.s.flow != nil {
 		t.Fatal("flow kept while idle")
 	}
-	// A check failure keeps everything stored for later.
+	// A check failure keeps everything stored, and reads again from Tick
+	// once the node holds storage reachable: a message stored meanwhile
+	// does not wait for the client's next reconnect.
 	h.checkStatus()
 	h.done(&Result{Job: Job{Kind: JobCheck}, Err: errors.New("down")})
-	if len(h.out) != 0 || h.close || h.s.flow != nil {
-		t.Fatalf("failed check: wrote %q close %v", h.out, h.close)
+	if len(h.out) != 0 || h.close || h.s.flow == nil || !h.s.flow.retry {
+		t.Fatalf("failed check: wrote %q close %v, retry owed %v", h.out, h.close, h.s.flow != nil && h.s.flow.retry)
+	}
+	if want := h.now.Add(checkRetry).UnixMilli(); h.due != want {
+		t.Fatalf("failed check: next tick at %d, want %d (in %s)", h.due, want, checkRetry)
+	}
+	h.env.StorageDown.Store(true)
+	h.now = h.now.Add(checkRetry)
+	h.step(func(x *Ctx) { h.s.Tick(x) })
+	h.noJobs()
+	if want := h.now.Add(checkRetry).UnixMilli(); h.due != want || !h.s.flow.retry {
+		t.Fatalf("storage down at the retry: next tick at %d, want %d; retry owed %v", h.due, want, h.s.flow.retry)
+	}
+	h.env.StorageDown.Store(false)
+	h.now = h.now.Add(checkRetry)
+	h.step(func(x *Ctx) { h.s.Tick(x) })
+	h.job(JobCheck)
+	if h.s.flow.retry || h.due <= h.now.Add(checkRetry).UnixMilli() {
+		t.Fatalf("retried: retry still owed %v, next tick at %d (want the keepalive's)", h.s.flow.retry, h.due)
+	}
+	h.done(&Result{Job: Job{Kind: JobCheck}})
+	if h.s.flow != nil {
+		t.Fatal("flow kept while idle after the retried read")
 	}
 }
 
