@@ -72,7 +72,6 @@ func Cluster(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// provider is reachable from here): every endpoint node appends to
 	// one file.
 	os.Setenv("AUTOEND__LOG_PROVIDER_FILE", filepath.Join(abs, "pushes.log"))
-	cfg.KeepKeyspace = false
 	c, err := cluster.Start(ctx, &cfg, logDir, stderr)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/tools/cql/localcluster"
+	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
 // TestClusterUpDown: `make cluster` (tools/cluster.sh up) brings up the
@@ -21,10 +22,7 @@ import (
 // Cassandra nodes included, and removes their directories.
 func TestClusterUpDown(t *testing.T) {
 	localcluster.SkipUnlessGated(t, "")
-	root, err := moduleRootDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := e2etest.ModuleRoot()
 	dir := t.TempDir()
 	script := func(arg string) string {
 		cmd := exec.Command("bash", filepath.Join(root, "tools", "cluster.sh"), arg)
@@ -115,13 +113,4 @@ func TestClusterUpDown(t *testing.T) {
 func running(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	return err == nil && !strings.Contains(string(b), "State:\tZ")
-}
-
-// moduleRootDir is the repository's root, from the go command.
-func moduleRootDir() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
