@@ -35,15 +35,24 @@ type Config struct {
 	// (6% at 25 and 1.5% at 100 under the same pushes), so a load that
 	// raised the target keeps it raised.
 	BusyAbove, IdleBelow float64
-	// Window is how often the share is measured.
+	// Window is how often the share is measured; one window above
+	// BusyAbove raises the target. Short, so a burst (a thousand hellos
+	// a second arriving at an idle node) gets the busy target within a
+	// fraction of a second rather than after running at the idle one.
 	Window time.Duration
+	// QuietWindows is how many windows are taken together to lower the
+	// target: their combined share must be under IdleBelow. The
+	// collector's CPU time advances only when a cycle ends, so under load
+	// one short window can read nothing at all.
+	QuietWindows int
 }
 
 // Defaults is the policy the nodes use: idle and busy targets (25 and
-// 100 by default), busy while the collector would take more than 3% of
-// the CPU at the idle target, back under 1%.
+// 100 by default), busy once the collector would take more than 3% of
+// the CPU at the idle target over a quarter of a second, back when it
+// would take under 1% over a second.
 func Defaults(idle, busy int) Config {
-	return Config{Idle: idle, Busy: busy, BusyAbove: 0.03, IdleBelow: 0.01, Window: time.Second}
+	return Config{Idle: idle, Busy: busy, BusyAbove: 0.03, IdleBelow: 0.01, Window: 250 * time.Millisecond, QuietWindows: 4}
 }
 
 // Tuner applies a Config.
@@ -52,8 +61,12 @@ type Tuner struct {
 	log     *slog.Logger
 	samples []metrics.Sample
 	busy    bool
-	setGC   func(int) int
-	release func()
+	// The windows seen while busy since the last check for lowering:
+	// the collector's seconds, the capacity, how many.
+	quietGC, quietCap float64
+	quietN            int
+	setGC             func(int) int
+	release           func()
 }
 
 // New sets the idle target and returns a tuner to Run.
@@ -84,7 +97,7 @@ func (t *Tuner) Run(ctx context.Context) {
 		// so the capacity is the wall clock times GOMAXPROCS.
 		capacity := now.Sub(at).Seconds() * float64(runtime.GOMAXPROCS(0))
 		if capacity > 0 {
-			t.observe((g - gc) / capacity)
+			t.observe(g-gc, capacity)
 		}
 		gc, at = g, now
 	}
@@ -97,17 +110,26 @@ func (t *Tuner) gcSeconds() float64 {
 	return t.samples[0].Value.Float64()
 }
 
-// observe switches on one window's GC share of the CPU.
-func (t *Tuner) observe(share float64) {
-	if t.busy {
-		share *= float64(t.cfg.Busy) / float64(t.cfg.Idle)
+// observe switches on one window: the collector's CPU seconds in it and
+// the capacity (seconds times cores).
+func (t *Tuner) observe(gc, capacity float64) {
+	if !t.busy {
+		if share := gc / capacity; share > t.cfg.BusyAbove {
+			t.busy = true
+			t.quietGC, t.quietCap, t.quietN = 0, 0, 0
+			t.setGC(t.cfg.Busy)
+			t.log.Debug("gc target raised", "gc_percent", t.cfg.Busy, "gc_cpu_share", share)
+		}
+		return
 	}
-	switch {
-	case !t.busy && share > t.cfg.BusyAbove:
-		t.busy = true
-		t.setGC(t.cfg.Busy)
-		t.log.Debug("gc target raised", "gc_percent", t.cfg.Busy, "gc_cpu_share", share)
-	case t.busy && share < t.cfg.IdleBelow:
+	t.quietGC += gc
+	t.quietCap += capacity
+	if t.quietN++; t.quietN < max(t.cfg.QuietWindows, 1) {
+		return
+	}
+	share := t.quietGC / t.quietCap * float64(t.cfg.Busy) / float64(t.cfg.Idle)
+	t.quietGC, t.quietCap, t.quietN = 0, 0, 0
+	if share < t.cfg.IdleBelow {
 		t.busy = false
 		t.setGC(t.cfg.Idle)
 		// The busy target let the heap grow past what the idle one

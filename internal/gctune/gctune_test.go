@@ -23,28 +23,32 @@ func recorder(cfg Config) (*Tuner, *[]int, *int) {
 
 func TestObserveSwitchesWithHysteresis(t *testing.T) {
 	tu, set, released := recorder(Defaults(25, 100))
-	for _, step := range []struct {
-		share    float64
+	const capacity = 0.5 // a quarter second on 2 cores
+	for i, step := range []struct {
+		share    float64 // of the window's capacity
 		busy     bool
 		released int
 	}{
-		{0.02, false, 0},   // under BusyAbove: stays idle
-		{0.06, true, 0},    // the collector busy at 25: raise
-		{0.005, true, 0},   // 0.5% at 100 is 2% at 25: stays raised
-		{0.004, true, 0},   // 1.6% at 25: still between the thresholds
-		{0.0020, false, 1}, // 0.8% at 25: lowered, memory returned
-		{0.009, false, 1},  // under BusyAbove
+		{0.02, false, 0}, // under BusyAbove: stays idle
+		{0.06, true, 0},  // the collector busy at 25 for one window: raise
+		// Lowering takes four windows together, scaled to the idle target.
+		{0, true, 0},      // no cycle ended in this window: not quiet yet
+		{0, true, 0},      //
+		{0.012, true, 0},  //
+		{0, true, 0},      // 0.3% at 100 over four windows is 1.2% at 25: stays raised
+		{0.001, true, 0},  //
+		{0.001, true, 0},  //
+		{0.002, true, 0},  //
+		{0.002, false, 1}, // 0.15% at 100 is 0.6% at 25: lowered, memory returned
+		{0.009, false, 1}, // under BusyAbove
 	} {
-		tu.observe(step.share)
+		tu.observe(step.share*capacity, capacity)
 		if tu.busy != step.busy || *released != step.released {
-			t.Fatalf("after share %v: busy %v released %d, want %v %d", step.share, tu.busy, *released, step.busy, step.released)
+			t.Fatalf("window %d, share %v: busy %v released %d, want %v %d", i, step.share, tu.busy, *released, step.busy, step.released)
 		}
 	}
 	if got := *set; len(got) != 2 || got[0] != 100 || got[1] != 25 {
 		t.Fatalf("targets set %v, want [100 25]", got)
-	}
-	if tu.busy {
-		t.Fatal("busy after the last window, want the idle target")
 	}
 }
 
