@@ -1,8 +1,8 @@
 package loadtest
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/tools/cql/localcluster"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
@@ -60,7 +61,7 @@ func TestClusterUpDown(t *testing.T) {
 		pids = append(pids, l.PID)
 	}
 	for _, pid := range pids {
-		if !running(pid) {
+		if !proc.Running(pid) {
 			t.Errorf("pid %d listed in cluster.json does not run", pid)
 		}
 	}
@@ -90,13 +91,11 @@ func TestClusterUpDown(t *testing.T) {
 
 	script("down")
 	down = true
-	deadline := time.Now().Add(time.Minute)
+	gone, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for _, pid := range pids {
-		for running(pid) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if running(pid) {
-			t.Errorf("pid %d still runs after make cluster-down", pid)
+		if err := proc.WaitGone(gone, pid); err != nil {
+			t.Errorf("after make cluster-down: %v", err)
 		}
 	}
 	for _, d := range st.CQLDirs {
@@ -107,10 +106,4 @@ func TestClusterUpDown(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "cluster.json")); !os.IsNotExist(err) {
 		t.Errorf("cluster.json left behind (%v)", err)
 	}
-}
-
-// running tells whether pid is a live process (not a zombie).
-func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	return err == nil && !strings.Contains(string(b), "State:\tZ")
 }

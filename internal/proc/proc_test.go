@@ -265,3 +265,29 @@ func TestGroupStop(t *testing.T) {
 	}
 	gone(t, member)
 }
+
+func TestRunningAndWaitGone(t *testing.T) {
+	p := start(t, "serve", Config{})
+	pid := p.PID()
+	if !Running(pid) {
+		t.Fatalf("pid %d runs but Running says no", pid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := WaitGone(ctx, pid); err == nil {
+		t.Fatal("WaitGone returned while the process runs")
+	}
+	// Killed but not yet reaped: a zombie, which has exited all the same.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := WaitGone(ctx, pid); err != nil {
+		t.Fatal(err)
+	}
+	if Running(pid) {
+		t.Fatal("Running after WaitGone")
+	}
+	p.Wait()
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -109,7 +110,7 @@ func nodeOfDir(t *testing.T, dir string) (int, string) {
 	b, err := os.ReadFile(filepath.Join(dir, "cassandra.pid"))
 	ok(t, err, "read cassandra.pid")
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 || !alive(pid) {
+	if err != nil || pid <= 1 || !proc.Running(pid) {
 		t.Fatalf("%s/cassandra.pid: %q is not a running node", dir, b)
 	}
 	y, err := os.Open(filepath.Join(dir, "cassandra.yaml"))

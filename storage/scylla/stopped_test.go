@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -107,26 +108,9 @@ func killAndWait(t *testing.T, pid int) {
 	p, err := os.FindProcess(pid)
 	ok(t, err, "find process")
 	ok(t, p.Signal(syscall.SIGTERM), "SIGTERM")
-	deadline := time.Now().Add(time.Minute)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive a minute after SIGTERM", pid)
-		}
-		time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := proc.WaitGone(ctx, pid); err != nil {
+		t.Fatalf("a minute after SIGTERM: %v", err)
 	}
-}
-
-// alive reports whether pid exists and is not a zombie (the server is not
-// our child, so we cannot reap it; a zombie has exited all the same).
-func alive(pid int) bool {
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	for line := range strings.Lines(string(status)) {
-		if strings.HasPrefix(line, "State:") {
-			return !strings.Contains(line, "zombie")
-		}
-	}
-	return true
 }

@@ -25,7 +25,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
+
+	"github.com/autopush-go/autopush/internal/proc"
 )
 
 // Replication is the keyspace replication of a cluster of n nodes: every
@@ -145,7 +146,7 @@ func (c *Cluster) down(ctx context.Context, i int, kill bool) error {
 			}
 			// A killed process's command line empties before it is gone,
 			// which stop.sh would take for "not ours": wait here.
-			if err := waitGone(ctx, n.pid); err != nil {
+			if err := proc.WaitGone(ctx, n.pid); err != nil {
 				return fmt.Errorf("localcluster: kill node %d: %w", i+1, err)
 			}
 		}
@@ -213,24 +214,6 @@ func isNode(pid int, dir string) bool {
 	cmd := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
 	return strings.Contains(cmd, "org.apache.cassandra.service.CassandraDaemon") &&
 		strings.Contains(cmd, "-Dcassandra.storagedir="+dir+" ")
-}
-
-// waitGone waits until pid has exited (gone, or a zombie: the nodes'
-// parent is whatever reaps orphans here).
-func waitGone(ctx context.Context, pid int) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil || bytes.Contains(b, []byte("State:\tZ")) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pid %d still runs: %w", pid, ctx.Err())
-		case <-t.C:
-		}
-	}
 }
 
 // script runs tools/cql/name with args, its stderr to log; its stdout.

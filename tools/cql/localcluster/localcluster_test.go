@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/tools/cql/localcluster"
 )
 
@@ -41,7 +42,7 @@ func TestClusterKillAndRestartANode(t *testing.T) {
 	if err := c.Kill(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscallAlive(pid); err == nil {
+	if proc.Running(pid) {
 		t.Fatalf("node 2 (pid %d) still runs after Kill", pid)
 	}
 	// Writes and reads at QUORUM with one replica gone. The first may
