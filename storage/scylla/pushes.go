@@ -300,7 +300,9 @@ type indexEntry struct {
 // expiry, the moment of a move), so everything below the last read's due
 // time less floorMargin is gone or stale, and reading from the partition's
 // start would only walk over the tombstones of entries already moved on.
-// The first read after start walks them once.
+// The first read after start walks them once. The floor stays at or below
+// every entry read that is not stale, except those newer than their push,
+// which the node remembers and reads apart (inflight.go).
 func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before int64, limit int) ([]storage.Push, error) {
 	if err := storage.ValidatePushPage(state, limit); err != nil {
 		return nil, fmt.Errorf("scylla: due pushes: %w", err)
@@ -309,8 +311,7 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 		return nil, err
 	}
 	var (
-		mu      sync.Mutex
-		entries []indexEntry
+		byShard [pushShards][]indexEntry
 		wg      sync.WaitGroup
 		errs    = make([]error, pushShards)
 	)
@@ -318,8 +319,7 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := string(state) + "/" + strconv.Itoa(int(shard))
-			floor := s.floor(key)
+			floor := s.floor(floorKey(state, shard))
 			iter := s.query(ctx, qIndexDue, string(state), shard, floor, before, limit).Iter()
 			var got []indexEntry
 			var e indexEntry
@@ -328,22 +328,17 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 				e.shard, e.id = shard, id
 				got = append(got, e)
 			}
-			if errs[shard] = iter.Close(); errs[shard] != nil {
-				return
-			}
-			next := before - floorMargin.Milliseconds()
-			if len(got) > 0 {
-				next = min(next, got[0].at)
-			}
-			s.raiseFloor(key, next)
-			mu.Lock()
-			entries = append(entries, got...)
-			mu.Unlock()
+			errs[shard] = iter.Close()
+			byShard[shard] = got
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, wrap("due pushes: index", err)
+	}
+	var entries []indexEntry
+	for _, got := range byShard {
+		entries = append(entries, got...)
 	}
 	slices.SortFunc(entries, func(a, b indexEntry) int {
 		if a.at != b.at {
@@ -351,7 +346,57 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 		}
 		return strings.Compare(a.id.String(), b.id.String())
 	})
-	return s.resolve(ctx, state, entries[:min(len(entries), limit)], true)
+	entries = entries[:min(len(entries), limit)]
+	// The remembered entries below the floors, read again with the rest
+	// (after the shards, so an entry a concurrent read remembered before
+	// raising a floor past it is among them).
+	now := time.Now()
+	read := map[indexEntry]bool{}
+	for _, e := range entries {
+		read[e] = true
+	}
+	apart := 0
+	for _, e := range s.inflight.due(state, before, now) {
+		if !read[e] {
+			entries = append(entries, e)
+			apart++
+		}
+	}
+	out, verdicts, err := s.resolve(ctx, state, entries, true)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		s.inflight.note(state, e, verdicts[i], now)
+	}
+	if apart > 0 { // remembered entries that came due, in their place
+		slices.SortFunc(out, func(a, b storage.Push) int {
+			if a.At != b.At {
+				return cmpInt(a.At, b.At)
+			}
+			return strings.Compare(a.ID.String(), b.ID.String())
+		})
+		out = out[:min(len(out), limit)]
+	}
+	for shard, got := range byShard {
+		next := before - floorMargin.Milliseconds()
+		for _, e := range got {
+			if e.at >= next {
+				break // sorted by At
+			}
+			if !s.inflight.has(state, e) {
+				next = e.at
+				break
+			}
+		}
+		s.raiseFloor(floorKey(state, int8(shard)), next)
+	}
+	return out, nil
+}
+
+// floorKey names a state shard's floor.
+func floorKey(state storage.PushState, shard int8) string {
+	return string(state) + "/" + strconv.Itoa(int(shard))
 }
 
 func cmpInt(a, b int64) int {
@@ -390,30 +435,51 @@ func (s *Store) raiseFloor(key string, at int64) {
 	}
 }
 
+// verdict is what resolve found of an index entry.
+type verdict uint8
+
+const (
+	live     verdict = iota // the push is in the entry's state at its At
+	stale                   // the push moved past it (pruned when asked)
+	inFlight                // newer than its push: an update in flight
+	notFound                // no such push (yet: a save writes its entry first)
+)
+
 // resolve reads the pushes the entries name (16 at a time) and keeps those
-// still in state. An entry the push has moved past (its version is not
-// newer than the push's, but the state or At differ) is stale: when prune
-// is set it is deleted. An entry newer than its push belongs to an update
-// in flight and is skipped, never deleted: its LWT may still apply.
-func (s *Store) resolve(ctx context.Context, state storage.PushState, entries []indexEntry, prune bool) ([]storage.Push, error) {
+// still in state, with a verdict per entry. An entry the push has moved
+// past (its version is not newer than the push's, but the state or At
+// differ) is stale: when prune is set it is deleted. An entry newer than
+// its push belongs to an update in flight and is skipped, never deleted:
+// its LWT may still apply (inflight.go).
+func (s *Store) resolve(ctx context.Context, state storage.PushState, entries []indexEntry, prune bool) ([]storage.Push, []verdict, error) {
 	ids := make([]uuid.UUID, len(entries))
 	for i, e := range entries {
 		ids[i] = e.id
 	}
 	pushes, err := s.readPushes(ctx, ids) // a push not found: the zero Push, never live
 	if err != nil {
-		return nil, wrap("read pushes", err)
+		return nil, nil, wrap("read pushes", err)
 	}
 	out := make([]storage.Push, 0, len(entries))
+	verdicts := make([]verdict, len(entries))
 	for i, e := range entries {
 		p := pushes[i]
-		if p.State == state && p.At == e.at && p.Version >= e.version {
+		switch {
+		case p.State == state && p.At == e.at && p.Version >= e.version:
 			out = append(out, p)
-		} else if prune && p.Version > 0 && p.Version >= e.version {
-			_ = s.delIndex(ctx, state, e.at, e.id)
+			verdicts[i] = live
+		case p.Version == 0:
+			verdicts[i] = notFound
+		case p.Version >= e.version:
+			verdicts[i] = stale
+			if prune {
+				_ = s.delIndex(ctx, state, e.at, e.id)
+			}
+		default:
+			verdicts[i] = inFlight
 		}
 	}
-	return out, nil
+	return out, verdicts, nil
 }
 
 // ListPushes implements storage.PushStore, shard after shard. The cursor
@@ -446,11 +512,11 @@ func (s *Store) ListPushes(ctx context.Context, state storage.PushState, cursor 
 		if err := iter.Close(); err != nil {
 			return nil, "", wrap("list pushes", err)
 		}
-		live, err := s.resolve(ctx, state, got, false)
+		found, _, err := s.resolve(ctx, state, got, false)
 		if err != nil {
 			return nil, "", err
 		}
-		out = append(out, live...)
+		out = append(out, found...)
 		if len(got) < want { // this shard is done
 			shard, at, id = shard+1, math.MinInt64, uuid.Nil
 			continue

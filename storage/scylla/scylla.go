@@ -31,6 +31,9 @@ type Store struct {
 	// floors: "state/shard" -> the At the next due read of that push
 	// index shard starts at (pushes.go).
 	floors sync.Map
+	// inflight: index entries newer than their pushes, read apart so
+	// the floors can pass them (inflight.go).
+	inflight inflight
 }
 
 var _ storage.Store = (*Store)(nil)
