@@ -11,7 +11,7 @@ import (
 
 // conn is one connection: the gnet conn, its session core and its place
 // in the timing wheel. It is owned by the connection's event loop: every
-// field but due/queued (the wheel's, under its lock) is read and written
+// field but due/scheduled/slot (the wheel's, under its lock) is read and written
 // only there, in gnet callbacks or in functions handed to Server.onLoop by
 // the node API and the storage workers.
 //
@@ -25,8 +25,8 @@ type conn struct {
 	// the wheel's start and compared wrapping (wheel.go), as the
 	// session's own times: 64 bits would put conn past its budget.
 	due       uint32
-	scheduled bool // due is a deadline; false: none
-	queued    bool // in a wheel slot
+	slot      uint16 // 1 + the wheel slot it is filed in; 0: in none
+	scheduled bool   // due is a deadline; false: none
 
 	flushing uint8 // flushIdle, flushRunning, flushClosed
 	s        session.Session

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -13,7 +14,11 @@ import (
 //
 // Deadlines move lazily: a session's deadline may change while it sits in
 // a slot (activity pushes it later), and the slot re-files it when it comes
-// round, so activity costs no wheel operation at all.
+// round, so activity costs no wheel operation at all. A deadline moved
+// earlier than its slot (a failed storage read retried in a second, in a
+// session waiting for its keepalive minutes away) files the session again
+// in the earlier slot; the entry left in the later one is stale, told by
+// the session's slot, and skipped.
 //
 // A connection's deadline is kept in 32 bits, ms from the wheel's start,
 // and compared with the current tick wrapping (after): deadlines lie at
@@ -28,6 +33,9 @@ type wheel struct {
 }
 
 func newWheel(res time.Duration, slots int, start time.Time) *wheel {
+	if slots < 2 || slots >= math.MaxUint16 {
+		panic("engine: wheel: slots must be 2 to 65534 (conn.slot is 16 bits)")
+	}
 	return &wheel{res: res, slots: make([][]*conn, slots), start: start.UnixMilli(), now: start.UnixMilli()}
 }
 
@@ -38,15 +46,24 @@ func (w *wheel) rel(ms int64) uint32 { return uint32(ms - w.start) }
 func after(a, b uint32) int64 { return int64(int32(a - b)) }
 
 // schedule makes cn due at dueMS (ms since the epoch). A session already
-// in the wheel keeps its slot; only its deadline changes.
+// in the wheel keeps its slot unless the deadline is now before it.
 func (w *wheel) schedule(cn *conn, dueMS int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cn.due, cn.scheduled = w.rel(dueMS), true
-	if !cn.queued {
-		cn.queued = true
+	if cn.slot == 0 || after(cn.due, w.slotTime(int(cn.slot)-1)) < 0 {
 		w.file(cn)
 	}
+}
+
+// slotTime is when slot i next comes round, as a wrapping deadline; w.mu
+// held.
+func (w *wheel) slotTime(i int) uint32 {
+	ahead := (i - w.pos + len(w.slots)) % len(w.slots)
+	if ahead == 0 {
+		ahead = len(w.slots) // the current slot comes round a turn from now
+	}
+	return w.rel(w.now + int64(ahead)*w.res.Milliseconds())
 }
 
 // unschedule drops cn at its slot's next turn.
@@ -67,6 +84,7 @@ func (w *wheel) file(cn *conn) {
 	}
 	i := (w.pos + ahead) % len(w.slots)
 	w.slots[i] = append(w.slots[i], cn)
+	cn.slot = uint16(i + 1)
 }
 
 // advance moves to now and returns the sessions now due. Sessions whose
@@ -81,11 +99,13 @@ func (w *wheel) advance(now time.Time, due []*conn) []*conn {
 		slot := w.slots[w.pos]
 		w.slots[w.pos] = slot[:0:0]
 		for _, cn := range slot {
-			cn.queued = false
+			if int(cn.slot)-1 != w.pos {
+				continue // filed again in an earlier slot since: stale
+			}
+			cn.slot = 0
 			switch {
 			case !cn.scheduled:
 			case after(cn.due, w.rel(w.now)) > 0:
-				cn.queued = true
 				w.file(cn)
 			default:
 				due = append(due, cn)

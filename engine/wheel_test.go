@@ -65,3 +65,32 @@ func TestWheelAcrossWrap(t *testing.T) {
 		t.Fatalf("at 700ms: %v, want only b", due)
 	}
 }
+
+// TestWheelDeadlineMovedEarlier: a session waiting in the slot of a
+// deadline minutes away (its keepalive) that is given an earlier one (a
+// failed storage read retried in a second) fires at the earlier one, once;
+// the entry left in the later slot neither fires it again nor early.
+func TestWheelDeadlineMovedEarlier(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	w := newWheel(100*time.Millisecond, 8, start)
+	a := &conn{}
+	w.schedule(a, start.UnixMilli()+5_000) // beyond one turn: the last slot
+	w.schedule(a, start.UnixMilli()+250)   // moved earlier
+	if due := w.advance(start.Add(200*time.Millisecond), nil); len(due) != 0 {
+		t.Fatalf("fired early: %d", len(due))
+	}
+	if due := w.advance(start.Add(300*time.Millisecond), nil); len(due) != 1 || due[0] != a {
+		t.Fatalf("at 300ms: %v, want a (its deadline moved to 250ms)", due)
+	}
+	// Fired, then given a deadline later than the stale entry's slot.
+	w.schedule(a, start.UnixMilli()+1_500)
+	if due := w.advance(start.Add(1400*time.Millisecond), nil); len(due) != 0 {
+		t.Fatalf("the stale entry fired it at or before 1400ms: %d", len(due))
+	}
+	if due := w.advance(start.Add(1600*time.Millisecond), nil); len(due) != 1 || due[0] != a {
+		t.Fatalf("at 1600ms: %v, want a once", due)
+	}
+	if due := w.advance(start.Add(20*time.Second), nil); len(due) != 0 {
+		t.Fatalf("refired: %d", len(due))
+	}
+}
