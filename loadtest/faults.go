@@ -2,12 +2,11 @@ package loadtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/monitor"
@@ -210,31 +209,16 @@ func (r *run) inject(ctx context.Context, name string) (string, error) {
 		// killed at once would lose them from the cluster: the store's
 		// loss, not the tiers'. One replica killed is the replica fault.
 		n := cl.CQL.Nodes()
-		if err := eachNode(n, func(i int) error { return cl.CQL.Stop(ctx, i) }); err != nil {
+		if err := fanout.Each(n, func(i int) error { return cl.CQL.Stop(ctx, i) }); err != nil {
 			return "", err
 		}
 		if err := monitor.Sleep(ctx, cfg.Outage); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("all %d Cassandra nodes (SIGTERM) for %s", n, cfg.Outage),
-			eachNode(n, func(i int) error { return cl.CQL.Restart(ctx, i) })
+			fanout.Each(n, func(i int) error { return cl.CQL.Restart(ctx, i) })
 	}
 	return "", fmt.Errorf("unknown fault %q", name)
-}
-
-// eachNode runs fn for nodes 0..n-1 at once.
-func eachNode(n int, fn func(i int) error) error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = fn(i)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // exitedOnTheirOwn names the server processes that are not running (the

@@ -10,12 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -115,7 +115,7 @@ func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
 	if err != nil {
 		return fmt.Errorf("scylla: save push: %w", err)
 	}
-	err = each(2, func(i int) error {
+	err = fanout.Each(2, func(i int) error {
 		if i == 0 {
 			return s.addIndex(ctx, &p)
 		}
@@ -310,30 +310,22 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 	if err := s.open("due pushes"); err != nil {
 		return nil, err
 	}
-	var (
-		byShard [pushShards][]indexEntry
-		wg      sync.WaitGroup
-		errs    = make([]error, pushShards)
-	)
-	for shard := range int8(pushShards) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			floor := s.floor(floorKey(state, shard))
-			iter := s.query(ctx, qIndexDue, string(state), shard, floor, before, limit).Iter()
-			var got []indexEntry
-			var e indexEntry
-			var id [16]byte
-			for iter.Scan(&e.at, &id, &e.version) {
-				e.shard, e.id = shard, id
-				got = append(got, e)
-			}
-			errs[shard] = iter.Close()
-			byShard[shard] = got
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	var byShard [pushShards][]indexEntry
+	err := fanout.Each(pushShards, func(i int) error {
+		shard := int8(i)
+		floor := s.floor(floorKey(state, shard))
+		iter := s.query(ctx, qIndexDue, string(state), shard, floor, before, limit).Iter()
+		var got []indexEntry
+		var e indexEntry
+		var id [16]byte
+		for iter.Scan(&e.at, &id, &e.version) {
+			e.shard, e.id = shard, id
+			got = append(got, e)
+		}
+		byShard[shard] = got
+		return iter.Close()
+	})
+	if err != nil {
 		return nil, wrap("due pushes: index", err)
 	}
 	var entries []indexEntry
@@ -351,15 +343,17 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 	// (after the shards, so an entry a concurrent read remembered before
 	// raising a floor past it is among them).
 	now := time.Now()
-	read := map[indexEntry]bool{}
-	for _, e := range entries {
-		read[e] = true
-	}
 	apart := 0
-	for _, e := range s.inflight.due(state, before, now) {
-		if !read[e] {
-			entries = append(entries, e)
-			apart++
+	if remembered := s.inflight.due(state, before, now); len(remembered) > 0 {
+		read := make(map[indexEntry]bool, len(entries))
+		for _, e := range entries {
+			read[e] = true
+		}
+		for _, e := range remembered {
+			if !read[e] {
+				entries = append(entries, e)
+				apart++
+			}
 		}
 	}
 	out, verdicts, err := s.resolve(ctx, state, entries, true)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -49,26 +50,11 @@ const openTTL = 7 * 24 * time.Hour
 // over them. Part of the schema, like pushShards.
 const openShards = 16
 
-// each runs f for 0..n-1 in parallel and joins their errors.
-func each(n int, f func(i int) error) error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(i)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // putByKey writes p's two by-key entries (its client's and every
 // client's) with the push's TTL, in parallel.
 func (s *Store) putByKey(ctx context.Context, p *storage.Push) error {
 	clients := [2]string{p.Client, storage.AllClients}
-	return each(2, func(i int) error {
+	return fanout.Each(2, func(i int) error {
 		return s.query(ctx, qByKeyAdd, clients[i], p.PushKey, p.Created, uuidArg(p.ID), indexTTL(p)).Exec()
 	})
 }
@@ -178,7 +164,7 @@ func (s *Store) CountOpen(ctx context.Context, client string, limit int) (int, e
 	}
 	part := min(limit, 2*(limit/openShards)+1)
 	for {
-		err := each(len(shards), func(i int) error {
+		err := fanout.Each(len(shards), func(i int) error {
 			n, err := s.countShard(ctx, client, shards[i], part)
 			counts[shards[i]] = n
 			return err

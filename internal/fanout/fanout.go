@@ -1,0 +1,23 @@
+// Package fanout runs a function over 0..n-1 at once and joins the errors.
+package fanout
+
+import (
+	"errors"
+	"sync"
+)
+
+// Each runs f(i) for i in 0..n-1, each in its own goroutine, waits for
+// all and returns their errors joined (nil when none failed).
+func Each(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
