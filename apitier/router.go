@@ -31,7 +31,9 @@ import (
 //     reconnected elsewhere, since step 1 and checked storage before the
 //     message was stored. If a node is named now, PUT {node}/notif/{uaid}
 //     tells it to check storage; a node that does not answer has its
-//     node_id cleared.
+//     node_id cleared. When this read fails, the check is owed
+//     (internal/owedcheck): the read and the notif are tried again every
+//     second until storage answers.
 //
 // Whatever happens after step 3, the message is stored and the sender gets
 // 201: the client finds it on its next check or connection. A user that
@@ -57,20 +59,38 @@ func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.N
 	if e := s.save(sctx, uaid, n); e != nil {
 		return "", e
 	}
-	u2, err := s.getUser(sctx, uaid)
-	switch {
+	switch err := s.tellHolder(ctx, sctx, uaid); {
 	case errors.Is(err, storage.ErrNotFound):
 		return "", errUserDeleted
 	case err != nil:
-		s.log.Warn("re-read router record after storing", "error", err)
-		return outcomeStored, nil
-	case u2.NodeID == "":
-		return outcomeStored, nil
-	}
-	if _, err := s.nodes.Notif(ctx, u2.NodeID, uaid); err != nil {
-		s.clearNode(sctx, &u2, err)
+		// A client that connected since step 1 may have checked storage
+		// before the store: without a notif it would not see the message
+		// until its next reconnect.
+		owed := s.owed.Owe(uaid) // false: too many owed, it waits for the next connection
+		s.log.Warn("re-read router record after storing: its node is told once storage answers", "error", err, "owed", owed)
 	}
 	return outcomeStored, nil
+}
+
+// tellHolder reads uaid's router record and tells the node it names to
+// check storage; a node that does not answer has its node_id cleared.
+func (s *Server) tellHolder(ctx, sctx context.Context, uaid uuid.UUID) error {
+	u, err := s.getUser(sctx, uaid)
+	if err == nil && u.NodeID != "" {
+		if _, nerr := s.nodes.Notif(ctx, u.NodeID, uaid); nerr != nil {
+			s.clearNode(sctx, &u, nerr)
+		}
+	}
+	return err
+}
+
+// payOwedCheck is a check owed since a push's step 4 failed to read the
+// router record (owedcheck.Try); a user dropped since is owed nothing.
+func (s *Server) payOwedCheck(ctx context.Context, uaid [16]byte) bool {
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
+	defer cancel()
+	err := s.tellHolder(ctx, sctx, uuid.UUID(uaid))
+	return err == nil || errors.Is(err, storage.ErrNotFound)
 }
 
 // routeCached pushes n on a cached route (apitier/routecache), naming the

@@ -1,6 +1,7 @@
 package apitier
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/owedcheck"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -319,4 +321,47 @@ func (f *failingStore) Health(ctx context.Context) error {
 		return err
 	}
 	return f.Store.Health(ctx)
+}
+
+// TestRouteOwesTheCheckWhenTheReReadFails: the client reconnected to
+// another node while the push was routed, and the read after the store
+// that would name that node fails. The push is stored (201), and the new
+// node is told to check storage once the read succeeds again; without it
+// the connected client would not see the message until it reconnects.
+func TestRouteOwesTheCheckWhenTheReReadFails(t *testing.T) {
+	fs := &failingStore{Store: newStore(t)}
+	s := startServer(t, fs, nil)
+	newNode := newFakeNode(t, 200, 200)
+	oldNode := newFakeNode(t, 404, 200)
+	u := subscribe(t, s, oldNode.URL, nil)
+	oldNode.hook = func(nodeCallRec) {
+		et.Must(t, fs.Store.Connect(context.Background(), storage.User{UAID: u.uaid, RouterType: storage.RouterWebPush,
+			NodeID: newNode.URL, ConnectedAt: time.Now().UnixMilli() + 5}), "reconnect")
+		fs.set("GetUser", true) // the store flaps: reads fail from here
+	}
+	wantCreated(t, s, perform(s, "POST", u.path, nil, hdr("TTL", "60")...), "60")
+	if len(stored(t, s, u.uaid)) != 1 {
+		t.Fatal("not stored")
+	}
+	if n := len(newNode.recorded()); n != 0 || s.owed.Len() != 1 {
+		t.Fatalf("new node called %d times, %d checks owed: want none yet, one owed", n, s.owed.Len())
+	}
+	fs.set("GetUser", false)
+	for deadline := time.Now().Add(30 * time.Second); len(newNode.recorded()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the new node was never told to check storage")
+		}
+	}
+	newNode.wantCalls(t, hexUAID(u), "notif")
+	for s.owed.Len() != 0 || s.owed.Ended(owedcheck.Paid) != 1 {
+		time.Sleep(time.Millisecond) // the notif is made before the check is counted paid
+	}
+	var b bytes.Buffer
+	s.writeMetrics(&b)
+	body := b.String()
+	for _, want := range []string{"autoendpoint_checks_owed 0", `autoendpoint_checks_owed_total{end="paid"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/routecache"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/owedcheck"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
@@ -45,6 +46,7 @@ type Server struct {
 	vapid    *vapid.Verifier
 	nodes    *nodeapi.Client
 	routes   *routecache.Cache
+	owed     *owedcheck.Set // storage checks owed (router.go, step 4)
 	metrics  *apiMetrics
 	version  []byte
 	audience string // VAPID "aud": the endpoint URL's origin
@@ -97,6 +99,8 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s.openConns, s.apiRoutes())
+	s.owed = owedcheck.New(owedcheck.Config{}, s.payOwedCheck)
+	s.owed.Register(s.metrics.set, "autoendpoint")
 	s.nodes = nodeapi.NewClient(nodeapi.ClientConfig{
 		Secret: cfg.NodeSecret, Timeout: cfg.NodeTimeout, ConnectTimeout: cfg.NodeConnectTimeout,
 		IdleConnsPerNode: cfg.NodeIdleConns, Observe: s.metrics.nodeCall,
@@ -293,6 +297,7 @@ func (s *Server) Start() error {
 		}
 	}
 	s.pushAPI.Start() // watches push-clients-file
+	s.owed.Start()
 	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
@@ -361,6 +366,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = errors.Join(err, ctx.Err())
 	}
+	s.owed.Stop(s.log)
 	s.nodes.CloseIdle()
 	s.pushAPI.Close()
 	if s.ops != nil {

@@ -216,15 +216,38 @@ func (srv *Server) evictRemote(ctx context.Context, node string, uaid [16]byte, 
 // notifyHolder tells whichever node now holds uaid to check storage: the
 // "re-read the router record and notify the new node" of a push's route
 // (docs/architecture.md, Flows), used after this node stored messages for
-// a user that moved.
+// a user that moved. When the router record cannot be read, the check is
+// owed (internal/owedcheck) and tried again every second.
 func (srv *Server) notifyHolder(ctx context.Context, uaid [16]byte) {
+	if srv.tellHolder(ctx, uaid) {
+		return
+	}
+	owed := srv.checks.Owe(uaid) // false: too many owed, they wait for the next connection
+	srv.log.Warn("router record unreadable after storing: its node is told once storage answers", "uaid", protocol.FormatUAID(uaid), "owed", owed)
+}
+
+// tellHolder is notifyHolder's one try; false when storage did not say
+// who holds uaid.
+func (srv *Server) tellHolder(ctx context.Context, uaid [16]byte) bool {
 	if cn := srv.registry.get(uaid); cn != nil {
 		srv.onLoop(cn, func(x *session.Ctx) { cn.s.Check(x) })
-		return
+		return true
 	}
 	u, err := srv.store.GetUser(ctx, uaid)
-	if err != nil || u.NodeID == "" || u.NodeID == srv.nodeURL {
-		return
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return true
+	case err != nil:
+		return false
+	case u.NodeID != "" && u.NodeID != srv.nodeURL:
+		srv.nodes.Notif(ctx, u.NodeID, uaid)
 	}
-	srv.nodes.Notif(ctx, u.NodeID, uaid)
+	return true
+}
+
+// payOwedCheck is one try of an owed check (owedcheck.Try).
+func (srv *Server) payOwedCheck(ctx context.Context, uaid [16]byte) bool {
+	ctx, cancel := context.WithTimeout(ctx, srv.cfg.StorageTimeout)
+	defer cancel()
+	return srv.tellHolder(ctx, uaid)
 }

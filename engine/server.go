@@ -18,6 +18,7 @@ import (
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/owedcheck"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/panjf2000/gnet/v2"
@@ -50,6 +51,7 @@ type Server struct {
 	health    healthCache    // the public port's health checks
 	watch     storageWatch   // storage down or up (storagewatch.go)
 	owed      owedWrites     // writes owed while storage fails (owed.go)
+	checks    *owedcheck.Set // storage checks owed to other nodes (jobs.go, notifyHolder)
 	quit      chan struct{}  // closed by Close: background work stops
 	bg        sync.WaitGroup // background goroutines (the broadcast poller)
 
@@ -91,6 +93,8 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		megaphone: &http.Client{Timeout: cfg.StorageTimeout},
 	}
 	srv.metrics = newMetrics(srv)
+	srv.checks = owedcheck.New(owedcheck.Config{}, srv.payOwedCheck)
+	srv.checks.Register(srv.metrics.set, "autoconnect")
 	srv.env = &session.Env{
 		Config: session.Config{
 			HelloTimeout: cfg.HelloTimeout, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
@@ -174,6 +178,7 @@ func (srv *Server) Start() error {
 	srv.pollOnce()
 	srv.bg.Add(1)
 	go srv.pollBroadcasts()
+	srv.checks.Start()
 	srv.started = time.Now()
 	go func() { srv.stopped <- gnet.Run(srv, "tcp://"+srv.cfg.Listen, opts...) }()
 	select {
@@ -260,6 +265,7 @@ func (srv *Server) Close() error {
 	if n := srv.payOwed(); n > 0 {
 		srv.log.Error("storage unavailable at shutdown: owed writes lost (unacked notifications, acked deletes)", "count", n)
 	}
+	srv.checks.Stop(srv.log) // after what may owe one: the leaves, payOwed
 	srv.nodes.CloseIdle()
 	return err
 }

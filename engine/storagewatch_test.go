@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -132,14 +134,7 @@ func TestOwedWrites(t *testing.T) {
 	}
 
 	t.Run("unacked direct notification of a client that left", func(t *testing.T) {
-		c := et.Dial(t, srv.Addr())
-		uaid := c.Hello("")
-		chid := uuid.NewString()
-		c.Register(chid, "")
-		if code := et.Push(t, srv, uaid, et.Notification(chid, "held", ""), ""); code != http.StatusOK {
-			t.Fatalf("direct delivery: %d", code)
-		}
-		wantNotification(t, c, chid, "held", "") // read, never acked
+		c, uaid, chid := holding(t, srv)
 		store.down.Store(true)
 		c.Close()
 		et.Eventually(t, 10*time.Second, "the notification owed", func() bool { return owed() == 1 })
@@ -179,6 +174,21 @@ func TestOwedWrites(t *testing.T) {
 	})
 }
 
+// holding connects a client that holds a direct notification "held",
+// read and never acked.
+func holding(t *testing.T, srv *engine.Server) (c *et.Client, uaid, chid string) {
+	t.Helper()
+	c = et.Dial(t, srv.Addr())
+	uaid = c.Hello("")
+	chid = uuid.NewString()
+	c.Register(chid, "")
+	if code := et.Push(t, srv, uaid, et.Notification(chid, "held", ""), ""); code != http.StatusOK {
+		t.Fatalf("direct delivery: %d", code)
+	}
+	wantNotification(t, c, chid, "held", "")
+	return c, uaid, chid
+}
+
 // rawUpgrade sends a websocket handshake and returns the answer's status
 // and Retry-After.
 func rawUpgrade(t *testing.T, addr string) (int, string) {
@@ -197,4 +207,65 @@ func rawUpgrade(t *testing.T, addr string) (int, string) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, resp.Header.Get("Retry-After")
+}
+
+// userStore fails GetUser, the router record read that names a user's
+// node, while down is set.
+type userStore struct {
+	storage.Store
+	down atomic.Bool
+}
+
+func (u *userStore) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, error) {
+	if u.down.Load() {
+		return storage.User{}, fmt.Errorf("get user: read timeout: %w", storage.ErrUnavailable)
+	}
+	return u.Store.GetUser(ctx, uaid)
+}
+
+// TestLeaveOwesTheCheck: a client leaves with a direct notification
+// unacked after its user agent connected to another node. The node
+// stores the notification and tells that node to check storage; when the
+// router record naming it cannot be read (the store flapping), the check
+// is owed and made once the read succeeds, without any request asking.
+// Without it the other node's client, which checked storage before the
+// store, would see the notification only at its next connection.
+func TestLeaveOwesTheCheck(t *testing.T) {
+	store := &userStore{Store: newStore(t)}
+	srv := et.Start(t, store, et.Config())
+	var notifs atomic.Int32
+	var path atomic.Value
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path.Store(r.Method + " " + r.URL.Path)
+		notifs.Add(1)
+	}))
+	t.Cleanup(other.Close)
+
+	c, uaid, _ := holding(t, srv)
+	id := uuid.UUID(parseUAID(t, uaid))
+	// The user agent connects to the other node (its record names it,
+	// newer), and the store starts failing reads.
+	et.Must(t, store.Store.Connect(context.Background(), storage.User{UAID: id, RouterType: storage.RouterWebPush,
+		NodeID: other.URL, ConnectedAt: time.Now().UnixMilli() + 5}), "connect elsewhere")
+	store.down.Store(true)
+	c.Close()
+	owed := func() float64 { v, _ := et.Metric(t, srv.NodeURL(), "autoconnect_checks_owed"); return v }
+	et.Eventually(t, 10*time.Second, "the check owed", func() bool { return owed() == 1 })
+	if n := notifs.Load(); n != 0 {
+		t.Fatalf("the other node was called %d times with the record unreadable", n)
+	}
+	msgs, err := store.Store.TimestampMessages(context.Background(), id, 0, 10)
+	et.Must(t, err, "read stored")
+	if len(msgs) != 1 || msgs[0].Version != "held" {
+		t.Fatalf("stored %+v, want the held notification", msgs)
+	}
+	store.down.Store(false)
+	et.Eventually(t, 10*time.Second, "the other node told", func() bool { return notifs.Load() == 1 })
+	if got, want := path.Load(), "PUT /notif/"+uaid; got != want {
+		t.Fatalf("other node got %v, want %s", got, want)
+	}
+	et.Eventually(t, 10*time.Second, "the check paid", func() bool {
+		v, _ := et.Metric(t, srv.NodeURL(), `autoconnect_checks_owed_total{end="paid"}`)
+		return owed() == 0 && v == 1
+	})
 }
