@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -149,15 +150,35 @@ func logFindings(t *testing.T, out string) {
 		}
 		t.Logf("logs kept in %s", keep)
 	}
+	uaids := map[string]bool{}
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.Contains(line, "LOST") || strings.Contains(line, "STALLED") || strings.Contains(line, "DUPLICATE") {
 				t.Log(line)
+				if m := uaidField.FindStringSubmatch(line); m != nil {
+					uaids[m[1]] = true
+				}
+			}
+		}
+	}
+	// What the servers logged about those user agents: CI keeps only
+	// this output.
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		n := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			for u := range uaids {
+				if n < 40 && strings.Contains(line, u) && !strings.Contains(line, "STALLED") {
+					t.Logf("%s: %s", filepath.Base(l), line)
+					n++
+				}
 			}
 		}
 	}
 }
+
+var uaidField = regexp.MustCompile(`uaid ([0-9a-f]{32})`)
 
 // checkFiles: the JSON report reads back, the HTML page is whole.
 func checkFiles(t *testing.T, rep *report.Report) {
