@@ -151,7 +151,14 @@ func readyConn(t *testing.T, srv *Server) (*fakeConn, *conn, [16]byte) {
 	fc := &fakeConn{srv: srv, loop: &fakeLoop{kick: make(chan struct{}, 1)}}
 	srv.OnOpen(fc)
 	cn := fc.ctx.(*conn)
-	fc.in = append([]byte(glueUpgrade), maskedFrame(`{"messageType":"hello","use_webpush":true}`)...)
+	// A returning user agent (a new one's hello reads nothing, and its
+	// record waits for its first register).
+	known := session.NewUAID()
+	if err := srv.store.ConnectNew(context.Background(), storage.User{UAID: known, RouterType: storage.RouterWebPush,
+		NodeID: "http://gone.invalid", ConnectedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fc.in = append([]byte(glueUpgrade), maskedFrame(`{"messageType":"hello","use_webpush":true,"uaid":"`+protocol.FormatUAID(known)+`"}`)...)
 	srv.OnTraffic(fc)
 	if len(fc.in) != 0 {
 		t.Fatalf("%d bytes not consumed", len(fc.in))

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"time"
 
@@ -56,6 +55,14 @@ func (srv *Server) run(r *session.Result) {
 	case session.JobHello:
 		srv.hello(ctx, r)
 	case session.JobRegister:
+		if j.NewUser {
+			// The fresh uaid's router record (session.JobHello): no
+			// record to read first (storage.ConnectNew).
+			u := storage.User{UAID: j.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt}
+			if r.Err = srv.timed(func() error { return srv.store.ConnectNew(ctx, u) }); r.Err != nil {
+				return
+			}
+		}
 		if j.MaxChannels > 0 {
 			r.Err = srv.timed(func() (err error) {
 				r.Channels, err = srv.store.CountChannels(ctx, j.UAID, j.MaxChannels)
@@ -106,49 +113,31 @@ func (srv *Server) run(r *session.Result) {
 	}
 }
 
-// hello looks the user up, records the connection and evicts an older
-// connection held by another node.
+// hello looks a returning user agent up, records the connection and
+// evicts an older connection held by another node. An unknown uaid is
+// replaced by a fresh one, whose record its first register writes.
 func (srv *Server) hello(ctx context.Context, r *session.Result) {
 	j := &r.Job
 	r.UAID = j.UAID
 	u := storage.User{UAID: j.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt}
 	var prev storage.User
-	found := false
-	if j.Known {
-		// The record read and rewritten at once (storage.Reconnect); a
-		// record of another router type is left alone.
-		err := srv.timed(func() (err error) {
-			prev, err = srv.store.Reconnect(ctx, u)
-			return err
-		})
-		switch {
-		case err == nil:
-			found = true
-		case !errors.Is(err, storage.ErrNotFound):
-			r.Err = err
-			return
-		}
-	}
-	if !found {
-		// A uaid made here: no record to read first (storage.ConnectNew).
-		r.UAID, r.Fresh = newUAID(), true
-		u.UAID = r.UAID
-		r.Err = srv.timed(func() error { return srv.store.ConnectNew(ctx, u) })
-	}
-	if found {
+	// The record read and rewritten at once (storage.Reconnect); a record
+	// of another router type is left alone.
+	err := srv.timed(func() (err error) {
+		prev, err = srv.store.Reconnect(ctx, u)
+		return err
+	})
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		r.UAID, r.Fresh = session.NewUAID(), true
+	case err != nil:
+		r.Err = err
+	default:
 		r.Cursor = prev.Cursor
-		if r.Err == nil && prev.NodeID != "" && prev.NodeID != srv.nodeURL && prev.ConnectedAt < j.ConnectedAt {
+		if prev.NodeID != "" && prev.NodeID != srv.nodeURL && prev.ConnectedAt < j.ConnectedAt {
 			srv.evictRemote(ctx, prev.NodeID, r.UAID, prev.ConnectedAt)
 		}
 	}
-}
-
-func newUAID() [16]byte {
-	var u [16]byte
-	rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40 // version 4
-	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	return u
 }
 
 // timed runs a storage call and records its latency and failures.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/engine/session"
+	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/gobwas/ws"
 )
@@ -105,15 +107,16 @@ func TestDeliveryAckSeconds(t *testing.T) {
 	check("direct", 2, start)
 }
 
-// failConnect fails every hello's router-record write with err (a new
-// user agent's, ConnectNew, and a returning one's, Connect).
+// failConnect fails every hello's router-record write with err (a
+// returning user agent's, Reconnect).
 type failConnect struct {
 	storage.Store
 	err error
 }
 
-func (f failConnect) Connect(context.Context, storage.User) error    { return f.err }
-func (f failConnect) ConnectNew(context.Context, storage.User) error { return f.err }
+func (f failConnect) Reconnect(context.Context, storage.User) (storage.User, error) {
+	return storage.User{}, f.err
+}
 
 // TestHelloStorageFailureCountedOnce: a hello whose storage write fails
 // is one storage error (and one closed connection), not two; a conflict
@@ -131,7 +134,7 @@ func TestHelloStorageFailureCountedOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := et.Start(t, failConnect{newStore(t), tc.err}, et.Config())
 			c := et.Dial(t, srv.Addr())
-			c.Send(map[string]any{"messageType": "hello", "use_webpush": true})
+			c.Send(map[string]any{"messageType": "hello", "use_webpush": true, "uaid": protocol.FormatUAID(session.NewUAID())})
 			if code := c.ExpectClose(); code != tc.close {
 				t.Fatalf("hello closed with %d, want %d", code, tc.close)
 			}

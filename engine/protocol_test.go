@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -56,9 +57,15 @@ func TestHelloAssignsAndKeepsUAID(t *testing.T) {
 	}
 	uaid := r["uaid"].(string)
 	u := parseUAID(t, uaid)
+	// Its router record is written by its first register (the reference's
+	// deferred user): a hello that never registers writes nothing.
+	if _, err := store.GetUser(context.Background(), u); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("router record before any register: %v, want not found", err)
+	}
+	c.Register(uuid.NewString(), "")
 	rec, err := store.GetUser(context.Background(), u)
-	if err != nil || rec.NodeID != srv.NodeURL() || rec.ConnectedAt == 0 {
-		t.Fatalf("router record %+v %v", rec, err)
+	if err != nil || rec.NodeID != srv.NodeURL() || rec.ConnectedAt == 0 || rec.RouterType != storage.RouterWebPush {
+		t.Fatalf("router record after the first register %+v %v", rec, err)
 	}
 	c.Close()
 

@@ -71,9 +71,14 @@ func TestStorageOutageWatch(t *testing.T) {
 	chid := uuid.NewString()
 	c.Register(chid, "")
 
+	other := et.Dial(t, srv.Addr())
+	known := other.Hello("")
+	other.Register(uuid.NewString(), "")
+	other.Leave()
+
 	store.down.Store(true)
 	late := et.Dial(t, srv.Addr())
-	late.Send(map[string]any{"messageType": "hello", "use_webpush": true})
+	late.Send(map[string]any{"messageType": "hello", "use_webpush": true, "uaid": known})
 	if code := late.ExpectClose(); code != 1013 {
 		t.Fatalf("hello while storage fails: closed with %d, want 1013", code)
 	}

@@ -39,7 +39,11 @@ type Store interface {
 	// ConnectNew is Connect for a uaid the caller has just made (random:
 	// no record of it can exist), so nothing need be read first and there
 	// are no channels to refresh. Never pass a uaid that may exist: the
-	// backends may skip Connect's comparison. 1 RT.
+	// backends may skip Connect's comparison. It need not be durable on
+	// its own: a backend may leave it to the caller's next durable write
+	// (the engine calls it in a new user agent's first register, right
+	// before AddChannel), and a crash before that loses a record that
+	// nothing names yet. 1 RT.
 	ConnectNew(ctx context.Context, u User) error
 
 	// ClearNode clears the record's node_id only if its ConnectedAt still

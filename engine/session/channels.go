@@ -48,7 +48,8 @@ func (s *Session) register(x *Ctx, m *protocol.ClientMessage) {
 	x.Metrics.Registers.Inc()
 	s.setRegs(regs + 1)
 	// m aliases the loop's buffer: the job keeps a copy.
-	j := Job{Kind: JobRegister, UAID: s.uaid, CHID: chid, ChannelID: strings.Clone(m.ChannelID), Key: key}
+	j := Job{Kind: JobRegister, UAID: s.uaid, CHID: chid, ChannelID: strings.Clone(m.ChannelID), Key: key,
+		NewUser: s.recordOwed, ConnectedAt: s.connectedAt}
 	if limit > 0 && chans == 0 {
 		j.MaxChannels = limit
 	}
@@ -85,6 +86,10 @@ func (s *Session) registerDone(x *Ctx, r *Result) {
 		s.setChans(r.Channels + 1)
 	}
 	status, endpoint := 200, r.Endpoint
+	if r.Job.NewUser && r.Err == nil && s.recordOwed {
+		// The router record is written: it names this connection now.
+		s.recordOwed, s.registered = false, true
+	}
 	switch {
 	case r.Err != nil:
 		status, endpoint = 500, ""

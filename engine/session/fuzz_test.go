@@ -254,7 +254,11 @@ func (m *fuzzModel) answer(arg byte) {
 	}
 	switch j.Kind {
 	case JobHello:
-		r.UAID, r.Fresh = testUAID, !j.Known
+		// Found, or (arg%8 >= 4) unknown to storage: a fresh uaid.
+		r.UAID, r.Fresh = j.UAID, false
+		if arg%8 >= 4 {
+			r.UAID, r.Fresh = testUAID, true
+		}
 		if arg%4 == 2 {
 			h.newer = !h.newer
 		}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"crypto/rand"
 	"errors"
 	"sync"
 
@@ -16,7 +17,8 @@ var clientMessages = sync.Pool{New: func() any { return new(protocol.ClientMessa
 
 // hello registers the connection: a known uaid is kept (a different one
 // makes Firefox drop every subscription), an unknown or invalid one is
-// replaced. The storage work is a JobHello; helloDone finishes it.
+// replaced. A returning user agent's storage work is a JobHello;
+// helloDone finishes it.
 func (s *Session) hello(x *Ctx, m *protocol.ClientMessage) {
 	if s.state != stHello {
 		s.fail(x, "bad_json", ws.StatusPolicyViolation, "hello sent twice")
@@ -35,17 +37,25 @@ func (s *Session) hello(x *Ctx, m *protocol.ClientMessage) {
 	s.state = stHelloing
 	s.connectedAt = now.UnixMilli()
 	x.schedule(now.Add(x.Config.PingInterval))
-	if known {
-		// Findable before the router record names this connection: a
-		// push routed here meanwhile then gets "busy" (and a storage check
-		// is owed) rather than "not here", which would make the endpoint
-		// clear the node_id this hello is writing and store the push
-		// after the hello's check has read (it would wait for the next
-		// reconnect). An older local connection is evicted now.
-		s.uaid = uaid
-		x.Host.Enroll()
+	if !known {
+		// A new user agent: its uaid is made here and its router record
+		// written by its first register, as the reference defers it. No
+		// storage call: a hello that never registers writes nothing, and
+		// nothing can be pushed to a uaid without a channel.
+		s.uaid = NewUAID()
+		s.helloDone(x, &Result{Job: Job{Kind: JobHello, UAID: s.uaid, ConnectedAt: s.connectedAt, Broadcasts: m.Broadcasts},
+			UAID: s.uaid, Fresh: true})
+		return
 	}
-	x.Jobs = append(x.Jobs, Job{Kind: JobHello, UAID: uaid, Known: known, ConnectedAt: s.connectedAt,
+	// Findable before the router record names this connection: a push
+	// routed here meanwhile then gets "busy" (and a storage check is owed)
+	// rather than "not here", which would make the endpoint clear the
+	// node_id this hello is writing and store the push after the hello's
+	// check has read (it would wait for the next reconnect). An older
+	// local connection is evicted now.
+	s.uaid = uaid
+	x.Host.Enroll()
+	x.Jobs = append(x.Jobs, Job{Kind: JobHello, UAID: uaid, ConnectedAt: s.connectedAt,
 		Broadcasts: cloneBroadcasts(m.Broadcasts)})
 }
 
@@ -71,7 +81,7 @@ func (s *Session) helloDone(x *Ctx, res *Result) {
 		x.Metrics.HelloNewUAID.Inc()
 	}
 	if res.UAID != s.uaid {
-		// Unknown, or a fresh uaid: registered under the one it asked for.
+		// Unknown to storage: enrolled under the one it asked for.
 		x.Host.Unenroll()
 		s.uaid = res.UAID
 	}
@@ -80,7 +90,10 @@ func (s *Session) helloDone(x *Ctx, res *Result) {
 		s.fail(x, "storage", ws.StatusPolicyViolation, "connected elsewhere")
 		return
 	}
-	s.cursor, s.state, s.registered = res.Cursor, stReady, true
+	// A fresh uaid has no router record yet: its first register writes
+	// it (recordOwed), and until then its leave has nothing to clear.
+	s.cursor, s.state = res.Cursor, stReady
+	s.registered, s.recordOwed = !res.Fresh, res.Fresh
 	changed, errs := s.subscribeHello(x, res.Job.Broadcasts)
 	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendHelloReply(b, s.uaid, 200, changed, errs) })
 	// The drain took its list of sessions already: one that finishes its
@@ -115,4 +128,13 @@ func (s *Session) Evict(x *Ctx, connectedAt int64) int {
 	x.Metrics.Evictions.Inc()
 	s.closeWith(x, 4000, "connected elsewhere")
 	return 200
+}
+
+// NewUAID makes a random (version 4) uaid.
+func NewUAID() [16]byte {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u
 }

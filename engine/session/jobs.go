@@ -10,13 +10,15 @@ type JobKind uint8
 
 // Jobs and what their Result carries back.
 const (
-	// JobHello looks up UAID if Known (a missing or non-webpush record
-	// gets a fresh uaid), records the connection at ConnectedAt, and has a
-	// connection of the user agent on another node evicted. Result: UAID,
-	// Cursor, Fresh.
+	// JobHello looks up the Known UAID, records the connection at
+	// ConnectedAt, and has a connection of the user agent on another node
+	// evicted. A missing or non-webpush record gets a fresh uaid (Fresh)
+	// and nothing is written: the first register writes its record. A
+	// hello without a uaid asks for no job. Result: UAID, Cursor, Fresh.
 	JobHello JobKind = iota + 1
 	// JobRegister mints the endpoint for CHID (with the VAPID Key, if
-	// any) and adds the channel. With MaxChannels set it first counts the
+	// any) and adds the channel; for a NewUser it first writes the router
+	// record of the connection at ConnectedAt. With MaxChannels set it first counts the
 	// user's channels up to that limit, and at the limit adds nothing.
 	// Result: Endpoint; with MaxChannels, Channels and Full.
 	JobRegister
@@ -44,8 +46,8 @@ const (
 type Job struct {
 	Kind        JobKind
 	UAID        [16]byte
-	Known       bool  // hello: UAID is the client's, to be looked up
-	ConnectedAt int64 // hello
+	ConnectedAt int64 // hello; register of a NewUser
+	NewUser     bool  // register: the uaid is fresh, its router record unwritten
 	CHID        [16]byte
 	ChannelID   string // register, unregister: as the client wrote it, for the reply
 	Key         []byte // register: the raw VAPID public key, or nil

@@ -46,6 +46,7 @@ type Session struct {
 
 	state        uint8
 	registered   bool // hello done: the router record names this connection
+	recordOwed   bool // a fresh uaid: its first register writes its router record
 	pingOut      bool // a keepalive ping is unanswered
 	clientPinged bool
 	// unsubscribed: the client has sent an unregister on this connection;

@@ -65,35 +65,62 @@ func TestUpgrade(t *testing.T) {
 }
 
 func TestHelloNewAndKnown(t *testing.T) {
+	// A new user agent's hello is answered at once: its uaid is made
+	// here, and nothing is written until it registers (the reference's
+	// deferred user record).
 	h := newHarness(t, nil).open()
 	h.send(`{"messageType":"hello","use_webpush":true}`)
-	job := h.job(JobHello)
-	if job.Known || h.enrolls != 0 || len(h.out) != 0 {
-		t.Fatalf("new user agent: job %+v, enrolls %d", job, h.enrolls)
-	}
-	if job.ConnectedAt != h.now.UnixMilli() || h.due != h.now.Add(testConfig.PingInterval).UnixMilli() {
-		t.Fatalf("connectedAt %d due %d", job.ConnectedAt, h.due)
-	}
-	h.done(&Result{Job: job, UAID: testUAID, Fresh: true})
-	m := h.message()
-	if m["uaid"] != strings.ReplaceAll(uuid.UUID(testUAID).String(), "-", "") || m["status"] != 200.0 {
-		t.Fatalf("hello reply %v", m)
-	}
-	if !h.enrolled || !h.s.Registered() || h.counter("HelloNewUAID") != 1 {
-		t.Fatalf("enrolled %v registered %v", h.enrolled, h.s.Registered())
-	}
-	// A uaid made by this hello has nothing stored and no channels: no
-	// check, and its first register counts nothing.
 	h.noJobs()
+	m := h.message()
+	uaid, ok := protocol.ParseUAID(fmt.Sprint(m["uaid"]))
+	if !ok || uaid == ([16]byte{}) || uaid[6]>>4 != 4 || m["status"] != 200.0 || h.s.UAID() != uaid {
+		t.Fatalf("hello reply %v, session uaid %x", m, h.s.UAID())
+	}
+	if !h.enrolled || h.s.Registered() || h.counter("HelloNewUAID") != 1 {
+		t.Fatalf("enrolled %v registered %v: want enrolled, no record to clear yet", h.enrolled, h.s.Registered())
+	}
+	if h.due != h.now.Add(testConfig.PingInterval).UnixMilli() {
+		t.Fatalf("due %d", h.due)
+	}
+	// Its first register writes the record of this connection, and counts
+	// no channels (it has none); once done, the session's leave clears it.
 	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
-	if j := h.job(JobRegister); j.MaxChannels != 0 {
-		t.Fatalf("a new user agent's first register counts its channels: %+v", j)
+	j := h.job(JobRegister)
+	if !j.NewUser || j.ConnectedAt != h.s.ConnectedAt() || j.UAID != uaid || j.MaxChannels != 0 {
+		t.Fatalf("a new user agent's first register: %+v", j)
+	}
+	h.done(&Result{Job: j, Err: errors.New("timeout")})
+	if m := h.message(); m["status"] != 500.0 || h.s.Registered() {
+		t.Fatalf("failed first register: %v, registered %v", m, h.s.Registered())
+	}
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	j = h.job(JobRegister)
+	if !j.NewUser {
+		t.Fatalf("after a failed first register the record is still owed: %+v", j)
+	}
+	h.done(&Result{Job: j, Endpoint: "https://push.example/x"})
+	if m := h.message(); m["status"] != 200.0 || !h.s.Registered() {
+		t.Fatalf("first register: %v, registered %v", m, h.s.Registered())
+	}
+	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
+	if j := h.job(JobRegister); j.NewUser {
+		t.Fatalf("the record is written: %+v", j)
+	}
+	if _, ok := h.s.Close(h.env, 0); !ok {
+		t.Fatal("a registered new user agent leaves nothing to clear")
+	}
+	// One that never registers leaves nothing.
+	h = newHarness(t, nil).open()
+	h.send(`{"messageType":"hello","use_webpush":true}`)
+	h.message()
+	if _, ok := h.s.Close(h.env, 0); ok {
+		t.Fatal("a hello without a register has a leave: its record was never written")
 	}
 
 	// A known uaid is enrolled from the hello on, before storage answers.
 	h = newHarness(t, nil).open()
 	h.send(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `","use_webpush":true}`)
-	if job := h.job(JobHello); !job.Known || job.UAID != testUAID || !h.enrolled {
+	if job := h.job(JobHello); job.UAID != testUAID || !h.enrolled {
 		t.Fatalf("known uaid: job %+v enrolled %v", job, h.enrolled)
 	}
 	if code := deliver(h, "early"); code != 503 {
@@ -120,7 +147,7 @@ func TestHelloFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil).open()
-			h.send(`{"messageType":"hello"}`)
+			h.send(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `"}`)
 			if tc.setup != nil {
 				tc.setup(h)
 			}
@@ -135,7 +162,7 @@ func TestHelloFailures(t *testing.T) {
 	}
 	t.Run("draining", func(t *testing.T) {
 		h := newHarness(t, nil).open()
-		h.send(`{"messageType":"hello"}`)
+		h.send(`{"messageType":"hello","uaid":"` + protocol.FormatUAID(testUAID) + `"}`)
 		h.env.Draining.Store(true)
 		h.done(&Result{Job: h.job(JobHello), UAID: testUAID})
 		if ms := h.frames(); len(ms) != 2 || ms[0].Header.OpCode != gws.OpText {
@@ -145,6 +172,15 @@ func TestHelloFailures(t *testing.T) {
 		if !h.s.Registered() {
 			t.Fatal("a hello closed by the drain must still leave (clear its node_id)")
 		}
+		// A new user agent's too, with nothing to clear.
+		h = newHarness(t, nil).open()
+		h.env.Draining.Store(true)
+		h.send(`{"messageType":"hello"}`)
+		if ms := h.frames(); len(ms) != 2 || ms[0].Header.OpCode != gws.OpText {
+			t.Fatalf("want the hello reply then a close: %q", h.out)
+		}
+		h.wentAway()
+		h.noJobs()
 	})
 	t.Run("protocol", func(t *testing.T) {
 		h := newHarness(t, nil).open()
@@ -670,9 +706,8 @@ func TestChannelLimit(t *testing.T) {
 func TestChannelLimitNewUserAgent(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxChannels = 2 }).open()
 	h.send(`{"messageType":"hello","use_webpush":true}`)
-	h.done(&Result{Job: h.job(JobHello), UAID: testUAID, Fresh: true})
-	h.message()
 	h.noJobs()
+	h.message()
 	for range 2 {
 		h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
 		j := h.job(JobRegister)

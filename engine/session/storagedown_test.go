@@ -50,5 +50,7 @@ func TestStorageDown(t *testing.T) {
 
 	h = newHarness(t, nil).open()
 	h.send(`{"messageType":"hello","use_webpush":true}`)
-	h.job(JobHello)
+	if m := h.message(); m["status"] != 200.0 {
+		t.Fatalf("hello once storage is up: %v", m)
+	}
 }
