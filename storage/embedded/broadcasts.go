@@ -21,7 +21,7 @@ func (s *Store) PutBroadcast(ctx context.Context, id, version string) error {
 	if err := s.enter(ctx, "put broadcast"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	if err := s.db.Set(broadcastKey(id), []byte(version), s.wo); err != nil {
 		return failed("put broadcast", err)
 	}
@@ -33,7 +33,7 @@ func (s *Store) Broadcasts(ctx context.Context) (map[string]string, error) {
 	if err := s.enter(ctx, "broadcasts"); err != nil {
 		return nil, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	out := map[string]string{}
 	err := s.scan([]byte{prefixBroadcast}, nil, func(k, v []byte) (bool, error) {
 		out[string(k[1:])] = string(v)

@@ -30,7 +30,7 @@ func (s *Store) writeChannel(ctx context.Context, op string, uaid, chid uuid.UUI
 	if err := s.enter(ctx, op); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	b := s.db.NewBatch()
 	write(b, channelKey(uaid, chid))
 	if err := s.commit(b); err != nil {
@@ -47,7 +47,7 @@ func (s *Store) Channels(ctx context.Context, uaid uuid.UUID) ([]uuid.UUID, erro
 	if err := s.enter(ctx, "channels"); err != nil {
 		return nil, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	out := []uuid.UUID{}
 	err := s.scan(channelPrefix(uaid), nil, func(k, _ []byte) (bool, error) {
 		var c uuid.UUID
@@ -73,7 +73,7 @@ func (s *Store) CountChannels(ctx context.Context, uaid uuid.UUID, limit int) (i
 	if err := s.enter(ctx, "count channels"); err != nil {
 		return 0, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	n := 0
 	err := s.scan(channelPrefix(uaid), nil, func(_, _ []byte) (bool, error) {
 		n++
@@ -93,7 +93,7 @@ func (s *Store) HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, err
 	if err := s.enter(ctx, "has channel"); err != nil {
 		return false, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	_, closer, err := s.db.Get(channelKey(uaid, chid))
 	if err == pebble.ErrNotFound {
 		return false, nil
@@ -113,7 +113,7 @@ func (s *Store) Subscription(ctx context.Context, uaid, chid uuid.UUID) (storage
 	if err := s.enter(ctx, "subscription"); err != nil {
 		return storage.User{}, false, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	rec, ok, err := s.getRecord(uaid)
 	if err != nil {
 		return storage.User{}, false, failed("subscription", err)

@@ -22,11 +22,23 @@ type Config struct {
 	CacheBytes int64
 	// MemTableBytes is the size Pebble's memtables grow to (from 256 KiB,
 	// doubling) before they are flushed. The writes here are small (a
-	// router record, a channel key, a message) and each user agent's hello
-	// writes one: the memtables fill as connections arrive, so on a node
+	// router record, a channel key, a message) and each new user agent's
+	// first register writes two: the memtables fill as connections arrive, so on a node
 	// at its 19,000 connections their size is part of the memory per
 	// connection (docs/benchmarks.md). Default 1 MiB (Pebble's 4 MiB).
 	MemTableBytes uint64
+	// SyncShare: while at least SyncShareFrom calls are in progress, a
+	// WAL fsync waits until this long after the previous one, so the
+	// commits arriving meanwhile share it. On this project's VM an fsync
+	// returns in ~0.16 ms and costs far more CPU than the commit it makes
+	// durable: a burst of registers synced one or two at a time (measured:
+	// 20 µs of the node's system CPU per new user agent's hello+register,
+	// docs/benchmarks.md). A lone writer never waits. Default 200µs;
+	// negative turns it off.
+	SyncShare time.Duration
+	// SyncShareFrom is how many calls in progress make a WAL fsync wait
+	// (SyncShare): with fewer the wait would only slow them. Default 8.
+	SyncShareFrom int
 	// NoSync commits without fsync: a crash may lose the last writes.
 	// Only for benchmarks and throwaway dev data. Default false.
 	NoSync bool
@@ -40,6 +52,8 @@ const (
 	DefaultSweepInterval = time.Minute
 	DefaultCacheBytes    = 64 << 20
 	DefaultMemTableBytes = 1 << 20
+	DefaultSyncShare     = 200 * time.Microsecond
+	DefaultSyncShareFrom = 8
 )
 
 func (c *Config) withDefaults() Config {
@@ -55,6 +69,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MemTableBytes == 0 {
 		out.MemTableBytes = DefaultMemTableBytes
+	}
+	if out.SyncShare == 0 {
+		out.SyncShare = DefaultSyncShare
+	}
+	if out.SyncShareFrom == 0 {
+		out.SyncShareFrom = DefaultSyncShareFrom
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()

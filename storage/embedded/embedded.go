@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/autopush-go/autopush/storage"
@@ -25,6 +26,7 @@ type Store struct {
 	cfg     Config
 	db      *pebble.DB
 	wo      *pebble.WriteOptions
+	busy    *atomic.Int64 // calls in progress: WAL syncs wait to be shared when many are (Open)
 	log     *slog.Logger
 	mu      sync.RWMutex
 	closed  bool
@@ -48,15 +50,22 @@ func Open(cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
+	busy := new(atomic.Int64)
 	db, err := pebble.Open(cfg.Dir, &pebble.Options{
 		Cache:        cache,
 		MemTableSize: cfg.MemTableBytes,
 		Logger:       pebbleLogger{cfg.Logger},
+		WALMinSyncInterval: func() time.Duration { // Config.SyncShare
+			if cfg.SyncShare > 0 && busy.Load() >= int64(cfg.SyncShareFrom) {
+				return cfg.SyncShare
+			}
+			return 0
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", cfg.Dir, err)
 	}
-	s := &Store{cfg: cfg, db: db, wo: pebble.Sync, log: cfg.Logger, stop: make(chan struct{})}
+	s := &Store{cfg: cfg, db: db, wo: pebble.Sync, log: cfg.Logger, stop: make(chan struct{}), busy: busy}
 	if cfg.NoSync {
 		s.wo = pebble.NoSync
 	}
@@ -76,7 +85,14 @@ func (s *Store) enter(ctx context.Context, op string) error {
 		s.mu.RUnlock()
 		return fmt.Errorf("embedded: %s: %w: %w", op, storage.ErrUnavailable, err)
 	}
+	s.busy.Add(1)
 	return nil
+}
+
+// leave ends a call that enter let in.
+func (s *Store) leave() {
+	s.busy.Add(-1)
+	s.mu.RUnlock()
 }
 
 func (s *Store) stripe(uaid uuid.UUID) *sync.Mutex { return &s.stripes[uaid[15]] }
@@ -125,7 +141,7 @@ func (s *Store) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, erro
 	if err := s.enter(ctx, "get user"); err != nil {
 		return storage.User{}, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	rec, ok, err := s.getRecord(uaid)
 	if err != nil {
 		return storage.User{}, failed("get user", err)
@@ -150,7 +166,7 @@ func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {
 	if err := s.enter(ctx, "connect new"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	u.Cursor = 0
 	b := s.recordBatch(u, time.Now())
 	defer b.Close()
@@ -195,7 +211,7 @@ func (s *Store) connect(ctx context.Context, op string, u storage.User, returnin
 	if err := s.enter(ctx, op); err != nil {
 		return storage.User{}, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	l := s.stripe(u.UAID)
 	l.Lock()
 	defer l.Unlock()
@@ -240,7 +256,7 @@ func (s *Store) updateRecord(ctx context.Context, op string, uaid uuid.UUID, cha
 	if err := s.enter(ctx, op); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	l := s.stripe(uaid)
 	l.Lock()
 	defer l.Unlock()
@@ -301,7 +317,7 @@ func (s *Store) drop(ctx context.Context, op string, uaid uuid.UUID, connectedAt
 	if err := s.enter(ctx, op); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	l := s.stripe(uaid)
 	l.Lock()
 	defer l.Unlock()
@@ -341,7 +357,7 @@ func (s *Store) Health(ctx context.Context) error {
 	if err := s.enter(ctx, "health"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	probe := []byte("health")
 	if err := s.db.Set(probe, []byte(time.Now().UTC().Format(time.RFC3339)), s.wo); err != nil {
 		return failed("health", err)

@@ -57,7 +57,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, client, key string, id 
 	if err := s.enter(ctx, "claim idempotency key"); err != nil {
 		return uuid.Nil, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
 	k := claimKey(client, key)
@@ -91,7 +91,7 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, client, key string, i
 	if err := s.enter(ctx, "release idempotency key"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
 	k := claimKey(client, key)

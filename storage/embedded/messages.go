@@ -29,7 +29,7 @@ func (s *Store) SaveMessage(ctx context.Context, uaid uuid.UUID, m storage.Messa
 	if err := s.enter(ctx, "save message"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	if m.Expired(time.Now()) {
 		return nil
 	}
@@ -81,7 +81,7 @@ func (s *Store) DeleteMessage(ctx context.Context, uaid uuid.UUID, k storage.Mes
 	if err := s.enter(ctx, "delete message"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	key := timestampKey(uaid, k.SortKey, k.CHID)
 	if k.Topic != "" {
 		key = topicKey(uaid, k.CHID, k.Topic)
@@ -136,7 +136,7 @@ func (s *Store) readMessages(ctx context.Context, op string, uaid uuid.UUID, pre
 	if err := s.enter(ctx, op); err != nil {
 		return nil, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	now := time.Now()
 	out := []storage.Message{}
 	err := s.scan(prefix, lower, func(k, v []byte) (bool, error) {

@@ -101,7 +101,7 @@ func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
 	if err := s.enter(ctx, "save push"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	l := s.stripe(p.ID)
 	l.Lock()
 	defer l.Unlock()
@@ -127,7 +127,7 @@ func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error)
 	if err := s.enter(ctx, "get push"); err != nil {
 		return storage.Push{}, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	r, found, err := s.getPush(id)
 	if err != nil {
 		return storage.Push{}, failed("get push", err)
@@ -151,7 +151,7 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 	if err := s.enter(ctx, "update push"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	l := s.stripe(next.ID)
 	l.Lock()
 	defer l.Unlock()
@@ -186,7 +186,7 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 	if err := s.enter(ctx, "due pushes"); err != nil {
 		return nil, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	upper := binary.BigEndian.AppendUint64(statePrefix(state), uint64(max(before, 0))+1)
 	out, _, err := s.readIndex(state, statePrefix(state), upper, limit)
 	return out, err
@@ -209,7 +209,7 @@ func (s *Store) ListPushes(ctx context.Context, state storage.PushState, cursor 
 	if err := s.enter(ctx, "list pushes"); err != nil {
 		return nil, "", err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	// A page may hold fewer pushes than entries read (an expired push the
 	// sweeper has not reached yet): whether more follow is the index's
 	// to say, not the page's length.

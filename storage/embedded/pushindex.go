@@ -83,7 +83,7 @@ func (s *Store) PushesByKey(ctx context.Context, client, pushKey, cursor string,
 	if err := s.enter(ctx, "pushes by key"); err != nil {
 		return nil, "", err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	var ids []uuid.UUID
 	var last []byte
 	err := s.scan(prefix, from, func(k, _ []byte) (bool, error) {
@@ -125,7 +125,7 @@ func (s *Store) CountOpen(ctx context.Context, client string, limit int) (int, e
 	if err := s.enter(ctx, "count open"); err != nil {
 		return 0, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	n := 0
 	err := s.scan(openPrefix(client), nil, func(_, _ []byte) (bool, error) {
 		n++

@@ -38,7 +38,7 @@ func (s *Store) GetRateShares(ctx context.Context, account string) (storage.Rate
 	if err := s.enter(ctx, "get rate shares"); err != nil {
 		return storage.RateShares{}, err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	r, err := s.getRateShares(account)
 	if err != nil {
 		return storage.RateShares{}, failed("get rate shares", err)
@@ -58,7 +58,7 @@ func (s *Store) PutRateShares(ctx context.Context, prev int64, next storage.Rate
 	if err := s.enter(ctx, "put rate shares"); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	s.rateMu.Lock()
 	defer s.rateMu.Unlock()
 	cur, err := s.getRateShares(next.Account)
