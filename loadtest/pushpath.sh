@@ -64,6 +64,25 @@ print("runs", vals, "median", statistics.median(vals))
 PY
 }
 
+# quiet waits (up to 30 s) until the machine was at least 90 % idle over
+# a second: a run measures itself, not the previous run's aftermath (its
+# processes exiting, the kernel freeing their sockets). The first hello
+# run after the push ladders was the slowest of its three in both
+# make pushpath runs of 2026-11-28 without it.
+quiet() {
+	python3 - <<'PY'
+import time
+def snap():
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return f[3] + f[4], sum(f)
+end = time.time() + 30
+while time.time() < end:
+    i0, t0 = snap(); time.sleep(1); i1, t1 = snap()
+    if (i1 - i0) / max(t1 - t0, 1) >= 0.9:
+        break
+PY
+}
+
 uas=2000 rates=4000,6000,8000,10000,12000,14000,16000,18000 fresh=1000,2000,3000,4000,6000,8000 cqlrates=1000,2000,3000,4000,5000,6000,7000,8000
 hellos=15000 idle=19000 stage=15s
 if [ "${PUSHPATH_SMOKE:-}" = 1 ]; then
@@ -72,16 +91,19 @@ fi
 ladder=(-uas "$uas" -rates "$rates" -stage-time "$stage" -warmup 1s -p99-limit 50ms -min-stages 1)
 dirs=()
 for i in $(seq "$repeats"); do
+	quiet
 	lt notify "${ladder[@]}" -vapid-reuse 1h -cql-hosts "" -out "$out/notify-reuse-$i" >/dev/null
 	dirs+=("$out/notify-reuse-$i")
 done
 echo "single-node, pushes/s at p99 <= 50 ms, JWT reused: $(best "${dirs[@]}")"
+quiet
 lt notify -uas "$uas" -rates "$fresh" -stage-time "$stage" -warmup 1s -p99-limit 50ms -min-stages 1 \
 	-cql-hosts "" -out "$out/notify-fresh" >/dev/null
 echo "single-node, pushes/s at p99 <= 50 ms, every JWT signed afresh (one run): $(best "$out/notify-fresh")"
 
 dirs=()
 for i in $(seq "$repeats"); do
+	quiet
 	lt hold -single -cql-hosts "" -uas "$hellos" -per-engine 19000 -connect-rate 30000 -max-pending 128 -steps 1 \
 		-settle 1s -samples 1 -hold 0s -budget 0 -out "$out/hello-$i" >/dev/null
 	dirs+=("$out/hello-$i")
@@ -90,6 +112,7 @@ echo "single-node, hello + register per second: $(field hold connect.achieved_pe
 
 dirs=()
 for i in $(seq "$repeats"); do
+	quiet
 	lt hold -single -cql-hosts "" -uas "$idle" -per-engine 19000 -budget 0 -out "$out/idle-$i" >/dev/null
 	dirs+=("$out/idle-$i")
 done
@@ -105,6 +128,7 @@ if [ "${PUSHPATH_CQL:-}" = 1 ]; then
 	fi
 	dirs=()
 	for i in $(seq "$repeats"); do
+		quiet
 		lt notify -uas "$uas" -engines 1 -rates "$cqlrates" -stage-time "$stage" -warmup 1s -p99-limit 50ms \
 			-min-stages 1 -vapid-reuse 1h -out "$out/cql-notify-$i" >/dev/null
 		dirs+=("$out/cql-notify-$i")
@@ -112,6 +136,7 @@ if [ "${PUSHPATH_CQL:-}" = 1 ]; then
 	echo "split tiers on Cassandra, pushes/s at p99 <= 50 ms, JWT reused: $(best "${dirs[@]}")"
 	dirs=()
 	for i in $(seq "$repeats"); do
+		quiet
 		lt hold -uas "$hellos" -engines 1 -per-engine 19000 -connect-rate 30000 -max-pending 128 -steps 1 \
 			-settle 1s -samples 1 -hold 0s -budget 0 -out "$out/cql-hello-$i" >/dev/null
 		dirs+=("$out/cql-hello-$i")
