@@ -291,6 +291,19 @@ type indexEntry struct {
 	version int64
 }
 
+// scanEntries reads a page of one shard's index entries (at, id,
+// version) and closes iter.
+func scanEntries(iter *gocql.Iter, shard int8) ([]indexEntry, error) {
+	var got []indexEntry
+	var e indexEntry
+	var id [16]byte
+	for iter.Scan(&e.at, &id, &e.version) {
+		e.shard, e.id = shard, id
+		got = append(got, e)
+	}
+	return got, iter.Close()
+}
+
 // DuePushes implements storage.PushStore: one bounded slice of each shard
 // of the state's index (in parallel), then a read of each push (in
 // parallel).
@@ -314,16 +327,9 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 	err := fanout.Each(pushShards, func(i int) error {
 		shard := int8(i)
 		floor := s.floor(floorKey(state, shard))
-		iter := s.query(ctx, qIndexDue, string(state), shard, floor, before, limit).Iter()
-		var got []indexEntry
-		var e indexEntry
-		var id [16]byte
-		for iter.Scan(&e.at, &id, &e.version) {
-			e.shard, e.id = shard, id
-			got = append(got, e)
-		}
+		got, err := scanEntries(s.query(ctx, qIndexDue, string(state), shard, floor, before, limit).Iter(), shard)
 		byShard[shard] = got
-		return iter.Close()
+		return err
 	})
 	if err != nil {
 		return nil, wrap("due pushes: index", err)
@@ -495,15 +501,8 @@ func (s *Store) ListPushes(ctx context.Context, state storage.PushState, cursor 
 	var out []storage.Push
 	for shard < pushShards {
 		want := limit - len(out)
-		iter := s.query(ctx, qIndexPage, string(state), shard, at, uuidArg(id), want).Iter()
-		var got []indexEntry
-		var e indexEntry
-		var raw [16]byte
-		for iter.Scan(&e.at, &raw, &e.version) {
-			e.shard, e.id = shard, raw
-			got = append(got, e)
-		}
-		if err := iter.Close(); err != nil {
+		got, err := scanEntries(s.query(ctx, qIndexPage, string(state), shard, at, uuidArg(id), want).Iter(), shard)
+		if err != nil {
 			return nil, "", wrap("list pushes", err)
 		}
 		found, _, err := s.resolve(ctx, state, got, false)
