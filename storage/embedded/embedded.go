@@ -26,7 +26,7 @@ type Store struct {
 	cfg     Config
 	db      *pebble.DB
 	wo      *pebble.WriteOptions
-	busy    *atomic.Int64 // calls in progress: WAL syncs wait to be shared when many are (Open)
+	busy    atomic.Int64 // calls in progress: WAL syncs wait to be shared when many are (syncShare)
 	log     *slog.Logger
 	mu      sync.RWMutex
 	closed  bool
@@ -50,28 +50,32 @@ func Open(cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
-	busy := new(atomic.Int64)
+	s := &Store{cfg: cfg, wo: pebble.Sync, log: cfg.Logger, stop: make(chan struct{})}
 	db, err := pebble.Open(cfg.Dir, &pebble.Options{
-		Cache:        cache,
-		MemTableSize: cfg.MemTableBytes,
-		Logger:       pebbleLogger{cfg.Logger},
-		WALMinSyncInterval: func() time.Duration { // Config.SyncShare
-			if cfg.SyncShare > 0 && busy.Load() >= int64(cfg.SyncShareFrom) {
-				return cfg.SyncShare
-			}
-			return 0
-		},
+		Cache:              cache,
+		MemTableSize:       cfg.MemTableBytes,
+		Logger:             pebbleLogger{cfg.Logger},
+		WALMinSyncInterval: s.syncShare,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", cfg.Dir, err)
 	}
-	s := &Store{cfg: cfg, db: db, wo: pebble.Sync, log: cfg.Logger, stop: make(chan struct{}), busy: busy}
+	s.db = db
 	if cfg.NoSync {
 		s.wo = pebble.NoSync
 	}
 	s.swept.Add(1)
 	go s.sweepLoop()
 	return s, nil
+}
+
+// syncShare is Pebble's WALMinSyncInterval: Config.SyncShare while at
+// least Config.SyncShareFrom calls are in progress, else no wait.
+func (s *Store) syncShare() time.Duration {
+	if s.cfg.SyncShare > 0 && s.busy.Load() >= int64(s.cfg.SyncShareFrom) {
+		return s.cfg.SyncShare
+	}
+	return 0
 }
 
 // enter guards a call against Close; callers defer s.mu.RUnlock().
