@@ -52,7 +52,6 @@ type Set struct {
 
 	mu   sync.Mutex
 	owed map[[16]byte]owing
-	wake chan struct{}
 
 	counts  [3]atomic.Uint64    // by end: Paid, GaveUp, Refused
 	counter [3]*metrics.Counter // the same, once Registered
@@ -69,7 +68,7 @@ type owing struct {
 	times uint64
 }
 
-// New makes a Set that pays with try; Run does the retrying.
+// New makes a Set that pays with try; Start does the retrying.
 func New(cfg Config, try Try) *Set {
 	if cfg.Every <= 0 {
 		cfg.Every = DefaultEvery
@@ -80,7 +79,7 @@ func New(cfg Config, try Try) *Set {
 	if cfg.Max <= 0 {
 		cfg.Max = DefaultMax
 	}
-	return &Set{cfg: cfg, try: try, owed: map[[16]byte]owing{}, wake: make(chan struct{}, 1)}
+	return &Set{cfg: cfg, try: try, owed: map[[16]byte]owing{}}
 }
 
 // Owe records that uaid's holder is owed a check. It reports false when
@@ -95,14 +94,10 @@ func (s *Set) Owe(uaid [16]byte) bool {
 		return true
 	}
 	if len(s.owed) >= s.cfg.Max {
-		s.end(2)
+		s.end(refused)
 		return false
 	}
 	s.owed[uaid] = owing{since: time.Now(), times: 1}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 	return true
 }
 
@@ -113,7 +108,14 @@ func (s *Set) Len() int {
 	return len(s.owed)
 }
 
-var ends = [...]string{Paid, GaveUp, Refused}
+// ends names the ends by their index in Set.counts.
+var ends = [...]string{paid: Paid, gaveUp: GaveUp, refused: Refused}
+
+const (
+	paid = iota
+	gaveUp
+	refused
+)
 
 // Ended counts the owed users that ended as end (Paid, GaveUp, Refused).
 func (s *Set) Ended(end string) uint64 {
@@ -134,7 +136,7 @@ func (s *Set) end(i int) {
 
 // Register serves the Set's figures in set: prefix_checks_owed (a gauge,
 // the users owed now) and prefix_checks_owed_total{end} (a counter by
-// end). Call before Run.
+// end). Call before Start.
 func (s *Set) Register(set *metrics.Set, prefix string) {
 	set.NewGauge(prefix+"_checks_owed", func() float64 { return float64(s.Len()) })
 	for i, e := range ends {
@@ -173,17 +175,9 @@ func (s *Set) run(ctx context.Context) int {
 		select {
 		case <-ctx.Done():
 			return s.Len()
-		case <-s.wake:
-			// Owed since the last round: wait a whole Every first, as the
-			// caller has just failed to read storage.
-			select {
-			case <-ctx.Done():
-				return s.Len()
-			case <-t.C:
-			}
 		case <-t.C:
+			s.round(ctx)
 		}
-		s.round(ctx)
 	}
 }
 
@@ -212,12 +206,12 @@ func (s *Set) round(ctx context.Context) {
 		case !ok:
 		case done && o.times == e.times:
 			delete(s.owed, e.uaid)
-			ended = 0
+			ended = paid
 		case done:
 			// Owed again during the try: tried again next round.
 		case time.Since(o.since) >= s.cfg.For:
 			delete(s.owed, e.uaid)
-			ended = 1
+			ended = gaveUp
 		}
 		s.mu.Unlock()
 		if ended >= 0 {
