@@ -10,7 +10,7 @@ type JobKind uint8
 
 // Jobs and what their Result carries back.
 const (
-	// JobHello looks up the Known UAID, records the connection at
+	// JobHello looks up the client's UAID, records the connection at
 	// ConnectedAt, and has a connection of the user agent on another node
 	// evicted. A missing or non-webpush record gets a fresh uaid (Fresh)
 	// and nothing is written: the first register writes its record. A
@@ -18,8 +18,9 @@ const (
 	JobHello JobKind = iota + 1
 	// JobRegister mints the endpoint for CHID (with the VAPID Key, if
 	// any) and adds the channel; for a NewUser it first writes the router
-	// record of the connection at ConnectedAt. With MaxChannels set it first counts the
-	// user's channels up to that limit, and at the limit adds nothing.
+	// record of the connection at ConnectedAt. With MaxChannels set it
+	// first counts the user's channels up to that limit, and at the limit
+	// adds nothing.
 	// Result: Endpoint; with MaxChannels, Channels and Full.
 	JobRegister
 	// JobUnregister removes the channel CHID.

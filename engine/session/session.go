@@ -45,7 +45,7 @@ type Session struct {
 	chanRegs uint32
 
 	state        uint8
-	registered   bool // hello done: the router record names this connection
+	registered   bool // the router record names this connection (Registered)
 	recordOwed   bool // a fresh uaid: its first register writes its router record
 	pingOut      bool // a keepalive ping is unanswered
 	clientPinged bool
@@ -75,8 +75,9 @@ func (s *Session) Closed() bool { return s.state == stClosed }
 // Closing reports whether the connection is closing or closed.
 func (s *Session) Closing() bool { return s.state >= stClosing }
 
-// Registered reports whether the hello finished: the router record names
-// this connection (the node's drain closes exactly these).
+// Registered reports whether the router record names this connection (a
+// returning user agent's hello finished, or a new one's first register):
+// then its leave clears the record's node_id.
 func (s *Session) Registered() bool { return s.registered }
 
 // Idle reports that nothing is in flight: no notification unacked, no
