@@ -155,7 +155,7 @@ func readyConn(t *testing.T, srv *Server) (*fakeConn, *conn, [16]byte) {
 	// record waits for its first register).
 	known := session.NewUAID()
 	if err := srv.store.ConnectNew(context.Background(), storage.User{UAID: known, RouterType: storage.RouterWebPush,
-		NodeID: "http://gone.invalid", ConnectedAt: 1}); err != nil {
+		NodeID: "http://gone.invalid", ConnectedAt: 1}, uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	fc.in = append([]byte(glueUpgrade), maskedFrame(`{"messageType":"hello","use_webpush":true,"uaid":"`+protocol.FormatUAID(known)+`"}`)...)

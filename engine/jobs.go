@@ -55,14 +55,6 @@ func (srv *Server) run(r *session.Result) {
 	case session.JobHello:
 		srv.hello(ctx, r)
 	case session.JobRegister:
-		if j.NewUser {
-			// The fresh uaid's router record (session.JobHello): no
-			// record to read first (storage.ConnectNew).
-			u := storage.User{UAID: j.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt}
-			if r.Err = srv.timed(func() error { return srv.store.ConnectNew(ctx, u) }); r.Err != nil {
-				return
-			}
-		}
 		if j.MaxChannels > 0 {
 			r.Err = srv.timed(func() (err error) {
 				r.Channels, err = srv.store.CountChannels(ctx, j.UAID, j.MaxChannels)
@@ -73,7 +65,15 @@ func (srv *Server) run(r *session.Result) {
 			}
 		}
 		r.Endpoint, r.Err = srv.keys.MakeEndpoint(srv.cfg.EndpointURL, j.UAID, j.CHID, j.Key)
-		if r.Err == nil {
+		switch {
+		case r.Err != nil:
+		case j.NewUser:
+			// The fresh uaid's router record (session.JobHello), written
+			// with its first channel: nothing to read first, nothing to
+			// count (storage.ConnectNew).
+			u := storage.User{UAID: j.UAID, RouterType: storage.RouterWebPush, NodeID: srv.nodeURL, ConnectedAt: j.ConnectedAt}
+			r.Err = srv.timed(func() error { return srv.store.ConnectNew(ctx, u, j.CHID) })
+		default:
 			r.Err = srv.timed(func() error { return srv.store.AddChannel(ctx, j.UAID, j.CHID) })
 		}
 	case session.JobUnregister:

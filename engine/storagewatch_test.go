@@ -39,11 +39,11 @@ func (o *outageStore) Health(ctx context.Context) error {
 	return o.Store.Health(ctx)
 }
 
-func (o *outageStore) ConnectNew(ctx context.Context, u storage.User) error {
+func (o *outageStore) ConnectNew(ctx context.Context, u storage.User, chid uuid.UUID) error {
 	if err := o.err("connect new"); err != nil {
 		return err
 	}
-	return o.Store.ConnectNew(ctx, u)
+	return o.Store.ConnectNew(ctx, u, chid)
 }
 
 func (o *outageStore) Reconnect(ctx context.Context, u storage.User) (storage.User, error) {

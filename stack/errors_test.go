@@ -67,11 +67,11 @@ func (l *leakyStore) Reconnect(ctx context.Context, u storage.User) (storage.Use
 	return l.Store.Reconnect(ctx, u)
 }
 
-func (l *leakyStore) ConnectNew(ctx context.Context, u storage.User) error {
+func (l *leakyStore) ConnectNew(ctx context.Context, u storage.User, chid uuid.UUID) error {
 	if err := l.err("connect new"); err != nil {
 		return err
 	}
-	return l.Store.ConnectNew(ctx, u)
+	return l.Store.ConnectNew(ctx, u, chid)
 }
 
 func (l *leakyStore) Connect(ctx context.Context, u storage.User) error {

@@ -37,14 +37,12 @@ type Store interface {
 	// channel refresh when due.
 	Reconnect(ctx context.Context, u User) (User, error)
 	// ConnectNew is Connect for a uaid the caller has just made (random:
-	// no record of it can exist), so nothing need be read first and there
-	// are no channels to refresh. Never pass a uaid that may exist: the
-	// backends may skip Connect's comparison. It need not be durable on
-	// its own: a backend may leave it to the caller's next durable write
-	// (the engine calls it in a new user agent's first register, right
-	// before AddChannel), and a crash before that loses a record that
-	// nothing names yet. 1 RT.
-	ConnectNew(ctx context.Context, u User) error
+	// no record of it can exist), written with its first channel chid in
+	// one durable write: a new user agent's first register (the engine's
+	// deferred record). Nothing need be read first and there are no
+	// channels to refresh. Never pass a uaid that may exist: the backends
+	// may skip Connect's comparison. 1 RT.
+	ConnectNew(ctx context.Context, u User, chid uuid.UUID) error
 
 	// ClearNode clears the record's node_id only if its ConnectedAt still
 	// equals connectedAt, so an older connection (or an endpoint that read

@@ -17,8 +17,9 @@ const (
 	// hello without a uaid asks for no job. Result: UAID, Cursor, Fresh.
 	JobHello JobKind = iota + 1
 	// JobRegister mints the endpoint for CHID (with the VAPID Key, if
-	// any) and adds the channel; for a NewUser it first writes the router
-	// record of the connection at ConnectedAt. With MaxChannels set it
+	// any) and adds the channel; for a NewUser it writes the router
+	// record of the connection at ConnectedAt with the channel, in one
+	// write. With MaxChannels set (never for a NewUser: it has none) it
 	// first counts the user's channels up to that limit, and at the limit
 	// adds nothing.
 	// Result: Endpoint; with MaxChannels, Channels and Full.

@@ -23,8 +23,8 @@ type Config struct {
 	// MemTableBytes is the size Pebble's memtables grow to (from 256 KiB,
 	// doubling) before they are flushed. The writes here are small (a
 	// router record, a channel key, a message) and each new user agent's
-	// first register writes two: the memtables fill as connections arrive, so on a node
-	// at its 19,000 connections their size is part of the memory per
+	// first register writes its record and channel: the memtables fill as
+	// connections arrive, so on a node at its 19,000 connections their size is part of the memory per
 	// connection (docs/benchmarks.md). Default 1 MiB (Pebble's 4 MiB).
 	MemTableBytes uint64
 	// SyncShare: while at least SyncShareFrom calls are in progress, a

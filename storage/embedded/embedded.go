@@ -156,15 +156,17 @@ func (s *Store) GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, erro
 	return rec.User, nil
 }
 
-// ConnectNew implements storage.Store: Connect's write, nothing read (no
-// Pebble read, so no block-cache fill, for a new user agent's first
-// register). Were the uaid not new after all, the old record's expiry
-// entry would stay behind, harmless: the sweeper checks the record's own
-// expiry. Not synced: the WAL is one log, so the register's synced
-// AddChannel right after makes this write durable too, and one fsync
-// less per new user agent is measured (docs/benchmarks.md).
-func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {
+// ConnectNew implements storage.Store: Connect's write and the first
+// channel in one durable commit, nothing read (no Pebble read, so no
+// block-cache fill, for a new user agent's first register): one commit
+// and one fsync per new user agent (docs/benchmarks.md). Were the uaid
+// not new after all, the old record's expiry entry would stay behind,
+// harmless: the sweeper checks the record's own expiry.
+func (s *Store) ConnectNew(ctx context.Context, u storage.User, chid uuid.UUID) error {
 	if err := storage.ValidateUser(&u); err != nil {
+		return fmt.Errorf("embedded: connect new: %w", err)
+	}
+	if err := storage.ValidateChannel(u.UAID, chid); err != nil {
 		return fmt.Errorf("embedded: connect new: %w", err)
 	}
 	if err := s.enter(ctx, "connect new"); err != nil {
@@ -173,8 +175,8 @@ func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {
 	defer s.leave()
 	u.Cursor = 0
 	b := s.recordBatch(u, time.Now())
-	defer b.Close()
-	if err := b.Commit(pebble.NoSync); err != nil {
+	b.Set(channelKey(u.UAID, chid), nil, nil)
+	if err := s.commit(b); err != nil {
 		return failed("connect new", err)
 	}
 	return nil

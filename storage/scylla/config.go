@@ -125,6 +125,8 @@ type Config struct {
 	// QueryObserver, when set, sees every query attempt (tests count the
 	// statements a caller makes; diagnostics time them). Default nil.
 	QueryObserver gocql.QueryObserver
+	// BatchObserver, when set, sees every batch attempt.
+	BatchObserver gocql.BatchObserver
 
 	// Logger receives the driver's own messages (reconnect attempts while
 	// a node is down, schema events), at Warn level. Default

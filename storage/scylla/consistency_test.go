@@ -217,9 +217,9 @@ func TestConsistencyPerClass(t *testing.T) {
 			uaid, chid := uuid.New(), uuid.New()
 			user := storage.User{UAID: uaid, RouterType: "webpush", NodeID: "http://n1", ConnectedAt: time.Now().UnixMilli()}
 
-			ok(t, s.ConnectNew(ctx, user), "hello, new")
-			check("a new user agent's hello", "UPDATE router@router")
-			ok(t, s.AddChannel(ctx, uaid, chid), "register")
+			ok(t, s.ConnectNew(ctx, user, chid), "first register, new")
+			check("a new user agent's first register", "BATCH")
+			ok(t, s.AddChannel(ctx, uaid, uuid.New()), "register")
 			check("register", "INSERT router@router")
 			user.ConnectedAt++
 			_, err := s.Reconnect(ctx, user)

@@ -52,7 +52,7 @@ func TestStoreRecovers(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	uaid, chid := uuid.New(), uuid.New()
 	user := storage.User{UAID: uaid, RouterType: "webpush", NodeID: "http://n1", ConnectedAt: time.Now().UnixMilli()}
-	ok(t, s.ConnectNew(tctx(t), user), "hello")
+	ok(t, s.ConnectNew(tctx(t), user, uuid.New()), "first register")
 	key := storage.NewSortKey()
 	ok(t, s.SaveMessage(tctx(t), uaid, storage.Message{CHID: chid, SortKey: key, TTL: 600, Version: "before"}), "save")
 

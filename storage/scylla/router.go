@@ -178,9 +178,13 @@ func (s *Store) Reconnect(ctx context.Context, u storage.User) (storage.User, er
 }
 
 // ConnectNew implements storage.Store: Connect's write with the refresh
-// mark, nothing read.
-func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {
+// mark and the first channel's row, nothing read: one single-partition
+// batch, applied as one mutation. 1 RT.
+func (s *Store) ConnectNew(ctx context.Context, u storage.User, chid uuid.UUID) error {
 	if err := storage.ValidateUser(&u); err != nil {
+		return fmt.Errorf("scylla: connect new: %w", err)
+	}
+	if err := storage.ValidateChannel(u.UAID, chid); err != nil {
 		return fmt.Errorf("scylla: connect new: %w", err)
 	}
 	if err := s.open("connect new"); err != nil {
@@ -191,9 +195,11 @@ func (s *Store) ConnectNew(ctx context.Context, u storage.User) error {
 	if lastConnect == 0 {
 		lastConnect = now.UnixMilli()
 	}
-	err := s.query(ctx, qConnectNew, connTimestamp(u.ConnectedAt), s.idleTTL,
-		u.RouterType, nonNil(u.RouterData), u.NodeID, u.ConnectedAt, lastConnect, now.UnixMilli(), uuidArg(u.UAID)).Exec()
-	return wrap("connect new", err)
+	b := s.batch(ctx, classRouterWrite)
+	b.Query(qConnectNew.cql, connTimestamp(u.ConnectedAt), s.idleTTL,
+		u.RouterType, nonNil(u.RouterData), u.NodeID, u.ConnectedAt, lastConnect, now.UnixMilli(), uuidArg(u.UAID))
+	b.Query(qAddChannel.cql, uuidArg(u.UAID), uuidArg(chid), s.channelTTL)
+	return wrap("connect new", b.Exec())
 }
 
 // writeConnection writes the connection cells of u at write timestamp

@@ -140,6 +140,7 @@ func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
 	c.PoolConfig.HostSelectionPolicy = hostPolicy(cfg.LocalDC)
 	c.Logger = driverLogger{cfg.Logger}
 	c.QueryObserver = cfg.QueryObserver
+	c.BatchObserver = cfg.BatchObserver
 	if cfg.Username != "" {
 		c.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
 	}

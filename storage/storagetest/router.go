@@ -38,25 +38,32 @@ func testUserLifecycle(t *testing.T, s storage.Store) {
 	must(t, s.DropUser(ctx(t), uaid), "drop missing user")
 }
 
-// testConnectNew: a new uaid's record written without a read is the
-// record Connect writes: readable, takes channels and messages, and later
-// connections (Connect, newest wins) and clears work on it as on any.
+// testConnectNew: a new uaid's record written without a read, with its
+// first channel, is the record Connect writes: readable, subscribed, takes
+// more channels and messages, and later connections (Connect, newest wins)
+// and clears work on it as on any.
 func testConnectNew(t *testing.T, s storage.Store) {
 	uaid, chid := uuid.New(), uuid.New()
 	first := nowMS()
 	u := user(uaid, "http://node-a:8081", first)
-	must(t, s.ConnectNew(ctx(t), u), "connect new")
+	err := s.ConnectNew(ctx(t), u, uuid.Nil)
+	wantKind(t, err, storage.ErrInvalid, "connect new without a channel")
+	if _, err := s.GetUser(ctx(t), uaid); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a refused connect new wrote the record: %v", err)
+	}
+	must(t, s.ConnectNew(ctx(t), u, chid), "connect new")
 	got, err := s.GetUser(ctx(t), uaid)
 	must(t, err, "get user")
 	if got.NodeID != u.NodeID || got.ConnectedAt != first || got.RouterType != u.RouterType || got.Cursor != 0 || got.LastConnect <= 0 {
 		t.Fatalf("got %+v, want fields of %+v", got, u)
 	}
-	must(t, s.AddChannel(ctx(t), uaid, chid), "add channel")
 	_, has, err := s.Subscription(ctx(t), uaid, chid)
 	must(t, err, "subscription")
 	if !has {
-		t.Fatal("channel of a ConnectNew user not found")
+		t.Fatal("the channel written with ConnectNew not found")
 	}
+	second := uuid.New()
+	must(t, s.AddChannel(ctx(t), uaid, second), "add channel")
 	must(t, s.Connect(ctx(t), user(uaid, "http://node-b:8081", first+10)), "reconnect")
 	err = s.Connect(ctx(t), user(uaid, "http://node-c:8081", first+5))
 	wantKind(t, err, storage.ErrConflict, "older connection after ConnectNew")
@@ -68,8 +75,8 @@ func testConnectNew(t *testing.T, s storage.Store) {
 	}
 	chans, err := s.Channels(ctx(t), uaid)
 	must(t, err, "channels")
-	if len(chans) != 1 || chans[0] != chid {
-		t.Fatalf("channels %v, want [%s]", chans, chid)
+	if len(chans) != 2 || !(chans[0] == chid && chans[1] == second || chans[0] == second && chans[1] == chid) {
+		t.Fatalf("channels %v, want %s and %s", chans, chid, second)
 	}
 }
 
