@@ -12,6 +12,7 @@ import (
 
 	"github.com/autopush-go/autopush/storage"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 )
 
@@ -56,6 +57,7 @@ func Open(cfg Config) (*Store, error) {
 		MemTableSize:       cfg.MemTableBytes,
 		Logger:             pebbleLogger{cfg.Logger},
 		WALMinSyncInterval: s.syncShare,
+		FS:                 zeroedWAL{FS: vfs.Default, size: int64(cfg.MemTableBytes + cfg.MemTableBytes/4)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", cfg.Dir, err)
