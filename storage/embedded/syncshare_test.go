@@ -48,27 +48,31 @@ func burst(t *testing.T, s *Store, writers, each int, pause time.Duration) uint6
 	return fsyncs(t, s) - before
 }
 
-// TestSyncShare: synced commits arriving while an fsync is recent wait
-// to share the next one (Config.SyncShare): 32 writers pacing their
-// commits (as a burst of registers arrives) take fewer fsyncs than with
-// SyncShare off. A lone writer never waits: below SyncShareFrom calls in
-// progress nothing does.
+// TestSyncShare: while calls are in progress, a WAL fsync waits until
+// Config.SyncShare after the previous one, so synced commits arriving
+// meanwhile share it: 32 writers committing at once make at most one
+// fsync per SyncShare of the burst's time, where unshared they make
+// several times that. The bound holds however loaded the machine (a
+// slower burst allows more fsyncs); a count compared with a run without
+// sharing did not (under CPU hogs the unshared run grouped its commits
+// too). A lone writer never waits: below SyncShareFrom calls in progress
+// nothing does.
 func TestSyncShare(t *testing.T) {
-	const writers, each, pause = 32, 40, 2 * time.Millisecond
-	off := burst(t, open(t, Config{SyncShare: -1}), writers, each, pause)
-	s := open(t, Config{SyncShareFrom: 1})
-	on := burst(t, s, writers, each, pause)
-	t.Logf("%d commits of %d paced writers: %d fsyncs shared, %d not", writers*each, writers, on, off)
-	if on == 0 || on*4 > off*3 {
-		t.Errorf("%d fsyncs with SyncShare, %d without: want at most three quarters", on, off)
+	const writers, each, share = 32, 20, 10 * time.Millisecond
+	s := open(t, Config{SyncShare: share, SyncShareFrom: 1})
+	start := time.Now()
+	n := burst(t, s, writers, each, 0)
+	took := time.Since(start)
+	limit := uint64(took/share) + 2
+	t.Logf("%d commits of %d writers: %d fsyncs in %v (at most %d with a %v share)", writers*each, writers, n, took, limit, share)
+	if n == 0 || n > limit {
+		t.Errorf("%d fsyncs in %v: more than one per %v share", n, took, share)
 	}
-	d := open(t, Config{})
-	t.Logf("with the default SyncShareFrom (%d): %d fsyncs", DefaultSyncShareFrom, burst(t, d, writers, each, pause))
 	// A lone writer never waits: with a 200 ms share, 50 commits that each
 	// waited would take 10 s; unshared they take milliseconds (the bound
 	// leaves a loaded machine 100 ms a commit).
 	lone := open(t, Config{SyncShare: 200 * time.Millisecond})
-	start := time.Now()
+	start = time.Now()
 	burst(t, lone, 1, 50, 0)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("a lone writer's 50 commits took %v: they waited for company", took)
