@@ -24,8 +24,9 @@ type Config struct {
 	// doubling) before they are flushed. The writes here are small (a
 	// router record, a channel key, a message) and each new user agent's
 	// first register writes its record and channel: the memtables fill as
-	// connections arrive, so on a node at its 19,000 connections their size is part of the memory per
-	// connection (docs/benchmarks.md). Default 1 MiB (Pebble's 4 MiB).
+	// connections arrive, so on a node at its 19,000 connections their
+	// size is part of the memory per connection (docs/benchmarks.md).
+	// Default 1 MiB (Pebble's 4 MiB).
 	MemTableBytes uint64
 	// SyncShare: while at least SyncShareFrom calls are in progress, a
 	// WAL fsync waits until this long after the previous one, so the

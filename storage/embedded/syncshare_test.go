@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func fsyncs(t *testing.T, s *Store) uint64 {
 
 // burst makes writers × each synced commits concurrently (a channel added
 // per commit) and returns how many fsyncs they took.
-func burst(t *testing.T, s *Store, writers, each int, pause time.Duration) uint64 {
+func burst(t *testing.T, s *Store, writers, each int) uint64 {
 	t.Helper()
 	before := fsyncs(t, s)
 	var wg sync.WaitGroup
@@ -34,9 +33,6 @@ func burst(t *testing.T, s *Store, writers, each int, pause time.Duration) uint6
 			defer wg.Done()
 			uaid := uuid.New()
 			for range each {
-				if pause > 0 {
-					time.Sleep(rand.N(2 * pause)) // arrivals spread as a burst of registers'
-				}
 				if err := s.AddChannel(context.Background(), uaid, uuid.New()); err != nil {
 					t.Error(err)
 					return
@@ -61,7 +57,7 @@ func TestSyncShare(t *testing.T) {
 	const writers, each, share = 32, 20, 10 * time.Millisecond
 	s := open(t, Config{SyncShare: share, SyncShareFrom: 1})
 	start := time.Now()
-	n := burst(t, s, writers, each, 0)
+	n := burst(t, s, writers, each)
 	took := time.Since(start)
 	limit := uint64(took/share) + 2
 	t.Logf("%d commits of %d writers: %d fsyncs in %v (at most %d with a %v share)", writers*each, writers, n, took, limit, share)
@@ -73,7 +69,7 @@ func TestSyncShare(t *testing.T) {
 	// leaves a loaded machine 100 ms a commit).
 	lone := open(t, Config{SyncShare: 200 * time.Millisecond})
 	start = time.Now()
-	burst(t, lone, 1, 50, 0)
+	burst(t, lone, 1, 50)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("a lone writer's 50 commits took %v: they waited for company", took)
 	}
