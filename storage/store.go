@@ -137,6 +137,10 @@ type Store interface {
 	// PushStore: the outbound sender's pushes (push.go).
 	PushStore
 
+	// FateStore: tracked messages' fates, milestones and receipts
+	// (fates.go).
+	FateStore
+
 	// Health returns nil when the backend can serve reads and writes, or
 	// an error wrapping ErrUnavailable. 1 RT.
 	Health(ctx context.Context) error

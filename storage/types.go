@@ -68,6 +68,9 @@ type Message struct {
 	Data string
 	// Headers are the encryption headers the client needs to decrypt.
 	Headers map[string]string
+	// Tracked: the message has a fate record (FateStore, keyed by
+	// NewFateID(Version)) that its ack, expiry or removal settles.
+	Tracked bool
 }
 
 // Key returns the key that deletes exactly this version of m.
