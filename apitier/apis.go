@@ -2,6 +2,8 @@ package apitier
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -10,15 +12,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
+	"github.com/autopush-go/autopush/apitier/megaphone"
 	"github.com/autopush-go/autopush/apitier/pushapi"
+	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/registration"
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/vapid"
 )
 
 // The HTTP APIs beside WebPush live in packages of their own: the
-// outbound sender's push API (apitier/pushapi) and the bridge
-// registration API (apitier/registration). The node builds them from its
+// broadcasts (apitier/megaphone), the outbound sender's push API
+// (apitier/pushapi), the bridge registration API
+// (apitier/registration) and delivery receipts (apitier/receipts). The node builds them from its
 // Config, registers their routes (routeTable) and serves each request
 // of theirs as its own routes' (handle): they answer and read through
 // an exchange.
@@ -59,7 +65,11 @@ func (s *Server) newAPIs() error {
 		return fmt.Errorf("apitier: %w", err)
 	}
 	s.regAPI = registration.New(registration.Config{AuthKeys: s.cfg.BridgeAuthKeys, MaxChannels: s.cfg.BridgeMaxChannels,
-		StorageTimeout: s.cfg.StorageTimeout}, s.store, regNode{s}, s.log)
+		StorageTimeout: s.cfg.StorageTimeout}, s.store, apiNode{s}, s.log)
+	s.megAPI = megaphone.New(megaphone.Config{Tokens: s.cfg.BroadcastTokens, ReaderTokens: s.cfg.BroadcastReaderTokens,
+		StorageTimeout: s.cfg.StorageTimeout}, s.store, apiNode{s}, s.log)
+	s.recAPI = receipts.New(receipts.Config{Enabled: s.cfg.Receipts, EndpointURL: s.cfg.EndpointURL,
+		MaxWait: s.cfg.ReceiptMaxWait, StorageTimeout: s.cfg.StorageTimeout}, s.store, apiNode{s}, s.log)
 	return nil
 }
 
@@ -67,7 +77,11 @@ func (s *Server) newAPIs() error {
 // order routeTable lists them.
 func (s *Server) apiRoutes() []routeDef {
 	var out []routeDef
-	for _, r := range append(s.pushAPI.Routes(), s.regAPI.Routes()...) {
+	var all []httpapi.Route
+	for _, api := range [][]httpapi.Route{s.megAPI.Routes(), s.pushAPI.Routes(), s.regAPI.Routes(), s.recAPI.Routes()} {
+		all = append(all, api...)
+	}
+	for _, r := range all {
 		h := r.Handle
 		out = append(out, routeDef{Route{r.Method, r.Path}, r.Label, func(ctx context.Context, c *app.RequestContext, st *reqState) {
 			st.x = exchange{s: s, c: c, st: st}
@@ -98,22 +112,41 @@ func (x *exchange) ReadBody(limit int, tooLarge *errno.HTTPError) ([]byte, *errn
 
 var _ httpapi.Exchange = (*exchange)(nil)
 
-// regNode is the node as the registration routes use it.
-type regNode struct{ s *Server }
+// apiNode is the node as the registration and receipt routes use it.
+type apiNode struct{ s *Server }
 
-func (n regNode) MakeEndpoint(uaid, chid uuid.UUID, key []byte) (string, error) {
+func (n apiNode) MakeEndpoint(uaid, chid uuid.UUID, key []byte) (string, error) {
 	return n.s.keys.MakeEndpoint(n.s.cfg.EndpointURL, uaid, chid, key)
 }
 
-func (n regNode) Timed(call func() error) error {
+func (n apiNode) Timed(call func() error) error {
 	start := time.Now()
 	err := call()
 	n.s.metrics.storage(start, err)
 	return err
 }
 
-func (n regNode) StorageError(op string, err error) *errno.HTTPError {
+func (n apiNode) StorageError(op string, err error) *errno.HTTPError {
 	return n.s.storageError(op, err)
 }
 
-var _ registration.Node = regNode{}
+// VAPIDKey verifies a receipt route's VAPID Authorization (receipts.Node).
+func (n apiNode) VAPIDKey(c *app.RequestContext) ([32]byte, *errno.HTTPError) {
+	res, err := n.s.vapid.Verify(string(c.Request.Header.Peek("Authorization")), string(c.Request.Header.Peek("Crypto-Key")), n.s.audience)
+	if err != nil {
+		var ve *vapid.Error
+		if errors.As(err, &ve) {
+			return [32]byte{}, ve.HTTPError()
+		}
+		return [32]byte{}, errno.InvalidAuth.HTTPError("")
+	}
+	return sha256.Sum256(res.PublicKey[:]), nil
+}
+
+func (n apiNode) Draining() bool { return n.s.draining.Load() }
+
+var (
+	_ registration.Node = apiNode{}
+	_ receipts.Node     = apiNode{}
+	_ megaphone.Node    = apiNode{}
+)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -189,6 +190,28 @@ type Config struct {
 	// Concurrent subscriptions of one device can pass it by their number.
 	// 0: no limit. Default 100000 (as max-channels).
 	BridgeMaxChannels int `conf:"bridge-max-channels" help:"channels per bridged registration; subscriptions beyond get 429 (0: no limit)"`
+
+	// TrackingKeys are VAPID public keys (base64url of the raw 65-byte
+	// P-256 point, as in the "k" of a VAPID header) whose pushes are
+	// tracked (docs/receipts.md, milestones): each one's fate is recorded
+	// from received to delivered, expired or dropped, and counted on
+	// /metrics and /__milestones__ of metrics-listen. Nothing of the
+	// user, subscription or content is counted. Default none.
+	TrackingKeys []string `conf:"tracking-keys" help:"VAPID public keys (base64url) whose pushes are tracked through the milestones (comma-separated)"`
+	// Receipts turns on delivery receipts (RFC 8030 §5.1,
+	// docs/receipts.md): the receipt subscription routes (/receipts),
+	// the Push-Receipt header, and the Link to /receipts on every push's
+	// answer. Off, the routes answer 404 and Push-Receipt is ignored, as
+	// the reference does. Default false.
+	Receipts bool `conf:"receipts" help:"serve delivery receipts (RFC 8030 Push-Receipt, /receipts)"`
+	// ReceiptMaxWait bounds a long-polling GET of a receipt subscription
+	// (its wait parameter). Keep it below the idle timeout of the load
+	// balancer in front. Default 30s.
+	ReceiptMaxWait time.Duration `conf:"receipt-max-wait" help:"longest wait of a long-polling receipts GET"`
+	// FateSweepInterval is how often this node settles the tracked
+	// messages whose TTL passed as expired (every node may: each message
+	// is settled once). Default 1s.
+	FateSweepInterval time.Duration `conf:"fate-sweep-interval" help:"how often tracked messages past their TTL are settled as expired"`
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -218,6 +241,8 @@ func DefaultConfig() Config {
 		VersionFile:             "version.json",
 		BridgeMaxChannels:       DefaultBridgeMaxChannels,
 		PushClientsPoll:         10 * time.Second,
+		ReceiptMaxWait:          30 * time.Second,
+		FateSweepInterval:       time.Second,
 	}
 }
 
@@ -255,6 +280,8 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: max-connections must be >= 1")
 	case c.MaxConnectionsPerSource < 0:
 		return errors.New("apitier: config: max-connections-per-source must not be negative")
+	case c.ReceiptMaxWait <= 0 || c.FateSweepInterval <= 0:
+		return errors.New("apitier: config: receipt-max-wait and fate-sweep-interval must be positive")
 	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0:
 		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels and push-clients-poll must not be negative")
 	}
@@ -268,6 +295,9 @@ func (c *Config) Validate() error {
 		if len(tok) < minBroadcastToken || strings.ContainsAny(tok, " \t") {
 			return fmt.Errorf("apitier: config: broadcast tokens must be at least %d characters without spaces", minBroadcastToken)
 		}
+	}
+	if _, err := tracking.ParseKeys(c.TrackingKeys); err != nil {
+		return fmt.Errorf("apitier: config: %w", err)
 	}
 	for _, k := range c.BridgeAuthKeys {
 		if len(k) < minBridgeAuthKey || strings.ContainsAny(k, " \t\r\n") {

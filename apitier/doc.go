@@ -7,15 +7,15 @@
 //	POST   /wpush/v1/{token}, /wpush/v2/{token}, /wpush/{token} (v1)   wpush.go
 //	DELETE /m/{message_id}                                             message.go
 //	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status   ops.go
-//	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  broadcasts.go
+//	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  apitier/megaphone
 //	POST, GET /push, GET, DELETE /push/{id} (the outbound sender)     apitier/pushapi
 //	/v1/{type}/{app_id}/registration... (bridge registration)          apitier/registration
+//	POST /receipts, GET /receipts/{id}, POST /receipts/{id}/ack        apitier/receipts
 //	OPTIONS (any path): the CORS preflight                             cors.go
 //
-// The push API and the registration API live in packages of their own,
-// built and served by this one (apis.go): their handlers answer and read
-// through apitier/httpapi's Exchange, so their requests are counted,
-// logged and guarded as the routes above are.
+// Those four APIs live in packages of their own, built and served by
+// this one (apis.go): their handlers answer and read through
+// apitier/httpapi's Exchange, counted, logged and guarded alike.
 //
 // and JSON errors for unknown paths (404 errno 102) and methods (405, with
 // Allow). GET /metrics is served apart, on metrics-listen (ops.go), never

@@ -62,20 +62,18 @@ const (
 
 // Route labels of mRequests and mRequestSeconds.
 const (
-	routeWPushV1      = "wpush_v1"
-	routeWPushV2      = "wpush_v2"
-	routeWPushBad     = "wpush_other" // an unknown API version in the path
-	routeMessage      = "message"
-	routeHeartbeat    = "heartbeat"
-	routeLB           = "lbheartbeat"
-	routeVersion      = "version"
-	routeHealth       = "health"
-	routeStatus       = "status"
-	routeOptions      = "options"
-	routeNotFound     = "not_found"
-	routeNoMethod     = "method_not_allowed"
-	routeBroadcastPut = "broadcast_publish" // PUT /v1/broadcasts/{broadcaster}/{channel}
-	routeBroadcasts   = "broadcasts"        // GET /v1/broadcasts
+	routeWPushV1   = "wpush_v1"
+	routeWPushV2   = "wpush_v2"
+	routeWPushBad  = "wpush_other" // an unknown API version in the path
+	routeMessage   = "message"
+	routeHeartbeat = "heartbeat"
+	routeLB        = "lbheartbeat"
+	routeVersion   = "version"
+	routeHealth    = "health"
+	routeStatus    = "status"
+	routeOptions   = "options"
+	routeNotFound  = "not_found"
+	routeNoMethod  = "method_not_allowed"
 	// routeUnparsed: requests Hertz refused before routing them: a
 	// header it could not parse, too large or too slow (400, 431, 408).
 	routeUnparsed = "unparsed"
@@ -88,7 +86,7 @@ const (
 // packages bring theirs (newMetrics).
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
 	routeVersion, routeHealth, routeStatus, routeOptions, routeNotFound, routeNoMethod,
-	routeBroadcastPut, routeBroadcasts, routeUnparsed, routeUnrouted}
+	routeUnparsed, routeUnrouted}
 
 // Outcomes of an accepted push (mNotifications).
 const (

@@ -66,9 +66,11 @@ func (s *Server) writeMetrics(b *bytes.Buffer) {
 	s.metrics.set.WritePrometheus(b)
 	s.regAPI.WriteMetrics(b)  // autoendpoint_bridge_auth_failures_total
 	s.pushAPI.WriteMetrics(b) // autoendpoint_push_*
+	s.recAPI.WriteMetrics(b)  // autoendpoint_receipts_total
 	if s.pushes != nil {
 		s.pushes.WriteMetrics(b) // autosender_*
 	}
+	s.tracker.WriteMetrics(b) // autopush_milestones_total, from storage
 	for _, write := range s.extraMetrics {
 		write(b)
 	}
@@ -97,6 +99,7 @@ func (s *Server) startOps() (*opsListener, error) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		w.Write(b.Bytes())
 	})
+	mux.HandleFunc("GET /__milestones__", s.tracker.ServeMilestones)
 	if s.cfg.Pprof {
 		profiling.Register(mux)
 	}

@@ -14,9 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/megaphone"
 	"github.com/autopush-go/autopush/apitier/pushapi"
+	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/registration"
 	"github.com/autopush-go/autopush/apitier/sender/bridge"
+	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
@@ -51,12 +54,19 @@ type Server struct {
 	version  []byte
 	audience string // VAPID "aud": the endpoint URL's origin
 	location string // Location prefix: endpoint URL + "/m/"
-	started  time.Time
-	pushes   PushService     // the outbound sender (apis.go); nil: off
-	bridges  *bridge.Bridges // the mobile bridges (bridged.go); nil: none
+	// Tracked pushes (apitier/tracking) and the Link header of push
+	// answers (apitier/receipts; "": receipts off).
+	tracker     *tracking.Tracker
+	receiptLink string
+	fateStop    chan struct{} // stops the tracker's sweep; nil: not running
+	started     time.Time
+	pushes      PushService     // the outbound sender (apis.go); nil: off
+	bridges     *bridge.Bridges // the mobile bridges (bridged.go); nil: none
 	// The APIs of their own packages (apis.go).
 	pushAPI *pushapi.API
 	regAPI  *registration.API
+	recAPI  *receipts.API
+	megAPI  *megaphone.API
 	// extraMetrics are other series /metrics serves (AlsoMetrics).
 	extraMetrics []func(io.Writer)
 
@@ -98,6 +108,12 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if err := s.newAPIs(); err != nil {
 		return nil, err
 	}
+	s.tracker, err = tracking.New(tracking.Config{Keys: cfg.TrackingKeys, Receipts: cfg.Receipts,
+		SweepInterval: cfg.FateSweepInterval, StorageTimeout: cfg.StorageTimeout}, store, log)
+	if err != nil {
+		return nil, fmt.Errorf("apitier: config: %w", err)
+	}
+	s.receiptLink = s.recAPI.Link()
 	s.metrics = newMetrics(s.openConns, s.apiRoutes())
 	s.owed = owedcheck.New(owedcheck.Config{}, s.payOwedCheck)
 	s.owed.Register(s.metrics.set, "autoendpoint")
@@ -199,11 +215,9 @@ func (s *Server) routeTable() []routeDef {
 		{Route{http.MethodGet, "/__version__"}, routeVersion, s.handleVersion},
 		{Route{http.MethodGet, "/health"}, routeHealth, s.handleHealth},
 		{Route{http.MethodGet, "/status"}, routeStatus, s.handleStatus},
-		{Route{http.MethodPut, "/v1/broadcasts/:broadcaster/:channel"}, routeBroadcastPut, s.handlePublishBroadcast},
-		{Route{http.MethodGet, "/v1/broadcasts"}, routeBroadcasts, s.handleBroadcasts},
 	}
-	// The outbound sender's push API, then the bridge registration API
-	// (apis.go).
+	// The broadcasts, the outbound sender's push API, the bridge
+	// registration API and the receipts (apis.go).
 	return append(own, s.apiRoutes()...)
 }
 
@@ -218,13 +232,16 @@ func (s *Server) bodyLimit(hdr *hertzproto.RequestHeader) int {
 	if registration.Serves(p) {
 		return registration.MaxBody
 	}
+	if receipts.Serves(p) {
+		return receipts.AckBody
+	}
 	return s.cfg.MaxDataBytes
 }
 
 // maxBodyLimit is the largest body any route reads (bodyLimit's
 // largest).
 func (s *Server) maxBodyLimit() int {
-	return max(pushapi.MaxBody, registration.MaxBody, s.cfg.MaxDataBytes, storage.MaxBroadcastLen)
+	return max(pushapi.MaxBody, registration.MaxBody, s.cfg.MaxDataBytes, storage.MaxBroadcastLen, receipts.AckBody)
 }
 
 // requestStart is the Hertz tracer that starts a request's deadline
@@ -298,6 +315,10 @@ func (s *Server) Start() error {
 	}
 	s.pushAPI.Start() // watches push-clients-file
 	s.owed.Start()
+	if s.tracker.On() {
+		s.fateStop = make(chan struct{})
+		go s.tracker.Sweep(s.fateStop)
+	}
 	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
@@ -367,6 +388,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, ctx.Err())
 	}
 	s.owed.Stop(s.log)
+	if s.fateStop != nil {
+		close(s.fateStop)
+		s.fateStop = nil
+	}
 	s.nodes.CloseIdle()
 	s.pushAPI.Close()
 	if s.ops != nil {
@@ -386,6 +411,7 @@ type reqState struct {
 	failed   bool
 	outcome  string
 	vapid    bool
+	key      [32]byte // sha256 of the VAPID key verified, when fates are on
 	encoding string
 	dataLen  int
 	bodyRead bool     // the handler read the whole body

@@ -2,6 +2,7 @@ package apitier
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -141,6 +142,12 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		n.Data = string(pb.b64)
 	}
 	st.encoding, st.dataLen = h.Encoding, len(n.Data)
+	if s.tracker.On() {
+		if e := s.track(sctx, c, st, uaid, n, now); e != nil {
+			s.writeError(c, st, e)
+			return
+		}
+	}
 
 	var outcome string
 	switch {
@@ -164,9 +171,15 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		outcome = outcomeBridged
 		e = s.routeBridged(sctx, &user, &mid, &h, n.Data)
 	}
+	if n.Tracked {
+		s.tracker.Reached(sctx, uaid, n, fateOf(outcome, e))
+	}
 	if e != nil {
 		s.writeError(c, st, e)
 		return
+	}
+	if outcome == outcomeStored && n.Topic != "" && s.tracker.On() {
+		s.tracker.Replaced(sctx, uaid, n)
 	}
 	st.outcome = outcome
 	s.metrics.outcome(outcome, len(n.Data))
@@ -176,6 +189,41 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	pb.loc = append(append(pb.loc[:0], s.location...), msgID...)
 	rh.SetBytesV("Location", pb.loc)
 	rh.SetBytesV("TTL", strconv.AppendInt(pb.ttl[:0], h.TTL, 10))
+	if s.receiptLink != "" {
+		rh.Set("Link", s.receiptLink)
+	}
+}
+
+// track decides whether the push n is tracked (its VAPID key is one of
+// tracking-keys, or it names a receipt subscription of that key) and if
+// so records its fate (apitier/tracking).
+func (s *Server) track(ctx context.Context, c *app.RequestContext, st *reqState, uaid uuid.UUID, n *protocol.Notification, now time.Time) *errno.HTTPError {
+	hasKey := st.key != [32]byte{}
+	sub, e := s.recAPI.PushReceipt(ctx, string(c.Request.Header.Peek("Push-Receipt")), st.key, hasKey)
+	if e != nil {
+		return e
+	}
+	if sub == (storage.ReceiptSubID{}) && !(hasKey && s.tracker.Tracks(st.key)) {
+		return nil
+	}
+	if err := s.tracker.Track(ctx, uaid, n, sub, now); err != nil {
+		return s.storageError("track a push", err)
+	}
+	return nil
+}
+
+// fateOf is the milestone a tracked push reached by its route: an error
+// answered to its sender ends it as errored.
+func fateOf(outcome string, e *errno.HTTPError) storage.FateState {
+	switch {
+	case e != nil:
+		return storage.FateErrored
+	case outcome == outcomeDirect:
+		return storage.FateNodeTransmitted
+	case outcome == outcomeDropped:
+		return storage.FateExpired
+	}
+	return storage.FateStored
 }
 
 // checkVAPID verifies the Authorization header when there is one, and
@@ -192,6 +240,9 @@ func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *token.Endpo
 	}
 	if err == nil {
 		s.metrics.vapidOK.Inc()
+		if s.tracker.On() {
+			st.key = sha256.Sum256(res.PublicKey[:])
+		}
 		return nil
 	}
 	var ve *vapid.Error

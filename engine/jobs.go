@@ -29,7 +29,7 @@ func (srv *Server) submit(cn *conn, job session.Job) bool {
 		defer srv.pending.Add(-1)
 		res := session.Result{Job: job}
 		srv.run(&res)
-		if job.Kind != session.JobCursor {
+		if job.Kind != session.JobCursor && job.Kind != session.JobFate {
 			srv.onLoop(cn, func(x *session.Ctx) { cn.s.Done(x, &res) })
 		}
 	})
@@ -78,6 +78,9 @@ func (srv *Server) run(r *session.Result) {
 		}
 	case session.JobUnregister:
 		r.Err = srv.timed(func() error { return srv.store.RemoveChannel(ctx, j.UAID, j.CHID) })
+		if r.Err == nil {
+			srv.settleUser(ctx, j.UAID, j.CHID, storage.DropUnsubscribed)
+		}
 	case session.JobCheck:
 		// A previous connection of this user on this node may still be
 		// deleting what its client acked: read after those deletes land.
@@ -98,16 +101,29 @@ func (srv *Server) run(r *session.Result) {
 			// (owed.go).
 			srv.log.Warn("delete acked message failed: owed until storage answers", "error", r.Err)
 			srv.owe(owedWrite{uaid: j.UAID, del: j.Message})
+			if j.Tracked {
+				srv.fate(ctx, j.UAID, j.Fate, storage.FateDelivered)
+			}
 			return
 		}
 		srv.deletes.done(j.UAID)
 		if r.Err != nil {
 			srv.log.Warn("delete acked message failed", "error", r.Err)
 		}
+		if j.Tracked {
+			// Delivered at the ack, whatever became of the delete: a
+			// failed one is owed, and reads wait for it.
+			srv.fate(ctx, j.UAID, j.Fate, storage.FateDelivered)
+		}
+	case session.JobFate:
+		srv.fate(ctx, j.UAID, j.Fate, j.State)
 	case session.JobCursor:
 		srv.timed(func() error { return srv.store.AdvanceCursor(ctx, j.UAID, j.Cursor) })
 	case session.JobDrop:
 		r.Err = srv.timed(func() error { return srv.store.DropUser(ctx, j.UAID) })
+		if r.Err == nil {
+			srv.settleUser(ctx, j.UAID, [16]byte{}, storage.DropMsgLimit)
+		}
 	case session.JobHealth:
 		r.Err = srv.storageHealth(ctx)
 	}
@@ -176,6 +192,9 @@ func (srv *Server) leave(l session.Leave) {
 			default:
 				srv.metrics.storedOut.Inc()
 				stored++
+				if l.Keep[i].Tracked {
+					srv.fate(ctx, l.UAID, storage.NewFateID(l.Keep[i].Version), storage.FateStored)
+				}
 			}
 		}
 		srv.timed(func() error { return srv.store.ClearNode(ctx, l.UAID, l.ConnectedAt) })
@@ -239,4 +258,36 @@ func (srv *Server) payOwedCheck(ctx context.Context, uaid [16]byte) bool {
 	ctx, cancel := context.WithTimeout(ctx, srv.cfg.StorageTimeout)
 	defer cancel()
 	return srv.tellHolder(ctx, uaid)
+}
+
+// fate records that a tracked message of uaid reached state: written to
+// its client, stored again, or acked (settled delivered). A failure is
+// logged and counted; the fate then settles later, as expired.
+func (srv *Server) fate(ctx context.Context, uaid [16]byte, id storage.FateID, state storage.FateState) {
+	err := srv.timed(func() (err error) {
+		if state.Terminal() {
+			_, err = srv.store.Settle(ctx, uaid, id, state, storage.DropNone)
+		} else {
+			_, err = srv.store.Reach(ctx, uaid, id, state)
+		}
+		return err
+	})
+	if err != nil {
+		srv.metrics.fateErrors.Inc()
+		srv.log.Warn("record a tracked message's fate", "state", state.String(), "error", err, "uaid", protocol.FormatUAID(uaid))
+	}
+}
+
+// settleUser settles the unsettled fates of uaid's channel chid (every
+// channel: chid zero) as dropped for reason, once their messages are
+// gone with the channel or the user.
+func (srv *Server) settleUser(ctx context.Context, uaid, chid [16]byte, reason storage.DropReason) {
+	err := srv.timed(func() error {
+		_, err := srv.store.SettleUser(ctx, uaid, chid, reason)
+		return err
+	})
+	if err != nil {
+		srv.metrics.fateErrors.Inc()
+		srv.log.Warn("settle a user's tracked messages", "reason", reason.String(), "error", err, "uaid", protocol.FormatUAID(uaid))
+	}
 }

@@ -43,6 +43,9 @@ const (
 	mOverloaded        = "autoconnect_overloaded_total"
 	mErrors            = "autoconnect_errors_total" // {kind}: session.ErrorKinds
 	mPendingWork       = "autoconnect_pending_work"
+	// mFateErrors: a tracked message's fate (transmitted, delivered,
+	// dropped) that could not be recorded (storage.FateStore).
+	mFateErrors = "autoconnect_fate_errors_total"
 
 	// Broadcasts, the message limit and the public port's plain HTTP.
 	mBroadcastPollOK    = `autoconnect_broadcast_polls_total{result="ok"}`
@@ -76,7 +79,7 @@ type engineMetrics struct {
 	session                                                  *session.Metrics
 	sent, sentStored, storedOut                              *metrics.Counter
 	directBusy, directMiss, directOK, directStale, evictions *metrics.Counter
-	apiUnauthorized, apiRefused, storageErrors               *metrics.Counter
+	apiUnauthorized, apiRefused, storageErrors, fateErrors   *metrics.Counter
 	storageSeconds                                           *metrics.PrometheusHistogram
 
 	pollOK, pollErrors, broadcastChanges *metrics.Counter
@@ -105,6 +108,7 @@ func newMetrics(srv *Server) *engineMetrics {
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
 		apiRefused:      s.NewCounter(mAPIRefused),
 		storageErrors:   s.NewCounter(mStorageErrors),
+		fateErrors:      s.NewCounter(mFateErrors),
 		storageSeconds:  s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
 
 		pollOK:           s.NewCounter(mBroadcastPollOK),

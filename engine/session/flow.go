@@ -49,6 +49,13 @@ type pending struct {
 	stored  bool
 	direct  *storage.Message // direct: what to store if the client leaves first
 	sentAt  int64            // ns since Env.Epoch, monotonic: the ack latency's start
+	tracked bool             // its fate is recorded (fate)
+}
+
+// fate asks for the tracked message version's fate to reach state (its
+// write to the client, its ack), off the loop.
+func (s *Session) fate(x *Ctx, version string, state storage.FateState) {
+	x.Jobs = append(x.Jobs, Job{Kind: JobFate, UAID: s.uaid, Fate: storage.NewFateID(version), State: state})
 }
 
 func (s *Session) flowState() *flow {
@@ -102,7 +109,10 @@ func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
 	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, n) })
 	c := n.Clone()
 	m := nodeapi.ToMessage(&c)
-	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m, sentAt: x.monoNanos(x.Now())})
+	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m, sentAt: x.monoNanos(x.Now()), tracked: m.Tracked})
+	if m.Tracked {
+		s.fate(x, m.Version, storage.FateTransmitted)
+	}
 	x.InFlight.Add(1)
 	x.SentDirect++
 	x.Pending++
@@ -206,7 +216,10 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 			}
 			n := nodeapi.ToNotification(m, hdrs[:0])
 			s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, &n) })
-			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt})
+			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt, tracked: m.Tracked})
+			if m.Tracked {
+				s.fate(x, m.Version, storage.FateTransmitted)
+			}
 			if m.Topic == "" && m.SortKey > f.batchMax {
 				f.batchMax = m.SortKey
 			}
@@ -239,9 +252,17 @@ func (s *Session) ack(x *Ctx, m *protocol.ClientMessage) {
 		x.InFlight.Add(-1)
 		x.Metrics.Acked.Inc()
 		x.Metrics.DeliveryAck.Update(time.Duration(now - p.sentAt).Seconds())
-		if p.stored {
+		switch {
+		case p.stored:
+			// The delete settles a tracked message's fate too.
 			f.deleting++
-			x.Jobs = append(x.Jobs, Job{Kind: JobDelete, UAID: s.uaid, Message: p.key})
+			j := Job{Kind: JobDelete, UAID: s.uaid, Message: p.key, Tracked: p.tracked}
+			if p.tracked {
+				j.Fate = storage.NewFateID(p.version)
+			}
+			x.Jobs = append(x.Jobs, j)
+		case p.tracked:
+			s.fate(x, p.version, storage.FateDelivered)
 		}
 	}
 	s.drained(x)

@@ -42,6 +42,9 @@ const (
 	// JobHealth asks storage whether it can serve, for a plain HTTP
 	// health check on the public port (Route). Result: Err.
 	JobHealth
+	// JobFate records that the tracked message Fate reached State
+	// (written to the client, or acked: storage.FateStore). No Result.
+	JobFate
 )
 
 // Job is one piece of storage work, run off the event loop.
@@ -61,6 +64,11 @@ type Job struct {
 	// the hello is done; not storage work, they ride along to helloDone.
 	Broadcasts []protocol.Broadcast
 	Route      string // health: "__heartbeat__" or "health"
+	// Tracked: delete of a tracked message, whose fate the ack settles
+	// (Fate); fate: the message and the state it reached.
+	Tracked bool
+	Fate    storage.FateID
+	State   storage.FateState
 }
 
 // Result is what a Job found; Session.Done takes it on the session's loop.

@@ -746,3 +746,42 @@ func TestStale(t *testing.T) {
 		t.Fatal("a push expecting no connection refused")
 	}
 }
+
+// TestTrackedFates: a tracked notification's write and ack become fate
+// jobs (direct: JobFate transmitted, then delivered; stored: JobFate
+// transmitted, then the delete settles it), and untracked ones ask for
+// none.
+func TestTrackedFates(t *testing.T) {
+	h := newHarness(t, nil)
+	h.ready(testUAID)
+	n := protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: "tv", TTL: 60,
+		SortKey: uint64(h.now.UnixNano()), Tracked: true}
+	h.step(func(x *Ctx) { h.s.Deliver(x, &n) })
+	if m := h.message(); m["tracked"] != nil {
+		t.Fatalf("the client was told of tracking: %v", m)
+	}
+	if j := h.job(JobFate); j.State != storage.FateTransmitted || j.Fate != storage.NewFateID("tv") || j.UAID != testUAID {
+		t.Fatalf("write of a tracked notification: %+v", j)
+	}
+	h.send(ackMsg("tv"))
+	if j := h.job(JobFate); j.State != storage.FateDelivered || j.Fate != storage.NewFateID("tv") {
+		t.Fatalf("ack of a tracked notification: %+v", j)
+	}
+	deliver(h, "untracked")
+	h.noJobs()
+	h.send(ackMsg("untracked"))
+	h.noJobs()
+
+	h.checkStatus()
+	check := h.job(JobCheck)
+	m := storedMsg("ts", "", uint64(h.now.UnixNano()), 3600)
+	m.Tracked = true
+	h.done(&Result{Job: check, Stamps: []storage.Message{m}})
+	if j := h.job(JobFate); j.State != storage.FateTransmitted || j.Fate != storage.NewFateID("ts") {
+		t.Fatalf("write of a stored tracked message: %+v", j)
+	}
+	h.send(ackMsg("ts"))
+	if d := h.job(JobDelete); !d.Tracked || d.Fate != storage.NewFateID("ts") || d.Message != m.Key() {
+		t.Fatalf("ack of a stored tracked message: %+v", d)
+	}
+}

@@ -22,6 +22,8 @@ import (
 //	  "timestamp": <seconds since epoch>,        0 when absent
 //	  "sortkey_timestamp": <uint64 ns>,          the storage sort key (storage.NewSortKey:
 //	                                             receipt time in ns); left out when 0; null accepted
+//	  "tracked": true,                           a fate follows it (storage.FateStore);
+//	                                             left out when false; null accepted
 //	  "data": "<base64url payload>",             left out when none; null accepted
 //	  "headers": {"encoding": "aes128gcm", ...}  only with data; null accepted
 //	}
@@ -44,6 +46,9 @@ func AppendNotification(dst []byte, n *protocol.Notification) []byte {
 	if n.SortKey != 0 {
 		dst = append(dst, `,"sortkey_timestamp":`...)
 		dst = strconv.AppendUint(dst, n.SortKey, 10)
+	}
+	if n.Tracked {
+		dst = append(dst, `,"tracked":true`...)
 	}
 	dst = protocol.AppendPayload(dst, n)
 	return append(dst, '}')
@@ -98,6 +103,10 @@ func DecodeNotification(buf []byte, n *protocol.Notification) error {
 			}
 			n.SortKey = mag
 			return nil
+		case "tracked":
+			var err error
+			n.Tracked, _, err = s.ReadLiteral() // null: false
+			return err
 		case "headers":
 			var err error
 			hdrs, err = headers(&s, hdrs[:0])

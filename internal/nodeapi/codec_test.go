@@ -75,6 +75,7 @@ func TestNotificationRoundTrip(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			n.SortKey = 0
 		}
+		n.Tracked = rng.IntN(3) == 0
 		if n.Data != "" {
 			for k := rng.IntN(4); k > 0; k-- {
 				n.Headers = append(n.Headers, protocol.Header{Name: fmt.Sprintf("h%d%s", k, randText(rng)), Value: randText(rng)})
@@ -91,12 +92,13 @@ func TestNotificationRoundTrip(t *testing.T) {
 			SortKey   uint64            `json:"sortkey_timestamp"`
 			Data      string            `json:"data"`
 			Headers   map[string]string `json:"headers"`
+			Tracked   bool              `json:"tracked"`
 		}
 		if err := json.Unmarshal(out, &ej); err != nil {
 			t.Fatalf("%s: %v", out, err)
 		}
 		if ej.ChannelID != n.ChannelID || ej.Version != n.Version || ej.TTL != n.TTL || ej.Timestamp != n.Timestamp ||
-			ej.SortKey != n.SortKey || ej.Data != n.Data || (ej.Topic == nil) != (n.Topic == "") || len(ej.Headers) != len(n.Headers) {
+			ej.SortKey != n.SortKey || ej.Data != n.Data || ej.Tracked != n.Tracked || (ej.Topic == nil) != (n.Topic == "") || len(ej.Headers) != len(n.Headers) {
 			t.Fatalf("encoding/json read %+v from %s", ej, out)
 		}
 		if err := DecodeNotification(out, &got); err != nil {
@@ -163,6 +165,8 @@ func TestDecodeNotification(t *testing.T) {
 		{`{"channelID":"c","version":"v","sortkey_timestamp":18446744073709551616}`, protocol.ErrInvalidField, ""},
 		{`{"channelID":"c","version":"v","sortkey_timestamp":1e3}`, protocol.ErrInvalidField, ""},
 		{`{"channelID":"c","version":"v","topic":5}`, protocol.ErrInvalidField, ""},
+		{`{"channelID":"c","version":"v","tracked":1}`, protocol.ErrSyntax, ""},
+		{`{"channelID":"c","version":"v","tracked":"true"}`, protocol.ErrSyntax, ""},
 		{`{"channelID":"c","version":"v","headers":[]}`, protocol.ErrInvalidField, "webpush: missing or invalid field at offset 41: headers is not an object"},
 		{`{"channelID":"c","version":"v","headers":{"a":1}}`, protocol.ErrInvalidField, ""},
 		{`{"channelID":"c","version":"v","headers":{` + strings.Repeat(`"a":"b",`, 3) + `"z":"y"}} x`, protocol.ErrSyntax, ""},

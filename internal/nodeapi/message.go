@@ -13,7 +13,7 @@ import (
 // reference's topic messages) gets one: storing needs it.
 func ToMessage(n *protocol.Notification) storage.Message {
 	chid, _ := protocol.ParseChannelID(n.ChannelID)
-	m := storage.Message{CHID: chid, Version: n.Version, Topic: n.Topic, SortKey: n.SortKey, TTL: n.TTL, Data: n.Data}
+	m := storage.Message{CHID: chid, Version: n.Version, Topic: n.Topic, SortKey: n.SortKey, TTL: n.TTL, Data: n.Data, Tracked: n.Tracked}
 	if m.SortKey == 0 {
 		m.SortKey = storage.NewSortKey()
 	}
@@ -33,5 +33,5 @@ func ToNotification(m *storage.Message, hdrs []protocol.Header) protocol.Notific
 		hdrs = append(hdrs, protocol.Header{Name: k, Value: v})
 	}
 	return protocol.Notification{ChannelID: m.CHID.String(), Version: m.Version, TTL: m.TTL, Topic: m.Topic,
-		Timestamp: m.Received().Unix(), SortKey: m.SortKey, Data: m.Data, Headers: hdrs}
+		Timestamp: m.Received().Unix(), SortKey: m.SortKey, Data: m.Data, Headers: hdrs, Tracked: m.Tracked}
 }

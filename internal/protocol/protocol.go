@@ -217,6 +217,10 @@ type Notification struct {
 	SortKey   uint64   // storage sort key: receipt time in ns (storage.NewSortKey), also versions topic messages
 	Data      string   // encrypted payload, base64url without padding; "" when none
 	Headers   []Header // crypto headers; only sent along with Data
+	// Tracked: a fate record follows the message (storage.FateStore): its
+	// node reports its transmission and ack. Node API only, never sent
+	// to the client.
+	Tracked bool
 }
 
 // Clone returns a copy of n that shares no memory with n (one allocation

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdh"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -292,6 +294,8 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"megaphone-api-token":     probeMegaphoneToken,
 		// Small, so that check can pass it.
 		"msg-limit": "3",
+		// Two fresh VAPID public keys whose pushes are tracked.
+		"tracking-keys": probeVAPIDKey(t) + "," + probeVAPIDKey(t),
 		// Not the source the check's requests come from (127.0.0.1).
 		"per-source-exempt": "127.0.0.250/32,10.9.0.0/16",
 	}
@@ -324,6 +328,13 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		r.vals[s.Name] = v
 	}
 	return r
+}
+
+// probeVAPIDKey is a fresh VAPID public key, base64url.
+func probeVAPIDKey(t *testing.T) string {
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	et.Must(t, err, "VAPID key")
+	return base64.RawURLEncoding.EncodeToString(k.PublicKey().Bytes())
 }
 
 // probeBridges makes the bridges' probe settings: an FCM app with a

@@ -1,0 +1,365 @@
+package receipts
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/cloudwego/hertz/pkg/app"
+
+	"github.com/autopush-go/autopush/apitier/httpapi"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/storage"
+)
+
+// Rel is the RFC 8030 link relation of the receipt subscribe resource.
+const Rel = "urn:ietf:params:push:receipt"
+
+// Bounds of the routes.
+const (
+	pageDefault = 100  // receipts a GET returns without ?limit
+	pageMax     = 1000 // and at most
+	ackMax      = 1000 // ids one acknowledgement names
+	// AckBody is the largest acknowledgement body: a thousand ids.
+	AckBody = 64 << 10
+	// pollEvery: a waiting GET reads storage again this often. Receipts
+	// are written by whichever node settles a message; storage is where
+	// they meet.
+	pollEvery = 100 * time.Millisecond
+	maxWait   = time.Hour // ?wait= beyond is refused
+)
+
+// Store is what the routes read and write.
+type Store interface {
+	PutReceiptSub(ctx context.Context, sub storage.ReceiptSub) error
+	GetReceiptSub(ctx context.Context, id storage.ReceiptSubID) (storage.ReceiptSub, error)
+	Receipts(ctx context.Context, sub storage.ReceiptSubID, limit int) ([]storage.Receipt, error)
+	AckReceipts(ctx context.Context, sub storage.ReceiptSubID, ids []string) error
+}
+
+// Node is what the routes use of the endpoint node they run on.
+type Node interface {
+	// VAPIDKey verifies the request's VAPID Authorization and returns
+	// the sha256 of its public key, or the 401 to answer.
+	VAPIDKey(c *app.RequestContext) ([32]byte, *errno.HTTPError)
+	// Timed runs one storage call, timed and counted in the node's
+	// storage metrics.
+	Timed(call func() error) error
+	// StorageError logs a failed storage call and is its answer.
+	StorageError(op string, err error) *errno.HTTPError
+	// Draining reports the node is shutting down: waiting GETs answer.
+	Draining() bool
+}
+
+// Config of the routes: the endpoint node's settings they read.
+type Config struct {
+	// Enabled is receipts; off, every route answers 404 and Push-Receipt
+	// is ignored.
+	Enabled bool
+	// EndpointURL is endpoint-url: subscriptions are
+	// {EndpointURL}/receipts/{id}, pushes' Locations {EndpointURL}/m/{id}.
+	EndpointURL string
+	// MaxWait is receipt-max-wait, the longest wait of a GET.
+	MaxWait time.Duration
+	// StorageTimeout bounds each storage call (storage-timeout).
+	StorageTimeout time.Duration
+}
+
+// API is the receipt routes. Goroutine-safe.
+type API struct {
+	cfg                Config
+	store              Store
+	node               Node
+	log                *slog.Logger
+	base, loc, link    string
+	set                *metrics.Set
+	created, read, ack *metrics.Counter
+}
+
+// mReceipts{result}: subscriptions created, receipts read by GETs (a
+// receipt read twice counts twice) and acknowledged.
+const mReceipts = "autoendpoint_receipts_total"
+
+// New makes the routes.
+func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
+	base := strings.TrimRight(cfg.EndpointURL, "/")
+	a := &API{cfg: cfg, store: store, node: node, log: log, base: base + "/receipts", loc: base + "/m/", set: metrics.NewSet()}
+	a.link = "<" + a.base + `>; rel="` + Rel + `"`
+	a.created = a.set.NewCounter(mReceipts + `{result="subscribed"}`)
+	a.read = a.set.NewCounter(mReceipts + `{result="read"}`)
+	a.ack = a.set.NewCounter(mReceipts + `{result="acked"}`)
+	return a
+}
+
+// Routes lists the routes, in the order the node registers them.
+func (a *API) Routes() []httpapi.Route {
+	return []httpapi.Route{
+		{Method: http.MethodPost, Path: "/receipts", Label: "receipts_subscribe", Handle: a.subscribe},
+		{Method: http.MethodGet, Path: "/receipts/:id", Label: "receipts_read", Handle: a.list},
+		{Method: http.MethodPost, Path: "/receipts/:id/ack", Label: "receipts_ack", Handle: a.acknowledge},
+	}
+}
+
+// Serves reports whether a request URI is one of the routes with a body
+// (the node sizes its read-ahead by route: AckBody).
+func Serves(uri []byte) bool { return strings.HasPrefix(string(uri), "/receipts/") }
+
+// Enabled reports receipts on.
+func (a *API) Enabled() bool { return a.cfg.Enabled }
+
+// Link is the Link header of a push's answer: the receipt subscribe
+// resource ("" with receipts off).
+func (a *API) Link() string {
+	if !a.cfg.Enabled {
+		return ""
+	}
+	return a.link
+}
+
+// WriteMetrics writes the API's series (the node's /metrics serves them).
+func (a *API) WriteMetrics(w io.Writer) { a.set.WritePrometheus(w) }
+
+var (
+	errOff = &errno.HTTPError{Status: http.StatusNotFound, Errno: errno.None,
+		Message: "delivery receipts are not served here"}
+	errNoSub = &errno.HTTPError{Status: http.StatusNotFound, Errno: errno.None,
+		Message: "no receipt subscription of this VAPID key has this id"}
+	errPushReceipt = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
+		Message: "Push-Receipt names no receipt subscription of this push's VAPID key"}
+	errPushReceiptAuth = &errno.HTTPError{Status: http.StatusUnauthorized, Errno: errno.InvalidAuth,
+		Message: "Push-Receipt needs a VAPID Authorization"}
+	errQuery = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
+		Message: "wait must be whole seconds, 0 to 3600, and limit 1 to 1000"}
+	errAck = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
+		Message: `the body must be {"ids": [...]} with 1 to 1000 receipt ids`}
+)
+
+// URL is the URL of subscription id.
+func (a *API) URL(id storage.ReceiptSubID) string {
+	return a.base + "/" + base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// parseID reads a subscription id: the last path segment of its URL (a
+// Push-Receipt) or the route's parameter.
+func parseID(v string) (storage.ReceiptSubID, bool) {
+	if i := strings.LastIndexByte(v, '/'); i >= 0 {
+		v = v[i+1:]
+	}
+	var id storage.ReceiptSubID
+	if len(v) != base64.RawURLEncoding.EncodedLen(len(id)) {
+		return id, false
+	}
+	n, err := base64.RawURLEncoding.Decode(id[:], []byte(v))
+	return id, err == nil && n == len(id)
+}
+
+// own checks subscription id exists and is key's; another key's reads as
+// missing, so ids reveal nothing to other keys.
+func (a *API) own(ctx context.Context, id storage.ReceiptSubID, key [32]byte) *errno.HTTPError {
+	var sub storage.ReceiptSub
+	err := a.node.Timed(func() (err error) {
+		sub, err = a.store.GetReceiptSub(ctx, id)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return a.node.StorageError("read receipt subscription", err)
+	case sub.KeyHash != key:
+		return errNoSub
+	}
+	return nil
+}
+
+// PushReceipt reads a push's Push-Receipt header value v: the
+// subscription it names, which must be of the push's VAPID key (key;
+// hasKey false: the push has no VAPID). An empty v, or receipts off:
+// the zero id and no error.
+func (a *API) PushReceipt(ctx context.Context, v string, key [32]byte, hasKey bool) (storage.ReceiptSubID, *errno.HTTPError) {
+	var zero storage.ReceiptSubID
+	if v == "" || !a.cfg.Enabled {
+		return zero, nil
+	}
+	if !hasKey {
+		return zero, errPushReceiptAuth
+	}
+	id, ok := parseID(strings.TrimSpace(v))
+	if !ok {
+		return zero, errPushReceipt
+	}
+	switch e := a.own(ctx, id, key); e {
+	case nil:
+		return id, nil
+	case errNoSub:
+		return zero, errPushReceipt
+	default:
+		return zero, e
+	}
+}
+
+// subscribe is POST /receipts: a new receipt subscription of the
+// request's VAPID key; 201 with its URL as Location.
+func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	if !a.cfg.Enabled {
+		x.Fail(errOff)
+		return
+	}
+	key, e := a.node.VAPIDKey(c)
+	if e != nil {
+		x.Fail(e)
+		return
+	}
+	sub := storage.ReceiptSub{KeyHash: key, Created: time.Now()}
+	rand.Read(sub.ID[:])
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
+	defer cancel()
+	if err := a.node.Timed(func() error { return a.store.PutReceiptSub(ctx, sub) }); err != nil {
+		x.Fail(a.node.StorageError("create receipt subscription", err))
+		return
+	}
+	a.created.Inc()
+	u := a.URL(sub.ID)
+	c.Response.Header.Set("Location", u)
+	httpapi.WriteJSON(c, http.StatusCreated, map[string]string{"receipts": u})
+}
+
+// receiptJSON is one receipt as GET /receipts/{id} returns it.
+type receiptJSON struct {
+	ID        string `json:"id"`
+	MessageID string `json:"message_id"`
+	Location  string `json:"location"` // the push's Location
+	State     string `json:"state"`
+	Delivered bool   `json:"delivered"`
+	Reason    string `json:"reason,omitempty"`
+	At        int64  `json:"at"` // ms since the epoch
+}
+
+// list is GET /receipts/{id}: the unacknowledged receipts, oldest first;
+// with none, it reads again until one comes or ?wait= seconds pass
+// (receipt-max-wait at most).
+func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	id, key, e := a.route(c)
+	if e != nil {
+		x.Fail(e)
+		return
+	}
+	wait, limit, ok := query(c)
+	if !ok {
+		x.Fail(errQuery)
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
+	e = a.own(sctx, id, key)
+	cancel()
+	if e != nil {
+		x.Fail(e)
+		return
+	}
+	deadline := time.Now().Add(min(wait, a.cfg.MaxWait))
+	var got []storage.Receipt
+	for {
+		sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
+		err := a.node.Timed(func() (err error) {
+			got, err = a.store.Receipts(sctx, id, limit)
+			return err
+		})
+		cancel()
+		if err != nil {
+			x.Fail(a.node.StorageError("read receipts", err))
+			return
+		}
+		if len(got) > 0 || !time.Now().Add(pollEvery).Before(deadline) || a.node.Draining() {
+			break
+		}
+		time.Sleep(pollEvery)
+	}
+	out := struct {
+		Receipts []receiptJSON `json:"receipts"`
+	}{Receipts: make([]receiptJSON, 0, len(got))}
+	for _, r := range got {
+		j := receiptJSON{ID: r.ID, MessageID: r.MessageID, Location: a.loc + r.MessageID, State: r.State.String(),
+			Delivered: r.State == storage.FateDelivered, At: r.At.UnixMilli()}
+		if r.State == storage.FateDropped {
+			j.Reason = r.Reason.String()
+		}
+		out.Receipts = append(out.Receipts, j)
+	}
+	a.read.Add(len(got))
+	httpapi.WriteJSON(c, http.StatusOK, out)
+}
+
+// acknowledge is POST /receipts/{id}/ack: the receipts named are removed
+// (204); ids already removed, or never issued, are ignored.
+func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	body, e := x.ReadBody(AckBody, errAck)
+	if e != nil {
+		x.Fail(e)
+		return
+	}
+	id, key, e := a.route(c)
+	if e != nil {
+		x.Fail(e)
+		return
+	}
+	var req struct {
+		IDs []string `json:"ids"`
+	}
+	if json.Unmarshal(body, &req) != nil || len(req.IDs) == 0 || len(req.IDs) > ackMax {
+		x.Fail(errAck)
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
+	defer cancel()
+	if e := a.own(sctx, id, key); e != nil {
+		x.Fail(e)
+		return
+	}
+	if err := a.node.Timed(func() error { return a.store.AckReceipts(sctx, id, req.IDs) }); err != nil {
+		x.Fail(a.node.StorageError("acknowledge receipts", err))
+		return
+	}
+	a.ack.Add(len(req.IDs))
+	c.SetStatusCode(http.StatusNoContent)
+}
+
+// route checks what both routes of a subscription need: receipts on, an
+// id, a VAPID key.
+func (a *API) route(c *app.RequestContext) (storage.ReceiptSubID, [32]byte, *errno.HTTPError) {
+	if !a.cfg.Enabled {
+		return storage.ReceiptSubID{}, [32]byte{}, errOff
+	}
+	id, ok := parseID(c.Param("id"))
+	if !ok {
+		return id, [32]byte{}, errNoSub
+	}
+	key, e := a.node.VAPIDKey(c)
+	return id, key, e
+}
+
+// query reads ?wait= (seconds, default 0) and ?limit=.
+func query(c *app.RequestContext) (time.Duration, int, bool) {
+	wait, limit := 0, pageDefault
+	var err error
+	if v := c.Query("wait"); v != "" {
+		if wait, err = strconv.Atoi(v); err != nil || wait < 0 || time.Duration(wait)*time.Second > maxWait {
+			return 0, 0, false
+		}
+	}
+	if v := c.Query("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > pageMax {
+			return 0, 0, false
+		}
+	}
+	return time.Duration(wait) * time.Second, limit, true
+}

@@ -1,0 +1,303 @@
+package stack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/apitier/tracking"
+	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/stack"
+	"github.com/autopush-go/autopush/stack/stacktest"
+	"github.com/autopush-go/autopush/storage"
+	"github.com/autopush-go/autopush/storage/scylla"
+	"github.com/autopush-go/autopush/storage/scylla/cqltest"
+)
+
+// receiptStack runs a stack with receipts on, the tracking key of
+// tracker, quick sweeps of expired fates and msg-limit 3, over the
+// embedded store or (backend "scylla") a keyspace of the CQL server.
+func receiptStack(t *testing.T, backend string, tracker *pushcrypto.VAPIDSigner) *stacktest.Stack {
+	o := stacktest.Options{Config: func(c *stack.Config) {
+		c.API.Receipts = true
+		c.API.TrackingKeys = []string{tracker.Public}
+		c.API.FateSweepInterval = 100 * time.Millisecond
+		c.Engine.MsgLimit = 3
+	}}
+	if backend == "scylla" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		store, err := scylla.New(ctx, cqltest.Keyspace(t, "receipts"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		o.Through = func(storage.Store) storage.Store { return store }
+	}
+	return stacktest.StartWith(t, o)
+}
+
+// receipt is one receipt as GET /receipts/{id} returns it.
+type receipt struct {
+	ID        string `json:"id"`
+	MessageID string `json:"message_id"`
+	Location  string `json:"location"`
+	State     string `json:"state"`
+	Delivered bool   `json:"delivered"`
+	Reason    string `json:"reason"`
+	At        int64  `json:"at"`
+}
+
+// app is an application server with a receipt subscription.
+type app struct {
+	st     *stacktest.Stack
+	signer *pushcrypto.VAPIDSigner
+	sub    string // the receipt subscription's URL
+	seen   map[string]receipt
+}
+
+// newApp creates a receipt subscription for a new VAPID key, finding the
+// subscribe resource from a push answer's Link as a library would.
+func newApp(t *testing.T, st *stacktest.Stack, link string) *app {
+	t.Helper()
+	a := &app{st: st, signer: stacktest.NewSigner(t), seen: map[string]receipt{}}
+	ans := apitiertest.Send(t, http.MethodPost, link, nil, "Authorization", st.Authorization(t, a.signer))
+	if ans.Status != http.StatusCreated {
+		t.Fatalf("POST %s: %d %s", link, ans.Status, ans.Body)
+	}
+	a.sub = ans.Header.Get("Location")
+	if !strings.HasPrefix(a.sub, st.EndpointURL()+"/receipts/") || ans.JSON(t)["receipts"] != a.sub {
+		t.Fatalf("receipt subscription %q, body %s", a.sub, ans.Body)
+	}
+	return a
+}
+
+// subscribeLink is the receipt subscribe resource a push's answer names.
+func subscribeLink(t *testing.T, ans apitiertest.Answer) string {
+	t.Helper()
+	l := ans.Header.Get("Link")
+	const rel = `>; rel="urn:ietf:params:push:receipt"`
+	if !strings.HasPrefix(l, "<") || !strings.HasSuffix(l, rel) {
+		t.Fatalf("push answer's Link %q names no receipt subscribe resource", l)
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(l, "<"), rel)
+}
+
+// push sends data to sub with a receipt asked (unless receipt is false).
+func (a *app) push(t *testing.T, sub *stacktest.Subscriber, data string, receipt bool, hdr ...string) string {
+	t.Helper()
+	if receipt {
+		hdr = append(hdr, "Push-Receipt", a.sub)
+	}
+	ans := a.st.Push(t, sub.Endpoint, sub, data, a.signer, hdr...)
+	if ans.Status != http.StatusCreated {
+		t.Fatalf("push: %d %s", ans.Status, ans.Body)
+	}
+	return ans.Header.Get("Location")
+}
+
+// read is one GET of the subscription, waiting up to wait seconds; the
+// receipts read are acknowledged and remembered (a receipt read twice
+// fails the test).
+func (a *app) read(t *testing.T, wait int) []receipt {
+	t.Helper()
+	ans := apitiertest.Send(t, http.MethodGet, fmt.Sprintf("%s?wait=%d", a.sub, wait), nil, "Authorization", a.st.Authorization(t, a.signer))
+	if ans.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", a.sub, ans.Status, ans.Body)
+	}
+	var got struct{ Receipts []receipt }
+	if err := json.Unmarshal(ans.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range got.Receipts {
+		if _, dup := a.seen[r.Location]; dup {
+			t.Fatalf("a second receipt for %s: %+v", r.Location, r)
+		}
+		a.seen[r.Location] = r
+		ids = append(ids, r.ID)
+	}
+	if len(ids) > 0 {
+		body, _ := json.Marshal(map[string][]string{"ids": ids})
+		ack := apitiertest.Send(t, http.MethodPost, a.sub+"/ack", body, "Authorization", a.st.Authorization(t, a.signer),
+			"Content-Type", "application/json")
+		if ack.Status != http.StatusNoContent {
+			t.Fatalf("ack: %d %s", ack.Status, ack.Body)
+		}
+	}
+	return got.Receipts
+}
+
+// await reads until the receipt of the push at location comes.
+func (a *app) await(t *testing.T, location string) receipt {
+	t.Helper()
+	deadline := time.Now().Add(et.Patience)
+	for time.Now().Before(deadline) {
+		if r, ok := a.seen[location]; ok {
+			return r
+		}
+		a.read(t, 2)
+	}
+	t.Fatalf("no receipt for %s within %v (have %v)", location, et.Patience, a.seen)
+	return receipt{}
+}
+
+func wantReceipt(t *testing.T, r receipt, state, reason string) {
+	t.Helper()
+	if r.State != state || r.Reason != reason || r.Delivered != (state == "delivered") || r.ID == "" || r.At == 0 {
+		t.Fatalf("receipt %+v, want state %q reason %q", r, state, reason)
+	}
+}
+
+// TestReceipts: RFC 8030 receipts on both storage backends, counted at
+// the application server's end (what GET /receipts returns): one
+// delivered receipt per acked push, direct or stored; one not-delivered
+// receipt, with its reason, per push that expired (TTL passed, or TTL 0
+// with nobody connected), was replaced by a newer one of its Topic,
+// whose channel was unsubscribed or whose user agent was reset past
+// msg-limit; none for pushes without Push-Receipt; and nothing of a
+// subscription to another VAPID key. Then the milestones add up: every
+// tracked push ended in exactly one terminal state.
+func TestReceipts(t *testing.T) {
+	for _, backend := range []string{"embedded", "scylla"} {
+		t.Run(backend, func(t *testing.T) {
+			tracker := stacktest.NewSigner(t)
+			st := receiptStack(t, backend, tracker)
+			tracked := 0
+			// The subscribe resource, from any push's answer.
+			probe := st.Subscribe(t, "")
+			first := st.Push(t, probe.Endpoint, probe, "hello", nil)
+			apitiertest.WantCreated(t, first, st.EndpointURL(), "60")
+			probe.Receive(t)
+			a := newApp(t, st, subscribeLink(t, first))
+
+			// Delivered, directly and from storage.
+			on := st.Subscribe(t, "")
+			loc := a.push(t, on, "direct", true)
+			tracked++
+			if got := on.Receive(t); got != "direct" {
+				t.Fatalf("received %q", got)
+			}
+			wantReceipt(t, a.await(t, loc), "delivered", "")
+			away := st.Left(t)
+			loc = a.push(t, away, "stored", true)
+			tracked++
+			back := st.Reconnect(t, away)
+			if got := back.Receive(t); got != "stored" {
+				t.Fatalf("received %q", got)
+			}
+			wantReceipt(t, a.await(t, loc), "delivered", "")
+
+			// No Push-Receipt, no receipt; the tracking key's pushes are
+			// counted, with no receipt either.
+			plain := a.push(t, on, "plain", false)
+			on.Receive(t)
+			trackedPlain := st.Push(t, on.Endpoint, on, "tracked", tracker)
+			apitiertest.WantCreated(t, trackedPlain, st.EndpointURL(), "60")
+			if trackedPlain.Header.Get("Link") == "" {
+				t.Fatal("no Link to the receipt subscribe resource")
+			}
+			tracked++
+			on.Receive(t)
+			marker := a.push(t, on, "marker", true)
+			tracked++
+			on.Receive(t)
+			a.await(t, marker)
+			if r, ok := a.seen[plain]; ok {
+				t.Fatalf("a receipt for a push without Push-Receipt: %+v", r)
+			}
+
+			// Expired: TTL 1 stored, and TTL 0 with nobody connected.
+			gone := st.Left(t)
+			loc = a.push(t, gone, "short", true, "TTL", "1")
+			tracked++
+			wantReceipt(t, a.await(t, loc), "expired", "")
+			loc = a.push(t, gone, "now or never", true, "TTL", "0")
+			tracked++
+			wantReceipt(t, a.await(t, loc), "expired", "")
+
+			// Topic replaced (RFC 8030 §5.4): the older version gets no
+			// delivery receipt; the newer one is delivered.
+			old := a.push(t, gone, "v1", true, "Topic", "weather")
+			tracked++
+			newer := a.push(t, gone, "v2", true, "Topic", "weather")
+			tracked++
+			wantReceipt(t, a.await(t, old), "dropped", "topic_replaced")
+			gone = st.Reconnect(t, gone)
+			if got := gone.Receive(t); got != "v2" {
+				t.Fatalf("received %q, want the newer version", got)
+			}
+			wantReceipt(t, a.await(t, newer), "delivered", "")
+
+			// Unsubscribed before its ack.
+			loc = a.push(t, gone, "unwanted", true)
+			tracked++
+			gone.Notification(t)
+			gone.Send(map[string]any{"messageType": "unregister", "channelID": gone.CHID})
+			if r := gone.Read(); r["messageType"] != "unregister" || r["status"] != 200.0 {
+				t.Fatalf("unregister: %v", r)
+			}
+			wantReceipt(t, a.await(t, loc), "dropped", "unsubscribed")
+
+			// msg-limit 3: a backlog of 4 resets the user agent.
+			flood := st.Left(t)
+			var backlog []string
+			for i := range 4 {
+				backlog = append(backlog, a.push(t, flood, fmt.Sprint("flood ", i), true))
+				tracked++
+			}
+			st.Reconnect(t, flood)
+			for _, loc := range backlog {
+				wantReceipt(t, a.await(t, loc), "dropped", "msg_limit")
+			}
+
+			// Another key can neither read the subscription nor name it.
+			b := newApp(t, st, subscribeLink(t, first))
+			other := apitiertest.Send(t, http.MethodGet, a.sub, nil, "Authorization", st.Authorization(t, b.signer))
+			apitiertest.WantError(t, other, http.StatusNotFound, errno.None)
+			body := []byte(`{"ids":["x"]}`)
+			other = apitiertest.Send(t, http.MethodPost, a.sub+"/ack", body, "Authorization", st.Authorization(t, b.signer))
+			apitiertest.WantError(t, other, http.StatusNotFound, errno.None)
+			named := st.Push(t, on.Endpoint, on, "x", b.signer, "Push-Receipt", a.sub)
+			apitiertest.WantError(t, named, http.StatusBadRequest, errno.None)
+			named = st.Push(t, on.Endpoint, on, "x", nil, "Push-Receipt", a.sub)
+			apitiertest.WantError(t, named, http.StatusUnauthorized, errno.InvalidAuth)
+			if got := b.read(t, 0); len(got) != 0 {
+				t.Fatalf("the other key's subscription has receipts: %+v", got)
+			}
+			if extra := a.read(t, 0); len(extra) != 0 {
+				t.Fatalf("receipts nobody asked for: %+v", extra)
+			}
+
+			// Conservation: every tracked push ended in one terminal state.
+			m := milestones(t, st)
+			if m.Counts["received"] != int64(tracked) || m.Terminal != int64(tracked) || m.Pending != 0 {
+				t.Fatalf("milestones %+v: want %d received, all settled", m, tracked)
+			}
+			for name, want := range map[string]int64{"delivered": 5, "expired": 2, "dropped_topic_replaced": 1,
+				"dropped_unsubscribed": 1, "dropped_msg_limit": 4} {
+				if m.Counts[name] != want {
+					t.Errorf("milestone %s: %d, want %d (%+v)", name, m.Counts[name], want, m.Counts)
+				}
+			}
+		})
+	}
+}
+
+// milestones reads GET /__milestones__ of the operator's listener.
+func milestones(t *testing.T, st *stacktest.Stack) tracking.Milestones {
+	t.Helper()
+	ans := apitiertest.Send(t, http.MethodGet, "http://"+st.MetricsAddr()+"/__milestones__", nil)
+	var m tracking.Milestones
+	if ans.Status != http.StatusOK || json.Unmarshal(ans.Body, &m) != nil {
+		t.Fatalf("GET /__milestones__: %d %s", ans.Status, ans.Body)
+	}
+	return m
+}
