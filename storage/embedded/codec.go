@@ -13,6 +13,14 @@ import (
 // on the hot path, and a format byte leaves room to change it.
 const codecVersion = 1
 
+// Messages are at version 2: version 1 plus a flags byte (msgTracked).
+// Version 1 records, written before messages could be tracked, still
+// decode, as untracked.
+const (
+	messageCodec = 2
+	msgTracked   = 0x01
+)
+
 var errCorrupt = errors.New("embedded: corrupt record")
 
 func appendString(b []byte, s string) []byte {
@@ -141,19 +149,24 @@ func decodeUser(b []byte) (record, error) {
 
 func encodeMessage(m *storage.Message) []byte {
 	b := make([]byte, 0, 64+len(m.Data)+len(m.Version))
-	b = append(b, codecVersion)
+	b = append(b, messageCodec)
 	b = append(b, m.CHID[:]...)
 	b = binary.BigEndian.AppendUint64(b, m.SortKey)
 	b = binary.AppendVarint(b, m.TTL)
 	b = appendString(b, m.Version)
 	b = appendString(b, m.Topic)
 	b = appendString(b, m.Data)
-	return appendMap(b, m.Headers)
+	b = appendMap(b, m.Headers)
+	var flags byte
+	if m.Tracked {
+		flags |= msgTracked
+	}
+	return append(b, flags)
 }
 
 func decodeMessage(b []byte) (storage.Message, error) {
 	var m storage.Message
-	if len(b) == 0 || b[0] != codecVersion {
+	if len(b) == 0 || b[0] != codecVersion && b[0] != messageCodec {
 		return m, errCorrupt
 	}
 	r := reader{b: b[1:]}
@@ -164,5 +177,14 @@ func decodeMessage(b []byte) (storage.Message, error) {
 	m.Topic = r.string()
 	m.Data = r.string()
 	m.Headers = r.strmap()
+	if b[0] == messageCodec {
+		flags := r.bytes(1)
+		// Unknown flags are corrupt, so that a decoded record encodes back
+		// to the same bytes.
+		if flags != nil && flags[0]&^msgTracked != 0 {
+			r.err = errCorrupt
+		}
+		m.Tracked = flags != nil && flags[0]&msgTracked != 0
+	}
 	return m, r.done()
 }

@@ -101,7 +101,10 @@ func (s *Store) leave() {
 	s.mu.RUnlock()
 }
 
-func (s *Store) stripe(uaid uuid.UUID) *sync.Mutex { return &s.stripes[uaid[15]] }
+func (s *Store) stripe(uaid uuid.UUID) *sync.Mutex { return &s.stripes[stripeIndex(uaid)] }
+
+// stripeIndex is the stripe of uaid (a fate's counts are split by it).
+func stripeIndex(uaid uuid.UUID) byte { return uaid[15] }
 
 // failed wraps an error of Pebble itself: the disk, not the caller.
 func failed(op string, err error) error {

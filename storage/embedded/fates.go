@@ -2,42 +2,610 @@ package embedded
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Placeholder until the fate store is written: every call fails.
-var errNoFates = errors.New("embedded: fates not built yet")
+// Fates (storage.FateStore) use five key spaces:
+//
+//	'f' uaid id                  -> fate (fateRecord)
+//	'e' expiry(8, ns) uaid id    -> unsettled fate by message expiry (empty value)
+//	'n' state reason stripe      -> milestone count of one lock stripe (8 bytes)
+//	'g' sub                      -> receipt subscription
+//	'w' sub at(8, ns) id         -> receipt
+//
+// plus an 'x' expiry entry per settled fate (at settling + FateKeep) and
+// per receipt (at settling + ReceiptKeep) that the sweeper removes them by.
+//
+// A fate is read, changed and written under its user's stripe lock, and
+// the change, its count and its receipt go in one synced batch: a crash
+// keeps all of them or none. Each count is split by stripe and a stripe's
+// count is only written under that stripe's lock, so the read-increment-
+// write of a count is exact without a lock of its own; MilestoneCounts
+// sums the stripes.
+const (
+	prefixFate       = 'f'
+	prefixFateExpiry = 'e'
+	prefixCount      = 'n'
+	prefixReceiptSub = 'g'
+	prefixReceipt    = 'w'
 
-func (s *Store) Track(context.Context, storage.Fate) error { return errNoFates }
-func (s *Store) Reach(context.Context, uuid.UUID, storage.FateID, storage.FateState) (bool, error) {
-	return false, errNoFates
+	fateCodec = 1
+	// fateEntryLen is an 'e' key's length: prefix, expiry, uaid, id.
+	fateEntryLen = 1 + 8 + 16 + 16
+)
+
+func fatePrefix(uaid uuid.UUID) []byte { return append([]byte{prefixFate}, uaid[:]...) }
+
+func fateKey(uaid uuid.UUID, id storage.FateID) []byte {
+	return append(fatePrefix(uaid), id[:]...)
 }
-func (s *Store) Settle(context.Context, uuid.UUID, storage.FateID, storage.FateState, storage.DropReason) (bool, error) {
-	return false, errNoFates
+
+func fateExpiryKey(expiry int64, uaid uuid.UUID, id storage.FateID) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{prefixFateExpiry}, uint64(expiry))
+	return append(append(k, uaid[:]...), id[:]...)
 }
-func (s *Store) SettleUser(context.Context, uuid.UUID, uuid.UUID, storage.DropReason) (int, error) {
-	return 0, errNoFates
+
+func countKey(m storage.Milestone, stripe byte) []byte {
+	return []byte{prefixCount, byte(m.State), byte(m.Reason), stripe}
 }
-func (s *Store) SettleTopic(context.Context, uuid.UUID, uuid.UUID, string, storage.FateID) (int, error) {
-	return 0, errNoFates
+
+func receiptSubKey(id storage.ReceiptSubID) []byte {
+	return append([]byte{prefixReceiptSub}, id[:]...)
 }
-func (s *Store) SettleExpired(context.Context, time.Time, int) (int, error) { return 0, errNoFates }
-func (s *Store) GetFate(context.Context, uuid.UUID, storage.FateID) (storage.Fate, error) {
-	return storage.Fate{}, errNoFates
+
+func receiptPrefix(sub storage.ReceiptSubID) []byte {
+	return append([]byte{prefixReceipt}, sub[:]...)
 }
-func (s *Store) MilestoneCounts(context.Context) (map[storage.Milestone]int64, error) {
-	return nil, errNoFates
+
+// receiptKey: the receipt's ID is the hex of what follows the
+// subscription in its key, so the key order is the IDs' order and an ack
+// needs no read.
+func receiptKey(sub storage.ReceiptSubID, at int64, id storage.FateID) []byte {
+	k := binary.BigEndian.AppendUint64(receiptPrefix(sub), uint64(at))
+	return append(k, id[:]...)
 }
-func (s *Store) PutReceiptSub(context.Context, storage.ReceiptSub) error { return errNoFates }
-func (s *Store) GetReceiptSub(context.Context, storage.ReceiptSubID) (storage.ReceiptSub, error) {
-	return storage.ReceiptSub{}, errNoFates
+
+// receiptKeyOf parses a receipt ID back into its key and settling time.
+func receiptKeyOf(sub storage.ReceiptSubID, rid string) ([]byte, int64, bool) {
+	b, err := hex.DecodeString(rid)
+	if err != nil || len(b) != 8+16 {
+		return nil, 0, false
+	}
+	return append(receiptPrefix(sub), b...), int64(binary.BigEndian.Uint64(b)), true
 }
-func (s *Store) Receipts(context.Context, storage.ReceiptSubID, int) ([]storage.Receipt, error) {
-	return nil, errNoFates
+
+// fateRecord is the stored fate plus when it was settled.
+type fateRecord struct {
+	storage.Fate
+	SettledAt int64 // ns; 0 while unsettled
 }
-func (s *Store) AckReceipts(context.Context, storage.ReceiptSubID, []string) error { return errNoFates }
+
+func encodeFate(f *fateRecord) []byte {
+	b := make([]byte, 0, 64+len(f.Topic)+len(f.MessageID))
+	b = append(b, fateCodec)
+	b = append(b, f.CHID[:]...)
+	b = append(b, f.Receipt[:]...)
+	b = append(b, byte(f.State), byte(f.Reason))
+	b = binary.AppendVarint(b, f.Expiry.UnixNano())
+	b = binary.AppendVarint(b, f.SettledAt)
+	b = appendString(b, f.Topic)
+	return appendString(b, f.MessageID)
+}
+
+func decodeFate(uaid uuid.UUID, id storage.FateID, b []byte) (fateRecord, error) {
+	f := fateRecord{Fate: storage.Fate{UAID: uaid, ID: id}}
+	if len(b) == 0 || b[0] != fateCodec {
+		return f, errCorrupt
+	}
+	r := reader{b: b[1:]}
+	copy(f.CHID[:], r.bytes(16))
+	copy(f.Receipt[:], r.bytes(16))
+	if sr := r.bytes(2); sr != nil {
+		f.State, f.Reason = storage.FateState(sr[0]), storage.DropReason(sr[1])
+	}
+	f.Expiry = time.Unix(0, r.varint())
+	f.SettledAt = r.varint()
+	f.Topic = r.string()
+	f.MessageID = r.string()
+	return f, r.done()
+}
+
+func (s *Store) getFate(uaid uuid.UUID, id storage.FateID) (fateRecord, bool, error) {
+	v, err := s.get(fateKey(uaid, id))
+	if err != nil || v == nil {
+		return fateRecord{}, false, err
+	}
+	f, err := decodeFate(uaid, id, v)
+	if err != nil {
+		return fateRecord{}, false, fmt.Errorf("fate %s/%x: %w", uaid, id, err)
+	}
+	return f, true, nil
+}
+
+// count adds one to milestone m in b; the caller holds uaid's stripe.
+func (s *Store) count(b *pebble.Batch, uaid uuid.UUID, m storage.Milestone) error {
+	k := countKey(m, stripeIndex(uaid))
+	v, err := s.get(k)
+	if err != nil {
+		return err
+	}
+	var n uint64
+	if len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	} else if v != nil {
+		return fmt.Errorf("count %s: %w", m, errCorrupt)
+	}
+	b.Set(k, binary.BigEndian.AppendUint64(nil, n+1), nil)
+	return nil
+}
+
+// Track implements storage.FateStore. One local read and one durable
+// write, under the user's stripe lock.
+func (s *Store) Track(ctx context.Context, f storage.Fate) error {
+	if err := storage.ValidateFate(&f); err != nil {
+		return fmt.Errorf("embedded: track: %w", err)
+	}
+	if err := s.enter(ctx, "track"); err != nil {
+		return err
+	}
+	defer s.leave()
+	l := s.stripe(f.UAID)
+	l.Lock()
+	defer l.Unlock()
+	if _, found, err := s.getFate(f.UAID, f.ID); err != nil || found {
+		if err == nil {
+			return fmt.Errorf("embedded: track %s/%x: exists: %w", f.UAID, f.ID, storage.ErrConflict)
+		}
+		return failed("track", err)
+	}
+	f.Reason = storage.DropNone
+	b := s.db.NewBatch()
+	b.Set(fateKey(f.UAID, f.ID), encodeFate(&fateRecord{Fate: f}), nil)
+	b.Set(fateExpiryKey(f.Expiry.UnixNano(), f.UAID, f.ID), nil, nil)
+	if err := s.count(b, f.UAID, storage.Milestone{State: storage.FateReceived}); err != nil {
+		b.Close()
+		return failed("track", err)
+	}
+	if err := s.commit(b); err != nil {
+		return failed("track", err)
+	}
+	return nil
+}
+
+// Reach implements storage.FateStore. One local read and, unless the fate
+// is settled or missing, one durable write, under the user's stripe lock.
+func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st storage.FateState) (bool, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return false, fmt.Errorf("embedded: reach: %w", err)
+	}
+	if !st.Valid() || st.Terminal() {
+		return false, fmt.Errorf("embedded: reach: %s is not a non-terminal state: %w", st, storage.ErrInvalid)
+	}
+	if err := s.enter(ctx, "reach"); err != nil {
+		return false, err
+	}
+	defer s.leave()
+	l := s.stripe(uaid)
+	l.Lock()
+	defer l.Unlock()
+	f, found, err := s.getFate(uaid, id)
+	if err != nil {
+		return false, failed("reach", err)
+	}
+	if !found || f.State.Terminal() {
+		return false, nil
+	}
+	f.State = st
+	b := s.db.NewBatch()
+	b.Set(fateKey(uaid, id), encodeFate(&f), nil)
+	if err := s.count(b, uaid, storage.Milestone{State: st}); err != nil {
+		b.Close()
+		return false, failed("reach", err)
+	}
+	if err := s.commit(b); err != nil {
+		return false, failed("reach", err)
+	}
+	return true, nil
+}
+
+// Settle implements storage.FateStore. One local read and, for the
+// winner, one durable write of the fate, its count and its receipt, under
+// the user's stripe lock: the lock makes the first Settle the only one.
+func (s *Store) Settle(ctx context.Context, uaid uuid.UUID, id storage.FateID, st storage.FateState, reason storage.DropReason) (bool, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return false, fmt.Errorf("embedded: settle: %w", err)
+	}
+	if err := storage.ValidateSettle(st, reason); err != nil {
+		return false, fmt.Errorf("embedded: settle: %w", err)
+	}
+	if err := s.enter(ctx, "settle"); err != nil {
+		return false, err
+	}
+	defer s.leave()
+	ok, err := s.settle(uaid, id, st, reason, nil)
+	if err != nil {
+		return false, failed("settle", err)
+	}
+	return ok, nil
+}
+
+// settle settles the fate (uaid, id) unless it is missing, settled, or
+// when must is set, must rejects it as read under the lock (SettleTopic's
+// states, which a Reach may have moved past since it listed them).
+func (s *Store) settle(uaid uuid.UUID, id storage.FateID, st storage.FateState, reason storage.DropReason, must func(*fateRecord) bool) (bool, error) {
+	l := s.stripe(uaid)
+	l.Lock()
+	defer l.Unlock()
+	f, found, err := s.getFate(uaid, id)
+	if err != nil || !found || f.State.Terminal() || must != nil && !must(&f) {
+		return false, err
+	}
+	now := time.Now().UnixNano()
+	f.State, f.Reason, f.SettledAt = st, reason, now
+	key := fateKey(uaid, id)
+	b := s.db.NewBatch()
+	b.Set(key, encodeFate(&f), nil)
+	b.Delete(fateExpiryKey(f.Expiry.UnixNano(), uaid, id), nil)
+	b.Set(expiryKey(now+int64(storage.FateKeep), key), nil, nil)
+	if f.Receipt != (storage.ReceiptSubID{}) {
+		rk := receiptKey(f.Receipt, now, id)
+		b.Set(rk, encodeReceipt(&f), nil)
+		b.Set(expiryKey(now+int64(storage.ReceiptKeep), rk), nil, nil)
+	}
+	if err := s.count(b, uaid, storage.Milestone{State: st, Reason: reason}); err != nil {
+		b.Close()
+		return false, err
+	}
+	if err := s.commit(b); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// SettleUser implements storage.FateStore: one range scan of the user's
+// fates, then a Settle of each unsettled one.
+func (s *Store) SettleUser(ctx context.Context, uaid, chid uuid.UUID, reason storage.DropReason) (int, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return 0, fmt.Errorf("embedded: settle user: %w", err)
+	}
+	if err := storage.ValidateSettle(storage.FateDropped, reason); err != nil {
+		return 0, fmt.Errorf("embedded: settle user: %w", err)
+	}
+	return s.settleListed(ctx, "settle user", uaid, reason, func(f *fateRecord) bool {
+		return chid == uuid.Nil || f.CHID == chid
+	})
+}
+
+// SettleTopic implements storage.FateStore: one range scan of the user's
+// fates, then a Settle of each of the topic still received or stored.
+func (s *Store) SettleTopic(ctx context.Context, uaid, chid uuid.UUID, topic string, keep storage.FateID) (int, error) {
+	if err := storage.ValidateChannel(uaid, chid); err != nil {
+		return 0, fmt.Errorf("embedded: settle topic: %w", err)
+	}
+	if topic == "" || len(topic) > storage.MaxTopicLen {
+		return 0, fmt.Errorf("embedded: settle topic: topic of %d bytes: %w", len(topic), storage.ErrInvalid)
+	}
+	return s.settleListed(ctx, "settle topic", uaid, storage.DropTopicReplaced, func(f *fateRecord) bool {
+		return f.CHID == chid && f.Topic == topic && f.ID != keep &&
+			(f.State == storage.FateReceived || f.State == storage.FateStored)
+	})
+}
+
+// settleListed settles FateDropped/reason the unsettled fates of uaid
+// that match, checking match again under the lock of each.
+func (s *Store) settleListed(ctx context.Context, op string, uaid uuid.UUID, reason storage.DropReason, match func(*fateRecord) bool) (int, error) {
+	if err := s.enter(ctx, op); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var ids []storage.FateID
+	err := s.scan(fatePrefix(uaid), nil, func(k, v []byte) (bool, error) {
+		id := storage.FateID(k[17:])
+		f, err := decodeFate(uaid, id, v)
+		if err != nil {
+			return false, fmt.Errorf("fate %s/%x: %w", uaid, id, err)
+		}
+		if !f.State.Terminal() && match(&f) {
+			ids = append(ids, id)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, failed(op, err)
+	}
+	n := 0
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("embedded: %s: %w: %w", op, storage.ErrUnavailable, err)
+		}
+		ok, err := s.settle(uaid, id, storage.FateDropped, reason, match)
+		if err != nil {
+			return n, failed(op, err)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// SettleExpired implements storage.FateStore: range reads of the expiry
+// index from its start, a Settle for each entry. Concurrent callers may
+// read the same entries; the stripe lock lets one settle each.
+func (s *Store) SettleExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("embedded: settle expired: limit %d: %w", limit, storage.ErrInvalid)
+	}
+	if err := s.enter(ctx, "settle expired"); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	lower := []byte{prefixFateExpiry}
+	upper := binary.BigEndian.AppendUint64([]byte{prefixFateExpiry}, uint64(now.UnixNano()))
+	n := 0
+	for n < limit {
+		entries, err := s.fateEntries(lower, upper, sweepBatch)
+		if err != nil {
+			return n, failed("settle expired", err)
+		}
+		for _, e := range entries {
+			if n == limit {
+				return n, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return n, fmt.Errorf("embedded: settle expired: %w: %w", storage.ErrUnavailable, err)
+			}
+			ok, err := s.settleEntry(e)
+			if err != nil {
+				return n, failed("settle expired", err)
+			}
+			if ok {
+				n++
+			}
+		}
+		if len(entries) < sweepBatch {
+			break
+		}
+		lower = append(entries[len(entries)-1], 0) // just after the last one read
+	}
+	return n, nil
+}
+
+// fateEntries reads up to most 'e' keys in [lower, upper).
+func (s *Store) fateEntries(lower, upper []byte, most int) ([][]byte, error) {
+	var out [][]byte
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.First(); ok && len(out) < most; ok = it.Next() {
+		out = append(out, append([]byte(nil), it.Key()...))
+	}
+	return out, errors.Join(it.Error(), it.Close())
+}
+
+// settleEntry settles FateExpired the fate an 'e' entry names; an entry
+// of a fate already settled or gone is only deleted.
+func (s *Store) settleEntry(e []byte) (bool, error) {
+	if len(e) != fateEntryLen {
+		return false, s.db.Delete(e, pebble.NoSync)
+	}
+	uaid, id := uuid.UUID(e[9:25]), storage.FateID(e[25:])
+	ok, err := s.settle(uaid, id, storage.FateExpired, storage.DropNone, nil)
+	if err != nil || ok {
+		return ok, err
+	}
+	// Not ours to settle: the winner's batch deleted the entry, or the
+	// fate is gone. Losing this delete in a crash only means a revisit.
+	return false, s.db.Delete(e, pebble.NoSync)
+}
+
+// GetFate implements storage.FateStore. One local read.
+func (s *Store) GetFate(ctx context.Context, uaid uuid.UUID, id storage.FateID) (storage.Fate, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return storage.Fate{}, fmt.Errorf("embedded: get fate: %w", err)
+	}
+	if err := s.enter(ctx, "get fate"); err != nil {
+		return storage.Fate{}, err
+	}
+	defer s.leave()
+	f, found, err := s.getFate(uaid, id)
+	if err != nil {
+		return storage.Fate{}, failed("get fate", err)
+	}
+	if !found || f.SettledAt != 0 && f.SettledAt+int64(storage.FateKeep) <= time.Now().UnixNano() {
+		return storage.Fate{}, fmt.Errorf("embedded: get fate %s/%x: %w", uaid, id, storage.ErrNotFound)
+	}
+	return f.Fate, nil
+}
+
+// MilestoneCounts implements storage.FateStore. One local range scan of
+// every stripe's counts.
+func (s *Store) MilestoneCounts(ctx context.Context) (map[storage.Milestone]int64, error) {
+	if err := s.enter(ctx, "milestone counts"); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	out := make(map[storage.Milestone]int64)
+	for _, m := range storage.Milestones() {
+		out[m] = 0
+	}
+	err := s.scan([]byte{prefixCount}, nil, func(k, v []byte) (bool, error) {
+		if len(k) != 4 || len(v) != 8 {
+			return false, fmt.Errorf("count %x: %w", k, errCorrupt)
+		}
+		m := storage.Milestone{State: storage.FateState(k[1]), Reason: storage.DropReason(k[2])}
+		out[m] += int64(binary.BigEndian.Uint64(v))
+		return true, nil
+	})
+	if err != nil {
+		return nil, failed("milestone counts", err)
+	}
+	return out, nil
+}
+
+func encodeReceipt(f *fateRecord) []byte {
+	b := []byte{fateCodec, byte(f.State), byte(f.Reason)}
+	return appendString(b, f.MessageID)
+}
+
+func decodeReceipt(k, v []byte) (storage.Receipt, error) {
+	var rc storage.Receipt
+	if len(k) != 1+16+8+16 || len(v) < 3 || v[0] != fateCodec {
+		return rc, errCorrupt
+	}
+	rc.ID = hex.EncodeToString(k[17:])
+	rc.At = time.Unix(0, int64(binary.BigEndian.Uint64(k[17:25])))
+	rc.State, rc.Reason = storage.FateState(v[1]), storage.DropReason(v[2])
+	r := reader{b: v[3:]}
+	rc.MessageID = r.string()
+	return rc, r.done()
+}
+
+func encodeReceiptSub(sub *storage.ReceiptSub) []byte {
+	b := append([]byte{fateCodec}, sub.KeyHash[:]...)
+	b = binary.AppendVarint(b, sub.Created.UnixNano())
+	return appendString(b, sub.Webhook)
+}
+
+func decodeReceiptSub(id storage.ReceiptSubID, v []byte) (storage.ReceiptSub, error) {
+	sub := storage.ReceiptSub{ID: id}
+	if len(v) == 0 || v[0] != fateCodec {
+		return sub, errCorrupt
+	}
+	r := reader{b: v[1:]}
+	copy(sub.KeyHash[:], r.bytes(32))
+	sub.Created = time.Unix(0, r.varint())
+	sub.Webhook = r.string()
+	return sub, r.done()
+}
+
+// PutReceiptSub implements storage.FateStore. One local read and one
+// durable write, under the stripe lock of the id.
+func (s *Store) PutReceiptSub(ctx context.Context, sub storage.ReceiptSub) error {
+	if sub.ID == (storage.ReceiptSubID{}) {
+		return fmt.Errorf("embedded: put receipt sub: zero id: %w", storage.ErrInvalid)
+	}
+	if err := s.enter(ctx, "put receipt sub"); err != nil {
+		return err
+	}
+	defer s.leave()
+	l := s.stripe(uuid.UUID(sub.ID))
+	l.Lock()
+	defer l.Unlock()
+	k := receiptSubKey(sub.ID)
+	if v, err := s.get(k); err != nil || v != nil {
+		if err == nil {
+			return fmt.Errorf("embedded: put receipt sub %x: exists: %w", sub.ID, storage.ErrConflict)
+		}
+		return failed("put receipt sub", err)
+	}
+	b := s.db.NewBatch()
+	b.Set(k, encodeReceiptSub(&sub), nil)
+	if err := s.commit(b); err != nil {
+		return failed("put receipt sub", err)
+	}
+	return nil
+}
+
+// GetReceiptSub implements storage.FateStore. One local read.
+func (s *Store) GetReceiptSub(ctx context.Context, id storage.ReceiptSubID) (storage.ReceiptSub, error) {
+	if err := s.enter(ctx, "get receipt sub"); err != nil {
+		return storage.ReceiptSub{}, err
+	}
+	defer s.leave()
+	v, err := s.get(receiptSubKey(id))
+	if err != nil {
+		return storage.ReceiptSub{}, failed("get receipt sub", err)
+	}
+	if v == nil {
+		return storage.ReceiptSub{}, fmt.Errorf("embedded: get receipt sub %x: %w", id, storage.ErrNotFound)
+	}
+	sub, err := decodeReceiptSub(id, v)
+	if err != nil {
+		return storage.ReceiptSub{}, failed("get receipt sub", fmt.Errorf("receipt sub %x: %w", id, err))
+	}
+	return sub, nil
+}
+
+// Receipts implements storage.FateStore. One local range scan; receipts
+// past ReceiptKeep the sweeper has not reached yet are skipped.
+func (s *Store) Receipts(ctx context.Context, sub storage.ReceiptSubID, limit int) ([]storage.Receipt, error) {
+	if err := storage.ValidateLimit(limit); err != nil {
+		return nil, fmt.Errorf("embedded: receipts: %w", err)
+	}
+	if err := s.enter(ctx, "receipts"); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	oldest := time.Now().Add(-storage.ReceiptKeep)
+	out := []storage.Receipt{}
+	err := s.scan(receiptPrefix(sub), nil, func(k, v []byte) (bool, error) {
+		rc, err := decodeReceipt(k, v)
+		if err != nil {
+			return false, fmt.Errorf("receipt %x: %w", k, err)
+		}
+		if rc.At.After(oldest) {
+			out = append(out, rc)
+		}
+		return len(out) < limit, nil
+	})
+	if err != nil {
+		return nil, failed("receipts", err)
+	}
+	return out, nil
+}
+
+// AckReceipts implements storage.FateStore. One durable write, nothing
+// read: a receipt's key and expiry entry follow from its ID, and deleting
+// what is not there is harmless.
+func (s *Store) AckReceipts(ctx context.Context, sub storage.ReceiptSubID, ids []string) error {
+	if err := s.enter(ctx, "ack receipts"); err != nil {
+		return err
+	}
+	defer s.leave()
+	b := s.db.NewBatch()
+	for _, rid := range ids {
+		if k, at, ok := receiptKeyOf(sub, rid); ok {
+			b.Delete(k, nil)
+			b.Delete(expiryKey(at+int64(storage.ReceiptKeep), k), nil)
+		}
+	}
+	if b.Empty() {
+		b.Close()
+		return nil
+	}
+	if err := s.commit(b); err != nil {
+		return failed("ack receipts", err)
+	}
+	return nil
+}
+
+// expireFate deletes a settled fate past FateKeep (the sweeper's step for
+// a fate key; the caller holds the stripe).
+func (s *Store) expireFate(key, entry []byte, now time.Time) error {
+	if len(key) != 1+16+16 {
+		return s.db.Delete(entry, pebble.NoSync)
+	}
+	uaid, id := uuid.UUID(key[1:17]), storage.FateID(key[17:])
+	f, found, err := s.getFate(uaid, id)
+	if err != nil {
+		return err
+	}
+	if !found || f.SettledAt == 0 || f.SettledAt+int64(storage.FateKeep) > now.UnixNano() {
+		return s.db.Delete(entry, pebble.NoSync)
+	}
+	b := s.db.NewBatch()
+	b.Delete(key, nil)
+	b.Delete(entry, nil)
+	return s.commit(b)
+}

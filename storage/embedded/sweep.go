@@ -27,9 +27,11 @@ func (s *Store) sweepLoop() {
 	}
 }
 
-// Sweep deletes the messages and users whose expiry is before now and
-// returns how many index entries it processed. It runs by itself every
-// SweepInterval; exported for tools and tests. Safe for concurrent use.
+// Sweep deletes the messages and users whose expiry is before now, and
+// the fates settled and receipts written more than FateKeep and
+// ReceiptKeep before it; it returns how many index entries it processed.
+// It runs by itself every SweepInterval; exported for tools and tests.
+// Safe for concurrent use.
 func (s *Store) Sweep(now time.Time) (int, error) {
 	total := 0
 	for {
@@ -101,6 +103,14 @@ func (s *Store) expire(entry []byte, now time.Time) error {
 		}
 	case prefixPush:
 		return s.expirePush(key, entry, now)
+	case prefixFate:
+		return s.expireFate(key, entry, now)
+	case prefixReceipt:
+		// A receipt's one entry is at its settling + ReceiptKeep: due.
+		b := s.db.NewBatch()
+		b.Delete(key, nil)
+		b.Delete(entry, nil)
+		return s.commit(b)
 	case prefixMessage:
 		m, found, err := s.getMessage(key)
 		if err != nil {
