@@ -145,7 +145,7 @@ func (a *app) await(t *testing.T, location string) receipt {
 		}
 		a.read(t, 2)
 	}
-	t.Fatalf("no receipt for %s within %v (have %v)", location, et.Patience, a.seen)
+	t.Fatalf("no receipt for %s within %v (%d others came)", location, et.Patience, len(a.seen))
 	return receipt{}
 }
 

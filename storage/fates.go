@@ -202,7 +202,9 @@ type FateStore interface {
 	// and changes nothing. 1 RT (a CAS on CQL).
 	Track(ctx context.Context, f Fate) error
 
-	// Reach moves the fate (uaid, id) to the non-terminal state s and
+	// Reach moves the fate (uaid, id) to the non-terminal state s
+	// (FateStored, FateNodeTransmitted or FateTransmitted: received is
+	// Track's alone, so that received counts each message once) and
 	// counts s, unless it is settled (or missing): then it reports false
 	// and changes nothing. 1 RT plus a read.
 	Reach(ctx context.Context, uaid uuid.UUID, id FateID, s FateState) (bool, error)
@@ -276,6 +278,14 @@ func ValidateFate(f *Fate) error {
 		return fmt.Errorf("%w: fate topic of %d bytes", ErrInvalid, len(f.Topic))
 	case f.Expiry.IsZero():
 		return fmt.Errorf("%w: fate without expiry", ErrInvalid)
+	}
+	return nil
+}
+
+// ValidateReach checks Reach's state.
+func ValidateReach(s FateState) error {
+	if s != FateStored && s != FateNodeTransmitted && s != FateTransmitted {
+		return fmt.Errorf("%w: reach %s (stored, node_transmitted or transmitted only)", ErrInvalid, s)
 	}
 	return nil
 }

@@ -187,8 +187,8 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	if err := storage.ValidateUAID(uaid); err != nil {
 		return false, fmt.Errorf("embedded: reach: %w", err)
 	}
-	if !st.Valid() || st.Terminal() {
-		return false, fmt.Errorf("embedded: reach: %s is not a non-terminal state: %w", st, storage.ErrInvalid)
+	if err := storage.ValidateReach(st); err != nil {
+		return false, fmt.Errorf("embedded: %w", err)
 	}
 	if err := s.enter(ctx, "reach"); err != nil {
 		return false, err

@@ -175,7 +175,7 @@ func testFateInvalid(t *testing.T, s storage.Store) {
 		_, err := s.Settle(ctx(t), uaid, f.ID, c.st, c.reason)
 		wantKind(t, err, storage.ErrInvalid, fmt.Sprintf("settle %s/%s", c.st, c.reason))
 	}
-	for _, st := range []storage.FateState{0, storage.FateDelivered, storage.FateState(200)} {
+	for _, st := range []storage.FateState{0, storage.FateReceived, storage.FateDelivered, storage.FateState(200)} {
 		_, err := s.Reach(ctx(t), uaid, f.ID, st)
 		wantKind(t, err, storage.ErrInvalid, fmt.Sprintf("reach %s", st))
 	}
