@@ -58,7 +58,10 @@ const withdrawCause = "withdrawn by the application server (DELETE of its Locati
 
 // routeBridged queues the notification m names for u, a bridged user,
 // through the sender.
-func (s *Server) routeBridged(ctx context.Context, u *storage.User, m *token.MessageID, h *pushheader.Headers, body string) *errno.HTTPError {
+//
+// fate is the message id of a tracked message (its fate settles with the
+// push: bridge.Settled), else "".
+func (s *Server) routeBridged(ctx context.Context, u *storage.User, m *token.MessageID, h *pushheader.Headers, body, fate string) *errno.HTTPError {
 	if s.pushes == nil {
 		return errBridgeOff
 	}
@@ -77,6 +80,7 @@ func (s *Server) routeBridged(ctx context.Context, u *storage.User, m *token.Mes
 		return errBridgeConfig
 	}
 	req.ID = bridgedPushID(m)
+	req.Bridge.Fate = fate
 	_, err = s.pushes.Accept(ctx, req)
 	var fe *sender.FieldError
 	switch {

@@ -169,7 +169,11 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		}
 	default:
 		outcome = outcomeBridged
-		e = s.routeBridged(sctx, &user, &mid, &h, n.Data)
+		fate := ""
+		if n.Tracked {
+			fate = n.Version
+		}
+		e = s.routeBridged(sctx, &user, &mid, &h, n.Data, fate)
 	}
 	if n.Tracked {
 		s.tracker.Reached(sctx, uaid, n, fateOf(outcome, e))

@@ -25,7 +25,7 @@ import (
 // tracker, quick sweeps of expired fates and msg-limit 3, over the
 // embedded store or (backend "scylla") a keyspace of the CQL server.
 func receiptStack(t *testing.T, backend string, tracker *pushcrypto.VAPIDSigner) *stacktest.Stack {
-	o := stacktest.Options{Config: func(c *stack.Config) {
+	o := stacktest.Options{Bridges: true, Config: func(c *stack.Config) {
 		c.API.Receipts = true
 		c.API.TrackingKeys = []string{tracker.Public}
 		c.API.FateSweepInterval = 100 * time.Millisecond
@@ -162,7 +162,8 @@ func wantReceipt(t *testing.T, r receipt, state, reason string) {
 // receipt, with its reason, per push that expired (TTL passed, or TTL 0
 // with nobody connected), was replaced by a newer one of its Topic,
 // whose channel was unsubscribed or whose user agent was reset past
-// msg-limit; none for pushes without Push-Receipt; and nothing of a
+// msg-limit; for a bridged user agent's, handed to the provider or
+// refused by it; none for pushes without Push-Receipt; and nothing of a
 // subscription to another VAPID key. Then the milestones add up: every
 // tracked push ended in exactly one terminal state.
 func TestReceipts(t *testing.T) {
@@ -258,6 +259,18 @@ func TestReceipts(t *testing.T) {
 				wantReceipt(t, a.await(t, loc), "dropped", "msg_limit")
 			}
 
+			// Bridged user agents: handed to FCM, or refused by it (the
+			// device is gone).
+			d := registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-receipt-token-0001")
+			loc = a.push(t, &stacktest.Subscriber{Endpoint: d.Endpoint}, "", true)
+			tracked++
+			wantReceipt(t, a.await(t, loc), "bridge_transmitted", "")
+			d = registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-receipt-token-0002")
+			st.FCM.SetGone(d.token)
+			loc = a.push(t, &stacktest.Subscriber{Endpoint: d.Endpoint}, "", true)
+			tracked++
+			wantReceipt(t, a.await(t, loc), "errored", "")
+
 			// Another key can neither read the subscription nor name it.
 			b := newApp(t, st, subscribeLink(t, first))
 			other := apitiertest.Send(t, http.MethodGet, a.sub, nil, "Authorization", st.Authorization(t, b.signer))
@@ -282,7 +295,7 @@ func TestReceipts(t *testing.T) {
 				t.Fatalf("milestones %+v: want %d received, all settled", m, tracked)
 			}
 			for name, want := range map[string]int64{"delivered": 5, "expired": 2, "dropped_topic_replaced": 1,
-				"dropped_unsubscribed": 1, "dropped_msg_limit": 4} {
+				"dropped_unsubscribed": 1, "dropped_msg_limit": 4, "bridge_transmitted": 1, "errored": 1} {
 				if m.Counts[name] != want {
 					t.Errorf("milestone %s: %d, want %d (%+v)", name, m.Counts[name], want, m.Counts)
 				}

@@ -166,6 +166,9 @@ type PushBridge struct {
 	// the Topic header, the provider's collapse key.
 	Urgency string `json:"urgency,omitempty"`
 	Topic   string `json:"topic,omitempty"`
+	// Fate is the message id of a tracked WebPush message (FateStore):
+	// the push's final state settles its fate. "" when untracked.
+	Fate string `json:"fate,omitempty"`
 	// Data is the notification as Firefox for Android and iOS read it:
 	// chid, and for a push with a payload body (base64url), con, and for
 	// aesgcm enc and cryptokey.

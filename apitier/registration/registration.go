@@ -38,6 +38,7 @@ type Store interface {
 	DropUser(ctx context.Context, uaid uuid.UUID) error
 	AddChannel(ctx context.Context, uaid, chid uuid.UUID) error
 	RemoveChannel(ctx context.Context, uaid, chid uuid.UUID) error
+	SettleUser(ctx context.Context, uaid, chid uuid.UUID, reason storage.DropReason) (int, error)
 	Channels(ctx context.Context, uaid uuid.UUID) ([]uuid.UUID, error)
 	CountChannels(ctx context.Context, uaid uuid.UUID, limit int) (int, error)
 	HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error)
@@ -484,6 +485,18 @@ func (a *API) stored(x httpapi.Exchange, what string, call func() error) bool {
 	return true
 }
 
+// settle ends the tracked messages (docs/receipts.md) of a dropped
+// registration or channel (chid; uuid.Nil: all of them) as dropped for
+// reason. A failure is logged: they settle later, as expired.
+func (a *API) settle(ctx context.Context, uaid, chid uuid.UUID, reason storage.DropReason) {
+	if err := a.node.Timed(func() error {
+		_, err := a.store.SettleUser(ctx, uaid, chid, reason)
+		return err
+	}); err != nil {
+		a.log.Warn("registration: settle the tracked messages of a dropped registration or channel", "reason", reason.String(), "error", err)
+	}
+}
+
 // handleUpdate is PUT /v1/{type}/{app_id}/registration/{uaid}: the
 // bridge has a new token for the client. A gcm record updated through
 // an fcm path becomes fcm (the reference stores the path's type). A
@@ -543,6 +556,7 @@ func (a *API) handleDelete(sctx context.Context, c *app.RequestContext, x httpap
 	if !a.stored(x, "drop user", func() error { return a.store.DropUser(sctx, u.UAID) }) {
 		return
 	}
+	a.settle(sctx, u.UAID, uuid.Nil, storage.DropUserGone)
 	httpapi.WriteJSON(c, http.StatusOK, struct{}{})
 }
 
@@ -614,5 +628,6 @@ func (a *API) handleUnsubscribe(sctx context.Context, c *app.RequestContext, x h
 	if !a.stored(x, "remove channel", func() error { return a.store.RemoveChannel(sctx, u.UAID, chid) }) {
 		return
 	}
+	a.settle(sctx, u.UAID, chid, storage.DropUnsubscribed)
 	httpapi.WriteJSON(c, http.StatusOK, struct{}{})
 }

@@ -266,6 +266,21 @@ func (s *Sender) expire(l *lane, p *storage.Push, now time.Time) {
 	s.record(p, next)
 }
 
+// OnFinal sets fn, called after a push's final state (SENT, FAILED,
+// GIVEN_UP) is stored by this node: the bridges settle a tracked WebPush
+// message's fate there. ctx bounds fn. Call before Start.
+func (s *Sender) OnFinal(fn func(ctx context.Context, p storage.Push)) { s.final = fn }
+
+// finished calls the OnFinal handler for next, stored final.
+func (s *Sender) finished(next *storage.Push) {
+	if s.final == nil || !next.State.Final() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+	defer cancel()
+	s.final(ctx, *next)
+}
+
 // OnDeviceGone sets fn, called after a bridged push's provider said its
 // device is gone (FCM UNREGISTERED, APNs 410) and the outcome is stored:
 // the API tier drops the registration there. ctx bounds fn. Call before

@@ -30,6 +30,7 @@ type Sender struct {
 	first string // the provider of requests that name none
 	m     *senderMetrics
 	gone  func(ctx context.Context, p storage.Push) // OnDeviceGone
+	final func(ctx context.Context, p storage.Push) // OnFinal
 
 	ctx     context.Context // cancelled by Stop: jobs and readers end
 	cancel  context.CancelFunc
@@ -476,6 +477,7 @@ func (s *Sender) Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool
 			if l := s.lanes[p.Provider]; l != nil {
 				l.m.withdrawn.Inc()
 			}
+			s.finished(&next)
 			return true, nil
 		case !errors.Is(err, storage.ErrConflict):
 			return false, fmt.Errorf("sender: withdraw: %w", err)
@@ -487,8 +489,12 @@ func (s *Sender) Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool
 // update writes next over prev with the sender's storage timeout.
 func (s *Sender) update(prev *storage.Push, next storage.Push) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
-	defer cancel()
-	return s.store.UpdatePush(ctx, prev, next)
+	err := s.store.UpdatePush(ctx, prev, next)
+	cancel()
+	if err == nil {
+		s.finished(&next)
+	}
+	return err
 }
 
 // advance returns p one version on, into state at (ms), stamped now.

@@ -245,10 +245,33 @@ func (b *Bridges) Request(u *storage.User, n *Notification) (sender.Request, err
 	}, nil
 }
 
-// Store is what DeviceGone needs of storage.
+// Store is what DeviceGone and Settled need of storage.
 type Store interface {
 	GetUser(ctx context.Context, uaid uuid.UUID) (storage.User, error)
 	DropUserAt(ctx context.Context, uaid uuid.UUID, connectedAt int64) error
+	Settle(ctx context.Context, uaid uuid.UUID, id storage.FateID, s storage.FateState, reason storage.DropReason) (bool, error)
+	SettleUser(ctx context.Context, uaid, chid uuid.UUID, reason storage.DropReason) (int, error)
+}
+
+// Settled returns the sender's OnFinal handler: a tracked WebPush
+// message's fate (docs/receipts.md) ends with its bridged push, as
+// bridge_transmitted when the provider took it (SENT: FCM and APNs
+// confirm no delivery to the device) and as errored when it did not
+// (FAILED: refused, withdrawn, expired before it could be sent;
+// GIVEN_UP).
+func (b *Bridges) Settled(store Store) func(ctx context.Context, p storage.Push) {
+	return func(ctx context.Context, p storage.Push) {
+		if p.Bridge == nil || p.Bridge.Fate == "" {
+			return
+		}
+		state := storage.FateErrored
+		if p.State == storage.PushSent {
+			state = storage.FateBridgeTransmitted
+		}
+		if _, err := store.Settle(ctx, p.Bridge.UAID, storage.NewFateID(p.Bridge.Fate), state, storage.DropNone); err != nil {
+			b.log.Warn("tracked bridged push: fate not settled; it settles as expired", "push", p.ID, "state", state.String(), "error", err)
+		}
+	}
 }
 
 // DeviceGone returns the sender's OnDeviceGone handler: it drops the
@@ -289,6 +312,10 @@ func (b *Bridges) DeviceGone(store Store) func(ctx context.Context, p storage.Pu
 		}
 		b.gone.Inc()
 		b.log.Info("device gone: registration dropped", "uaid", u.UAID, "provider", p.Provider, "push", p.ID)
+		// Its other tracked messages will not reach it either.
+		if _, err := store.SettleUser(ctx, u.UAID, uuid.Nil, storage.DropUserGone); err != nil {
+			b.log.Warn("device gone: tracked messages not settled; they settle as expired", "uaid", u.UAID, "error", err)
+		}
 	}
 }
 

@@ -75,6 +75,7 @@ func Build(cfg Config, store Store, log *slog.Logger) (*Sender, error) {
 	// Only FCM UNREGISTERED and APNs 410 are DeviceGone verdicts: the
 	// registration is dropped for nothing else (docs/bridges.md).
 	s.OnDeviceGone(bridges.DeviceGone(store))
+	s.OnFinal(bridges.Settled(store))
 	firstUse(providers, cfg.SwrveConfig.KeysFile, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &Sender{Sender: s, cfg: cfg, providers: providers, bridges: bridges, log: log, stop: cancel}
