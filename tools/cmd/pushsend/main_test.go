@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/vapid"
+	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
@@ -183,5 +185,36 @@ func TestSmoke(t *testing.T) {
 	// Nothing listening: a clear failure, not a hang.
 	if _, _, err := runT(t, "smoke", "-ws", "ws://127.0.0.1:1/", "-timeout", "2s"); err == nil || errors.Is(err, errUsage) {
 		t.Errorf("smoke against nothing: %v", err)
+	}
+}
+
+// TestSendReceipt: send -receipt creates a receipt subscription, pushes
+// with Push-Receipt and prints the receipt once the user agent acks (exit
+// 0); a push that expires unread gets its "not delivered" receipt, exit 1;
+// without a VAPID key it is a usage error.
+func TestSendReceipt(t *testing.T) {
+	st := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) {
+		c.API.Receipts, c.API.FateSweepInterval = true, 100*time.Millisecond
+	}})
+	_, priv := keys(t)
+	sub := st.Subscribe(t, "")
+	acked := make(chan string, 1)
+	go func() { acked <- sub.Receive(t) }()
+	out, errs, err := runT(t, "send", "-sub", sub.SubscriptionJSON(), "-data", "with receipt", "-vapid-private", priv, "-receipt")
+	if err != nil || !strings.Contains(out, "receipt: delivered at ") {
+		t.Fatalf("send -receipt: %v\n%s%s", err, out, errs)
+	}
+	if got := <-acked; got != "with receipt" {
+		t.Fatalf("client decrypted %q", got)
+	}
+
+	away := st.Left(t)
+	out, _, err = runT(t, "send", "-sub", away.SubscriptionJSON(), "-data", "too late", "-vapid-private", priv, "-receipt", "-ttl", "1", "-json")
+	if err == nil || !strings.Contains(err.Error(), "not delivered: expired") || !strings.Contains(out, `"state": "expired"`) {
+		t.Fatalf("expired push: %v\n%s", err, out)
+	}
+
+	if _, _, err := runT(t, "send", "-endpoint", sub.Endpoint, "-receipt"); !errors.Is(err, errUsage) {
+		t.Fatalf("-receipt without -vapid-private: %v", err)
 	}
 }

@@ -38,6 +38,7 @@ type message struct {
 	topic    string
 	urgency  string
 	signer   *pushcrypto.VAPIDSigner // nil: no Authorization header
+	receipt  string                  // Push-Receipt: a receipt subscription's URL, or ""
 }
 
 // sendFlags are the flags send and smoke share.
@@ -99,6 +100,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	p256dh := fs.String("p256dh", "", "the subscription's p256dh key, base64url (instead of -sub)")
 	auth := fs.String("auth", "", "the subscription's auth secret, base64url (instead of -sub)")
 	asJSON := fs.Bool("json", false, "print the response as JSON")
+	withReceipt := fs.Bool("receipt", false, "ask for a delivery receipt (needs -vapid-private and receipts on the server) and wait for it")
+	receiptWait := fs.Duration("receipt-wait", 5*time.Minute, "with -receipt, how long to wait for the receipt")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: pushsend send (-sub SUBSCRIPTION | -endpoint URL [-p256dh KEY -auth SECRET]) [flags]
 
@@ -108,6 +111,11 @@ an applicationServerKey, needs that key's private half), POSTs it to the
 endpoint and prints the status, the headers and the body of the answer.
 A message needs the subscription's keys; a push without -data needs none.
 Exit status 0 when the push service answered 2xx (201 Created: accepted).
+With -receipt it first creates a receipt subscription at the endpoint's
+origin (POST /receipts, RFC 8030 receipts), sends with Push-Receipt, then
+waits for the push's receipt and prints it: exit status 0 only when it
+says delivered (acked by the user agent) or bridge_transmitted (handed
+to FCM or APNs).
 TLS uses the system's roots (SSL_CERT_FILE adds a CA).
 
 Flags:
@@ -142,14 +150,36 @@ Flags:
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	var rs *receipts
+	if *withReceipt {
+		if rs, err = newReceipts(sub.Endpoint, m.signer); err != nil {
+			return err
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	resp, err := push(ctx, sub, m)
+	if rs != nil {
+		if err := rs.subscribe(sctx); err != nil {
+			return err
+		}
+		m.receipt = rs.sub
+	}
+	resp, err := push(sctx, sub, m)
 	if err != nil {
 		return err
 	}
 	resp.print(stdout, *asJSON)
-	return resp.err()
+	if err := resp.err(); err != nil || rs == nil {
+		return err
+	}
+	wctx, wcancel := context.WithTimeout(ctx, *receiptWait)
+	defer wcancel()
+	rc, err := rs.await(wctx, resp.Header.Get("Location"))
+	if err != nil {
+		return err
+	}
+	rc.print(stdout, *asJSON)
+	return rc.err()
 }
 
 // readSubscription reads -sub: inline JSON, @file, or - (stdin).
@@ -215,6 +245,9 @@ func newRequest(ctx context.Context, sub subscription, m message, now time.Time)
 	}
 	if m.urgency != "" {
 		hdr.Set("Urgency", m.urgency)
+	}
+	if m.receipt != "" {
+		hdr.Set("Push-Receipt", m.receipt)
 	}
 	if m.signer != nil {
 		// RFC 8292 §2: aud is the push resource's origin; exp at most 24 h.

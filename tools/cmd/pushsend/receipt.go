@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/autopush-go/autopush/internal/pushcrypto"
+)
+
+// Delivery receipts (docs/receipts.md): send -receipt creates a receipt
+// subscription at the endpoint's origin, pushes with Push-Receipt naming
+// it, and long-polls it until the push's receipt comes.
+
+// receipt is one receipt as GET /receipts/{id} returns it.
+type receipt struct {
+	ID        string `json:"id"`
+	MessageID string `json:"message_id"`
+	Location  string `json:"location"`
+	State     string `json:"state"`
+	Delivered bool   `json:"delivered"`
+	Reason    string `json:"reason,omitempty"`
+	At        int64  `json:"at"`
+}
+
+// receipts talks to one receipt subscription with one VAPID key.
+type receipts struct {
+	origin string // the push endpoint's: the receipts' home and VAPID aud
+	signer *pushcrypto.VAPIDSigner
+	sub    string // the subscription's URL, once created
+}
+
+func newReceipts(endpoint string, signer *pushcrypto.VAPIDSigner) (*receipts, error) {
+	if signer == nil {
+		return nil, usageErr("-receipt needs -vapid-private: receipts belong to a VAPID key")
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, usageErr("endpoint %q is not an http(s) URL", endpoint)
+	}
+	return &receipts{origin: strings.ToLower(u.Scheme + "://" + u.Host), signer: signer}, nil
+}
+
+// call makes one VAPID-signed request and decodes a JSON answer into out
+// (nil: none expected); want is the status it must have.
+func (r *receipts) call(ctx context.Context, method, u string, body []byte, want int, out any) (*http.Response, error) {
+	tok, err := r.signer.Token(r.origin, time.Now().Add(12*time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", r.signer.Authorization(tok))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%s %s: %d %s", method, u, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, u, err)
+		}
+	}
+	return resp, nil
+}
+
+// subscribe creates the receipt subscription (POST /receipts).
+func (r *receipts) subscribe(ctx context.Context) error {
+	resp, err := r.call(ctx, http.MethodPost, r.origin+"/receipts", nil, http.StatusCreated, nil)
+	if err != nil {
+		return fmt.Errorf("receipt subscription (is receipts on?): %w", err)
+	}
+	r.sub = resp.Header.Get("Location")
+	if r.sub == "" {
+		return fmt.Errorf("receipt subscription: no Location")
+	}
+	return nil
+}
+
+// await long-polls the subscription until the receipt of the push at
+// location comes, acknowledging every receipt it reads (this
+// subscription is pushsend's own).
+func (r *receipts) await(ctx context.Context, location string) (receipt, error) {
+	for {
+		var got struct{ Receipts []receipt }
+		if _, err := r.call(ctx, http.MethodGet, r.sub+"?wait=25", nil, http.StatusOK, &got); err != nil {
+			return receipt{}, err
+		}
+		var ids []string
+		var mine *receipt
+		for i := range got.Receipts {
+			ids = append(ids, got.Receipts[i].ID)
+			if got.Receipts[i].Location == location {
+				mine = &got.Receipts[i]
+			}
+		}
+		if len(ids) > 0 {
+			body, _ := json.Marshal(map[string][]string{"ids": ids})
+			if _, err := r.call(ctx, http.MethodPost, r.sub+"/ack", body, http.StatusNoContent, nil); err != nil {
+				return receipt{}, err
+			}
+		}
+		if mine != nil {
+			return *mine, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return receipt{}, fmt.Errorf("no receipt for %s: %w", location, err)
+		}
+	}
+}
+
+// print writes the receipt, as JSON or one line.
+func (rc receipt) print(w io.Writer, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(map[string]any{"receipt": rc})
+		return
+	}
+	what := rc.State
+	if rc.Reason != "" {
+		what += " (" + rc.Reason + ")"
+	}
+	fmt.Fprintf(w, "receipt: %s at %s\n", what, time.UnixMilli(rc.At).UTC().Format(time.RFC3339Nano))
+}
+
+// err is nil for a receipt that says the push reached its user agent, or
+// (a bridged one) its provider.
+func (rc receipt) err() error {
+	if rc.Delivered || rc.State == "bridge_transmitted" {
+		return nil
+	}
+	return fmt.Errorf("not delivered: %s %s", rc.State, rc.Reason)
+}
