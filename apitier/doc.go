@@ -41,6 +41,11 @@
 // package (bench_test.go) on stack/stacktest. It must never answer
 // 201 for a push it has neither handed to a client's node nor stored
 // (TTL 0 excepted: dropped when nobody is connected, as the reference).
+//
+// Size: the push path (wpush.go, router.go, bridged.go) with the server,
+// its guards and metrics, and config.go, whose documented settings are
+// a seventh of it; every API beside the push path lives in a package of
+// its own.
 package apitier
 
 // Differences from the reference (autopush-rs), each deliberate:

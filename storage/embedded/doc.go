@@ -9,4 +9,10 @@
 // sweeper that walks an expiry index.
 //
 // It must never block an event loop: callers run it off the loop.
+//
+// Size: it is one implementation of one interface, storage.Store, whose
+// parts (router, messages, broadcasts, the sender's pushes, rate shares,
+// idempotency keys, fates and receipts) share the Pebble instance, the
+// key prefixes, the group commit, the lock stripes and the expiry sweep;
+// one file per part keeps the concepts apart.
 package embedded
