@@ -230,8 +230,12 @@ type FateStore interface {
 
 	// SettleExpired settles FateExpired up to limit unsettled fates whose
 	// Expiry is before now, oldest first, and forgets the expiry entries
-	// it went past. Any number of nodes may call it at once: each fate
-	// still settles once. Returns how many this call settled.
+	// it went past. A fate whose message is with a user agent
+	// (FateNodeTransmitted, FateTransmitted) gets FateAckGrace more for
+	// its ack: its Expiry moves on by that once, and it settles expired
+	// only if it is still unsettled then. Any number of nodes may call it
+	// at once: each fate still settles once. Returns how many this call
+	// settled.
 	SettleExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// GetFate returns the fate (uaid, id), settled or not, while it is
@@ -263,7 +267,15 @@ const (
 	FateKeep = 24 * time.Hour
 	// ReceiptKeep is how long an unacknowledged receipt is kept.
 	ReceiptKeep = 7 * 24 * time.Hour
+	// FateAckGrace is how long past its TTL a message written to a user
+	// agent may still be acked (SettleExpired): a message sent just
+	// before its expiry and acked just after it was delivered.
+	FateAckGrace = 30 * time.Second
 )
+
+// InHands reports whether a fate in s is with a connection node or its
+// user agent: its ack may still come (FateAckGrace).
+func InHands(s FateState) bool { return s == FateNodeTransmitted || s == FateTransmitted }
 
 // ValidateFate checks f for Track.
 func ValidateFate(f *Fate) error {

@@ -87,6 +87,8 @@ func receiptKeyOf(sub storage.ReceiptSubID, rid string) ([]byte, int64, bool) {
 type fateRecord struct {
 	storage.Fate
 	SettledAt int64 // ns; 0 while unsettled
+	// Graced: its Expiry was moved on by FateAckGrace (postpone).
+	Graced bool
 }
 
 func encodeFate(f *fateRecord) []byte {
@@ -94,7 +96,11 @@ func encodeFate(f *fateRecord) []byte {
 	b = append(b, fateCodec)
 	b = append(b, f.CHID[:]...)
 	b = append(b, f.Receipt[:]...)
-	b = append(b, byte(f.State), byte(f.Reason))
+	graced := byte(0)
+	if f.Graced {
+		graced = 1
+	}
+	b = append(b, byte(f.State), byte(f.Reason), graced)
 	b = binary.AppendVarint(b, f.Expiry.UnixNano())
 	b = binary.AppendVarint(b, f.SettledAt)
 	b = appendString(b, f.Topic)
@@ -109,8 +115,8 @@ func decodeFate(uaid uuid.UUID, id storage.FateID, b []byte) (fateRecord, error)
 	r := reader{b: b[1:]}
 	copy(f.CHID[:], r.bytes(16))
 	copy(f.Receipt[:], r.bytes(16))
-	if sr := r.bytes(2); sr != nil {
-		f.State, f.Reason = storage.FateState(sr[0]), storage.DropReason(sr[1])
+	if sr := r.bytes(3); sr != nil {
+		f.State, f.Reason, f.Graced = storage.FateState(sr[0]), storage.DropReason(sr[1]), sr[2] == 1
 	}
 	f.Expiry = time.Unix(0, r.varint())
 	f.SettledAt = r.varint()
@@ -400,6 +406,9 @@ func (s *Store) settleEntry(e []byte) (bool, error) {
 		return false, s.db.Delete(e, pebble.NoSync)
 	}
 	uaid, id := uuid.UUID(e[9:25]), storage.FateID(e[25:])
+	if later, err := s.postpone(uaid, id, e); later || err != nil {
+		return false, err
+	}
 	ok, err := s.settle(uaid, id, storage.FateExpired, storage.DropNone, nil)
 	if err != nil || ok {
 		return ok, err
@@ -407,6 +416,28 @@ func (s *Store) settleEntry(e []byte) (bool, error) {
 	// Not ours to settle: the winner's batch deleted the entry, or the
 	// fate is gone. Losing this delete in a crash only means a revisit.
 	return false, s.db.Delete(e, pebble.NoSync)
+}
+
+// postpone gives the fate an expiry entry e names FateAckGrace more when
+// its message is with a user agent (storage.InHands) and has not had it
+// yet: its Expiry and entry move on by that. It reports whether it did.
+func (s *Store) postpone(uaid uuid.UUID, id storage.FateID, e []byte) (bool, error) {
+	l := s.stripe(uaid)
+	l.Lock()
+	defer l.Unlock()
+	f, found, err := s.getFate(uaid, id)
+	if err != nil || !found || !storage.InHands(f.State) || f.Graced {
+		return false, err
+	}
+	f.Expiry, f.Graced = f.Expiry.Add(storage.FateAckGrace), true
+	b := s.db.NewBatch()
+	b.Delete(e, nil)
+	b.Set(fateKey(uaid, id), encodeFate(&f), nil)
+	b.Set(fateExpiryKey(f.Expiry.UnixNano(), uaid, id), nil, nil)
+	if err := s.commit(b); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // GetFate implements storage.FateStore. One local read.

@@ -445,6 +445,43 @@ func testFateSettleExpired(t *testing.T, s storage.Store) {
 	wantCounts(t, s, before, map[storage.Milestone]int64{state(storage.FateExpired): 3}, "settle expired")
 }
 
+// testFateAckGrace: an expired fate whose message is with a user agent
+// (transmitted) gets FateAckGrace more for its ack, once: an ack in it
+// settles delivered; without one it settles expired after it. A stored
+// one expires at once.
+func testFateAckGrace(t *testing.T, s storage.Store) {
+	uaid, chid := uuid.New(), uuid.New()
+	now := time.Now()
+	none := storage.ReceiptSubID{}
+	acked := newFate(uaid, chid, "", now.Add(-time.Second), none)
+	unacked := newFate(uaid, chid, "", now.Add(-time.Second), none)
+	stored := newFate(uaid, chid, "", now.Add(-time.Second), none)
+	track(t, s, acked, unacked, stored)
+	for _, f := range []storage.Fate{acked, unacked} {
+		if ok, err := s.Reach(ctx(t), uaid, f.ID, storage.FateTransmitted); err != nil || !ok {
+			t.Fatalf("reach: %v %v", ok, err)
+		}
+	}
+	n, err := s.SettleExpired(ctx(t), now, 10)
+	if err != nil || n != 1 {
+		t.Fatalf("settle expired: %d %v, want 1 (only the stored one)", n, err)
+	}
+	wantState(t, s, stored, storage.FateExpired, storage.DropNone, "stored fate past its expiry")
+	wantState(t, s, unacked, storage.FateTransmitted, storage.DropNone, "transmitted fate in its grace")
+	got, err := s.GetFate(ctx(t), uaid, unacked.ID)
+	must(t, err, "get fate")
+	if want := unacked.Expiry.Add(storage.FateAckGrace); !got.Expiry.Equal(want) {
+		t.Fatalf("graced expiry %v, want %v", got.Expiry, want)
+	}
+	settle(t, s, acked, storage.FateDelivered, storage.DropNone, true)
+	later := now.Add(storage.FateAckGrace)
+	if n, err := s.SettleExpired(ctx(t), later, 10); err != nil || n != 1 {
+		t.Fatalf("settle expired after the grace: %d %v, want 1", n, err)
+	}
+	wantState(t, s, unacked, storage.FateExpired, storage.DropNone, "transmitted fate after its grace")
+	wantState(t, s, acked, storage.FateDelivered, storage.DropNone, "fate acked in its grace")
+}
+
 // testFateSettleExpiredConcurrent: nodes sweeping at once settle each
 // expired fate once between them.
 func testFateSettleExpiredConcurrent(t *testing.T, s storage.Store) {

@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{"FateSettleUser", testFateSettleUser},
 		{"FateSettleTopic", testFateSettleTopic},
 		{"FateSettleExpired", testFateSettleExpired},
+		{"FateAckGrace", testFateAckGrace},
 		{"FateSettleExpiredConcurrent", testFateSettleExpiredConcurrent},
 		{"FateMilestoneCounts", testFateMilestoneCounts},
 		{"FateConservation", testFateConservation},
