@@ -208,6 +208,18 @@ type Config struct {
 	// (its wait parameter). Keep it below the idle timeout of the load
 	// balancer in front. Default 30s.
 	ReceiptMaxWait time.Duration `conf:"receipt-max-wait" help:"longest wait of a long-polling receipts GET"`
+	// ReceiptWebhooks lets a receipt subscription name a webhook its
+	// receipts are POSTed to (signed; at least once; docs/receipts.md).
+	// This node then calls URLs application servers chose: https only,
+	// public addresses only. Default false.
+	ReceiptWebhooks bool `conf:"receipt-webhooks" help:"let receipt subscriptions name a webhook their receipts are POSTed to"`
+	// ReceiptWebhookInterval is how often each webhook is served.
+	// Default 1s.
+	ReceiptWebhookInterval time.Duration `conf:"receipt-webhook-interval" help:"how often receipts are POSTed to their webhooks"`
+	// ReceiptWebhookInsecure allows http webhooks and private or
+	// loopback addresses: for tests and private deployments only.
+	// Default false.
+	ReceiptWebhookInsecure bool `conf:"receipt-webhook-insecure" help:"allow http webhooks and private addresses (tests, private deployments)"`
 	// FateSweepInterval is how often this node settles the tracked
 	// messages whose TTL passed as expired (every node may: each message
 	// is settled once). Default 1s.
@@ -243,6 +255,7 @@ func DefaultConfig() Config {
 		PushClientsPoll:         10 * time.Second,
 		ReceiptMaxWait:          30 * time.Second,
 		FateSweepInterval:       time.Second,
+		ReceiptWebhookInterval:  time.Second,
 	}
 }
 
@@ -280,8 +293,8 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: max-connections must be >= 1")
 	case c.MaxConnectionsPerSource < 0:
 		return errors.New("apitier: config: max-connections-per-source must not be negative")
-	case c.ReceiptMaxWait <= 0 || c.FateSweepInterval <= 0:
-		return errors.New("apitier: config: receipt-max-wait and fate-sweep-interval must be positive")
+	case c.ReceiptMaxWait <= 0 || c.FateSweepInterval <= 0 || c.ReceiptWebhookInterval <= 0:
+		return errors.New("apitier: config: receipt-max-wait, fate-sweep-interval and receipt-webhook-interval must be positive")
 	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0:
 		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels and push-clients-poll must not be negative")
 	}

@@ -319,6 +319,7 @@ func (s *Server) Start() error {
 		s.fateStop = make(chan struct{})
 		go s.tracker.Sweep(s.fateStop)
 	}
+	s.recAPI.Start() // the receipt webhooks, when on
 	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
@@ -392,6 +393,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.fateStop)
 		s.fateStop = nil
 	}
+	s.recAPI.Stop()
 	s.nodes.CloseIdle()
 	s.pushAPI.Close()
 	if s.ops != nil {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
@@ -24,12 +29,15 @@ import (
 // receiptStack runs a stack with receipts on, the tracking key of
 // tracker, quick sweeps of expired fates and msg-limit 3, over the
 // embedded store or (backend "scylla") a keyspace of the CQL server.
-func receiptStack(t *testing.T, backend string, tracker *pushcrypto.VAPIDSigner) *stacktest.Stack {
+func receiptStack(t *testing.T, backend string, tracker *pushcrypto.VAPIDSigner, change ...func(*stack.Config)) *stacktest.Stack {
 	o := stacktest.Options{Bridges: true, Config: func(c *stack.Config) {
 		c.API.Receipts = true
 		c.API.TrackingKeys = []string{tracker.Public}
 		c.API.FateSweepInterval = 100 * time.Millisecond
 		c.Engine.MsgLimit = 3
+		for _, f := range change {
+			f(c)
+		}
 	}}
 	if backend == "scylla" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -133,6 +141,17 @@ func (a *app) read(t *testing.T, wait int) []receipt {
 		}
 	}
 	return got.Receipts
+}
+
+// pending is how many receipts a GET finds, without acknowledging them.
+func (a *app) pending(t *testing.T) int {
+	t.Helper()
+	ans := apitiertest.Send(t, http.MethodGet, a.sub, nil, "Authorization", a.st.Authorization(t, a.signer))
+	var got struct{ Receipts []receipt }
+	if ans.Status != http.StatusOK || json.Unmarshal(ans.Body, &got) != nil {
+		t.Fatalf("GET %s: %d %s", a.sub, ans.Status, ans.Body)
+	}
+	return len(got.Receipts)
 }
 
 // await reads until the receipt of the push at location comes.
@@ -313,4 +332,117 @@ func milestones(t *testing.T, st *stacktest.Stack) tracking.Milestones {
 		t.Fatalf("GET /__milestones__: %d %s", ans.Status, ans.Body)
 	}
 	return m
+}
+
+// hookReceiver is an application server's webhook: it checks each POST's
+// signature, refuses the first fail POSTs with 503, and records the
+// receipts of those it takes.
+type hookReceiver struct {
+	mu     sync.Mutex
+	secret string
+	fail   int
+	posts  int
+	got    map[string]int // receipts by location
+	badSig int
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.posts++
+	sig := r.Header.Get(receipts.SignatureHeader)
+	ts, _, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",")
+	sec, _ := strconv.ParseInt(ts, 10, 64)
+	if sig == "" || sig != receipts.Sign(h.secret, time.Unix(sec, 0), body) {
+		h.badSig++
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if h.fail > 0 {
+		h.fail--
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	var in struct{ Receipts []receipt }
+	json.Unmarshal(body, &in)
+	for _, rc := range in.Receipts {
+		h.got[rc.Location+" "+rc.State]++
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *hookReceiver) count(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got[key]
+}
+
+// TestReceiptWebhook: a subscription with a webhook gets its receipts
+// POSTed, signed with the secret its creation answered; a refused POST
+// is tried again, and receipts a webhook took are acknowledged (the GET
+// finds none left). Both storage backends. Webhooks off, or a webhook
+// that is not https, are refused.
+func TestReceiptWebhook(t *testing.T) {
+	for _, backend := range []string{"embedded", "scylla"} {
+		t.Run(backend, func(t *testing.T) {
+			st := receiptStack(t, backend, stacktest.NewSigner(t), func(c *stack.Config) {
+				c.API.ReceiptWebhooks, c.API.ReceiptWebhookInsecure = true, true
+				c.API.ReceiptWebhookInterval = 50 * time.Millisecond
+			})
+			hook := &hookReceiver{fail: 2, got: map[string]int{}}
+			srv := httptest.NewServer(hook)
+			t.Cleanup(srv.Close)
+			a := &app{st: st, signer: stacktest.NewSigner(t), seen: map[string]receipt{}}
+			body, _ := json.Marshal(map[string]string{"webhook": srv.URL + "/receipts"})
+			ans := apitiertest.Send(t, http.MethodPost, st.EndpointURL()+"/receipts", body, "Authorization", st.Authorization(t, a.signer))
+			if ans.Status != http.StatusCreated {
+				t.Fatalf("POST /receipts with a webhook: %d %s", ans.Status, ans.Body)
+			}
+			m := ans.JSON(t)
+			a.sub = ans.Header.Get("Location")
+			hook.mu.Lock()
+			hook.secret, _ = m["webhook_secret"].(string)
+			hook.mu.Unlock()
+			if len(hook.secret) < 32 || m["webhook"] != srv.URL+"/receipts" {
+				t.Fatalf("subscription %v", m)
+			}
+			on := st.Subscribe(t, "")
+			loc := a.push(t, on, "hooked", true)
+			on.Receive(t)
+			gone := st.Left(t)
+			expired := a.push(t, gone, "short", true, "TTL", "1")
+			for _, key := range []string{loc + " delivered", expired + " expired"} {
+				et.Eventually(t, et.Patience, "the webhook to take "+key, func() bool { return hook.count(key) > 0 })
+			}
+			hook.mu.Lock()
+			posts, bad := hook.posts, hook.badSig
+			hook.mu.Unlock()
+			if posts < 3 || bad != 0 {
+				t.Fatalf("%d POSTs (2 refused), %d with a bad signature", posts, bad)
+			}
+			// Acknowledged once the webhook answered 2xx.
+			et.Eventually(t, et.Patience, "the receipts the webhook took to be acknowledged", func() bool { return a.pending(t) == 0 })
+			for _, key := range []string{loc + " delivered", expired + " expired"} {
+				if n := hook.count(key); n != 1 {
+					t.Errorf("%s taken %d times", key, n)
+				}
+			}
+
+			for _, c := range []struct{ webhook, why string }{
+				{"ftp://app.example/x", "not http(s)"},
+				{"not a url", "not a URL"},
+			} {
+				body, _ := json.Marshal(map[string]string{"webhook": c.webhook})
+				ans := apitiertest.Send(t, http.MethodPost, st.EndpointURL()+"/receipts", body, "Authorization", st.Authorization(t, a.signer))
+				apitiertest.WantError(t, ans, http.StatusBadRequest, errno.None)
+			}
+		})
+	}
+	// Off by default: a webhook is refused.
+	st := receiptStack(t, "embedded", stacktest.NewSigner(t))
+	signer := stacktest.NewSigner(t)
+	ans := apitiertest.Send(t, http.MethodPost, st.EndpointURL()+"/receipts", []byte(`{"webhook":"https://app.example/r"}`),
+		"Authorization", st.Authorization(t, signer))
+	apitiertest.WantError(t, ans, http.StatusBadRequest, errno.None)
 }

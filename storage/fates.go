@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -189,9 +190,30 @@ type ReceiptSub struct {
 	ID ReceiptSubID
 	// KeyHash is sha256 of the raw VAPID public key that created it.
 	KeyHash [32]byte
-	// Webhook, when set, is an https URL receipts are also POSTed to.
-	Webhook string
-	Created time.Time
+	// Webhook, when set, is the URL the receipts are POSTed to as well
+	// (apitier/receipts); WebhookSecret keys their signature.
+	Webhook       string
+	WebhookSecret string
+	Created       time.Time
+}
+
+// Bounds of a receipt subscription's webhook.
+const (
+	MaxWebhookLen       = 2048
+	MaxWebhookSecretLen = 128
+)
+
+// ValidateReceiptSub checks sub for PutReceiptSub.
+func ValidateReceiptSub(sub *ReceiptSub) error {
+	switch {
+	case sub.ID == ReceiptSubID{}:
+		return fmt.Errorf("%w: receipt subscription with a zero id", ErrInvalid)
+	case len(sub.Webhook) > MaxWebhookLen || len(sub.WebhookSecret) > MaxWebhookSecretLen:
+		return fmt.Errorf("%w: receipt subscription webhook of %d bytes, secret of %d", ErrInvalid, len(sub.Webhook), len(sub.WebhookSecret))
+	case sub.Webhook != "" && !strings.HasPrefix(sub.Webhook, "https://") && !strings.HasPrefix(sub.Webhook, "http://"):
+		return fmt.Errorf("%w: receipt subscription webhook is not an http(s) URL", ErrInvalid)
+	}
+	return nil
 }
 
 // FateStore keeps fates, milestone counts and receipts. Costs are as in
@@ -259,6 +281,10 @@ type FateStore interface {
 	// AckReceipts removes the receipts ids of sub; unknown ids are
 	// ignored. 1 RT.
 	AckReceipts(ctx context.Context, sub ReceiptSubID, ids []string) error
+	// ReceiptHooks lists up to limit (> 0) receipt subscriptions that
+	// have a webhook, in id order, from the first after after (the zero
+	// id: from the start). 1 RT.
+	ReceiptHooks(ctx context.Context, after ReceiptSubID, limit int) ([]ReceiptSub, error)
 }
 
 // Retention of fate records and receipts past settling.

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -31,6 +32,8 @@ const (
 	ackMax      = 1000 // ids one acknowledgement names
 	// AckBody is the largest acknowledgement body: a thousand ids.
 	AckBody = 64 << 10
+	// subscribeBody bounds POST /receipts' body: a webhook URL.
+	subscribeBody = 4 << 10
 	// pollEvery: a waiting GET reads storage again this often. Receipts
 	// are written by whichever node settles a message; storage is where
 	// they meet.
@@ -44,6 +47,7 @@ type Store interface {
 	GetReceiptSub(ctx context.Context, id storage.ReceiptSubID) (storage.ReceiptSub, error)
 	Receipts(ctx context.Context, sub storage.ReceiptSubID, limit int) ([]storage.Receipt, error)
 	AckReceipts(ctx context.Context, sub storage.ReceiptSubID, ids []string) error
+	ReceiptHooks(ctx context.Context, after storage.ReceiptSubID, limit int) ([]storage.ReceiptSub, error)
 }
 
 // Node is what the routes use of the endpoint node they run on.
@@ -72,6 +76,13 @@ type Config struct {
 	MaxWait time.Duration
 	// StorageTimeout bounds each storage call (storage-timeout).
 	StorageTimeout time.Duration
+	// Webhooks is receipt-webhooks: subscriptions may name a webhook
+	// (webhook.go); WebhookInterval is receipt-webhook-interval, how
+	// often each is served; WebhookInsecure is receipt-webhook-insecure,
+	// http URLs and private addresses allowed.
+	Webhooks        bool
+	WebhookInterval time.Duration
+	WebhookInsecure bool
 }
 
 // API is the receipt routes. Goroutine-safe.
@@ -83,10 +94,13 @@ type API struct {
 	base, loc, link    string
 	set                *metrics.Set
 	created, read, ack *metrics.Counter
+	hooked, hookFailed *metrics.Counter
+	hooks              *dispatcher // nil: webhooks off, or not started
 }
 
 // mReceipts{result}: subscriptions created, receipts read by GETs (a
-// receipt read twice counts twice) and acknowledged.
+// receipt read twice counts twice), acknowledged, POSTed to webhooks
+// (and taken), and webhook POSTs that failed.
 const mReceipts = "autoendpoint_receipts_total"
 
 // New makes the routes.
@@ -97,6 +111,8 @@ func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
 	a.created = a.set.NewCounter(mReceipts + `{result="subscribed"}`)
 	a.read = a.set.NewCounter(mReceipts + `{result="read"}`)
 	a.ack = a.set.NewCounter(mReceipts + `{result="acked"}`)
+	a.hooked = a.set.NewCounter(mReceipts + `{result="webhook"}`)
+	a.hookFailed = a.set.NewCounter(mReceipts + `{result="webhook_failed"}`)
 	return a
 }
 
@@ -141,6 +157,8 @@ var (
 		Message: "wait must be whole seconds, 0 to 3600, and limit 1 to 1000"}
 	errAck = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
 		Message: `the body must be {"ids": [...]} with 1 to 1000 receipt ids`}
+	errSubscribeBody = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
+		Message: `the body must be empty or {"webhook": "<https URL>"}`}
 )
 
 // URL is the URL of subscription id.
@@ -215,12 +233,33 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 		x.Fail(errOff)
 		return
 	}
+	body, e := x.ReadBody(subscribeBody, errSubscribeBody)
+	if e != nil {
+		x.Fail(e)
+		return
+	}
 	key, e := a.node.VAPIDKey(c)
 	if e != nil {
 		x.Fail(e)
 		return
 	}
 	sub := storage.ReceiptSub{KeyHash: key, Created: time.Now()}
+	if len(bytes.TrimSpace(body)) > 0 {
+		var in struct {
+			Webhook string `json:"webhook"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			x.Fail(errSubscribeBody)
+			return
+		}
+		if in.Webhook != "" {
+			if err := a.checkWebhook(in.Webhook); err != nil {
+				x.Fail(httpapi.BadRequest(err.Error()))
+				return
+			}
+			sub.Webhook, sub.WebhookSecret = in.Webhook, newSecret()
+		}
+	}
 	rand.Read(sub.ID[:])
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
 	defer cancel()
@@ -231,7 +270,11 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 	a.created.Inc()
 	u := a.URL(sub.ID)
 	c.Response.Header.Set("Location", u)
-	httpapi.WriteJSON(c, http.StatusCreated, map[string]string{"receipts": u})
+	out := map[string]string{"receipts": u}
+	if sub.Webhook != "" {
+		out["webhook"], out["webhook_secret"] = sub.Webhook, sub.WebhookSecret
+	}
+	httpapi.WriteJSON(c, http.StatusCreated, out)
 }
 
 // receiptJSON is one receipt as GET /receipts/{id} returns it.
@@ -284,19 +327,24 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 		}
 		time.Sleep(pollEvery)
 	}
-	out := struct {
+	a.read.Add(len(got))
+	httpapi.WriteJSON(c, http.StatusOK, struct {
 		Receipts []receiptJSON `json:"receipts"`
-	}{Receipts: make([]receiptJSON, 0, len(got))}
+	}{a.receiptsJSON(got)})
+}
+
+// receiptsJSON is receipts as the GET and the webhooks send them.
+func (a *API) receiptsJSON(got []storage.Receipt) []receiptJSON {
+	out := make([]receiptJSON, 0, len(got))
 	for _, r := range got {
 		j := receiptJSON{ID: r.ID, MessageID: r.MessageID, Location: a.loc + r.MessageID, State: r.State.String(),
 			Delivered: r.State == storage.FateDelivered, At: r.At.UnixMilli()}
 		if r.State == storage.FateDropped {
 			j.Reason = r.Reason.String()
 		}
-		out.Receipts = append(out.Receipts, j)
+		out = append(out, j)
 	}
-	a.read.Add(len(got))
-	httpapi.WriteJSON(c, http.StatusOK, out)
+	return out
 }
 
 // acknowledge is POST /receipts/{id}/ack: the receipts named are removed

@@ -37,6 +37,7 @@ const (
 	prefixCount      = 'n'
 	prefixReceiptSub = 'g'
 	prefixReceipt    = 'w'
+	prefixHook       = 'h'
 
 	fateCodec = 1
 	// fateEntryLen is an 'e' key's length: prefix, expiry, uaid, id.
@@ -505,7 +506,8 @@ func decodeReceipt(k, v []byte) (storage.Receipt, error) {
 func encodeReceiptSub(sub *storage.ReceiptSub) []byte {
 	b := append([]byte{fateCodec}, sub.KeyHash[:]...)
 	b = binary.AppendVarint(b, sub.Created.UnixNano())
-	return appendString(b, sub.Webhook)
+	b = appendString(b, sub.Webhook)
+	return appendString(b, sub.WebhookSecret)
 }
 
 func decodeReceiptSub(id storage.ReceiptSubID, v []byte) (storage.ReceiptSub, error) {
@@ -517,14 +519,15 @@ func decodeReceiptSub(id storage.ReceiptSubID, v []byte) (storage.ReceiptSub, er
 	copy(sub.KeyHash[:], r.bytes(32))
 	sub.Created = time.Unix(0, r.varint())
 	sub.Webhook = r.string()
+	sub.WebhookSecret = r.string()
 	return sub, r.done()
 }
 
 // PutReceiptSub implements storage.FateStore. One local read and one
 // durable write, under the stripe lock of the id.
 func (s *Store) PutReceiptSub(ctx context.Context, sub storage.ReceiptSub) error {
-	if sub.ID == (storage.ReceiptSubID{}) {
-		return fmt.Errorf("embedded: put receipt sub: zero id: %w", storage.ErrInvalid)
+	if err := storage.ValidateReceiptSub(&sub); err != nil {
+		return fmt.Errorf("embedded: put receipt sub: %w", err)
 	}
 	if err := s.enter(ctx, "put receipt sub"); err != nil {
 		return err
@@ -542,10 +545,50 @@ func (s *Store) PutReceiptSub(ctx context.Context, sub storage.ReceiptSub) error
 	}
 	b := s.db.NewBatch()
 	b.Set(k, encodeReceiptSub(&sub), nil)
+	if sub.Webhook != "" {
+		b.Set(append([]byte{prefixHook}, sub.ID[:]...), nil, nil)
+	}
 	if err := s.commit(b); err != nil {
 		return failed("put receipt sub", err)
 	}
 	return nil
+}
+
+// ReceiptHooks implements storage.FateStore: a scan of the webhook
+// index, then a read of each subscription.
+func (s *Store) ReceiptHooks(ctx context.Context, after storage.ReceiptSubID, limit int) ([]storage.ReceiptSub, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("embedded: receipt hooks: limit %d: %w", limit, storage.ErrInvalid)
+	}
+	if err := s.enter(ctx, "receipt hooks"); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	lower := append(append([]byte{prefixHook}, after[:]...), 0) // just after it
+	if after == (storage.ReceiptSubID{}) {
+		lower = []byte{prefixHook}
+	}
+	ids, err := s.fateEntries(lower, []byte{prefixHook + 1}, limit)
+	if err != nil {
+		return nil, failed("receipt hooks", err)
+	}
+	out := make([]storage.ReceiptSub, 0, len(ids))
+	for _, k := range ids {
+		id := storage.ReceiptSubID(k[1:])
+		v, err := s.get(receiptSubKey(id))
+		if err != nil {
+			return nil, failed("receipt hooks", err)
+		}
+		if v == nil {
+			continue
+		}
+		sub, err := decodeReceiptSub(id, v)
+		if err != nil {
+			return nil, failed("receipt hooks", err)
+		}
+		out = append(out, sub)
+	}
+	return out, nil
 }
 
 // GetReceiptSub implements storage.FateStore. One local read.

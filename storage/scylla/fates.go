@@ -41,3 +41,6 @@ func (s *Store) Receipts(context.Context, storage.ReceiptSubID, int) ([]storage.
 	return nil, errNoFates
 }
 func (s *Store) AckReceipts(context.Context, storage.ReceiptSubID, []string) error { return errNoFates }
+func (s *Store) ReceiptHooks(context.Context, storage.ReceiptSubID, int) ([]storage.ReceiptSub, error) {
+	return nil, errNoFates
+}

@@ -745,3 +745,48 @@ func testFateConservation(t *testing.T, s storage.Store) {
 		t.Fatalf("received %d, terminal %d; want both %d: %v", c[state(storage.FateReceived)], terminalSum(c), len(fates), c)
 	}
 }
+
+// testReceiptHooks: subscriptions with a webhook are listed, in id
+// order, paged; those without are not.
+func testReceiptHooks(t *testing.T, s storage.Store) {
+	var want []storage.ReceiptSubID
+	for i := range 5 {
+		sub := storage.ReceiptSub{ID: newSubID(), Created: time.Now().Truncate(time.Millisecond)}
+		if i%2 == 0 {
+			sub.Webhook, sub.WebhookSecret = fmt.Sprintf("https://app.example/hook/%d", i), fmt.Sprintf("secret-%d", i)
+			want = append(want, sub.ID)
+		}
+		must(t, s.PutReceiptSub(ctx(t), sub), "put receipt sub")
+	}
+	var got []storage.ReceiptSub
+	var after storage.ReceiptSubID
+	for {
+		page, err := s.ReceiptHooks(ctx(t), after, 2)
+		must(t, err, "receipt hooks")
+		if len(page) > 2 {
+			t.Fatalf("a page of %d with limit 2", len(page))
+		}
+		got = append(got, page...)
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d hooks listed, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if i > 0 && strings.Compare(string(got[i-1].ID[:]), string(got[i].ID[:])) >= 0 {
+			t.Fatalf("hooks out of id order at %d", i)
+		}
+		full, err := s.GetReceiptSub(ctx(t), got[i].ID)
+		must(t, err, "get receipt sub")
+		if got[i].Webhook == "" || got[i].Webhook != full.Webhook || got[i].WebhookSecret != full.WebhookSecret || full.WebhookSecret == "" {
+			t.Fatalf("hook %+v, stored %+v", got[i], full)
+		}
+	}
+	_, err := s.ReceiptHooks(ctx(t), after, 0)
+	wantKind(t, err, storage.ErrInvalid, "receipt hooks with limit 0")
+	bad := storage.ReceiptSub{ID: newSubID(), Webhook: "ftp://app.example/x"}
+	wantKind(t, s.PutReceiptSub(ctx(t), bad), storage.ErrInvalid, "webhook that is not http(s)")
+}

@@ -83,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 		{"FateSettleTopic", testFateSettleTopic},
 		{"FateSettleExpired", testFateSettleExpired},
 		{"FateAckGrace", testFateAckGrace},
+		{"ReceiptHooks", testReceiptHooks},
 		{"FateSettleExpiredConcurrent", testFateSettleExpiredConcurrent},
 		{"FateMilestoneCounts", testFateMilestoneCounts},
 		{"FateConservation", testFateConservation},
