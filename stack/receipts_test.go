@@ -52,16 +52,8 @@ func receiptStack(t *testing.T, backend string, tracker *pushcrypto.VAPIDSigner,
 	return stacktest.StartWith(t, o)
 }
 
-// receipt is one receipt as GET /receipts/{id} returns it.
-type receipt struct {
-	ID        string `json:"id"`
-	MessageID string `json:"message_id"`
-	Location  string `json:"location"`
-	State     string `json:"state"`
-	Delivered bool   `json:"delivered"`
-	Reason    string `json:"reason"`
-	At        int64  `json:"at"`
-}
+// receipt is one receipt as the GET and the webhooks send it.
+type receipt = receipts.Receipt
 
 // app is an application server with a receipt subscription.
 type app struct {

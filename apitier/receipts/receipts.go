@@ -277,8 +277,8 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 	httpapi.WriteJSON(c, http.StatusCreated, out)
 }
 
-// receiptJSON is one receipt as GET /receipts/{id} returns it.
-type receiptJSON struct {
+// Receipt is one receipt as GET /receipts/{id} and the webhooks send it.
+type Receipt struct {
 	ID        string `json:"id"`
 	MessageID string `json:"message_id"`
 	Location  string `json:"location"` // the push's Location
@@ -329,15 +329,15 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 	}
 	a.read.Add(len(got))
 	httpapi.WriteJSON(c, http.StatusOK, struct {
-		Receipts []receiptJSON `json:"receipts"`
+		Receipts []Receipt `json:"receipts"`
 	}{a.receiptsJSON(got)})
 }
 
 // receiptsJSON is receipts as the GET and the webhooks send them.
-func (a *API) receiptsJSON(got []storage.Receipt) []receiptJSON {
-	out := make([]receiptJSON, 0, len(got))
+func (a *API) receiptsJSON(got []storage.Receipt) []Receipt {
+	out := make([]Receipt, 0, len(got))
 	for _, r := range got {
-		j := receiptJSON{ID: r.ID, MessageID: r.MessageID, Location: a.loc + r.MessageID, State: r.State.String(),
+		j := Receipt{ID: r.ID, MessageID: r.MessageID, Location: a.loc + r.MessageID, State: r.State.String(),
 			Delivered: r.State == storage.FateDelivered, At: r.At.UnixMilli()}
 		if r.State == storage.FateDropped {
 			j.Reason = r.Reason.String()

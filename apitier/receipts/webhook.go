@@ -224,7 +224,7 @@ func (d *dispatcher) post(sub *storage.ReceiptSub) error {
 		return err
 	}
 	body, _ := json.Marshal(struct {
-		Receipts []receiptJSON `json:"receipts"`
+		Receipts []Receipt `json:"receipts"`
 	}{d.a.receiptsJSON(got)})
 	req, err := http.NewRequest(http.MethodPost, sub.Webhook, bytes.NewReader(body))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
@@ -19,24 +20,16 @@ import (
 // it, and long-polls it until the push's receipt comes.
 
 // receipt is one receipt as GET /receipts/{id} returns it.
-type receipt struct {
-	ID        string `json:"id"`
-	MessageID string `json:"message_id"`
-	Location  string `json:"location"`
-	State     string `json:"state"`
-	Delivered bool   `json:"delivered"`
-	Reason    string `json:"reason,omitempty"`
-	At        int64  `json:"at"`
-}
+type receipt struct{ receipts.Receipt }
 
-// receipts talks to one receipt subscription with one VAPID key.
-type receipts struct {
+// receiptSub talks to one receipt subscription with one VAPID key.
+type receiptSub struct {
 	origin string // the push endpoint's: the receipts' home and VAPID aud
 	signer *pushcrypto.VAPIDSigner
 	sub    string // the subscription's URL, once created
 }
 
-func newReceipts(endpoint string, signer *pushcrypto.VAPIDSigner) (*receipts, error) {
+func newReceipts(endpoint string, signer *pushcrypto.VAPIDSigner) (*receiptSub, error) {
 	if signer == nil {
 		return nil, usageErr("-receipt needs -vapid-private: receipts belong to a VAPID key")
 	}
@@ -44,12 +37,12 @@ func newReceipts(endpoint string, signer *pushcrypto.VAPIDSigner) (*receipts, er
 	if err != nil || u.Host == "" {
 		return nil, usageErr("endpoint %q is not an http(s) URL", endpoint)
 	}
-	return &receipts{origin: strings.ToLower(u.Scheme + "://" + u.Host), signer: signer}, nil
+	return &receiptSub{origin: strings.ToLower(u.Scheme + "://" + u.Host), signer: signer}, nil
 }
 
 // call makes one VAPID-signed request and decodes a JSON answer into out
 // (nil: none expected); want is the status it must have.
-func (r *receipts) call(ctx context.Context, method, u string, body []byte, want int, out any) (*http.Response, error) {
+func (r *receiptSub) call(ctx context.Context, method, u string, body []byte, want int, out any) (*http.Response, error) {
 	tok, err := r.signer.Token(r.origin, time.Now().Add(12*time.Hour))
 	if err != nil {
 		return nil, err
@@ -83,7 +76,7 @@ func (r *receipts) call(ctx context.Context, method, u string, body []byte, want
 }
 
 // subscribe creates the receipt subscription (POST /receipts).
-func (r *receipts) subscribe(ctx context.Context) error {
+func (r *receiptSub) subscribe(ctx context.Context) error {
 	resp, err := r.call(ctx, http.MethodPost, r.origin+"/receipts", nil, http.StatusCreated, nil)
 	if err != nil {
 		return fmt.Errorf("receipt subscription (is receipts on?): %w", err)
@@ -98,7 +91,7 @@ func (r *receipts) subscribe(ctx context.Context) error {
 // await long-polls the subscription until the receipt of the push at
 // location comes, acknowledging every receipt it reads (this
 // subscription is pushsend's own).
-func (r *receipts) await(ctx context.Context, location string) (receipt, error) {
+func (r *receiptSub) await(ctx context.Context, location string) (receipt, error) {
 	for {
 		var got struct{ Receipts []receipt }
 		if _, err := r.call(ctx, http.MethodGet, r.sub+"?wait=25", nil, http.StatusOK, &got); err != nil {

@@ -150,7 +150,7 @@ Flags:
 	if err != nil {
 		return err
 	}
-	var rs *receipts
+	var rs *receiptSub
 	if *withReceipt {
 		if rs, err = newReceipts(sub.Endpoint, m.signer); err != nil {
 			return err
