@@ -63,11 +63,15 @@ var (
 const (
 	// fateBucket is the width of a fate_expiry partition.
 	fateBucket = time.Minute
+	// lateTrack is how far in the past an expiry may be and still be
+	// indexed under its own minute (a TTL 0 message's expiry is its
+	// Track's now, less the time the push took).
+	lateTrack = time.Minute
 	// bucketMargin is how long after its minute ends a bucket stays
-	// listed even when swept empty: a Track whose clock runs behind the
-	// sweeper's (or that waited) may still write into it. Above any clock
-	// skew a deployment tolerates.
-	bucketMargin = 2 * time.Minute
+	// listed even when swept empty: a Track writes into a minute at most
+	// lateTrack after it ended, and this leaves another minute for clock
+	// skew between nodes.
+	bucketMargin = lateTrack + time.Minute
 	// countShards is how many fate_count partitions each milestone's
 	// increments spread over. Part of the schema: changing it leaves the
 	// counts of the shards that go away unread.
@@ -100,10 +104,12 @@ func ttlUntil(end, now time.Time) int32 {
 }
 
 // bucketOf is the fate_expiry partition of a fate expiring at expiry
-// tracked at now: the minute of the later, so no Track writes into a
-// minute already past (see sweepBucket).
+// tracked at now: the minute of its expiry, unless that is more than
+// lateTrack before now (a Track long after its message expired); then
+// the minute of now, so no Track writes into a minute a sweep may have
+// unlisted already (see sweepBucket).
 func bucketOf(expiry, now time.Time) int64 {
-	if expiry.Before(now) {
+	if expiry.Before(now.Add(-lateTrack)) {
 		expiry = now
 	}
 	return bucketStart(expiry)

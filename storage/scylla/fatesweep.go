@@ -17,8 +17,8 @@ import (
 
 // The sweep of expired fates (SettleExpired). fate_bucket lists the
 // minutes fate_expiry has entries in; a sweep reads it from its start up
-// to now's minute, and each listed minute's due entries in expiry order,
-// a page at a time. Every entry read is settled through the fate's LWT
+// to now's minute (a margin more), and each listed minute's due entries
+// in expiry order, a page at a time. Every entry read is settled through the fate's LWT
 // (so of several nodes sweeping at once, each fate settles once) and
 // then deleted, whoever won. A minute read empty is unlisted once no
 // Track can still write into it (bucketMargin after it ended).
@@ -31,8 +31,9 @@ type expiryEntry struct {
 }
 
 // SettleExpired implements storage.FateStore. Oldest first within each
-// minute, and minute after minute; a fate tracked after its expiry is
-// listed under its Track's minute, so it comes in that minute's order.
+// minute, and minute after minute; a fate tracked more than lateTrack
+// after its expiry is listed under its Track's minute, so it comes in
+// that minute's order.
 // Each page of entries (at most the settles left to make) is settled in
 // parallel: a read and an LWT each, then the entry's delete.
 func (s *Store) SettleExpired(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -44,7 +45,10 @@ func (s *Store) SettleExpired(ctx context.Context, now time.Time, limit int) (in
 	}
 	settled := 0
 	after := int64(math.MinInt64)
-	last := bucketStart(now)
+	// A fate tracked after now (by the wall clock, or a node's clock
+	// ahead) may be listed up to its Track's minute; the entries read
+	// are still only those expiring before now.
+	last := bucketStart(later(now, time.Now()).Add(bucketMargin))
 	for settled < limit {
 		buckets, err := s.listBuckets(ctx, after, last)
 		if err != nil {
@@ -66,6 +70,13 @@ func (s *Store) SettleExpired(ctx context.Context, now time.Time, limit int) (in
 		after = buckets[len(buckets)-1]
 	}
 	return settled, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (s *Store) listBuckets(ctx context.Context, after, last int64) ([]int64, error) {
