@@ -74,6 +74,20 @@ func Run(t *testing.T, h Harness) {
 		{"RateSharesCompareAndSet", testRateShares},
 		{"RateSharesOneWinner", testRateSharesOneWinner},
 		{"RateSharesInvalidInputRejected", testRateSharesInvalid},
+		// Tracked messages' fates, milestones and receipts (fates.go).
+		{"FateRoundTrip", testFateRoundTrip},
+		{"FateInvalidInputRejected", testFateInvalid},
+		{"FateReach", testFateReach},
+		{"FateSettleOneWinner", testFateSettleOneWinner},
+		{"FateSettleUser", testFateSettleUser},
+		{"FateSettleTopic", testFateSettleTopic},
+		{"FateSettleExpired", testFateSettleExpired},
+		{"FateSettleExpiredConcurrent", testFateSettleExpiredConcurrent},
+		{"FateMilestoneCounts", testFateMilestoneCounts},
+		{"FateConservation", testFateConservation},
+		{"FateTrackedMessage", testTrackedMessage},
+		{"ReceiptSubs", testReceiptSubs},
+		{"Receipts", testReceipts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
