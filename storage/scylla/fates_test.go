@@ -3,6 +3,7 @@ package scylla
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -421,4 +422,42 @@ func TestSettleExpiredTwoNodes(t *testing.T) {
 	if err != nil || n != len(later) {
 		t.Fatalf("a sweep two hours on: %d, %v; want %d", n, err, len(later))
 	}
+}
+
+// TestLostCountLogged: a milestone increment that fails is not retried
+// and does not fail the transaction it counts (which applied): it is
+// counted as lost and logged. The counter table is dropped to make every
+// increment fail.
+func TestLostCountLogged(t *testing.T) {
+	cfg := testConfig(t)
+	var logged strings.Builder
+	var mu sync.Mutex
+	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	s := newTestStoreWith(t, cfg)
+	ok(t, admin(t).Query("DROP TABLE "+cfg.Keyspace+".fate_count").Exec(), "drop the counters")
+	f := newFate(time.Now().Add(time.Hour))
+	ok(t, s.Track(tctx(t), f), "track without counters")
+	won, err := s.Settle(tctx(t), f.UAID, f.ID, storage.FateDelivered, 0)
+	if !won || err != nil {
+		t.Fatalf("settle without counters: %v, %v; want won", won, err)
+	}
+	if got, err := s.GetFate(tctx(t), f.UAID, f.ID); err != nil || got.State != storage.FateDelivered {
+		t.Fatalf("fate %+v, %v", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := s.lostCounts.Load(); n != 2 || strings.Count(logged.String(), "milestone count lost") != 2 {
+		t.Fatalf("%d counts lost, log:\n%s\nwant received's and delivered's", n, logged.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
