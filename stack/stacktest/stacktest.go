@@ -34,8 +34,11 @@ import (
 type Stack struct {
 	*stack.Stack
 	// Store is the embedded store both tiers use (through Options.Through
-	// when set); the checks (Stored, NodeID) read it directly.
+	// when set).
 	Store *embedded.Store
+	// tiers is the store the tiers use (Options.Through's, else Store):
+	// what the checks (Stored, NodeID) read.
+	tiers storage.Store
 	// Swrve is the fake push provider the outbound sender sends to.
 	Swrve *swrvefake.Fake
 	// FCM and APNs are the bridges' fake providers (Options.Bridges).
@@ -272,7 +275,7 @@ func StartWith(t testing.TB, o Options) *Stack {
 			t.Errorf("stack shutdown: %v", err)
 		}
 	})
-	return &Stack{Stack: st, Store: store, Swrve: fake, FCM: fcm, APNs: apns}
+	return &Stack{Stack: st, Store: store, tiers: through, Swrve: fake, FCM: fcm, APNs: apns}
 }
 
 // NodeID is the node_id of uaid's router record ("" when none is named).
@@ -289,7 +292,7 @@ func (s *Stack) NodeConnectedAt(t testing.TB, uaid string) int64 {
 
 func (s *Stack) user(t testing.TB, uaid string) storage.User {
 	t.Helper()
-	u, err := s.Store.GetUser(context.Background(), uuid.MustParse(uaid))
+	u, err := s.tiers.GetUser(context.Background(), uuid.MustParse(uaid))
 	if err != nil {
 		t.Fatalf("get user %s: %v", uaid, err)
 	}
@@ -299,7 +302,7 @@ func (s *Stack) user(t testing.TB, uaid string) storage.User {
 // Stored returns every message stored for uaid.
 func (s *Stack) Stored(t testing.TB, uaid string) []storage.Message {
 	t.Helper()
-	return apitiertest.Stored(t, s.Store, uuid.MustParse(uaid))
+	return apitiertest.Stored(t, s.tiers, uuid.MustParse(uaid))
 }
 
 // Subscriber is a user agent with one subscription: its websocket, the

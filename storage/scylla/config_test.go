@@ -152,6 +152,7 @@ func TestSchemaStatements(t *testing.T) {
 		"CREATE KEYSPACE IF NOT EXISTS ks\n  WITH replication = " + testReplication,
 		"CREATE TABLE IF NOT EXISTS ks.router (",
 		"CREATE TABLE IF NOT EXISTS ks.message (",
+		"ALTER TABLE ks.message ADD tracked boolean",
 		"CREATE TABLE IF NOT EXISTS ks.broadcast (",
 		"CREATE TABLE IF NOT EXISTS ks.push (",
 		"ALTER TABLE ks.push ADD client text",
@@ -160,6 +161,13 @@ func TestSchemaStatements(t *testing.T) {
 		"CREATE TABLE IF NOT EXISTS ks.push_by_key (",
 		"CREATE TABLE IF NOT EXISTS ks.push_open (",
 		"CREATE TABLE IF NOT EXISTS ks.push_idempotency (",
+		"CREATE TABLE IF NOT EXISTS ks.fate (",
+		"CREATE TABLE IF NOT EXISTS ks.fate_expiry (",
+		"CREATE TABLE IF NOT EXISTS ks.fate_bucket (",
+		"CREATE TABLE IF NOT EXISTS ks.fate_count (",
+		"CREATE TABLE IF NOT EXISTS ks.receipt_sub (",
+		"CREATE TABLE IF NOT EXISTS ks.receipt_hook (",
+		"CREATE TABLE IF NOT EXISTS ks.receipt (",
 	}
 	if len(stmts) != len(want) {
 		t.Fatalf("%d statements, want %d:\n%s", len(stmts), len(want), strings.Join(stmts, "\n---\n"))

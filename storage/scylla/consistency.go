@@ -42,6 +42,10 @@ type statement struct {
 	// find its own write and report a conflict; the callers settle an
 	// unknown outcome with a serial read).
 	lwt bool
+	// once: a write that must not be repeated (a counter increment):
+	// never retried nor speculated once it may have reached a replica,
+	// like an LWT, but with no serial phase.
+	once bool
 }
 
 // statements lists every statement the constructors below made, for the
@@ -49,7 +53,7 @@ type statement struct {
 var statements []statement
 
 func newStatement(cql string, class opClass, lwt bool) statement {
-	s := statement{cql: cql, class: class, lwt: lwt}
+	s := statement{cql: cql, class: class, lwt: lwt, once: lwt}
 	statements = append(statements, s)
 	return s
 }
@@ -57,6 +61,14 @@ func newStatement(cql string, class opClass, lwt bool) statement {
 func read(cql string) statement         { return newStatement(cql, classRead, false) }
 func routerWrite(cql string) statement  { return newStatement(cql, classRouterWrite, false) }
 func messageWrite(cql string) statement { return newStatement(cql, classMessageWrite, false) }
+
+// counterWrite is a counter increment (fate_count): not idempotent.
+func counterWrite(cql string) statement {
+	s := newStatement(cql, classMessageWrite, false)
+	statements[len(statements)-1].once = true
+	s.once = true
+	return s
+}
 
 // messageLWT is a conditional message write (the sender's tables).
 func messageLWT(cql string) statement { return newStatement(cql, classMessageWrite, true) }

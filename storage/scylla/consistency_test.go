@@ -72,6 +72,10 @@ func TestStatementClasses(t *testing.T) {
 		if lwt := strings.HasSuffix(sh, " IF"); st.lwt != lwt {
 			t.Errorf("%s: lwt %v, want %v", sh, st.lwt, lwt)
 		}
+		// A counter increment (n = n + ...) must not be repeated.
+		if once := st.lwt || regexp.MustCompile(`\bSET (\w+) = (\w+) \+`).MatchString(st.cql); st.once != once {
+			t.Errorf("%s: once %v, want %v", sh, st.once, once)
+		}
 	}
 	t.Logf("%d statements: %d reads, %d router writes, %d message writes",
 		len(statements), count[classRead], count[classRouterWrite], count[classMessageWrite])
@@ -359,7 +363,7 @@ func TestSpeculationWaitsForASecondNode(t *testing.T) {
 }
 
 // TestQueryOptions: every statement is built at its class's level, and
-// the LWTs alone are not idempotent (the driver neither retries nor
+// the LWTs and counter increments alone are not idempotent (the driver neither retries nor
 // speculates them); serial reads run at LOCAL_SERIAL.
 func TestQueryOptions(t *testing.T) {
 	cfg := testConfig(t)
@@ -368,8 +372,8 @@ func TestQueryOptions(t *testing.T) {
 	want := map[opClass]gocql.Consistency{classRead: gocql.LocalOne, classRouterWrite: gocql.Quorum, classMessageWrite: gocql.All}
 	for _, st := range statements {
 		q := s.query(t.Context(), st)
-		if q.GetConsistency() != want[st.class] || q.IsIdempotent() == st.lwt {
-			t.Errorf("%s: at %s, idempotent %v; want %s, %v", shape(st.cql), q.GetConsistency(), q.IsIdempotent(), want[st.class], !st.lwt)
+		if q.GetConsistency() != want[st.class] || q.IsIdempotent() == st.once {
+			t.Errorf("%s: at %s, idempotent %v; want %s, %v", shape(st.cql), q.GetConsistency(), q.IsIdempotent(), want[st.class], !st.once)
 		}
 	}
 	if q := s.serialRead(t.Context(), qGetPush); q.GetConsistency() != gocql.LocalSerial {

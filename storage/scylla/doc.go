@@ -8,8 +8,12 @@
 //
 // # Design
 //
-// Five tables (schema.cql): router, message and broadcast are the push
-// service's, push and push_state the outbound sender's (pushes.go).
+// Tables (schema.cql): router, message and broadcast are the push
+// service's; push, push_state, sender_rate, push_by_key, push_open and
+// push_idempotency the outbound sender's and its API's (pushes.go,
+// pushindex.go); fate, fate_expiry, fate_bucket, fate_count, receipt_sub
+// and receipt the fates of tracked messages (fates.go, fatesweep.go,
+// receipts.go).
 // router holds one partition per user agent,
 // whose static columns are the router record and whose clustering rows are
 // the subscribed channels, so dropping a user is one partition delete;
@@ -35,10 +39,15 @@
 //     code that runs DDL.
 //   - Never use lightweight transactions on router or message, nor logged
 //     batches anywhere: batches are unlogged and confined to one partition,
-//     so they are a single mutation. The outbound sender's push table is
-//     the one place with LWTs (pushes.go): a claim must exclude every
-//     other node, which no timestamp rule can say. Its rows are only ever
-//     changed by LWTs, never by plain writes, except the create.
+//     so they are a single mutation. LWTs are for what must exclude every
+//     other node, which no timestamp rule can say: the outbound sender's
+//     push claims (pushes.go; its rows are only ever changed by LWTs,
+//     except the create), idempotency keys and receipt subscriptions, and
+//     the fates of tracked messages (fates.go: every write of a fate row
+//     is an LWT, so one settler wins).
+//   - Never retry a counter increment (fate_count) that may have been
+//     applied: counters are not idempotent. Such statements are marked
+//     once (consistency.go); a lost increment is logged, never redone.
 //   - Never write to the message table or the router cursor without an
 //     explicit timestamp from timestamps.go: a clock-assigned timestamp
 //     orders writes by arrival, not by the data, and breaks the rules.

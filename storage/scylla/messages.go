@@ -41,7 +41,7 @@ func (s *Store) SaveMessage(ctx context.Context, uaid uuid.UUID, m storage.Messa
 	// headers is a frozen map: one cell, replaced whole by a newer topic
 	// version; bound never nil, since a null would write a tombstone.
 	err := s.query(ctx, qSaveMessage, uuidArg(uaid), kind, sortkey, uuidArg(m.CHID), m.Topic,
-		int64(m.SortKey), m.Version, int32(m.TTL), m.Data, nonNil(m.Headers),
+		int64(m.SortKey), m.Version, int32(m.TTL), m.Data, nonNil(m.Headers), m.Tracked,
 		ttl, sortKeyTimestamp(m.SortKey)).Exec()
 	return wrap("save message", err)
 }
@@ -112,7 +112,7 @@ func (s *Store) TopicMessages(ctx context.Context, uaid uuid.UUID, limit int) ([
 		for len(out) < limit {
 			var m storage.Message
 			var received int64
-			if !iter.Scan((*[16]byte)(&m.CHID), &m.Topic, &received, &m.Version, &m.TTL, &m.Data, &m.Headers) {
+			if !iter.Scan((*[16]byte)(&m.CHID), &m.Topic, &received, &m.Version, &m.TTL, &m.Data, &m.Headers, &m.Tracked) {
 				break
 			}
 			m.SortKey = uint64(received)
@@ -158,7 +158,7 @@ func (s *Store) TimestampMessages(ctx context.Context, uaid uuid.UUID, after uin
 		for len(out) < limit {
 			var m storage.Message
 			var sortkey int64
-			if !iter.Scan(&sortkey, (*[16]byte)(&m.CHID), &m.Version, &m.TTL, &m.Data, &m.Headers) {
+			if !iter.Scan(&sortkey, (*[16]byte)(&m.CHID), &m.Version, &m.TTL, &m.Data, &m.Headers, &m.Tracked) {
 				break
 			}
 			rows++

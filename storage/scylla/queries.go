@@ -45,15 +45,18 @@ var (
 	qCountChannels = read(`SELECT chid FROM router WHERE uaid = ? LIMIT ?`)
 
 	// Messages.
+	// tracked is written on every save, false too: a newer topic
+	// version replaces an older one's cell.
 	qSaveMessage = messageWrite(`INSERT INTO message
-		(uaid, kind, sortkey, chid, topic, received, version, ttl, data, headers)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`)
+		(uaid, kind, sortkey, chid, topic, received, version, ttl, data, headers, tracked)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`)
 	qDeleteMessage = messageWrite(`DELETE FROM message USING TIMESTAMP ?
 		WHERE uaid = ? AND kind = ? AND sortkey = ? AND chid = ? AND topic = ?`)
-	qDropMessages  = messageWrite(`DELETE FROM message USING TIMESTAMP ? WHERE uaid = ?`)
-	qTopicMessages = read(`SELECT chid, topic, received, version, ttl, data, headers
+	qDropMessages = messageWrite(`DELETE FROM message USING TIMESTAMP ? WHERE uaid = ?`)
+	// tracked is null in rows saved before the column: read as false.
+	qTopicMessages = read(`SELECT chid, topic, received, version, ttl, data, headers, tracked
 		FROM message WHERE uaid = ? AND kind = 1`)
-	qTimestampMessages = read(`SELECT sortkey, chid, version, ttl, data, headers
+	qTimestampMessages = read(`SELECT sortkey, chid, version, ttl, data, headers, tracked
 		FROM message WHERE uaid = ? AND kind = 2 AND sortkey > ? LIMIT ?`)
 )
 

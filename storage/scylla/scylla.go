@@ -34,12 +34,20 @@ type Store struct {
 	// inflight: index entries newer than their pushes, read apart so
 	// the floors can pass them (inflight.go).
 	inflight inflight
+	// buckets: the fate expiry minutes this node listed (fatesweep.go).
+	buckets bucketSet
+	// lostCounts: milestone increments that failed (fates.go).
+	lostCounts atomic.Int64
+	log        *slog.Logger
 }
 
 var _ storage.Store = (*Store)(nil)
 
 // requiredTables are what New checks exist before serving.
-var requiredTables = []string{"router", "message", "broadcast", "push", "push_state"}
+// The fate tables come after the ALTER adding message.tracked in
+// schema.cql, so their presence also says the column is there.
+var requiredTables = []string{"router", "message", "broadcast", "push", "push_state",
+	"fate", "fate_expiry", "fate_bucket", "fate_count", "receipt_sub", "receipt", "receipt_hook"}
 
 // New connects to the cluster and checks that the schema is in place; it
 // never creates it (see ApplySchema). A cluster that cannot be reached
@@ -75,6 +83,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		idleTTL:    cfg.idleTTL(),
 		channelTTL: cfg.channelTTL(),
 		refreshMS:  cfg.RefreshInterval.Milliseconds(),
+		log:        cfg.Logger,
 	}
 	if cfg.SpeculativeAttempts > 0 {
 		s.spec = newSpeculation(cfg.SpeculativeAttempts, cfg.SpeculativeDelay, sessionUpHosts(session))
@@ -246,6 +255,8 @@ func (s *Store) query(ctx context.Context, st statement, args ...any) *gocql.Que
 	switch {
 	case st.lwt:
 		q.SerialConsistency(gocql.LocalSerial).Idempotent(false)
+	case st.once:
+		q.Idempotent(false)
 	case st.class == classRead && s.spec != nil:
 		q.SetSpeculativeExecutionPolicy(s.spec)
 	}
@@ -272,6 +283,14 @@ func (s *Store) batch(ctx context.Context, class opClass) *gocql.Batch {
 
 // uuidArg converts to the type gocql marshals without reflection.
 func uuidArg(u uuid.UUID) [16]byte { return u }
+
+// logger is where the Store reports what it does not return.
+func (s *Store) logger() *slog.Logger {
+	if s.log == nil {
+		return slog.Default()
+	}
+	return s.log
+}
 
 // driverLogger sends gocql's log lines to slog instead of the standard
 // logger, so they carry the service's format and fields.
