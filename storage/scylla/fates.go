@@ -45,7 +45,7 @@ var (
 	// expiry read, so of nodes postponing at once one does.
 	qFatePostpone = messageLWT(`UPDATE fate USING TTL ? SET chid = ?, topic = ?, message_id = ?, expiry = ?, receipt = ?,
 		state = ?, reason = ?, graced = true WHERE uaid = ? AND id = ? IF state IN (3, 4) AND expiry = ?`)
-	qFateUser        = read(`SELECT id, chid, topic, message_id, expiry, receipt, state, reason FROM fate WHERE uaid = ?`)
+	qFateUser = read(`SELECT id, chid, topic, message_id, expiry, receipt, state, reason FROM fate WHERE uaid = ?`)
 
 	qFateExpiryAdd = messageWrite(`INSERT INTO fate_expiry (bucket, expiry, uaid, id) VALUES (?, ?, ?, ?) USING TTL ?`)
 	qFateExpiryDel = messageWrite(`DELETE FROM fate_expiry WHERE bucket = ? AND expiry = ? AND uaid = ? AND id = ?`)
@@ -60,10 +60,10 @@ var (
 
 	qReceiptSubAdd = messageLWT(`INSERT INTO receipt_sub (id, key_hash, webhook, webhook_secret, created)
 		VALUES (?, ?, ?, ?, ?) IF NOT EXISTS`)
-	qReceiptSubGet = read(`SELECT key_hash, webhook, webhook_secret, created FROM receipt_sub WHERE id = ?`)
+	qReceiptSubGet  = read(`SELECT key_hash, webhook, webhook_secret, created FROM receipt_sub WHERE id = ?`)
 	qReceiptHookAdd = messageWrite(`INSERT INTO receipt_hook (scope, id, webhook, webhook_secret) VALUES (0, ?, ?, ?)`)
 	qReceiptHooks   = read(`SELECT id, webhook, webhook_secret FROM receipt_hook WHERE scope = 0 AND id > ? LIMIT ?`)
-	qReceiptAdd    = messageWrite(`INSERT INTO receipt (sub, at, id, message_id, state, reason)
+	qReceiptAdd     = messageWrite(`INSERT INTO receipt (sub, at, id, message_id, state, reason)
 		VALUES (?, ?, ?, ?, ?, ?) USING TTL ?`)
 	qReceipts   = read(`SELECT at, id, message_id, state, reason FROM receipt WHERE sub = ? LIMIT ?`)
 	qReceiptDel = messageWrite(`DELETE FROM receipt WHERE sub = ? AND at = ? AND id = ?`)
