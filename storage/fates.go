@@ -228,7 +228,10 @@ type FateStore interface {
 	// (FateStored, FateNodeTransmitted or FateTransmitted: received is
 	// Track's alone, so that received counts each message once) and
 	// counts s, unless it is settled (or missing): then it reports false
-	// and changes nothing. 1 RT plus a read.
+	// and changes nothing. It may return before the write is durable (the
+	// embedded backend does not sync it: its next synced write does): a
+	// crash may lose an intermediate milestone, never a settlement.
+	// 1 RT plus a read.
 	Reach(ctx context.Context, uaid uuid.UUID, id FateID, s FateState) (bool, error)
 
 	// Settle moves the fate (uaid, id) to the terminal state s (reason:
