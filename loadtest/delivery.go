@@ -147,7 +147,7 @@ func (r *run) accountReceipts(ctx context.Context, d *report.DeliveryReport, sto
 	if err != nil {
 		return monitor.StepError("milestones", err)
 	}
-	r.mon.Logf("milestones: received %d, terminal %d, pending %d", m.Received(), m.Terminal, m.Pending)
+	r.mon.Logf("milestones: received %d, terminal %d, pending %d", receipts.Received(&m), m.Terminal, m.Pending)
 	r.mon.SetPhase("receipts", 0, nil)
 	stopFollow()
 	if err := r.receipts.Drain(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/loadtest/cluster"
+	"github.com/autopush-go/autopush/loadtest/receipts"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/worker"
@@ -449,7 +450,7 @@ func checkReceipts(t *testing.T, rep *report.Report, want int64, subs int) {
 		len(a.NotDelivered) != 0 || len(a.Problems()) != 0 {
 		t.Errorf("receipts %+v; want %d tracked, acked and receipted delivered on %d subscriptions", a, want, subs)
 	}
-	if m := a.Milestones; m == nil || m.Received() != want || m.Terminal != want || m.Counts["delivered"] != want {
+	if m := a.Milestones; m == nil || receipts.Received(m) != want || m.Terminal != want || m.Counts["delivered"] != want {
 		t.Errorf("milestones %+v, want %d received, delivered and settled", m, want)
 	}
 }

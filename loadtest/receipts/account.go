@@ -4,19 +4,10 @@ import (
 	"fmt"
 	"sort"
 
+	api "github.com/autopush-go/autopush/apitier/receipts"
+	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 )
-
-// Receipt is one receipt as GET /receipts/{id} returns it.
-type Receipt struct {
-	ID        string `json:"id"`
-	MessageID string `json:"message_id"`
-	Location  string `json:"location"` // the push's Location
-	State     string `json:"state"`
-	Delivered bool   `json:"delivered"`
-	Reason    string `json:"reason,omitempty"`
-	At        int64  `json:"at"`
-}
 
 // Receipt states (docs/receipts.md).
 const (
@@ -26,16 +17,9 @@ const (
 	StateErrored   = "errored"
 )
 
-// Milestones is GET /__milestones__: the counts of every tracked push's
-// milestones, summed over every node.
-type Milestones struct {
-	Counts   map[string]int64 `json:"milestones"`
-	Terminal int64            `json:"terminal"`
-	Pending  int64            `json:"pending"`
-}
-
-// Received is the count of tracked pushes the service took.
-func (m Milestones) Received() int64 { return m.Counts["received"] }
+// Received is the count of tracked pushes the service took, of m (GET
+// /__milestones__).
+func Received(m *tracking.Milestones) int64 { return m.Counts["received"] }
 
 // Account is the receipts read, counted against the ledgers. The first
 // group is what a correct service gives; the second must stay 0.
@@ -70,12 +54,12 @@ type Account struct {
 	ReadErrors map[string]int64 `json:"read_errors,omitempty"`
 	// Milestones as read once every tracked push settled (or the wait
 	// for it ended).
-	Milestones *Milestones `json:"milestones,omitempty"`
+	Milestones *tracking.Milestones `json:"milestones,omitempty"`
 }
 
 // Compare counts receipts (distinct by ID: a receipt read again before
 // its ack is the same receipt) against the ledgers' fates.
-func Compare(fates []ledger.Fates, receipts []Receipt) Account {
+func Compare(fates []ledger.Fates, receipts []api.Receipt) Account {
 	acked := map[string]bool{} // by Location; false: accepted, never acked
 	for _, f := range fates {
 		for _, loc := range f.Acked {
@@ -137,14 +121,14 @@ func Compare(fates []ledger.Fates, receipts []Receipt) Account {
 
 // outcome names a not-delivered receipt: its state, and its reason when
 // the state has several.
-func outcome(r Receipt) string {
+func outcome(r api.Receipt) string {
 	if r.Reason != "" {
 		return r.State + ":" + r.Reason
 	}
 	return r.State
 }
 
-func malformed(r Receipt) bool {
+func malformed(r api.Receipt) bool {
 	switch r.State {
 	case StateDelivered, StateExpired, StateErrored:
 		return r.Delivered != (r.State == StateDelivered)
@@ -182,12 +166,12 @@ func (a *Account) Problems() []string {
 	if m == nil {
 		return append(p, "milestones: never read")
 	}
-	if m.Received() != a.Tracked {
-		p = append(p, fmt.Sprintf("milestones: received %d, but %d tracked pushes were accepted", m.Received(), a.Tracked))
+	if Received(m) != a.Tracked {
+		p = append(p, fmt.Sprintf("milestones: received %d, but %d tracked pushes were accepted", Received(m), a.Tracked))
 	}
-	if m.Terminal != m.Received() {
+	if m.Terminal != Received(m) {
 		p = append(p, fmt.Sprintf("milestones: terminal %d of %d received (%d pending) when the wait for them ended",
-			m.Terminal, m.Received(), m.Pending))
+			m.Terminal, Received(m), m.Pending))
 	}
 	if d := a.Delivered + a.DeliveredNotAcked; m.Counts[StateDelivered] != d {
 		p = append(p, fmt.Sprintf("milestones: delivered %d, but %d delivered receipts were read", m.Counts[StateDelivered], d))

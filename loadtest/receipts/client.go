@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	api "github.com/autopush-go/autopush/apitier/receipts"
+	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/loadtest/sender"
 )
@@ -26,7 +28,7 @@ type Client struct {
 
 	mu   sync.Mutex
 	subs []string
-	got  map[string]Receipt // by receipt id
+	got  map[string]api.Receipt // by receipt id
 	errs map[string]int64
 }
 
@@ -43,7 +45,7 @@ const (
 func New(endpointURL string, signer *pushcrypto.VAPIDSigner) *Client {
 	return &Client{endpoint: strings.TrimRight(endpointURL, "/"), signer: signer,
 		http: &http.Client{Timeout: time.Duration(followWait+30) * time.Second},
-		got:  map[string]Receipt{}, errs: map[string]int64{}}
+		got:  map[string]api.Receipt{}, errs: map[string]int64{}}
 }
 
 // authorization is a freshly signed VAPID header for the endpoint.
@@ -110,7 +112,7 @@ func (c *Client) page(ctx context.Context, sub string, wait int) (int, error) {
 		return 0, err
 	}
 	var got struct {
-		Receipts []Receipt `json:"receipts"`
+		Receipts []api.Receipt `json:"receipts"`
 	}
 	if status != http.StatusOK {
 		return 0, fmt.Errorf("GET: %s", sender.StatusReason(status, body))
@@ -207,10 +209,10 @@ func (c *Client) failed(err error) {
 }
 
 // Receipts are the distinct receipts read so far.
-func (c *Client) Receipts() []Receipt {
+func (c *Client) Receipts() []api.Receipt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]Receipt, 0, len(c.got))
+	out := make([]api.Receipt, 0, len(c.got))
 	for _, r := range c.got {
 		out = append(out, r)
 	}
@@ -236,8 +238,8 @@ func (c *Client) Errors() map[string]int64 {
 }
 
 // ReadMilestones reads GET /__milestones__ at u.
-func ReadMilestones(ctx context.Context, u string) (Milestones, error) {
-	var m Milestones
+func ReadMilestones(ctx context.Context, u string) (tracking.Milestones, error) {
+	var m tracking.Milestones
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return m, err
@@ -261,19 +263,19 @@ func ReadMilestones(ctx context.Context, u string) (Milestones, error) {
 // service took is settled and it took at least want (terminal =
 // received >= want), or until deadline; it returns the last reading,
 // and an error only when none could be made.
-func AwaitSettled(ctx context.Context, u string, want int64, deadline time.Time) (Milestones, error) {
+func AwaitSettled(ctx context.Context, u string, want int64, deadline time.Time) (tracking.Milestones, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var last Milestones
+	var last tracking.Milestones
 	var lastErr error
 	read := false
 	for {
 		m, err := ReadMilestones(ctx, u)
 		if err == nil {
 			last, read = m, true
-			if m.Received() >= want && m.Terminal == m.Received() {
+			if Received(&m) >= want && m.Terminal == Received(&m) {
 				return m, nil
 			}
 		} else if ctx.Err() == nil {

@@ -307,7 +307,7 @@ func (r *Report) printDelivery(w io.Writer) {
 			Num(rc.Tracked), rc.Subscriptions, Num(rc.Acked), Num(rc.Read), Num(rc.Delivered), rc.Outcomes(), rc.Pending,
 			rc.MissingDelivered, rc.AckedNotDelivered, rc.DeliveredNotAcked, rc.Duplicated, rc.Unknown, rc.Malformed, CountsOrNone(rc.ReadErrors))
 		if m := rc.Milestones; m != nil {
-			fmt.Fprintf(w, "milestones: received %s, terminal %s, pending %d; %s\n", Num(m.Received()), Num(m.Terminal), m.Pending, CountsOrNone(m.Counts))
+			fmt.Fprintf(w, "milestones: received %s, terminal %s, pending %d; %s\n", Num(receipts.Received(m)), Num(m.Terminal), m.Pending, CountsOrNone(m.Counts))
 		}
 	}
 }
@@ -360,7 +360,7 @@ func (r *Report) resultLine() string {
 		if rc := r.Delivery.Receipts; rc != nil {
 			fmt.Fprintf(b, " receipts_read=%d receipts_delivered=%d receipts_pending=%d receipts_duplicated=%d", rc.Read, rc.Delivered, rc.Pending, rc.Duplicated)
 			if m := rc.Milestones; m != nil {
-				fmt.Fprintf(b, " milestones_received=%d milestones_terminal=%d", m.Received(), m.Terminal)
+				fmt.Fprintf(b, " milestones_received=%d milestones_terminal=%d", receipts.Received(m), m.Terminal)
 			}
 		}
 	case r.Broadcast != nil:
