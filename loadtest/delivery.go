@@ -2,11 +2,14 @@ package loadtest
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/autopush-go/autopush/loadtest/agent"
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/monitor"
+	"github.com/autopush-go/autopush/loadtest/receipts"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/sender"
@@ -24,6 +27,13 @@ func (r *run) delivery(ctx context.Context) error {
 	}
 	d := &report.DeliveryReport{UAs: cfg.UAs, Offered: cfg.PushRate}
 	r.rep.Delivery = d
+	var stopFollow func()
+	if r.receipts != nil {
+		// The application server reads its receipts as they come, as one
+		// would; what is left is drained once everything settled.
+		stopFollow = sync.OnceFunc(r.receipts.Follow(ctx))
+		defer stopFollow()
+	}
 
 	var evs []worker.Event
 	var sendStart float64
@@ -65,7 +75,7 @@ func (r *run) delivery(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.Scheduled, d.SendSeconds, d.Achieved, d.Errors = st.Scheduled, st.Seconds, st.Achieved, st.Errors
+	d.Scheduled, d.SendSeconds, d.Achieved, d.Errors, d.Response = st.Scheduled, st.Seconds, st.Achieved, st.Errors, st.Response
 	d.SendCPU = r.mon.AvgCPU(sendStart, r.mon.Now())
 	r.mon.Logf("sent %s pushes in %.1fs: %s accepted, errors %s", report.Num(st.Scheduled), st.Seconds, report.Num(st.Account.Accepted), report.CountsOrNone(st.Errors))
 
@@ -119,6 +129,43 @@ func (r *run) delivery(ctx context.Context) error {
 	for _, ev := range aevs {
 		d.Account.Add(*ev.Account)
 	}
+	if r.receipts != nil {
+		return r.accountReceipts(ctx, d, stopFollow)
+	}
+	return nil
+}
+
+// accountReceipts waits until every tracked push the ledgers saw accepted
+// is settled (the milestones: terminal = received), at most
+// -drain-timeout, then reads every receipt left and compares them with
+// the ledgers. stopFollow stops the readers that ran meanwhile: a page
+// one of them is reading must be recorded before the drain's last empty
+// page means everything was read.
+func (r *run) accountReceipts(ctx context.Context, d *report.DeliveryReport, stopFollow func()) error {
+	r.mon.SetPhase("settle", 0, nil)
+	m, err := receipts.AwaitSettled(ctx, r.cl.MilestonesURL(), d.Account.Accepted, time.Now().Add(r.cfg.DrainTimeout))
+	if err != nil {
+		return monitor.StepError("milestones", err)
+	}
+	r.mon.Logf("milestones: received %d, terminal %d, pending %d", receipts.Received(&m), m.Terminal, m.Pending)
+	r.mon.SetPhase("receipts", 0, nil)
+	stopFollow()
+	if err := r.receipts.Drain(ctx); err != nil {
+		return monitor.StepError("receipts", err)
+	}
+	fevs, err := r.pool.all(ctx, func(*workerProc) worker.Command { return worker.Command{Op: worker.OpFates} })
+	if err != nil {
+		return monitor.StepError("fates", err)
+	}
+	fates := make([]ledger.Fates, len(fevs))
+	for i, ev := range fevs {
+		fates[i] = *ev.Fates
+	}
+	a := receipts.Compare(fates, r.receipts.Receipts())
+	a.Subscriptions, a.ReadErrors, a.Milestones = r.receipts.Subscriptions(), r.receipts.Errors(), &m
+	d.Receipts = &a
+	r.mon.Logf("receipts: %d read for %d tracked pushes: %d delivered, not delivered %s, %d pending",
+		a.Read, a.Tracked, a.Delivered, a.Outcomes(), a.Pending)
 	return nil
 }
 

@@ -23,6 +23,7 @@
 //	agent     the virtual user agents on their epoll loops
 //	sender    the application server (open-loop POSTs)
 //	ledger    every push's fate, and the payload that names it
+//	receipts  the application server's delivery receipts (-receipts), checked against the ledgers
 //	hist      latency histograms and the worker clock they are read on
 //	probe     /proc and /metrics readings of the processes under test
 //	report    the JSON and HTML reports, the summary, docs/capacity.md

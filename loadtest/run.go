@@ -18,6 +18,7 @@ import (
 	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/outbound"
 	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/receipts"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/worker"
@@ -70,6 +71,8 @@ type run struct {
 	cl         *cluster.Cluster
 	pool       *pool
 	mon        *monitor.Monitor
+	signer     *pushcrypto.VAPIDSigner // the application servers' key (scenarios that send)
+	receipts   *receipts.Client        // -receipts
 }
 
 func (r *run) execute(ctx context.Context) (err error) {
@@ -80,6 +83,16 @@ func (r *run) execute(ctx context.Context) (err error) {
 	r.mon = monitor.New(r.log, &r.cfg, r.started, r.storagePID)
 	if r.cfg.Scenario == scenario.Sender {
 		return outbound.Run(ctx, &r.cfg, r.rep, r.mon, logDir)
+	}
+	if r.cfg.Sends() {
+		// Made before the cluster: with -receipts the service tracks its
+		// public key.
+		if r.signer, err = pushcrypto.NewVAPIDSigner("mailto:loadtest@example.com"); err != nil {
+			return err
+		}
+		if r.cfg.Receipts {
+			r.cfg.TrackingKey = r.signer.Public
+		}
 	}
 	r.mon.Logf("starting %d engine(s) and %d worker(s); logs in %s", r.cfg.EngineCount(), r.cfg.WorkerCount(), logDir)
 	if r.cl, err = cluster.Start(ctx, &r.cfg, logDir, r.mon.Log()); err != nil {
@@ -92,7 +105,11 @@ func (r *run) execute(ctx context.Context) (err error) {
 	defer r.pool.stop()
 	r.rep.Cluster = r.cl.Info()
 	r.rep.Cluster.Workers = len(r.pool.ws)
-	if err := r.setupWorkers(ctx); err != nil {
+	subs, err := r.subscribeReceipts(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.setupWorkers(ctx, subs); err != nil {
 		return err
 	}
 	stop := r.mon.Start(r.sample)
@@ -123,8 +140,26 @@ func (r *run) execute(ctx context.Context) (err error) {
 	return nil
 }
 
-// setupWorkers gives each worker its share of the run.
-func (r *run) setupWorkers(ctx context.Context) error {
+// subscribeReceipts makes one receipt subscription per worker (its
+// sender's) with -receipts, and returns their URLs by worker.
+func (r *run) subscribeReceipts(ctx context.Context) ([]string, error) {
+	if !r.cfg.Receipts {
+		return nil, nil
+	}
+	r.receipts = receipts.New(r.cl.EndpointURL, r.signer)
+	subs := make([]string, len(r.pool.ws))
+	for i := range subs {
+		var err error
+		if subs[i], err = r.receipts.Subscribe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return subs, nil
+}
+
+// setupWorkers gives each worker its share of the run: with receipts,
+// subs[i] is worker i's receipt subscription.
+func (r *run) setupWorkers(ctx context.Context, subs []string) error {
 	var b [4]byte
 	rand.Read(b[:])
 	runID := binary.BigEndian.Uint32(b[:])
@@ -132,11 +167,7 @@ func (r *run) setupWorkers(ctx context.Context) error {
 		Loops: r.cfg.Loops, MaxPending: max(1, r.cfg.MaxPending/len(r.pool.ws)), ConnectTimeout: r.cfg.ConnectTimeout,
 		ConnectRetries: r.cfg.ConnectRetries, PingInterval: r.cfg.PingInterval, SampleEvery: r.cfg.SampleEvery}
 	if r.cfg.Sends() {
-		signer, err := pushcrypto.NewVAPIDSigner("mailto:loadtest@example.com")
-		if err != nil {
-			return err
-		}
-		a.Keys, a.VAPIDPrivate, a.VAPIDSubject = true, signer.Private(), signer.Subject
+		a.Keys, a.VAPIDPrivate, a.VAPIDSubject = true, r.signer.Private(), r.signer.Subject
 		a.VAPIDReuse, a.FreshKeys, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.FreshSenderKeys, r.cfg.PayloadSize, r.cfg.TTL
 		a.NetHTTP = r.cfg.NetHTTP
 		a.SenderConns, a.MaxInFlight, a.PushTimeout = r.cfg.SenderConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
@@ -148,6 +179,9 @@ func (r *run) setupWorkers(ctx context.Context) error {
 	_, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
 		s := a
 		s.Index, s.First, s.UAs = wp.idx, wp.first, wp.uas
+		if subs != nil {
+			s.PushReceipt = subs[wp.idx]
+		}
 		return worker.Command{Op: worker.OpSetup, Setup: &s}
 	})
 	return err
@@ -310,6 +344,9 @@ func (r *run) verdict() {
 		if !a.Exact() || a.Unacked > 0 {
 			p = append(p, fmt.Sprintf("%d lost, %d duplicated after ack, %d unacked, %d bad content", a.Lost, a.DuplicatedAfterAck,
 				a.Unacked, a.BadContent+a.Misrouted+a.Unknown))
+		}
+		if d.Receipts != nil {
+			p = append(p, d.Receipts.Problems()...)
 		}
 	}
 	if b := r.rep.Broadcast; b != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/loadtest/cluster"
+	"github.com/autopush-go/autopush/loadtest/receipts"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/worker"
@@ -401,6 +402,56 @@ func TestChurnSmall(t *testing.T) {
 	checkDelivery(t, rep, 300)
 	if rep.Delivery.ChurnConnects == 0 || rep.Delivery.ChurnCloses == 0 {
 		t.Errorf("no churn: %d connects, %d closes", rep.Delivery.ChurnConnects, rep.Delivery.ChurnCloses)
+	}
+}
+
+// receiptsConfig turns receipts on for a small delivery run. On the
+// embedded store whatever CQL_HOSTS says: the Scylla backend does not
+// store fates yet (storage/scylla/fates.go), so every tracked push
+// would be refused there.
+func receiptsConfig(cfg scenario.Config) scenario.Config {
+	cfg.Receipts, cfg.CQLHosts, cfg.Engines = true, nil, 0
+	return cfg
+}
+
+// TestStoredReceiptsSmall: stored with -receipts. Every push asks for a
+// receipt; each acked push gets exactly one, delivered, read while the
+// run goes or at its end, and the milestones add up.
+func TestStoredReceiptsSmall(t *testing.T) {
+	cfg := receiptsConfig(smallConfig(t, scenario.Stored))
+	cfg.UAs, cfg.Messages, cfg.PushRate, cfg.Workers = 40, 400, 400, 2
+	cfg.Quiet, cfg.DrainTimeout = 500*time.Millisecond, 20*time.Second
+	rep := runScenario(t, cfg)
+	checkDelivery(t, rep, int64(cfg.Messages))
+	checkReceipts(t, rep, int64(cfg.Messages), 2)
+}
+
+// TestChurnReceiptsSmall: churn with -receipts: pushes delivered
+// directly and from storage, acks on connections that then close.
+func TestChurnReceiptsSmall(t *testing.T) {
+	cfg := receiptsConfig(smallConfig(t, scenario.Churn))
+	cfg.UAs, cfg.Workers = 60, 2
+	cfg.Duration, cfg.PushRate, cfg.SessionMean, cfg.OfflineMean = 3*time.Second, 100, 400*time.Millisecond, 200*time.Millisecond
+	cfg.Quiet, cfg.DrainTimeout = 500*time.Millisecond, 20*time.Second
+	rep := runScenario(t, cfg)
+	checkDelivery(t, rep, 300)
+	checkReceipts(t, rep, 300, 2)
+}
+
+// checkReceipts: want pushes tracked and acked, each with one delivered
+// receipt, on subs subscriptions, and the milestones settled.
+func checkReceipts(t *testing.T, rep *report.Report, want int64, subs int) {
+	t.Helper()
+	a := rep.Delivery.Receipts
+	if a == nil {
+		t.Fatal("no receipts in the report")
+	}
+	if a.Subscriptions != subs || a.Tracked != want || a.Acked != want || a.Read != want || a.Delivered != want || a.Pending != 0 ||
+		len(a.NotDelivered) != 0 || len(a.Problems()) != 0 {
+		t.Errorf("receipts %+v; want %d tracked, acked and receipted delivered on %d subscriptions", a, want, subs)
+	}
+	if m := a.Milestones; m == nil || receipts.Received(m) != want || m.Terminal != want || m.Counts["delivered"] != want {
+		t.Errorf("milestones %+v, want %d received, delivered and settled", m, want)
 	}
 }
 

@@ -265,6 +265,9 @@ func (c *Cluster) startEndpoint(ctx context.Context, name, addr, url string) (*p
 		t := c.cfg.StallTimeout.String()
 		env = append(env, "AUTOEND__REQUEST_TIMEOUT="+t, "AUTOEND__MAX_CONNECTIONS="+strconv.Itoa(c.cfg.Stalls+10000))
 	}
+	if c.cfg.Receipts {
+		env = append(env, "AUTOEND__RECEIPTS=true", "AUTOEND__TRACKING_KEYS="+c.cfg.TrackingKey)
+	}
 	env = append(env, "AUTOEND__VERSION_FILE=", "AUTOEND__METRICS_LISTEN=127.0.0.1:0")
 	env = append(env, c.pprofEnv("AUTOEND")...)
 	env = append(env, passThrough("AUTOEND__", "AUTOENDPOINT__")...)
@@ -449,6 +452,10 @@ func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
 		// engine's GC target as autoconnect does.
 		args := []string{"-data-dir", filepath.Join(data, "store"), "-connect-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
 			"-endpoint-listen", addr, "-endpoint-url", "http://" + addr, "-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
+		if c.cfg.Receipts {
+			// The service's flags all take a value, booleans too.
+			args = append(args, "-receipts", "true", "-tracking-keys", c.cfg.TrackingKey)
+		}
 		return startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
 			filepath.Join(logDir, "autopush.log"), "autopush ready", watch)
 	})
@@ -461,6 +468,12 @@ func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
 	c.MetricsURLs = []string{"http://" + ch.Field("node_api") + "/metrics"}
 	c.APIMetricsURL = "http://" + ch.Field("metrics") + "/metrics"
 	return nil
+}
+
+// MilestonesURL is GET /__milestones__ of the (first) endpoint's
+// metrics-listen: the milestone counts of every tracked push.
+func (c *Cluster) MilestonesURL() string {
+	return strings.TrimSuffix(c.APIMetricsURL, "/metrics") + "/__milestones__"
 }
 
 // megaphoneEnv points an engine process (its variables' prefix) at the

@@ -159,6 +159,31 @@ func (l *Ledger) Len() uint64 {
 	return uint64(len(l.recs))
 }
 
+// Fates are the accepted pushes of a ledger by their Location (the
+// endpoint's name for the message, which its receipt repeats), as the
+// user agents saw them: acked, or not (yet).
+type Fates struct {
+	Acked    []string `json:"acked"`
+	NotAcked []string `json:"not_acked"`
+}
+
+// Fates lists every accepted push's Location, acked or not.
+func (l *Ledger) Fates() Fates {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var f Fates
+	for i, r := range l.recs {
+		switch {
+		case r.status != 201:
+		case r.acked:
+			f.Acked = append(f.Acked, l.locs[i])
+		default:
+			f.NotAcked = append(f.NotAcked, l.locs[i])
+		}
+	}
+	return f
+}
+
 // Accounting is the fate of a set of pushes.
 type Accounting struct {
 	Sent     int64 `json:"sent"`     // POSTs started

@@ -15,6 +15,7 @@ import (
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/receipts"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 )
 
@@ -186,6 +187,12 @@ type DeliveryReport struct {
 	ChurnRate     float64   `json:"churn_connects_per_s,omitempty"`
 	SendCPU       probe.CPU `json:"send_cpu_percent"`  // average while pushes were sent
 	DrainCPU      probe.CPU `json:"drain_cpu_percent"` // average while draining
+	// Response is the POSTs' latency, scheduled send to the endpoint's
+	// answer: what the push path costs the application server.
+	Response hist.Latency `json:"response"`
+	// Receipts, with -receipts: the receipts read against the ledgers,
+	// and the milestones.
+	Receipts *receipts.Account `json:"receipts,omitempty"`
 }
 
 // Write saves the report as JSON and HTML in dir and returns the paths.
@@ -289,9 +296,20 @@ func (r *Report) printDelivery(w io.Writer) {
 		Num(a.Delivered), d.DrainSeconds, Num(d.DrainRate), d.Stalled, r.Config.DrainTimeout, d.DrainCPU)
 	fmt.Fprintf(w, "latency scheduled send -> first arrival (ms): p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f\n",
 		d.Latency.P50, d.Latency.P90, d.Latency.P99, d.Latency.P999, d.Latency.Max)
+	fmt.Fprintf(w, "push answer scheduled send -> response (ms): p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f\n",
+		d.Response.P50, d.Response.P90, d.Response.P99, d.Response.P999, d.Response.Max)
 	fmt.Fprintf(w, "accounting: accepted %s, delivered %s, LOST %d, DUPLICATED AFTER ACK %d, unacked %d; redelivered before any ack %d, after an unverified ack %d; bad content %d, misrouted %d, unknown %d; delivered despite an error answer %d\n",
 		Num(a.Accepted), Num(a.Delivered), a.Lost, a.DuplicatedAfterAck, a.Unacked, a.RedeliveredUnacked, a.RedeliveredAckUnverified,
 		a.BadContent, a.Misrouted, a.Unknown, a.DeliveredDespiteError)
+	if rc := d.Receipts; rc != nil {
+		fmt.Fprintf(w, "receipts: %s tracked pushes on %d subscription(s), %s acked by their user agent; %s receipts read: %s delivered, not delivered: %s; PENDING %d; "+
+			"acked without a receipt %d, acked but receipted not delivered %d, delivered not acked %d, DUPLICATED %d, unknown %d, malformed %d; read errors: %s\n",
+			Num(rc.Tracked), rc.Subscriptions, Num(rc.Acked), Num(rc.Read), Num(rc.Delivered), rc.Outcomes(), rc.Pending,
+			rc.MissingDelivered, rc.AckedNotDelivered, rc.DeliveredNotAcked, rc.Duplicated, rc.Unknown, rc.Malformed, CountsOrNone(rc.ReadErrors))
+		if m := rc.Milestones; m != nil {
+			fmt.Fprintf(w, "milestones: received %s, terminal %s, pending %d; %s\n", Num(receipts.Received(m)), Num(m.Terminal), m.Pending, CountsOrNone(m.Counts))
+		}
+	}
 }
 
 // SenderProblems are what fails a sender run, given the rate tolerance.
@@ -337,8 +355,14 @@ func (r *Report) resultLine() string {
 		fmt.Fprintf(b, " p99_crossed_at=%.0f", r.Notify.CrossedAt)
 	case r.Delivery != nil:
 		a := r.Delivery.Account
-		fmt.Fprintf(b, " accepted=%d delivered=%d lost=%d duplicated_after_ack=%d drain_per_s=%.0f",
-			a.Accepted, a.Delivered, a.Lost, a.DuplicatedAfterAck, r.Delivery.DrainRate)
+		fmt.Fprintf(b, " accepted=%d delivered=%d lost=%d duplicated_after_ack=%d drain_per_s=%.0f accepted_per_s=%.0f response_p99_ms=%.1f",
+			a.Accepted, a.Delivered, a.Lost, a.DuplicatedAfterAck, r.Delivery.DrainRate, r.Delivery.Achieved, r.Delivery.Response.P99)
+		if rc := r.Delivery.Receipts; rc != nil {
+			fmt.Fprintf(b, " receipts_read=%d receipts_delivered=%d receipts_pending=%d receipts_duplicated=%d", rc.Read, rc.Delivered, rc.Pending, rc.Duplicated)
+			if m := rc.Milestones; m != nil {
+				fmt.Fprintf(b, " milestones_received=%d milestones_terminal=%d", receipts.Received(m), m.Terminal)
+			}
+		}
 	case r.Broadcast != nil:
 		b.WriteString(r.broadcastResult())
 	case r.Sender != nil:

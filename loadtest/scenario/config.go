@@ -318,6 +318,21 @@ type Config struct {
 	// Default true.
 	VerifyReconnect bool `conf:"verify-reconnect" for:"stored,churn,faults" help:"reconnect everyone after the drain and expect nothing"`
 
+	// Receipts turns on the service's delivery receipts (receipts, and
+	// the run's VAPID key in tracking-keys, docs/receipts.md): one receipt
+	// subscription per worker, every push names its worker's with
+	// Push-Receipt, the receipts are read (long-polling GETs, acks) while
+	// the run goes and drained at the end, and compared with the ledgers:
+	// one delivered receipt per acked push, none for any other, one
+	// not-delivered receipt (or still pending) for every push not acked;
+	// then the milestone counts must add up (received = pushes accepted,
+	// terminal = received). The embedded store only until the Scylla
+	// backend stores fates. Default false.
+	Receipts bool `conf:"receipts" for:"stored,churn" help:"ask for a delivery receipt on every push, read them while the run goes and check them and the milestones against the ledger"`
+	// TrackingKey is the run's VAPID public key, which the service under
+	// test tracks when Receipts is on. Set by Run, not a flag.
+	TrackingKey string `json:",omitempty"`
+
 	// --- broadcasts
 
 	// Broadcasts is how many broadcast ids every user agent follows

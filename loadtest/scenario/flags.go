@@ -73,12 +73,15 @@ are sent to them at -push-rate and stored; then everyone reconnects (to
 the next engine, when there are several) and drains. Every push answered
 201 must arrive exactly once and never after its ack; -verify-reconnect
 reconnects everyone once more and expects nothing. Lost pushes are logged
-with their message id in the worker logs.`,
+with their message id in the worker logs. With -receipts every push asks
+for a delivery receipt (docs/receipts.md), read while the run goes: each
+acked push must get exactly one, delivered, and no other push a delivered
+one; the milestones must add up (received = accepted = terminal).`,
 	Churn: `churn: -uas user agents connect and disconnect (exponential online
 time with mean -session, offline -offline, reconnecting to a random
 engine) while pushes flow at -push-rate for -duration to random user
 agents, online or not. Then everyone reconnects and drains, with the same
-exactly-once accounting as stored.`,
+exactly-once accounting as stored, and the same -receipts checks.`,
 	Broadcast: `broadcast: -uas connected user agents each follow -broadcasts ids
 of the run's own Megaphone (127.0.0.1), which the engines poll every
 -broadcast-poll. Pushes flow at -push-rate for -stage-time twice: with no

@@ -41,6 +41,9 @@ type Settings struct {
 	Conns        int // HTTP connections to the endpoint
 	MaxInFlight  int
 	Timeout      time.Duration // of one POST
+	// PushReceipt, when set, is the receipt subscription every push
+	// names (its Push-Receipt header).
+	PushReceipt string
 }
 
 // Env is what the sender shares with its worker.
@@ -216,6 +219,9 @@ func (s *Sender) do(endpoint, auth string, body []byte) (h1.Response, error) {
 		req.Header.Set("Content-Encoding", "aes128gcm")
 		req.Header.Set("Content-Type", "application/octet-stream")
 		req.Header.Set("Authorization", auth)
+		if s.cfg.PushReceipt != "" {
+			req.Header.Set("Push-Receipt", s.cfg.PushReceipt)
+		}
 		resp, err := s.client.Do(req)
 		if err != nil {
 			return h1.Response{}, err
@@ -229,10 +235,12 @@ func (s *Sender) do(endpoint, auth string, body []byte) (h1.Response, error) {
 	if err != nil {
 		return h1.Response{}, err
 	}
-	r, err := c.Do(&h1.Request{Method: http.MethodPost, Path: path, Body: body, Header: []h1.Header{
-		{Name: "TTL", Value: s.ttl}, {Name: "Content-Encoding", Value: "aes128gcm"},
-		{Name: "Content-Type", Value: "application/octet-stream"}, {Name: "Authorization", Value: auth}}})
-	return r, err
+	hdr := []h1.Header{{Name: "TTL", Value: s.ttl}, {Name: "Content-Encoding", Value: "aes128gcm"},
+		{Name: "Content-Type", Value: "application/octet-stream"}, {Name: "Authorization", Value: auth}}
+	if s.cfg.PushReceipt != "" {
+		hdr = append(hdr, h1.Header{Name: "Push-Receipt", Value: s.cfg.PushReceipt})
+	}
+	return c.Do(&h1.Request{Method: http.MethodPost, Path: path, Body: body, Header: hdr})
 }
 
 // h1For is the connection pool to endpoint's server (made at its first

@@ -30,6 +30,7 @@ const (
 	OpDrain      = "drain"      // wait for every accepted push to be acked
 	OpAccount    = "account"    // the ledger's accounting of every push
 	OpBroadcasts = "broadcasts" // the broadcast changes that reached the user agents since the last call
+	OpFates      = "fates"      // the Location of every accepted push, acked or not (receipts)
 	OpStop       = "stop"       // close everything and exit
 )
 
@@ -76,6 +77,9 @@ type Setup struct {
 	MaxInFlight  int           `json:"max_in_flight"`
 	PushTimeout  time.Duration `json:"push_timeout"`
 	Trace        bool          `json:"trace"`
+	// PushReceipt is the receipt subscription every push names ("":
+	// none).
+	PushReceipt string `json:"push_receipt,omitempty"`
 	// Broadcasts are the broadcast ids every user agent follows.
 	Broadcasts []string `json:"broadcasts,omitempty"`
 }
@@ -131,6 +135,7 @@ type Event struct {
 	Send    *SendResult          `json:"send,omitempty"`
 	Drain   *DrainResult         `json:"drain,omitempty"`
 	Account *ledger.Accounting   `json:"account,omitempty"`
+	Fates   *ledger.Fates        `json:"fates,omitempty"`
 
 	Broadcasts *agent.BroadcastResult `json:"broadcasts,omitempty"`
 }

@@ -148,6 +148,9 @@ func (w *worker) do(c Command) (Event, error) {
 		a := w.ledger.Account(0, w.ledger.Len())
 		a.AddProblems(w.agents.Problems())
 		return Event{Account: &a}, nil
+	case OpFates:
+		f := w.ledger.Fates()
+		return Event{Fates: &f}, nil
 	case OpBroadcasts:
 		r := w.agents.TakeBroadcasts(c.Current)
 		return Event{Broadcasts: &r}, nil
@@ -168,7 +171,7 @@ func (w *worker) start(a Setup) error {
 	if a.Keys {
 		s, err := sender.New(sender.Settings{Run: a.Run, Worker: a.Index, SourceIPs: a.SourceIPs, VAPIDPrivate: a.VAPIDPrivate,
 			VAPIDSubject: a.VAPIDSubject, VAPIDReuse: a.VAPIDReuse, FreshKeys: a.FreshKeys, NetHTTP: a.NetHTTP, PayloadSize: a.PayloadSize, TTL: a.TTL, Conns: a.SenderConns,
-			MaxInFlight: a.MaxInFlight, Timeout: a.PushTimeout},
+			MaxInFlight: a.MaxInFlight, Timeout: a.PushTimeout, PushReceipt: a.PushReceipt},
 			sender.Env{Clock: w.clock, Ledger: &w.ledger, Response: w.resp, Lag: w.lag, Tracef: w.tracef})
 		if err != nil {
 			return err
