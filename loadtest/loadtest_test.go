@@ -33,7 +33,7 @@ func TestProfileCommands(t *testing.T) {
 // once still fails when its receipts or milestones disagree with the
 // ledger, naming each disagreement.
 func TestVerdictReceipts(t *testing.T) {
-	settled := &tracking.Milestones{Counts: map[string]int64{"received": 10, "delivered": 10}, Terminal: 10}
+	settled := &tracking.Milestones{Counts: map[string]int64{"received": 10, "delivered": 10, "transmitted": 10}, Terminal: 10}
 	for _, c := range []struct {
 		name string
 		rc   receipts.Account
@@ -43,7 +43,7 @@ func TestVerdictReceipts(t *testing.T) {
 		{"a second receipt", receipts.Account{Tracked: 10, Acked: 10, Read: 11, Delivered: 10, Duplicated: 1, Milestones: settled},
 			[]string{"receipts: 1 second receipts for one push"}},
 		{"unsettled", receipts.Account{Tracked: 10, Acked: 10, Read: 10, Delivered: 10,
-			Milestones: &tracking.Milestones{Counts: map[string]int64{"received": 10, "delivered": 10}, Terminal: 9, Pending: 1}},
+			Milestones: &tracking.Milestones{Counts: map[string]int64{"received": 10, "delivered": 10, "transmitted": 10}, Terminal: 9, Pending: 1}},
 			[]string{"milestones: terminal 9 of 10 received (1 pending) when the wait for them ended"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

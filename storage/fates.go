@@ -227,8 +227,10 @@ type FateStore interface {
 	// Reach moves the fate (uaid, id) to the non-terminal state s
 	// (FateStored, FateNodeTransmitted or FateTransmitted: received is
 	// Track's alone, so that received counts each message once) and
-	// counts s, unless it is settled (or missing): then it reports false
-	// and changes nothing. It may return before the write is durable (the
+	// counts s. A settled fate stays as it is and reports false, but s
+	// is still counted: the message did reach it, and only its record
+	// came after the ack or drop that settled it. A missing fate reports
+	// false and counts nothing. It may return before the write is durable (the
 	// embedded backend does not sync it: its next synced write does): a
 	// crash may lose an intermediate milestone, never a settlement.
 	// 1 RT plus a read.

@@ -176,6 +176,11 @@ func (a *Account) Problems() []string {
 	if d := a.Delivered + a.DeliveredNotAcked; m.Counts[StateDelivered] != d {
 		p = append(p, fmt.Sprintf("milestones: delivered %d, but %d delivered receipts were read", m.Counts[StateDelivered], d))
 	}
+	// Every message a user agent acked was written to it first: counted
+	// even when its ack's settle raced ahead of the record.
+	if m.Counts["transmitted"] < m.Counts[StateDelivered] {
+		p = append(p, fmt.Sprintf("milestones: transmitted %d, fewer than the %d delivered", m.Counts["transmitted"], m.Counts[StateDelivered]))
+	}
 	return p
 }
 

@@ -41,7 +41,7 @@ func notDelivered(id string, i int, state, reason string) api.Receipt {
 // settled is the milestones of a service that settled n pushes, d of
 // them delivered.
 func settled(n, d int64) *tracking.Milestones {
-	return &tracking.Milestones{Counts: map[string]int64{"received": n, "delivered": d}, Terminal: n}
+	return &tracking.Milestones{Counts: map[string]int64{"received": n, "delivered": d, "transmitted": d}, Terminal: n}
 }
 
 // TestCompareAgrees: a receipt per push, delivered exactly for the acked
@@ -126,8 +126,9 @@ func TestMilestonesConserved(t *testing.T) {
 	}{
 		{nil, "never read"},
 		{settled(3, 2), "received 3, but 2"},
-		{&tracking.Milestones{Counts: map[string]int64{"received": 2, "delivered": 2}, Terminal: 1}, "terminal 1 of 2"},
-		{settled(2, 1), "delivered 1, but 2"},
+		{&tracking.Milestones{Counts: map[string]int64{"received": 2, "delivered": 2, "transmitted": 2}, Terminal: 1}, "terminal 1 of 2"},
+		{&tracking.Milestones{Counts: map[string]int64{"received": 2, "delivered": 1, "transmitted": 1}, Terminal: 2}, "delivered 1, but 2"},
+		{&tracking.Milestones{Counts: map[string]int64{"received": 2, "delivered": 2, "transmitted": 1}, Terminal: 2}, "transmitted 1, fewer"},
 	} {
 		a.Milestones = c.m
 		if p := a.Problems(); len(p) != 1 || !strings.Contains(p[0], c.want) {

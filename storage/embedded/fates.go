@@ -208,12 +208,14 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	if err != nil {
 		return false, failed("reach", err)
 	}
-	if !found || f.State.Terminal() {
+	if !found {
 		return false, nil
 	}
-	f.State = st
 	b := s.db.NewBatch()
-	b.Set(fateKey(uaid, id), encodeFate(&f), nil)
+	if !f.State.Terminal() {
+		f.State = st
+		b.Set(fateKey(uaid, id), encodeFate(&f), nil)
+	}
 	if err := s.count(b, uaid, storage.Milestone{State: st}); err != nil {
 		b.Close()
 		return false, failed("reach", err)
@@ -224,7 +226,7 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return false, failed("reach", err)
 	}
-	return true, nil
+	return !f.State.Terminal(), nil
 }
 
 // Settle implements storage.FateStore. One local read and, for the

@@ -213,7 +213,13 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	if err != nil {
 		return false, wrap("reach", err)
 	}
-	if !found || row.State.Terminal() {
+	if !found {
+		return false, nil
+	}
+	// Counted whether or not it is settled (storage.FateStore.Reach):
+	// the message reached st; only the record came late.
+	defer s.count(ctx, id, storage.Milestone{State: st})
+	if row.State.Terminal() {
 		return false, nil
 	}
 	now := time.Now()
@@ -224,9 +230,6 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 			return false, nil
 		}
 		return false, wrap("reach", err)
-	}
-	if applied {
-		s.count(ctx, id, storage.Milestone{State: st})
 	}
 	return applied, nil
 }
