@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -230,11 +231,7 @@ func (c *Client) Subscriptions() int {
 func (c *Client) Errors() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int64, len(c.errs))
-	for k, v := range c.errs {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.errs)
 }
 
 // ReadMilestones reads GET /__milestones__ at u.
