@@ -127,6 +127,13 @@ elif [ "${CI:-}" = true ]; then
 	exit 1
 fi
 
+# Debian's nginx: the cluster tests put it in front of several endpoints
+# (TestClusterFaults), make e2e's TLS run behind it. Installed here, before
+# any test, when missing and this shell may (root): the cluster run once
+# reached TestClusterFaults before a later package's tools/cluster.sh had
+# installed it.
+bash tools/e2e/firefox/install.sh nginx:nginx
+
 echo "== lint (go vet, staticcheck)" >&2
 make --no-print-directory lint
 run "go test -race (CQL_HOSTS=$CQL_HOSTS)" go test -race -count=1 -v -timeout 25m ./...
