@@ -101,18 +101,15 @@ func (srv *Server) run(r *session.Result) {
 			// (owed.go).
 			srv.log.Warn("delete acked message failed: owed until storage answers", "error", r.Err)
 			srv.owe(owedWrite{uaid: j.UAID, del: j.Message})
-			if j.Tracked {
-				srv.fate(ctx, j.UAID, j.Fate, storage.FateDelivered)
+		} else {
+			srv.deletes.done(j.UAID)
+			if r.Err != nil {
+				srv.log.Warn("delete acked message failed", "error", r.Err)
 			}
-			return
-		}
-		srv.deletes.done(j.UAID)
-		if r.Err != nil {
-			srv.log.Warn("delete acked message failed", "error", r.Err)
 		}
 		if j.Tracked {
-			// Delivered at the ack, whatever became of the delete: a
-			// failed one is owed, and reads wait for it.
+			// Delivered at the ack, whatever became of the delete: an
+			// unavailable one is owed, and reads wait for it.
 			srv.fate(ctx, j.UAID, j.Fate, storage.FateDelivered)
 		}
 	case session.JobFate:

@@ -365,7 +365,7 @@ func (s *Store) SettleExpired(ctx context.Context, now time.Time, limit int) (in
 	upper := binary.BigEndian.AppendUint64([]byte{prefixFateExpiry}, uint64(now.UnixNano()))
 	n := 0
 	for n < limit {
-		entries, err := s.fateEntries(lower, upper, sweepBatch)
+		entries, err := s.keysIn(lower, upper, sweepBatch)
 		if err != nil {
 			return n, failed("settle expired", err)
 		}
@@ -392,8 +392,8 @@ func (s *Store) SettleExpired(ctx context.Context, now time.Time, limit int) (in
 	return n, nil
 }
 
-// fateEntries reads up to most 'e' keys in [lower, upper).
-func (s *Store) fateEntries(lower, upper []byte, most int) ([][]byte, error) {
+// keysIn reads up to most keys in [lower, upper) (expiry entries, the webhook index).
+func (s *Store) keysIn(lower, upper []byte, most int) ([][]byte, error) {
 	var out [][]byte
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -573,7 +573,7 @@ func (s *Store) ReceiptHooks(ctx context.Context, after storage.ReceiptSubID, li
 	if after == (storage.ReceiptSubID{}) {
 		lower = []byte{prefixHook}
 	}
-	ids, err := s.fateEntries(lower, []byte{prefixHook + 1}, limit)
+	ids, err := s.keysIn(lower, []byte{prefixHook + 1}, limit)
 	if err != nil {
 		return nil, failed("receipt hooks", err)
 	}

@@ -43,7 +43,7 @@ func newReceipts(endpoint string, signer *pushcrypto.VAPIDSigner) (*receiptSub, 
 // call makes one VAPID-signed request and decodes a JSON answer into out
 // (nil: none expected); want is the status it must have.
 func (r *receiptSub) call(ctx context.Context, method, u string, body []byte, want int, out any) (*http.Response, error) {
-	tok, err := r.signer.Token(r.origin, time.Now().Add(12*time.Hour))
+	auth, err := vapidAuthorization(r.signer, r.origin, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (r *receiptSub) call(ctx context.Context, method, u string, body []byte, wa
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", r.signer.Authorization(tok))
+	req.Header.Set("Authorization", auth)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -250,12 +250,11 @@ func newRequest(ctx context.Context, sub subscription, m message, now time.Time)
 		hdr.Set("Push-Receipt", m.receipt)
 	}
 	if m.signer != nil {
-		// RFC 8292 §2: aud is the push resource's origin; exp at most 24 h.
-		tok, err := m.signer.Token(strings.ToLower(u.Scheme+"://"+u.Host), now.Add(12*time.Hour))
+		auth, err := vapidAuthorization(m.signer, strings.ToLower(u.Scheme+"://"+u.Host), now)
 		if err != nil {
 			return nil, err
 		}
-		hdr.Set("Authorization", m.signer.Authorization(tok))
+		hdr.Set("Authorization", auth)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.Endpoint, bytes.NewReader(body))
 	if err != nil {
@@ -263,6 +262,16 @@ func newRequest(ctx context.Context, sub subscription, m message, now time.Time)
 	}
 	req.Header = hdr
 	return req, nil
+}
+
+// vapidAuthorization is signer's Authorization header for origin: RFC
+// 8292 §2, aud the push resource's origin, exp at most 24 h (12 here).
+func vapidAuthorization(signer *pushcrypto.VAPIDSigner, origin string, now time.Time) (string, error) {
+	tok, err := signer.Token(origin, now.Add(12*time.Hour))
+	if err != nil {
+		return "", err
+	}
+	return signer.Authorization(tok), nil
 }
 
 // decodeB64 reads base64 in either alphabet, padded or not, as keys
