@@ -2,7 +2,11 @@ package receipts
 
 import (
 	"crypto/rand"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/autopush-go/autopush/storage"
@@ -52,4 +56,43 @@ func FuzzParseID(f *testing.F) {
 			t.Fatalf("parseID(%q) = %x, whose URL does not name it", v, id)
 		}
 	})
+}
+
+// TestWebhookGuards: by default a webhook must be https and is never
+// called on a loopback or private address (checked at connect time); no
+// redirect is followed; receipt-webhook-insecure lifts the first two.
+func TestWebhookGuards(t *testing.T) {
+	var hit atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hit.Add(1)
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	}))
+	defer srv.Close()
+	strict := New(Config{Enabled: true, Webhooks: true}, nil, nil, nil)
+	if err := strict.checkWebhook(srv.URL); err == nil {
+		t.Fatal("an http webhook accepted without receipt-webhook-insecure")
+	}
+	if err := strict.checkWebhook("https://app.example/r"); err != nil {
+		t.Fatalf("an https webhook refused: %v", err)
+	}
+	if err := New(Config{Enabled: true}, nil, nil, nil).checkWebhook("https://app.example/r"); err == nil {
+		t.Fatal("a webhook accepted with webhooks off")
+	}
+	if _, err := hookClient(false).Get(srv.URL); !errors.Is(err, errNotPublic) {
+		t.Fatalf("the strict client called a loopback address: %v", err)
+	}
+	if n := hit.Load(); n != 0 {
+		t.Fatalf("the loopback server was reached %d times", n)
+	}
+	resp, err := hookClient(true).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := hit.Load(); resp.StatusCode != http.StatusFound || n != 1 {
+		t.Fatalf("status %d after %d calls: want the redirect itself, not followed", resp.StatusCode, n)
+	}
+	if err := New(Config{Enabled: true, Webhooks: true, WebhookInsecure: true}, nil, nil, nil).checkWebhook(srv.URL); err != nil {
+		t.Fatalf("insecure: an http webhook refused: %v", err)
+	}
 }
