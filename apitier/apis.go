@@ -70,7 +70,8 @@ func (s *Server) newAPIs() error {
 		StorageTimeout: s.cfg.StorageTimeout}, s.store, apiNode{s}, s.log)
 	s.recAPI = receipts.New(receipts.Config{Enabled: s.cfg.Receipts, EndpointURL: s.cfg.EndpointURL,
 		MaxWait: s.cfg.ReceiptMaxWait, StorageTimeout: s.cfg.StorageTimeout, Webhooks: s.cfg.ReceiptWebhooks,
-		WebhookInterval: s.cfg.ReceiptWebhookInterval, WebhookInsecure: s.cfg.ReceiptWebhookInsecure}, s.store, apiNode{s}, s.log)
+		WebhookInterval: s.cfg.ReceiptWebhookInterval, WebhookInsecure: s.cfg.ReceiptWebhookInsecure,
+		WebhookTimeout: s.cfg.ReceiptWebhookTimeout, WebhookWorkers: s.cfg.ReceiptWebhookWorkers}, s.store, apiNode{s}, s.log)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
@@ -220,6 +221,14 @@ type Config struct {
 	// loopback addresses: for tests and private deployments only.
 	// Default false.
 	ReceiptWebhookInsecure bool `conf:"receipt-webhook-insecure" help:"allow http webhooks and private addresses (tests, private deployments)"`
+	// ReceiptWebhookTimeout bounds one webhook POST, from connecting to
+	// the end of its answer; a webhook that takes longer is tried again
+	// after a backoff (1s, doubling to 5m). Default 10s.
+	ReceiptWebhookTimeout time.Duration `conf:"receipt-webhook-timeout" help:"longest a receipt webhook POST may take"`
+	// ReceiptWebhookWorkers is how many webhook POSTs this node makes at
+	// once (one per subscription at a time): slow webhooks hold at most
+	// this many. Default 16.
+	ReceiptWebhookWorkers int `conf:"receipt-webhook-workers" help:"receipt webhook POSTs in flight at once"`
 	// FateSweepInterval is how often this node settles the tracked
 	// messages whose TTL passed as expired (every node may: each message
 	// is settled once). Default 1s.
@@ -256,6 +265,8 @@ func DefaultConfig() Config {
 		ReceiptMaxWait:          30 * time.Second,
 		FateSweepInterval:       time.Second,
 		ReceiptWebhookInterval:  time.Second,
+		ReceiptWebhookTimeout:   receipts.DefaultWebhookTimeout,
+		ReceiptWebhookWorkers:   receipts.DefaultWebhookWorkers,
 	}
 }
 
@@ -293,8 +304,9 @@ func (c *Config) Validate() error {
 		return errors.New("apitier: config: max-connections must be >= 1")
 	case c.MaxConnectionsPerSource < 0:
 		return errors.New("apitier: config: max-connections-per-source must not be negative")
-	case c.ReceiptMaxWait <= 0 || c.FateSweepInterval <= 0 || c.ReceiptWebhookInterval <= 0:
-		return errors.New("apitier: config: receipt-max-wait, fate-sweep-interval and receipt-webhook-interval must be positive")
+	case c.ReceiptMaxWait <= 0 || c.FateSweepInterval <= 0 || c.ReceiptWebhookInterval <= 0 ||
+		c.ReceiptWebhookTimeout <= 0 || c.ReceiptWebhookWorkers < 1:
+		return errors.New("apitier: config: receipt-max-wait, fate-sweep-interval, receipt-webhook-interval, receipt-webhook-timeout and receipt-webhook-workers must be positive")
 	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0:
 		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels and push-clients-poll must not be negative")
 	}

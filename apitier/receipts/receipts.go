@@ -83,6 +83,16 @@ type Config struct {
 	Webhooks        bool
 	WebhookInterval time.Duration
 	WebhookInsecure bool
+	// WebhookTimeout is receipt-webhook-timeout, the longest a POST
+	// (connect to answer) may take; WebhookWorkers is
+	// receipt-webhook-workers, the POSTs in flight at once. Zero: the
+	// Default values (webhook.go).
+	WebhookTimeout time.Duration
+	WebhookWorkers int
+	// WebhookBackoff is the wait after a webhook's first failure,
+	// doubled after each further one up to WebhookBackoffMax. Zero: the
+	// Default values.
+	WebhookBackoff, WebhookBackoffMax time.Duration
 }
 
 // API is the receipt routes. Goroutine-safe.
@@ -96,6 +106,9 @@ type API struct {
 	created, read, ack *metrics.Counter
 	hooked, hookFailed *metrics.Counter
 	hooks              *dispatcher // nil: webhooks off, or not started
+	// wrapHooks, set by tests before Start, wraps the webhook client's
+	// transport (to watch its round trips).
+	wrapHooks func(http.RoundTripper) http.RoundTripper
 }
 
 // mReceipts{result}: subscriptions created, receipts read by GETs (a

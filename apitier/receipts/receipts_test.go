@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/autopush-go/autopush/storage"
 )
@@ -78,13 +79,13 @@ func TestWebhookGuards(t *testing.T) {
 	if err := New(Config{Enabled: true}, nil, nil, nil).checkWebhook("https://app.example/r"); err == nil {
 		t.Fatal("a webhook accepted with webhooks off")
 	}
-	if _, err := hookClient(false).Get(srv.URL); !errors.Is(err, errNotPublic) {
+	if _, err := hookClient(false, time.Second).Get(srv.URL); !errors.Is(err, errNotPublic) {
 		t.Fatalf("the strict client called a loopback address: %v", err)
 	}
 	if n := hit.Load(); n != 0 {
 		t.Fatalf("the loopback server was reached %d times", n)
 	}
-	resp, err := hookClient(true).Get(srv.URL)
+	resp, err := hookClient(true, time.Second).Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,11 +33,15 @@ import (
 //	Webhook-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>
 //
 // A 2xx answer acknowledges them. Anything else, or no answer within
-// hookTimeout, is tried again after a backoff that doubles from
-// hookBackoff to hookBackoffMax, per subscription; receipts wait for it
-// (kept storage.ReceiptKeep). Delivery is at least once: with several
-// endpoint nodes, or a 2xx that is lost, a receipt can come twice, so
-// receivers deduplicate by id.
+// WebhookTimeout, is tried again after a backoff that doubles from
+// WebhookBackoff to WebhookBackoffMax, per subscription; receipts wait
+// for it (kept storage.ReceiptKeep). Delivery is at least once: with
+// several endpoint nodes, or a 2xx that is lost, a receipt can come
+// twice, so receivers deduplicate by id.
+//
+// POSTs run on WebhookWorkers goroutines, one subscription each at a
+// time, so a webhook that answers slowly (or never) holds one worker
+// for at most WebhookTimeout, and the others' receipts keep flowing.
 //
 // The push service calls a URL an application server chose: by default
 // only https URLs whose host resolves to a public address are called
@@ -45,12 +49,17 @@ import (
 // address later is refused too). WebhookInsecure lifts both, for tests
 // and private deployments.
 
+// Defaults of the webhook settings left zero in Config.
 const (
-	hookTimeout    = 10 * time.Second
-	hookBackoff    = time.Second
-	hookBackoffMax = 5 * time.Minute
-	hookPage       = 100 // subscriptions listed per storage call
-	hookBatch      = 100 // receipts per POST
+	DefaultWebhookTimeout    = 10 * time.Second
+	DefaultWebhookWorkers    = 16
+	DefaultWebhookBackoff    = time.Second
+	DefaultWebhookBackoffMax = 5 * time.Minute
+)
+
+const (
+	hookPage  = 100 // subscriptions listed per storage call
+	hookBatch = 100 // receipts per POST
 	// SignatureHeader carries a webhook POST's signature.
 	SignatureHeader = "Webhook-Signature"
 )
@@ -68,8 +77,8 @@ var errNotPublic = errors.New("webhook address is not public")
 
 // hookClient calls webhooks: bounded, no redirects (a redirect could
 // lead anywhere), public addresses only unless insecure.
-func hookClient(insecure bool) *http.Client {
-	d := &net.Dialer{Timeout: hookTimeout}
+func hookClient(insecure bool, timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: timeout}
 	if !insecure {
 		d.Control = func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
@@ -83,7 +92,7 @@ func hookClient(insecure bool) *http.Client {
 		}
 	}
 	return &http.Client{
-		Timeout:       hookTimeout,
+		Timeout:       timeout,
 		Transport:     &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -113,10 +122,17 @@ func newSecret() string {
 // dispatcher POSTs the receipts of subscriptions with a webhook.
 type dispatcher struct {
 	a      *API
+	cfg    Config // with the webhook defaults filled in
 	client *http.Client
 	mu     sync.Mutex
 	wait   map[storage.ReceiptSubID]backoff // subscriptions whose last POST failed
-	stop   chan struct{}
+	busy   map[storage.ReceiptSubID]bool    // subscriptions with a POST in flight
+	slots  chan struct{}                    // one per worker
+	posts  sync.WaitGroup
+	// ctx ends with Stop: POSTs in flight are abandoned, their receipts
+	// left unacknowledged for the next node or start.
+	ctx    context.Context
+	cancel context.CancelFunc
 	done   chan struct{}
 }
 
@@ -125,21 +141,47 @@ type backoff struct {
 	delay time.Duration
 }
 
+// withHookDefaults fills the webhook settings left zero.
+func (c Config) withHookDefaults() Config {
+	if c.WebhookTimeout <= 0 {
+		c.WebhookTimeout = DefaultWebhookTimeout
+	}
+	if c.WebhookWorkers <= 0 {
+		c.WebhookWorkers = DefaultWebhookWorkers
+	}
+	if c.WebhookBackoff <= 0 {
+		c.WebhookBackoff = DefaultWebhookBackoff
+	}
+	if c.WebhookBackoffMax <= 0 {
+		c.WebhookBackoffMax = DefaultWebhookBackoffMax
+	}
+	c.WebhookBackoffMax = max(c.WebhookBackoffMax, c.WebhookBackoff)
+	return c
+}
+
 // Start runs the webhook dispatcher when webhooks are on; Stop ends it.
 func (a *API) Start() {
 	if !a.cfg.Enabled || !a.cfg.Webhooks {
 		return
 	}
-	d := &dispatcher{a: a, client: hookClient(a.cfg.WebhookInsecure), wait: map[storage.ReceiptSubID]backoff{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+	cfg := a.cfg.withHookDefaults()
+	client := hookClient(cfg.WebhookInsecure, cfg.WebhookTimeout)
+	if a.wrapHooks != nil {
+		client.Transport = a.wrapHooks(client.Transport)
+	}
+	d := &dispatcher{a: a, cfg: cfg, client: client,
+		wait: map[storage.ReceiptSubID]backoff{}, busy: map[storage.ReceiptSubID]bool{},
+		slots: make(chan struct{}, cfg.WebhookWorkers), done: make(chan struct{})}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
 	a.hooks = d
 	go d.run()
 }
 
-// Stop ends the dispatcher, waiting for its POSTs in flight.
+// Stop ends the dispatcher: POSTs in flight are cut off (their receipts
+// stay unacknowledged) and waited for.
 func (a *API) Stop() {
 	if a.hooks != nil {
-		close(a.hooks.stop)
+		a.hooks.cancel()
 		<-a.hooks.done
 		a.hooks = nil
 	}
@@ -147,11 +189,12 @@ func (a *API) Stop() {
 
 func (d *dispatcher) run() {
 	defer close(d.done)
-	tick := time.NewTicker(d.a.cfg.WebhookInterval)
+	defer d.posts.Wait()
+	tick := time.NewTicker(d.cfg.WebhookInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-d.stop:
+		case <-d.ctx.Done():
 			return
 		case <-tick.C:
 		}
@@ -159,28 +202,41 @@ func (d *dispatcher) run() {
 	}
 }
 
-// round goes once through every subscription with a webhook.
+// round goes once through every subscription with a webhook, handing
+// each one not in flight or backing off to a free worker.
 func (d *dispatcher) round() {
 	var after storage.ReceiptSubID
 	for {
 		var subs []storage.ReceiptSub
-		ctx, cancel := context.WithTimeout(context.Background(), d.a.cfg.StorageTimeout)
+		ctx, cancel := context.WithTimeout(d.ctx, d.cfg.StorageTimeout)
 		err := d.a.node.Timed(func() (err error) {
 			subs, err = d.a.store.ReceiptHooks(ctx, after, hookPage)
 			return err
 		})
 		cancel()
 		if err != nil {
-			d.a.log.Warn("receipt webhooks: list subscriptions", "error", err)
+			if d.ctx.Err() == nil {
+				d.a.log.Warn("receipt webhooks: list subscriptions", "error", err)
+			}
 			return
 		}
 		for i := range subs {
-			select {
-			case <-d.stop:
-				return
-			default:
+			if !d.claim(subs[i].ID) {
+				continue
 			}
-			d.deliver(&subs[i])
+			select {
+			case <-d.ctx.Done():
+				d.release(&subs[i], nil)
+				return
+			case d.slots <- struct{}{}:
+			}
+			d.posts.Add(1)
+			go func(sub storage.ReceiptSub) {
+				defer d.posts.Done()
+				err := d.post(&sub)
+				<-d.slots
+				d.release(&sub, err)
+			}(subs[i])
 		}
 		if len(subs) < hookPage {
 			return
@@ -189,22 +245,32 @@ func (d *dispatcher) round() {
 	}
 }
 
-// deliver POSTs sub's receipts, unless it is backing off.
-func (d *dispatcher) deliver(sub *storage.ReceiptSub) {
-	d.mu.Lock()
-	b, waiting := d.wait[sub.ID]
-	d.mu.Unlock()
-	if waiting && time.Now().Before(b.until) {
-		return
-	}
-	err := d.post(sub)
+// claim marks sub in flight unless it already is or is backing off.
+func (d *dispatcher) claim(sub storage.ReceiptSubID) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if b, waiting := d.wait[sub]; d.busy[sub] || waiting && time.Now().Before(b.until) {
+		return false
+	}
+	d.busy[sub] = true
+	return true
+}
+
+// release ends sub's POST: err starts or lengthens its backoff, success
+// clears it.
+func (d *dispatcher) release(sub *storage.ReceiptSub, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.busy, sub.ID)
 	if err == nil {
 		delete(d.wait, sub.ID)
 		return
 	}
-	b.delay = min(max(2*b.delay, hookBackoff), hookBackoffMax)
+	if d.ctx.Err() != nil {
+		return // cut off by Stop: not the webhook's failure
+	}
+	b := d.wait[sub.ID]
+	b.delay = min(max(2*b.delay, d.cfg.WebhookBackoff), d.cfg.WebhookBackoffMax)
 	b.until = time.Now().Add(b.delay)
 	d.wait[sub.ID] = b
 	d.a.hookFailed.Inc()
@@ -214,7 +280,7 @@ func (d *dispatcher) deliver(sub *storage.ReceiptSub) {
 // post sends one batch of sub's receipts and acknowledges them on a 2xx.
 func (d *dispatcher) post(sub *storage.ReceiptSub) error {
 	var got []storage.Receipt
-	ctx, cancel := context.WithTimeout(context.Background(), d.a.cfg.StorageTimeout)
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.StorageTimeout)
 	err := d.a.node.Timed(func() (err error) {
 		got, err = d.a.store.Receipts(ctx, sub.ID, hookBatch)
 		return err
@@ -226,7 +292,7 @@ func (d *dispatcher) post(sub *storage.ReceiptSub) error {
 	body, _ := json.Marshal(struct {
 		Receipts []Receipt `json:"receipts"`
 	}{d.a.receiptsJSON(got)})
-	req, err := http.NewRequest(http.MethodPost, sub.Webhook, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(d.ctx, http.MethodPost, sub.Webhook, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -245,7 +311,8 @@ func (d *dispatcher) post(sub *storage.ReceiptSub) error {
 	for i := range got {
 		ids[i] = got[i].ID
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), d.a.cfg.StorageTimeout)
+	// Acknowledged even when Stop came meanwhile: the webhook took them.
+	ctx, cancel = context.WithTimeout(context.Background(), d.cfg.StorageTimeout)
 	defer cancel()
 	if err := d.a.node.Timed(func() error { return d.a.store.AckReceipts(ctx, sub.ID, ids) }); err != nil {
 		return fmt.Errorf("acknowledge after the webhook took them: %w", err)
