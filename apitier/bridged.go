@@ -53,9 +53,6 @@ func bridgedPushID(m *token.MessageID) uuid.UUID {
 	return uuid.NewSHA1(bridgedPushNS, name[:])
 }
 
-// withdrawCause is the attempt log's cause of a withdrawn bridged push.
-const withdrawCause = "withdrawn by the application server (DELETE of its Location) before it was sent"
-
 // routeBridged queues the notification m names for u, a bridged user,
 // through the sender.
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -26,7 +27,10 @@ import (
 // nothing to delete: a message already delivered and acked, delivered
 // directly and never stored, or already handed to FCM or APNs, cannot be
 // recalled. With the sender wired, a DELETE costs one more read (the
-// push's), as the id does not say whether its user is bridged.
+// push's), as the id does not say whether its user is bridged. A tracked
+// message's fate settles as dropped, withdrawn (tracking.Withdrawn; a
+// withdrawn bridged push's in bridge.Settled), which costs a read of
+// the fate.
 func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *reqState) {
 	id, err := s.keys.ParseMessageID(c.Param("message_id"))
 	if err != nil {
@@ -38,7 +42,7 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 	defer cancel()
 	if s.pushes != nil && id.SortKey != 0 {
 		start := time.Now()
-		withdrawn, err := s.pushes.Withdraw(sctx, bridgedPushID(&id), withdrawCause)
+		withdrawn, err := s.pushes.Withdraw(sctx, bridgedPushID(&id), bridge.WithdrawCause)
 		s.metrics.storage(start, err)
 		if err != nil {
 			s.writeError(c, st, s.storageError("withdraw bridged push", err))
@@ -64,6 +68,9 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 	if err != nil {
 		s.writeError(c, st, s.storageError("delete message", err))
 		return
+	}
+	if s.tracker.On() {
+		s.tracker.Withdrawn(sctx, uuid.UUID(id.UAID), c.Param("message_id"))
 	}
 	s.metrics.deleted.Inc()
 	c.SetStatusCode(http.StatusNoContent)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	"github.com/autopush-go/autopush/apitier/receipts"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
@@ -172,9 +173,10 @@ func wantReceipt(t *testing.T, r receipt, state, reason string) {
 // delivered receipt per acked push, direct or stored; one not-delivered
 // receipt, with its reason, per push that expired (TTL passed, or TTL 0
 // with nobody connected), was replaced by a newer one of its Topic,
-// whose channel was unsubscribed or whose user agent was reset past
-// msg-limit; for a bridged user agent's, handed to the provider or
-// refused by it; none for pushes without Push-Receipt; and nothing of a
+// whose channel was unsubscribed, whose user agent was reset past
+// msg-limit, or that its application server withdrew (DELETE) while
+// stored or queued for a bridge; for a bridged user agent's, handed to
+// the provider or refused by it; none for pushes without Push-Receipt; and nothing of a
 // subscription to another VAPID key. Then the milestones add up: every
 // tracked push ended in exactly one terminal state.
 func TestReceipts(t *testing.T) {
@@ -258,6 +260,26 @@ func TestReceipts(t *testing.T) {
 			}
 			wantReceipt(t, a.await(t, loc), "dropped", "unsubscribed")
 
+			// Withdrawn (DELETE of its Location) while stored: dropped,
+			// and never delivered. A DELETE of one already written to its
+			// user agent changes nothing: its ack still counts.
+			away = st.Left(t)
+			withdrawn := a.push(t, away, "withdrawn", true)
+			tracked++
+			deleteMessage(t, withdrawn)
+			wantReceipt(t, a.await(t, withdrawn), "dropped", "withdrawn")
+			back = st.Reconnect(t, away)
+			a.push(t, back, "after", false)
+			if got := back.Receive(t); got != "after" {
+				t.Fatalf("received %q after the withdrawn push, want the next one", got)
+			}
+			loc = a.push(t, on, "in hands", true)
+			tracked++
+			n := on.Notification(t)
+			deleteMessage(t, loc)
+			on.Ack(on.CHID, n.Version)
+			wantReceipt(t, a.await(t, loc), "delivered", "")
+
 			// msg-limit 3: a backlog of 4 resets the user agent.
 			flood := st.Left(t)
 			var backlog []string
@@ -282,6 +304,20 @@ func TestReceipts(t *testing.T) {
 			tracked++
 			wantReceipt(t, a.await(t, loc), "errored", "")
 
+			// Withdrawn while it waits out FCM's 429 in the sender.
+			throttled := fcmfake.Error(429, "RESOURCE_EXHAUSTED", "quota", "QUOTA_EXCEEDED")
+			throttled.Header = http.Header{"Retry-After": {"3600"}}
+			st.FCM.Queue(throttled)
+			d = registerDevice(t, st, "fcm", stacktest.FCMApp, "fcm-receipt-token-0003")
+			loc = a.push(t, &stacktest.Subscriber{Endpoint: d.Endpoint}, "", true)
+			tracked++
+			waitFor(t, "the bridged push to wait for its retry", func() bool {
+				ps := pushesOf(t, st, d.UAID)
+				return len(ps) == 1 && ps[0].State == storage.PushRetry
+			})
+			deleteMessage(t, loc)
+			wantReceipt(t, a.await(t, loc), "dropped", "withdrawn")
+
 			// Another key can neither read the subscription nor name it.
 			b := newApp(t, st, subscribeLink(t, first))
 			other := apitiertest.Send(t, http.MethodGet, a.sub, nil, "Authorization", st.Authorization(t, b.signer))
@@ -305,13 +341,21 @@ func TestReceipts(t *testing.T) {
 			if m.Counts["received"] != int64(tracked) || m.Terminal != int64(tracked) || m.Pending != 0 {
 				t.Fatalf("milestones %+v: want %d received, all settled", m, tracked)
 			}
-			for name, want := range map[string]int64{"delivered": 5, "expired": 2, "dropped_topic_replaced": 1,
-				"dropped_unsubscribed": 1, "dropped_msg_limit": 4, "bridge_transmitted": 1, "errored": 1} {
+			for name, want := range map[string]int64{"delivered": 6, "expired": 2, "dropped_topic_replaced": 1,
+				"dropped_unsubscribed": 1, "dropped_msg_limit": 4, "dropped_withdrawn": 2, "bridge_transmitted": 1, "errored": 1} {
 				if m.Counts[name] != want {
 					t.Errorf("milestone %s: %d, want %d (%+v)", name, m.Counts[name], want, m.Counts)
 				}
 			}
 		})
+	}
+}
+
+// deleteMessage is the application server's DELETE of a push's Location.
+func deleteMessage(t *testing.T, location string) {
+	t.Helper()
+	if del := apitiertest.Send(t, http.MethodDelete, location, nil); del.Status != http.StatusNoContent {
+		t.Fatalf("DELETE %s: %d %s", location, del.Status, del.Body)
 	}
 }
 

@@ -91,12 +91,15 @@ const (
 	// DropUserGone: the user agent's record was removed (a bridge's
 	// device token is gone, or the user was dropped).
 	DropUserGone
+	// DropWithdrawn: its application server deleted it (DELETE of its
+	// Location) while it was stored, or queued for a bridge provider.
+	DropWithdrawn
 )
 
 // DropReasons lists every reason but DropNone.
-var DropReasons = []DropReason{DropUnsubscribed, DropTopicReplaced, DropMsgLimit, DropUserGone}
+var DropReasons = []DropReason{DropUnsubscribed, DropTopicReplaced, DropMsgLimit, DropUserGone, DropWithdrawn}
 
-var dropNames = [...]string{"", "unsubscribed", "topic_replaced", "msg_limit", "user_gone"}
+var dropNames = [...]string{"", "unsubscribed", "topic_replaced", "msg_limit", "user_gone", "withdrawn"}
 
 // String is the reason's name.
 func (r DropReason) String() string {

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +37,7 @@ type Store interface {
 	Settle(ctx context.Context, uaid uuid.UUID, id storage.FateID, s storage.FateState, reason storage.DropReason) (bool, error)
 	SettleTopic(ctx context.Context, uaid, chid uuid.UUID, topic string, keep storage.FateID) (int, error)
 	SettleExpired(ctx context.Context, now time.Time, limit int) (int, error)
+	GetFate(ctx context.Context, uaid uuid.UUID, id storage.FateID) (storage.Fate, error)
 	MilestoneCounts(ctx context.Context) (map[storage.Milestone]int64, error)
 }
 
@@ -143,6 +145,30 @@ func (t *Tracker) Replaced(ctx context.Context, uaid uuid.UUID, n *protocol.Noti
 	chid, _ := protocol.ParseChannelID(n.ChannelID)
 	if _, err := t.store.SettleTopic(ctx, uaid, chid, n.Topic, storage.NewFateID(n.Version)); err != nil {
 		t.failed("settle replaced topic messages", err)
+	}
+}
+
+// Withdrawn settles the tracked message messageID of uaid, just deleted
+// from storage by its application server (DELETE /m/{id}), as dropped,
+// withdrawn, if it was stored there. One handed to a node or written to
+// its user agent is left to its ack or expiry: the delete did not reach
+// it. (A user agent reading its stored messages at the very moment of
+// the delete can still get it, receipted withdrawn.) An untracked
+// message has no fate: nothing to do.
+func (t *Tracker) Withdrawn(ctx context.Context, uaid uuid.UUID, messageID string) {
+	id := storage.NewFateID(messageID)
+	f, err := t.store.GetFate(ctx, uaid, id)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return
+	case err != nil:
+		t.failed("read a withdrawn message's fate", err)
+		return
+	case f.State != storage.FateStored:
+		return
+	}
+	if _, err := t.store.Settle(ctx, uaid, id, storage.FateDropped, storage.DropWithdrawn); err != nil {
+		t.failed("settle a withdrawn message", err)
 	}
 }
 

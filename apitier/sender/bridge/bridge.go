@@ -253,22 +253,30 @@ type Store interface {
 	SettleUser(ctx context.Context, uaid, chid uuid.UUID, reason storage.DropReason) (int, error)
 }
 
+// WithdrawCause is the attempt log's cause of a bridged push withdrawn
+// by its application server (DELETE of its Location).
+const WithdrawCause = "withdrawn by the application server (DELETE of its Location) before it was sent"
+
 // Settled returns the sender's OnFinal handler: a tracked WebPush
 // message's fate (docs/receipts.md) ends with its bridged push, as
 // bridge_transmitted when the provider took it (SENT: FCM and APNs
-// confirm no delivery to the device) and as errored when it did not
-// (FAILED: refused, withdrawn, expired before it could be sent;
-// GIVEN_UP).
+// confirm no delivery to the device), as dropped, withdrawn when its
+// application server withdrew it (FAILED with WithdrawCause), and as
+// errored when it was not sent otherwise (FAILED: refused, expired
+// before it could be sent; GIVEN_UP).
 func (b *Bridges) Settled(store Store) func(ctx context.Context, p storage.Push) {
 	return func(ctx context.Context, p storage.Push) {
 		if p.Bridge == nil || p.Bridge.Fate == "" {
 			return
 		}
-		state := storage.FateErrored
-		if p.State == storage.PushSent {
+		state, reason := storage.FateErrored, storage.DropNone
+		switch a := p.LastAttempt(); {
+		case p.State == storage.PushSent:
 			state = storage.FateBridgeTransmitted
+		case p.State == storage.PushFailed && a != nil && a.Cause == WithdrawCause:
+			state, reason = storage.FateDropped, storage.DropWithdrawn
 		}
-		if _, err := store.Settle(ctx, p.Bridge.UAID, storage.NewFateID(p.Bridge.Fate), state, storage.DropNone); err != nil {
+		if _, err := store.Settle(ctx, p.Bridge.UAID, storage.NewFateID(p.Bridge.Fate), state, reason); err != nil {
 			b.log.Warn("tracked bridged push: fate not settled; it settles as expired", "push", p.ID, "state", state.String(), "error", err)
 		}
 	}
