@@ -61,7 +61,16 @@ const (
 	// mFateErrors: a tracked push's milestone (handed to a node, stored,
 	// dropped, replaced, expired) that storage could not record.
 	mFateErrors = "autoendpoint_fate_errors_total"
+	// mLostCounts: milestone increments this node's storage client
+	// could not apply (a CQL counter write that failed is never retried:
+	// it may have applied). The milestones may be short by its sum over
+	// the nodes; never counted twice.
+	mLostCounts = "autoendpoint_milestone_counts_lost_total"
 )
+
+// lostCounter is a store whose milestone counts can fall short
+// (scylla's counters); one without it keeps them exact.
+type lostCounter interface{ LostMilestoneCounts() int64 }
 
 // Tracker decides which pushes are tracked and records their fates.
 // Goroutine-safe.
@@ -211,10 +220,16 @@ func (t *Tracker) counts(ctx context.Context) (map[storage.Milestone]int64, erro
 	return t.store.MilestoneCounts(ctx)
 }
 
-// WriteMetrics writes the fate errors and, when tracking is on, the
-// milestone counts (missing, not wrong, when storage does not answer).
+// WriteMetrics writes the fate errors, the milestone increments this
+// node lost and, when tracking is on, the milestone counts (missing, not
+// wrong, when storage does not answer).
 func (t *Tracker) WriteMetrics(w io.Writer) {
 	t.set.WritePrometheus(w)
+	var lost int64
+	if l, ok := t.store.(lostCounter); ok {
+		lost = l.LostMilestoneCounts()
+	}
+	fmt.Fprintf(w, "# TYPE %s counter\n%s %d\n", mLostCounts, mLostCounts, lost)
 	if !t.On() {
 		return
 	}

@@ -311,6 +311,11 @@ func (s *Store) count(ctx context.Context, id storage.FateID, m storage.Mileston
 	}
 }
 
+// LostMilestoneCounts is how many milestone increments this Store could
+// not apply since it opened: the milestone counts may be short by that
+// many (autoendpoint_milestone_counts_lost_total).
+func (s *Store) LostMilestoneCounts() int64 { return s.lostCounts.Load() }
+
 // SettleUser implements storage.FateStore: the user's partition, read
 // whole (paged), then an LWT for each unsettled fate (of chid, unless
 // uuid.Nil).

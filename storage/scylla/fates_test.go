@@ -446,7 +446,7 @@ func TestLostCountLogged(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if n := s.lostCounts.Load(); n != 2 || strings.Count(logged.String(), "milestone count lost") != 2 {
+	if n := s.LostMilestoneCounts(); n != 2 || strings.Count(logged.String(), "milestone count lost") != 2 {
 		t.Fatalf("%d counts lost, log:\n%s\nwant received's and delivered's", n, logged.String())
 	}
 }
