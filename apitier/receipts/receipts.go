@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -106,6 +107,7 @@ type API struct {
 	created, read, ack *metrics.Counter
 	hooked, hookFailed *metrics.Counter
 	hooks              *dispatcher // nil: webhooks off, or not started
+	owners             owners      // of the subscriptions pushes named
 	// wrapHooks, set by tests before Start, wraps the webhook client's
 	// transport (to watch its round trips).
 	wrapHooks func(http.RoundTripper) http.RoundTripper
@@ -196,21 +198,65 @@ func parseID(v string) (storage.ReceiptSubID, bool) {
 // own checks subscription id exists and is key's; another key's reads as
 // missing, so ids reveal nothing to other keys.
 func (a *API) own(ctx context.Context, id storage.ReceiptSubID, key [32]byte) *errno.HTTPError {
-	var sub storage.ReceiptSub
-	err := a.node.Timed(func() (err error) {
-		sub, err = a.store.GetReceiptSub(ctx, id)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil
+	owner, known := a.owners.get(id)
+	if !known {
+		var sub storage.ReceiptSub
+		missing := false
+		err := a.node.Timed(func() (err error) {
+			sub, err = a.store.GetReceiptSub(ctx, id)
+			if errors.Is(err, storage.ErrNotFound) {
+				missing = true
+				return nil // an answer, not a storage failure
+			}
+			return err
+		})
+		switch {
+		case err != nil:
+			return a.node.StorageError("read receipt subscription", err)
+		case missing:
+			return errNoSub
 		}
-		return err
-	})
-	switch {
-	case err != nil:
-		return a.node.StorageError("read receipt subscription", err)
-	case sub.KeyHash != key:
+		owner = sub.KeyHash
+		a.owners.put(id, owner)
+	}
+	if owner != key {
 		return errNoSub
 	}
 	return nil
+}
+
+// ownersMax bounds the owners cache: ~100 bytes an entry.
+const ownersMax = 1 << 14
+
+// owners caches the VAPID key (sha256) that owns each receipt
+// subscription a push named: a subscription is never deleted and its key
+// never changes, so an entry is never wrong, and a push naming a known
+// subscription costs no storage read. When full, an arbitrary entry goes.
+type owners struct {
+	mu sync.Mutex
+	m  map[storage.ReceiptSubID][32]byte
+}
+
+func (o *owners) get(id storage.ReceiptSubID) ([32]byte, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k, ok := o.m[id]
+	return k, ok
+}
+
+func (o *owners) put(id storage.ReceiptSubID, key [32]byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[storage.ReceiptSubID][32]byte{}
+	}
+	if len(o.m) >= ownersMax {
+		for k := range o.m {
+			delete(o.m, k)
+			break
+		}
+	}
+	o.m[id] = key
 }
 
 // PushReceipt reads a push's Push-Receipt header value v: the

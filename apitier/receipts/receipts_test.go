@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -95,5 +97,51 @@ func TestWebhookGuards(t *testing.T) {
 	}
 	if err := New(Config{Enabled: true, Webhooks: true, WebhookInsecure: true}, nil, nil, nil).checkWebhook(srv.URL); err != nil {
 		t.Fatalf("insecure: an http webhook refused: %v", err)
+	}
+}
+
+// countingStore counts the subscription reads of the store it wraps.
+type countingStore struct {
+	Store
+	reads atomic.Int32
+}
+
+func (c *countingStore) GetReceiptSub(ctx context.Context, id storage.ReceiptSubID) (storage.ReceiptSub, error) {
+	c.reads.Add(1)
+	return c.Store.GetReceiptSub(ctx, id)
+}
+
+// TestPushReceiptOwners: a push naming a subscription is checked against
+// its key with one storage read the first time and none after (the
+// owner is cached); another key is refused from the cache too; an id
+// that names nothing is read each time and refused.
+func TestPushReceiptOwners(t *testing.T) {
+	s := &countingStore{Store: hookStore(t)}
+	a := New(Config{Enabled: true, EndpointURL: "https://push.example", StorageTimeout: 5 * time.Second}, s, testNode{}, nil)
+	ctx := context.Background()
+	sub := storage.ReceiptSub{KeyHash: [32]byte{7}, Created: time.Now()}
+	rand.Read(sub.ID[:])
+	et.Must(t, s.PutReceiptSub(ctx, sub), "put the subscription")
+	for i := range 3 {
+		id, e := a.PushReceipt(ctx, a.URL(sub.ID), sub.KeyHash, true)
+		if e != nil || id != sub.ID {
+			t.Fatalf("push %d: %x %v", i, id, e)
+		}
+	}
+	if _, e := a.PushReceipt(ctx, a.URL(sub.ID), [32]byte{8}, true); e != errPushReceipt {
+		t.Fatalf("another key's push: %v, want errPushReceipt", e)
+	}
+	if n := s.reads.Load(); n != 1 {
+		t.Fatalf("%d subscription reads for four pushes naming it, want 1", n)
+	}
+	var none storage.ReceiptSubID
+	rand.Read(none[:])
+	for range 2 {
+		if _, e := a.PushReceipt(ctx, a.URL(none), sub.KeyHash, true); e != errPushReceipt {
+			t.Fatalf("a push naming no subscription: %v, want errPushReceipt", e)
+		}
+	}
+	if n := s.reads.Load(); n != 3 {
+		t.Fatalf("%d subscription reads, want 3 (a missing one is not cached)", n)
 	}
 }
