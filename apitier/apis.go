@@ -69,7 +69,7 @@ func (s *Server) newAPIs() error {
 	s.megAPI = megaphone.New(megaphone.Config{Tokens: s.cfg.BroadcastTokens, ReaderTokens: s.cfg.BroadcastReaderTokens,
 		StorageTimeout: s.cfg.StorageTimeout}, s.store, apiNode{s}, s.log)
 	s.recAPI = receipts.New(receipts.Config{Enabled: s.cfg.Receipts, EndpointURL: s.cfg.EndpointURL,
-		MaxWait: s.cfg.ReceiptMaxWait, StorageTimeout: s.cfg.StorageTimeout, Webhooks: s.cfg.ReceiptWebhooks,
+		MaxWait: s.cfg.ReceiptMaxWait, MaxWaiting: s.cfg.ReceiptMaxWaiting, StorageTimeout: s.cfg.StorageTimeout, Webhooks: s.cfg.ReceiptWebhooks,
 		WebhookInterval: s.cfg.ReceiptWebhookInterval, WebhookInsecure: s.cfg.ReceiptWebhookInsecure,
 		WebhookTimeout: s.cfg.ReceiptWebhookTimeout, WebhookWorkers: s.cfg.ReceiptWebhookWorkers}, s.store, apiNode{s}, s.log)
 	return nil

@@ -209,6 +209,11 @@ type Config struct {
 	// (its wait parameter). Keep it below the idle timeout of the load
 	// balancer in front. Default 30s.
 	ReceiptMaxWait time.Duration `conf:"receipt-max-wait" help:"longest wait of a long-polling receipts GET"`
+	// ReceiptMaxWaiting bounds the long-polling receipts GETs waiting at
+	// once on this node: each reads storage ten times a second while it
+	// waits. One more that would wait is answered 429 with Retry-After:
+	// 1. Default 512.
+	ReceiptMaxWaiting int `conf:"receipt-max-waiting" help:"long-polling receipts GETs waiting at once (beyond: 429)"`
 	// ReceiptWebhooks lets a receipt subscription name a webhook its
 	// receipts are POSTed to (signed; at least once; docs/receipts.md).
 	// This node then calls URLs application servers chose: https only,
@@ -263,6 +268,7 @@ func DefaultConfig() Config {
 		BridgeMaxChannels:       DefaultBridgeMaxChannels,
 		PushClientsPoll:         10 * time.Second,
 		ReceiptMaxWait:          30 * time.Second,
+		ReceiptMaxWaiting:       receipts.DefaultMaxWaiting,
 		FateSweepInterval:       time.Second,
 		ReceiptWebhookInterval:  time.Second,
 		ReceiptWebhookTimeout:   receipts.DefaultWebhookTimeout,
@@ -305,8 +311,8 @@ func (c *Config) Validate() error {
 	case c.MaxConnectionsPerSource < 0:
 		return errors.New("apitier: config: max-connections-per-source must not be negative")
 	case c.ReceiptMaxWait <= 0 || c.FateSweepInterval <= 0 || c.ReceiptWebhookInterval <= 0 ||
-		c.ReceiptWebhookTimeout <= 0 || c.ReceiptWebhookWorkers < 1:
-		return errors.New("apitier: config: receipt-max-wait, fate-sweep-interval, receipt-webhook-interval, receipt-webhook-timeout and receipt-webhook-workers must be positive")
+		c.ReceiptWebhookTimeout <= 0 || c.ReceiptWebhookWorkers < 1 || c.ReceiptMaxWaiting < 1:
+		return errors.New("apitier: config: receipt-max-wait, receipt-max-waiting, fate-sweep-interval, receipt-webhook-interval, receipt-webhook-timeout and receipt-webhook-workers must be positive")
 	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0:
 		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels and push-clients-poll must not be negative")
 	}

@@ -482,3 +482,68 @@ func TestReceiptWebhook(t *testing.T) {
 		"Authorization", st.Authorization(t, signer))
 	apitiertest.WantError(t, ans, http.StatusBadRequest, errno.None)
 }
+
+// TestReceiptReadsWaiting: long-polling GETs waiting at once are bounded
+// (receipt-max-waiting, here 1): one more that would wait is answered
+// 429 with Retry-After at once, while one that need not wait (wait=0) is
+// answered as always; the waiting one still gets its receipt, and its
+// slot is free again after.
+func TestReceiptReadsWaiting(t *testing.T) {
+	st := receiptStack(t, "embedded", stacktest.NewSigner(t), func(c *stack.Config) { c.API.ReceiptMaxWaiting = 1 })
+	on := st.Subscribe(t, "")
+	first := st.Push(t, on.Endpoint, on, "hello", nil)
+	on.Receive(t)
+	a := newApp(t, st, subscribeLink(t, first))
+	get := func(wait int) (*http.Response, []byte, error) {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s?wait=%d", a.sub, wait), nil)
+		req.Header.Set("Authorization", st.Authorization(t, a.signer))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp, body, err
+	}
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	waited := make(chan answer, 1)
+	go func() {
+		resp, body, err := get(25)
+		if err != nil {
+			waited <- answer{err: err}
+			return
+		}
+		waited <- answer{status: resp.StatusCode, body: body}
+	}()
+	const gauge = "autoendpoint_receipt_reads_waiting"
+	waitFor(t, "one GET waiting", func() bool { return metric(t, st, gauge) == 1 })
+	resp, body, err := get(25)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("a second waiting GET: %v %v %s; want 429 with Retry-After 1", resp, err, body)
+	}
+	if n := a.pending(t); n != 0 {
+		t.Fatalf("a GET without wait found %d receipts", n)
+	}
+	loc := a.push(t, on, "awaited", true)
+	on.Receive(t)
+	var got answer
+	select {
+	case got = <-waited:
+	case <-time.After(et.Patience):
+		t.Fatal("the waiting GET did not answer")
+	}
+	var in struct{ Receipts []receipt }
+	if got.err != nil || got.status != http.StatusOK || json.Unmarshal(got.body, &in) != nil ||
+		len(in.Receipts) != 1 || in.Receipts[0].Location != loc || in.Receipts[0].State != "delivered" {
+		t.Fatalf("the waiting GET: %d %v %s; want the delivered receipt of %s", got.status, got.err, got.body, loc)
+	}
+	waitFor(t, "no GET waiting", func() bool { return metric(t, st, gauge) == 0 })
+	a.seen = map[string]receipt{}
+	if r := a.read(t, 1); len(r) != 1 { // the slot is free: this one may wait
+		t.Fatalf("read after the wait: %+v", r)
+	}
+}

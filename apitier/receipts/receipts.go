@@ -2,6 +2,7 @@ package receipts
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -75,6 +76,10 @@ type Config struct {
 	EndpointURL string
 	// MaxWait is receipt-max-wait, the longest wait of a GET.
 	MaxWait time.Duration
+	// MaxWaiting is receipt-max-waiting, the GETs waiting at once; one
+	// more that would wait is answered 429 with Retry-After. Zero:
+	// DefaultMaxWaiting.
+	MaxWaiting int
 	// StorageTimeout bounds each storage call (storage-timeout).
 	StorageTimeout time.Duration
 	// Webhooks is receipt-webhooks: subscriptions may name a webhook
@@ -106,8 +111,9 @@ type API struct {
 	set                *metrics.Set
 	created, read, ack *metrics.Counter
 	hooked, hookFailed *metrics.Counter
-	hooks              *dispatcher // nil: webhooks off, or not started
-	owners             owners      // of the subscriptions pushes named
+	hooks              *dispatcher   // nil: webhooks off, or not started
+	waiting            chan struct{} // one per GET waiting for a receipt
+	owners             owners        // of the subscriptions pushes named
 	// wrapHooks, set by tests before Start, wraps the webhook client's
 	// transport (to watch its round trips).
 	wrapHooks func(http.RoundTripper) http.RoundTripper
@@ -117,6 +123,13 @@ type API struct {
 // receipt read twice counts twice), acknowledged, POSTed to webhooks
 // (and taken), and webhook POSTs that failed.
 const mReceipts = "autoendpoint_receipts_total"
+
+// mWaiting: GETs waiting for a receipt (at most MaxWaiting).
+const mWaiting = "autoendpoint_receipt_reads_waiting"
+
+// DefaultMaxWaiting is MaxWaiting's default: at most ten storage reads
+// a second each, 5,120 a second in all.
+const DefaultMaxWaiting = 512
 
 // New makes the routes.
 func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
@@ -128,6 +141,8 @@ func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
 	a.ack = a.set.NewCounter(mReceipts + `{result="acked"}`)
 	a.hooked = a.set.NewCounter(mReceipts + `{result="webhook"}`)
 	a.hookFailed = a.set.NewCounter(mReceipts + `{result="webhook_failed"}`)
+	a.waiting = make(chan struct{}, cmp.Or(max(cfg.MaxWaiting, 0), DefaultMaxWaiting))
+	a.set.NewGauge(mWaiting, func() float64 { return float64(len(a.waiting)) })
 	return a
 }
 
@@ -168,6 +183,8 @@ var (
 		Message: "Push-Receipt names no receipt subscription of this push's VAPID key"}
 	errPushReceiptAuth = &errno.HTTPError{Status: http.StatusUnauthorized, Errno: errno.InvalidAuth,
 		Message: "Push-Receipt needs a VAPID Authorization"}
+	errBusy = &errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None,
+		Message: "too many receipt reads are waiting on this node: read again after Retry-After"}
 	errQuery = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
 		Message: "wait must be whole seconds, 0 to 3600, and limit 1 to 1000"}
 	errAck = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
@@ -370,7 +387,7 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 	}
 	deadline := time.Now().Add(min(wait, a.cfg.MaxWait))
 	var got []storage.Receipt
-	for {
+	for waiting := false; ; {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
 		err := a.node.Timed(func() (err error) {
 			got, err = a.store.Receipts(sctx, id, limit)
@@ -383,6 +400,19 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 		}
 		if len(got) > 0 || !time.Now().Add(pollEvery).Before(deadline) || a.node.Draining() {
 			break
+		}
+		if !waiting {
+			// Each waiting GET reads storage every pollEvery: their
+			// number is bounded, beyond it a GET is told to come back.
+			select {
+			case a.waiting <- struct{}{}:
+				defer func() { <-a.waiting }()
+				waiting = true
+			default:
+				c.Response.Header.Set("Retry-After", "1")
+				x.Fail(errBusy)
+				return
+			}
 		}
 		time.Sleep(pollEvery)
 	}
