@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/apitiertest"
+	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/stack"
@@ -216,5 +219,80 @@ func TestSendReceipt(t *testing.T) {
 
 	if _, _, err := runT(t, "send", "-endpoint", sub.Endpoint, "-receipt"); !errors.Is(err, errUsage) {
 		t.Fatalf("-receipt without -vapid-private: %v", err)
+	}
+}
+
+// TestSendReceiptBusy: when the node already has as many receipt reads
+// waiting as it keeps (receipt-max-waiting, here 1), send -receipt's
+// wait is answered 429; it reads again after Retry-After and gets its
+// receipt once the slot is free.
+func TestSendReceiptBusy(t *testing.T) {
+	st := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) {
+		c.API.Receipts, c.API.FateSweepInterval, c.API.ReceiptMaxWaiting = true, 100*time.Millisecond, 1
+	}})
+	_, priv := keys(t)
+	// Another application server's read holds the one slot.
+	other := stacktest.NewSigner(t)
+	ans := apitiertest.Send(t, http.MethodPost, st.EndpointURL()+"/receipts", nil, "Authorization", st.Authorization(t, other))
+	if ans.Status != http.StatusCreated {
+		t.Fatalf("POST /receipts: %d %s", ans.Status, ans.Body)
+	}
+	otherSub := ans.Header.Get("Location")
+	held := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, otherSub+"?wait=25", nil)
+		req.Header.Set("Authorization", st.Authorization(t, other))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			held <- 0
+			return
+		}
+		resp.Body.Close()
+		held <- resp.StatusCode
+	}()
+	series := func(name string) float64 {
+		_, text := st.Metrics(t)
+		for _, s := range stacktest.ParseMetrics(t, text) {
+			if s.Series == name {
+				return s.Value
+			}
+		}
+		return 0
+	}
+	et.Eventually(t, et.Patience, "the other read to wait", func() bool {
+		return series("autoendpoint_receipt_reads_waiting") == 1
+	})
+
+	away := st.Left(t)
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errs bytes.Buffer
+		err := run(context.Background(), []string{"send", "-sub", away.SubscriptionJSON(), "-data", "too late",
+			"-vapid-private", priv, "-receipt", "-ttl", "1", "-json"}, &out, &errs)
+		done <- result{out.String() + errs.String(), err}
+	}()
+	et.Eventually(t, et.Patience, "send -receipt's read to be answered 429", func() bool {
+		return series(`autoendpoint_requests_total{route="receipts_read",code="429"}`) >= 1
+	})
+	// Free the slot: the other application server's receipt comes.
+	on := st.Subscribe(t, "")
+	if a := st.Push(t, on.Endpoint, on, "freed", other, "Push-Receipt", otherSub); a.Status != http.StatusCreated {
+		t.Fatalf("push: %d %s", a.Status, a.Body)
+	}
+	on.Receive(t)
+	if code := <-held; code != http.StatusOK {
+		t.Fatalf("the other read: %d", code)
+	}
+	select {
+	case r := <-done:
+		if r.err == nil || !strings.Contains(r.err.Error(), "not delivered: expired") || !strings.Contains(r.out, `"state": "expired"`) {
+			t.Fatalf("send -receipt after a 429: %v\n%s", r.err, r.out)
+		}
+	case <-time.After(et.Patience):
+		t.Fatal("send -receipt did not finish")
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +66,10 @@ func (r *receiptSub) call(ctx context.Context, method, u string, body []byte, wa
 	if err != nil {
 		return nil, err
 	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		after, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return nil, busyError{after: time.Duration(max(after, 1)) * time.Second, body: string(bytes.TrimSpace(b))}
+	}
 	if resp.StatusCode != want {
 		return nil, fmt.Errorf("%s %s: %d %s", method, u, resp.StatusCode, bytes.TrimSpace(b))
 	}
@@ -74,6 +80,15 @@ func (r *receiptSub) call(ctx context.Context, method, u string, body []byte, wa
 	}
 	return resp, nil
 }
+
+// busyError is a 429: the node has as many receipt reads waiting as it
+// keeps (receipt-max-waiting); read again after Retry-After.
+type busyError struct {
+	after time.Duration
+	body  string
+}
+
+func (e busyError) Error() string { return fmt.Sprintf("429 (again in %v) %s", e.after, e.body) }
 
 // subscribe creates the receipt subscription (POST /receipts).
 func (r *receiptSub) subscribe(ctx context.Context) error {
@@ -90,11 +105,22 @@ func (r *receiptSub) subscribe(ctx context.Context) error {
 
 // await long-polls the subscription until the receipt of the push at
 // location comes, acknowledging every receipt it reads (this
-// subscription is pushsend's own).
+// subscription is pushsend's own). A 429 (too many reads waiting on the
+// node) is read again after its Retry-After.
 func (r *receiptSub) await(ctx context.Context, location string) (receipt, error) {
 	for {
 		var got struct{ Receipts []receipt }
-		if _, err := r.call(ctx, http.MethodGet, r.sub+"?wait=25", nil, http.StatusOK, &got); err != nil {
+		_, err := r.call(ctx, http.MethodGet, r.sub+"?wait=25", nil, http.StatusOK, &got)
+		var busy busyError
+		if errors.As(err, &busy) {
+			select {
+			case <-ctx.Done():
+				return receipt{}, fmt.Errorf("no receipt for %s: %w", location, ctx.Err())
+			case <-time.After(busy.after):
+				continue
+			}
+		}
+		if err != nil {
 			return receipt{}, err
 		}
 		var ids []string
