@@ -321,6 +321,9 @@ func (s *Store) settleListed(ctx context.Context, op string, uaid uuid.UUID, rea
 	defer s.leave()
 	var ids []storage.FateID
 	err := s.scan(fatePrefix(uaid), nil, func(k, v []byte) (bool, error) {
+		if len(k) != 1+16+16 {
+			return true, nil // not a fate key: fateKey writes none such
+		}
 		id := storage.FateID(k[17:])
 		f, err := decodeFate(uaid, id, v)
 		if err != nil {
@@ -392,7 +395,7 @@ func (s *Store) SettleExpired(ctx context.Context, now time.Time, limit int) (in
 	return n, nil
 }
 
-// keysIn reads up to most keys in [lower, upper) (expiry entries, the webhook index).
+// keysIn reads up to most keys in [lower, upper) (expiry entries).
 func (s *Store) keysIn(lower, upper []byte, most int) ([][]byte, error) {
 	var out [][]byte
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -559,6 +562,27 @@ func (s *Store) PutReceiptSub(ctx context.Context, sub storage.ReceiptSub) error
 	return nil
 }
 
+// hookKeyLen is the length of a webhook index key: the prefix and an id.
+const hookKeyLen = 1 + len(storage.ReceiptSubID{})
+
+// hookKeys lists up to most subscription ids of the webhook index from
+// lower on. Keys of another length are skipped: stores written before
+// Health's probe key moved out of the prefixes hold it as "health",
+// under prefixHook.
+func (s *Store) hookKeys(lower []byte, most int) ([]storage.ReceiptSubID, error) {
+	var out []storage.ReceiptSubID
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixHook + 1}})
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.First(); ok && len(out) < most; ok = it.Next() {
+		if k := it.Key(); len(k) == hookKeyLen {
+			out = append(out, storage.ReceiptSubID(k[1:]))
+		}
+	}
+	return out, errors.Join(it.Error(), it.Close())
+}
+
 // ReceiptHooks implements storage.FateStore: a scan of the webhook
 // index, then a read of each subscription.
 func (s *Store) ReceiptHooks(ctx context.Context, after storage.ReceiptSubID, limit int) ([]storage.ReceiptSub, error) {
@@ -573,13 +597,12 @@ func (s *Store) ReceiptHooks(ctx context.Context, after storage.ReceiptSubID, li
 	if after == (storage.ReceiptSubID{}) {
 		lower = []byte{prefixHook}
 	}
-	ids, err := s.keysIn(lower, []byte{prefixHook + 1}, limit)
+	ids, err := s.hookKeys(lower, limit)
 	if err != nil {
 		return nil, failed("receipt hooks", err)
 	}
 	out := make([]storage.ReceiptSub, 0, len(ids))
-	for _, k := range ids {
-		id := storage.ReceiptSubID(k[1:])
+	for _, id := range ids {
 		v, err := s.get(receiptSubKey(id))
 		if err != nil {
 			return nil, failed("receipt hooks", err)

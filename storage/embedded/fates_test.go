@@ -187,3 +187,42 @@ func FuzzDecodeFate(f *testing.F) {
 		}
 	})
 }
+
+// TestReceiptHooksSkipOldProbeKey: a store whose Health wrote its probe
+// as "health" (inside the webhook index's prefix, before the probe key
+// moved) still lists every webhook subscription, paged, and never takes
+// the probe for one (it once panicked on it).
+func TestReceiptHooksSkipOldProbeKey(t *testing.T) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	if err := s.db.Set([]byte("health"), []byte("2026-11-01T00:00:00Z"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Ids on both sides of the probe key, "h" 0x65...: 0x00.. and 0xff..
+	want := map[storage.ReceiptSubID]bool{}
+	for _, first := range []byte{0x00, 0x10, 0x65, 0x66, 0xff} {
+		sub := storage.ReceiptSub{ID: storage.ReceiptSubID{first, 1}, Webhook: "https://app.example/r", WebhookSecret: "s", Created: time.Now()}
+		if err := s.PutReceiptSub(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		want[sub.ID] = true
+	}
+	var after storage.ReceiptSubID
+	got := map[storage.ReceiptSubID]bool{}
+	for {
+		page, err := s.ReceiptHooks(ctx, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range page {
+			got[sub.ID] = true
+		}
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+}
