@@ -149,6 +149,19 @@ func finalPush(t *testing.T, st *stacktest.Stack, uaid string) storage.Push {
 func metric(t *testing.T, st *stacktest.Stack, series string) float64 {
 	t.Helper()
 	_, text := st.Metrics(t)
+	return seriesValue(t, text, series)
+}
+
+// engineMetric is metric for the engine's series (its node API's /metrics).
+func engineMetric(t *testing.T, st *stacktest.Stack, series string) float64 {
+	t.Helper()
+	text, _ := st.Metrics(t)
+	return seriesValue(t, text, series)
+}
+
+// seriesValue is series' value in a /metrics text; 0 when absent.
+func seriesValue(t *testing.T, text, series string) float64 {
+	t.Helper()
 	for _, s := range stacktest.ParseMetrics(t, text) {
 		if s.Series == series {
 			return s.Value

@@ -516,16 +516,6 @@ func TestE2ERouteCache(t *testing.T) {
 			t.Fatalf("route cache and stale counts:\n%s\nwant\n%s", got, want)
 		}
 	}
-	engine := func(series string) float64 {
-		t.Helper()
-		eng, _ := st.Metrics(t)
-		for _, s := range stacktest.ParseMetrics(t, eng) {
-			if s.Series == series {
-				return s.Value
-			}
-		}
-		return 0
-	}
 	// deliver pushes data to sub once the node has no storage job queued
 	// or running: a client whose hello's storage check or an ack's delete
 	// is still running is answered busy, and its push stored instead.
@@ -533,12 +523,12 @@ func TestE2ERouteCache(t *testing.T) {
 	// between a job's end and its client taking the result).
 	deliver := func(sub *stacktest.Subscriber, data string) (busy bool) {
 		t.Helper()
-		waitFor(t, "the node's storage jobs to finish", func() bool { return engine("autoconnect_pending_work") == 0 })
-		before := engine(`autoconnect_direct_total{result="busy"}`)
+		waitFor(t, "the node's storage jobs to finish", func() bool { return engineMetric(t, st, "autoconnect_pending_work") == 0 })
+		before := engineMetric(t, st, `autoconnect_direct_total{result="busy"}`)
 		id := push(t, st, sub, "60", data)
 		wantNotification(t, sub, id, data)
 		sub.Ack(sub.CHID, id)
-		return engine(`autoconnect_direct_total{result="busy"}`) > before
+		return engineMetric(t, st, `autoconnect_direct_total{result="busy"}`) > before
 	}
 	// learn delivers from storage until a push goes straight to sub's
 	// connection, which the cache then learns (a busy one was stored and

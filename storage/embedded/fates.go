@@ -571,16 +571,13 @@ const hookKeyLen = 1 + len(storage.ReceiptSubID{})
 // under prefixHook.
 func (s *Store) hookKeys(lower []byte, most int) ([]storage.ReceiptSubID, error) {
 	var out []storage.ReceiptSubID
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixHook + 1}})
-	if err != nil {
-		return nil, err
-	}
-	for ok := it.First(); ok && len(out) < most; ok = it.Next() {
-		if k := it.Key(); len(k) == hookKeyLen {
+	err := s.scan([]byte{prefixHook}, lower, func(k, _ []byte) (bool, error) {
+		if len(k) == hookKeyLen {
 			out = append(out, storage.ReceiptSubID(k[1:]))
 		}
-	}
-	return out, errors.Join(it.Error(), it.Close())
+		return len(out) < most, nil
+	})
+	return out, err
 }
 
 // ReceiptHooks implements storage.FateStore: a scan of the webhook
