@@ -12,8 +12,11 @@ import (
 )
 
 // loop runs fn after start, then again every interval after each run ends
-// (a fixed delay, as the seed's jobs), until Stop.
-func (s *Sender) loop(name string, start, interval time.Duration, fn func(context.Context)) {
+// (a fixed delay, as the seed's jobs), until Stop. A run that reports a
+// backlog (it moved a whole portion: more are due) is followed as soon as
+// the queues run low (fed), so that a backlog is sent at the provider's
+// pace rather than a portion per interval.
+func (s *Sender) loop(name string, start, interval time.Duration, fn func(context.Context) bool) {
 	t := time.NewTimer(start)
 	defer t.Stop()
 	for {
@@ -22,8 +25,38 @@ func (s *Sender) loop(name string, start, interval time.Duration, fn func(contex
 			return
 		case <-t.C:
 		}
-		fn(s.ctx)
+		if fn(s.ctx) {
+			s.fed(s.ctx, interval)
+			t.Reset(0)
+			continue
+		}
 		t.Reset(interval)
+	}
+}
+
+// fedPoll is how often fed looks at the queues while a backlog lasts.
+const fedPoll = 50 * time.Millisecond
+
+// fed waits, for at most max, until a lane that may send holds less than
+// half of a job's portion queued: the calls it has left cover the next
+// run's reads and claims, and the queue (what a stop hands back) stays
+// short.
+func (s *Sender) fed(ctx context.Context, max time.Duration) {
+	t := time.NewTicker(fedPoll)
+	defer t.Stop()
+	deadline := time.Now().Add(max)
+	low := (s.portion(min(s.cfg.PendingPortion, s.cfg.ScheduledPortion)) + 1) / 2
+	for time.Now().Before(deadline) {
+		for _, l := range s.lanes {
+			if l.gate.open() && l.queue.len() < low {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -31,31 +64,43 @@ func (s *Sender) loop(name string, start, interval time.Duration, fn func(contex
 // of due pushes: SCHEDULED ones whose window came, RETRY ones whose delay
 // passed, and IN_MEMORY ones whose node's lease expired (the node died or
 // stalled: taken over). It stops as soon as a queue is full, and skips
-// the pushes of a client that holds its share of the queue.
-func (s *Sender) sendScheduled(ctx context.Context) {
+// the pushes of a client that holds its share of the queue. It reports
+// whether it moved a whole portion.
+func (s *Sender) sendScheduled(ctx context.Context) bool {
 	left := s.portion(s.cfg.ScheduledPortion)
+	if left <= 0 {
+		return false
+	}
 	states := []storage.PushState{storage.PushScheduled, storage.PushRetry}
 	// Expired leases are rare (a node died) and their index is where
 	// every finished push's IN_MEMORY entry was deleted, so it is read
-	// once per tenth of a lease, not on every run.
-	if now := time.Now(); now.Sub(s.lastTakeover) >= s.cfg.Lease/10 {
+	// once per tenth of a lease, not on every run; but on every run
+	// while the last read found some (a dead node's queue is taken over
+	// at the pace, not a portion per tenth of a lease).
+	if now := time.Now(); s.takingOver || now.Sub(s.lastTakeover) >= s.cfg.Lease/10 {
 		s.lastTakeover = now
 		states = append(states, storage.PushInMemory)
 	}
 	for _, state := range states {
 		n, full := s.claimDue(ctx, jobScheduled, state, left)
+		if state == storage.PushInMemory {
+			s.takingOver = n > 0
+		}
 		left -= n
 		if full || left <= 0 {
-			return
+			return left <= 0 && !full
 		}
 	}
+	return false
 }
 
 // sendPending is the seed's SendPendingJob: it queues up to a portion of
 // PENDING pushes, stopping as soon as a queue is full, skipping a client's
-// that holds its share.
-func (s *Sender) sendPending(ctx context.Context) {
-	s.claimDue(ctx, jobPending, storage.PushPending, s.portion(s.cfg.PendingPortion))
+// that holds its share. It reports whether it moved a whole portion.
+func (s *Sender) sendPending(ctx context.Context) bool {
+	portion := s.portion(s.cfg.PendingPortion)
+	n, full := s.claimDue(ctx, jobPending, storage.PushPending, portion)
+	return portion > 0 && n >= portion && !full
 }
 
 // portion is this node's part of a job's portion: the portion times its
