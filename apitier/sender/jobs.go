@@ -3,7 +3,6 @@ package sender
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -137,12 +136,10 @@ func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushSta
 		}
 		return 0, false
 	}
-	// Claims are conditional writes (an LWT each on CQL): made 16 at a
-	// time, so a portion takes a few round trips, not one per push. A
-	// slot is reserved for each before its claim, in order, and the run
-	// stops at the first push that finds its queue full.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, claimConcurrency)
+	// A slot is reserved for each push, in order, before the claims,
+	// and the run stops at the first push that finds its queue full; the
+	// claims are then made together (claimAll).
+	var tries []claimTry
 	full := false
 	for i := range ps {
 		l := s.lanes[ps[i].Provider]
@@ -156,58 +153,98 @@ func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushSta
 			full = true
 			break
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			s.claimReserved(job, l, &ps[i])
-		}()
+		tries = append(tries, s.claimed(l, &ps[i]))
 	}
-	wg.Wait()
+	s.claimAll(ctx, job, tries)
 	return len(ps), full
 }
 
-// claimConcurrency bounds the claims a job run makes at once.
-const claimConcurrency = 16
-
-// claim takes p for this node and queues it. It reports false only when
-// p's queue is full; a push another node won, or of a provider this node
-// does not have, is skipped.
-func (s *Sender) claim(job string, p *storage.Push) bool {
-	l := s.lanes[p.Provider]
-	if l == nil {
-		return true
-	}
-	if !l.reserveSlot(p.Client) { // recovery runs before the queue opens
-		return false
-	}
-	s.claimReserved(job, l, p)
-	return true
+// claimTry is one push a job claims: next is it claimed (IN_MEMORY under
+// this node's lease, queued when queue), or handed to PENDING (recovery
+// without a queue slot), or made final (interrupted: no attempt left, or
+// sender-interrupted fail).
+type claimTry struct {
+	l     *lane
+	prev  *storage.Push
+	next  storage.Push
+	slot  bool // a queue slot is reserved for it
+	queue bool
 }
 
-// claimReserved claims p into the queue slot reserved for it (released
-// when the claim is lost or p goes straight to a final state).
-func (s *Sender) claimReserved(job string, l *lane, p *storage.Push) {
+// claimed is the claim of p into the slot reserved for it.
+func (s *Sender) claimed(l *lane, p *storage.Push) claimTry {
 	now := time.Now()
 	next := advance(p, storage.PushInMemory, now.Add(s.cfg.Lease).UnixMilli(), now)
 	next.Owner = s.node
 	queue := s.interrupted(l, &next, now)
-	if err := s.update(p, next); err != nil {
-		l.release(p.Client)
-		if errors.Is(err, storage.ErrConflict) {
-			s.m.claim(job, false)
+	return claimTry{l: l, prev: p, next: next, slot: true, queue: queue}
+}
+
+// pending is the hand-back of p, which has no queue slot, to the
+// SendPending job.
+func (s *Sender) pending(l *lane, p *storage.Push) claimTry {
+	now := time.Now()
+	next := advance(p, storage.PushPending, now.UnixMilli(), now)
+	s.interrupted(l, &next, now)
+	if !next.State.Final() {
+		next.State, next.At, next.TTL = storage.PushPending, now.UnixMilli(), 0
+	}
+	return claimTry{l: l, prev: p, next: next}
+}
+
+// claimBatch bounds the claims of one storage call: on CQL each is an LWT,
+// 64 of which run at once, and a batch must end within
+// sender-store-timeout on a loaded store.
+const claimBatch = 128
+
+// claimAll makes tries' conditional writes, claimBatch at a time
+// (storage.PushStore.UpdatePushes: a few round trips, not one per push),
+// and queues the pushes it claimed for the queue; the slot of any other is
+// released. A claim another node won is counted as lost. It stops when
+// ctx ends (the node stops): the pushes left keep their state.
+func (s *Sender) claimAll(ctx context.Context, job string, tries []claimTry) {
+	for len(tries) > 0 {
+		if ctx.Err() != nil {
+			for _, t := range tries {
+				if t.slot {
+					t.l.release(t.prev.Client)
+				}
+			}
 			return
 		}
-		s.m.storageError(stageQueue)
-		s.log.Error("push not claimed", "job", job, "push", p.ID, "error", err)
-		return
+		batch := tries[:min(len(tries), claimBatch)]
+		tries = tries[len(batch):]
+		updates := make([]storage.PushUpdate, len(batch))
+		for i := range batch {
+			updates[i] = storage.PushUpdate{Prev: batch[i].prev, Next: batch[i].next}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		errs := s.store.UpdatePushes(ctx, updates)
+		cancel()
+		for i, t := range batch {
+			err := errs[i]
+			switch {
+			case err == nil:
+				s.finished(&t.next)
+				if t.slot {
+					s.m.claim(job, true)
+				}
+			case errors.Is(err, storage.ErrConflict):
+				if t.slot {
+					s.m.claim(job, false)
+				}
+			default:
+				s.m.storageError(stageQueue)
+				s.log.Error("push not claimed", "job", job, "push", t.prev.ID, "error", err)
+			}
+			switch {
+			case err == nil && t.queue:
+				t.l.put(t.next)
+			case t.slot:
+				t.l.release(t.prev.Client)
+			}
+		}
 	}
-	s.m.claim(job, true)
-	if !queue {
-		l.release(p.Client)
-		return
-	}
-	l.put(next)
 }
 
 // interrupted handles a push whose last attempt is still IN_PROCESS: its
@@ -274,14 +311,20 @@ func (s *Sender) recover(ctx context.Context) {
 		}
 		cursor = next
 	}
+	// Recovery runs before the queues open: slots are taken whatever the
+	// clients' shares; those that find no slot go back to PENDING.
+	var tries []claimTry
 	for i := range own {
-		if ctx.Err() != nil {
-			return
-		}
-		if !s.claim(jobRecover, &own[i]) {
-			s.toPending(&own[i])
+		l := s.lanes[own[i].Provider]
+		switch {
+		case l == nil: // a provider this node does not have
+		case l.reserveSlot(own[i].Client):
+			tries = append(tries, s.claimed(l, &own[i]))
+		default:
+			tries = append(tries, s.pending(l, &own[i]))
 		}
 	}
+	s.claimAll(ctx, jobRecover, tries)
 	if len(own) > 0 {
 		s.log.Info("recovered this node's pushes", "node", s.node, "pushes", len(own))
 	}
@@ -312,20 +355,3 @@ func (s *Sender) listInMemory(ctx context.Context, cursor string) ([]storage.Pus
 
 // recoverTries is how many times recover tries each page.
 const recoverTries = 3
-
-// toPending hands a push back to the SendPending job.
-func (s *Sender) toPending(p *storage.Push) {
-	now := time.Now()
-	next := advance(p, storage.PushPending, now.UnixMilli(), now)
-	if l := s.lanes[p.Provider]; l != nil {
-		s.interrupted(l, &next, now)
-		if next.State.Final() {
-			_ = s.update(p, next)
-			return
-		}
-		next.State, next.At, next.TTL = storage.PushPending, now.UnixMilli(), 0
-	}
-	if err := s.update(p, next); err != nil && !errors.Is(err, storage.ErrConflict) {
-		s.m.storageError(stageQueue)
-	}
-}
