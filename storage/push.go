@@ -355,6 +355,17 @@ type PushStore interface {
 	// writes when State or At change.
 	UpdatePush(ctx context.Context, prev *Push, next Push) error
 
+	// UpdatePushes makes each update as UpdatePush would, each on its
+	// own: one whose stored version differs (ErrConflict), that is
+	// missing (ErrNotFound) or invalid (ErrInvalid) changes nothing and
+	// fails alone. It returns one error per update, in order, nil where
+	// it applied; at most MaxPushBatch updates. A stopping sender node
+	// hands its queue back this way, in far fewer round trips than an
+	// UpdatePush each. Embedded: 1 RT. Scylla: the new index entries in
+	// a few batches, an LWT per push (many at once), the old entries'
+	// deletes in a few batches.
+	UpdatePushes(ctx context.Context, updates []PushUpdate) []error
+
 	// DuePushes returns up to limit pushes in state whose At <= before
 	// (ms), the oldest At first. It reads only index entries that are
 	// due, so its cost is bounded by limit, never by how many pushes
@@ -417,6 +428,28 @@ type PushStore interface {
 	// UpdatePush, ErrConflict never means "my own write applied".
 	// Embedded: 1 RT. Scylla: an LWT.
 	PutRateShares(ctx context.Context, prev int64, next RateShares) error
+}
+
+// PushUpdate is one compare-and-set of UpdatePushes: Next over Prev, as
+// UpdatePush(ctx, Prev, Next).
+type PushUpdate struct {
+	Prev *Push
+	Next Push
+}
+
+// MaxPushBatch bounds the updates of one UpdatePushes call.
+const MaxPushBatch = 1000
+
+// ValidatePushUpdate checks an update passed to UpdatePush or
+// UpdatePushes: next valid, and prev's id one version on.
+func ValidatePushUpdate(prev *Push, next *Push) error {
+	if err := ValidatePush(next); err != nil {
+		return err
+	}
+	if prev == nil || next.ID != prev.ID || next.Version != prev.Version+1 {
+		return fmt.Errorf("next must be prev's id one version on: %w", ErrInvalid)
+	}
+	return nil
 }
 
 // RateShares is one provider account's rate divided among the sender nodes

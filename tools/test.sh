@@ -15,6 +15,9 @@
 #   tools/test.sh sender-crash  autoendpoint SIGKILLed mid-stream and restarted,
 #                               3 rounds of 6,000 pushes per backend and
 #                               policy (make test: 1 round of 1,500)
+#   tools/test.sh sender-stop   a sender node SIGTERMed with its queue full, 5
+#                               rounds of 5,000 per backend, and SIGKILLed for
+#                               the takeover (make test: 1 round of 1,500)
 #   tools/test.sh drain-loop    SIGTERM during pushes and acks, 20 rounds on
 #                               each backend (make test runs 3)
 #   tools/test.sh sender-cluster-faults  two sender nodes on a 3-node
@@ -78,6 +81,12 @@ fi
 if [ "$mode" = sender-crash ]; then
 	SENDER_CRASH_ROUNDS=${SENDER_CRASH_ROUNDS:-3} SENDER_CRASH_PUSHES=${SENDER_CRASH_PUSHES:-6000} go test -count=1 -v -timeout 60m \
 		-run '^TestCrashMidStream$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
+	exit "${PIPESTATUS[0]}"
+fi
+
+if [ "$mode" = sender-stop ]; then
+	SENDER_STOP_ROUNDS=${SENDER_STOP_ROUNDS:-5} SENDER_STOP_PUSHES=${SENDER_STOP_PUSHES:-5000} go test -count=1 -v -timeout 60m \
+		-run '^(TestStopHandsBack|TestKillTakeover)$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
 	exit "${PIPESTATUS[0]}"
 fi
 

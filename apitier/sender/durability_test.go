@@ -333,6 +333,12 @@ func (s *stallingStore) UpdatePush(ctx context.Context, prev *storage.Push, next
 	return err
 }
 
+func (s *stallingStore) UpdatePushes(ctx context.Context, updates []storage.PushUpdate) []error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.Store.UpdatePushes(ctx, updates)
+}
+
 // TestStalledWritesHoldNoCalls: sends wait for their planned calls with
 // their attempt rows already written, so while the store holds every
 // write the provider still gets the calls of those ahead (up to a quarter

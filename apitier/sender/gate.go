@@ -41,6 +41,7 @@ type gate struct {
 	parts   int           // this node's parts of the account's pace (of shareParts)
 	until   time.Time     // calls are planned only before this: the share's validity
 	changed chan struct{} // closed and replaced when parts or until change
+	closed  bool          // by Stop: no call is planned again
 
 	// The sends ahead: handed on by the reader and not yet called (or
 	// dropped), at most aheadMax: a quarter of a second of this node's
@@ -60,6 +61,9 @@ func newGate(pace float64) *gate {
 func (g *gate) set(parts int, until time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
 	local := g.pace * float64(parts) / shareParts
 	if parts != g.parts {
 		g.lim.SetLimit(rate.Limit(local))
@@ -70,6 +74,17 @@ func (g *gate) set(parts int, until time.Time) {
 	g.changed = make(chan struct{})
 	close(g.freed) // a larger look-ahead may let the reader on
 	g.freed = make(chan struct{})
+}
+
+// close ends the planning of calls for good (the node stops): from now
+// on the gate holds no share, and a renewal that was under way cannot
+// give it one back. Calls planned before are made at their time, within
+// planHorizon.
+func (g *gate) close() {
+	g.set(0, time.Time{})
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
 }
 
 // share returns the parts this node holds and until when.

@@ -3,7 +3,6 @@ package sender
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,8 +11,11 @@ import (
 )
 
 // loop runs fn after start, then again every interval after each run ends
-// (a fixed delay, as the seed's jobs), until Stop.
-func (s *Sender) loop(name string, start, interval time.Duration, fn func(context.Context)) {
+// (a fixed delay, as the seed's jobs), until Stop. A run that reports a
+// backlog (it moved a whole portion: more are due) is followed as soon as
+// the queues run low (fed), so that a backlog is sent at the provider's
+// pace rather than a portion per interval.
+func (s *Sender) loop(name string, start, interval time.Duration, fn func(context.Context) bool) {
 	t := time.NewTimer(start)
 	defer t.Stop()
 	for {
@@ -22,8 +24,38 @@ func (s *Sender) loop(name string, start, interval time.Duration, fn func(contex
 			return
 		case <-t.C:
 		}
-		fn(s.ctx)
+		if fn(s.ctx) {
+			s.fed(s.ctx, interval)
+			t.Reset(0)
+			continue
+		}
 		t.Reset(interval)
+	}
+}
+
+// fedPoll is how often fed looks at the queues while a backlog lasts.
+const fedPoll = 50 * time.Millisecond
+
+// fed waits, for at most max, until a lane that may send holds less than
+// half of a job's portion queued: the calls it has left cover the next
+// run's reads and claims, and the queue (what a stop hands back) stays
+// short.
+func (s *Sender) fed(ctx context.Context, max time.Duration) {
+	t := time.NewTicker(fedPoll)
+	defer t.Stop()
+	deadline := time.Now().Add(max)
+	low := (s.portion(min(s.cfg.PendingPortion, s.cfg.ScheduledPortion)) + 1) / 2
+	for time.Now().Before(deadline) {
+		for _, l := range s.lanes {
+			if l.gate.open() && l.queue.len() < low {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -31,31 +63,43 @@ func (s *Sender) loop(name string, start, interval time.Duration, fn func(contex
 // of due pushes: SCHEDULED ones whose window came, RETRY ones whose delay
 // passed, and IN_MEMORY ones whose node's lease expired (the node died or
 // stalled: taken over). It stops as soon as a queue is full, and skips
-// the pushes of a client that holds its share of the queue.
-func (s *Sender) sendScheduled(ctx context.Context) {
+// the pushes of a client that holds its share of the queue. It reports
+// whether it moved a whole portion.
+func (s *Sender) sendScheduled(ctx context.Context) bool {
 	left := s.portion(s.cfg.ScheduledPortion)
+	if left <= 0 {
+		return false
+	}
 	states := []storage.PushState{storage.PushScheduled, storage.PushRetry}
 	// Expired leases are rare (a node died) and their index is where
 	// every finished push's IN_MEMORY entry was deleted, so it is read
-	// once per tenth of a lease, not on every run.
-	if now := time.Now(); now.Sub(s.lastTakeover) >= s.cfg.Lease/10 {
+	// once per tenth of a lease, not on every run; but on every run
+	// while the last read found some (a dead node's queue is taken over
+	// at the pace, not a portion per tenth of a lease).
+	if now := time.Now(); s.takingOver || now.Sub(s.lastTakeover) >= s.cfg.Lease/10 {
 		s.lastTakeover = now
 		states = append(states, storage.PushInMemory)
 	}
 	for _, state := range states {
 		n, full := s.claimDue(ctx, jobScheduled, state, left)
+		if state == storage.PushInMemory {
+			s.takingOver = n > 0
+		}
 		left -= n
 		if full || left <= 0 {
-			return
+			return left <= 0 && !full
 		}
 	}
+	return false
 }
 
 // sendPending is the seed's SendPendingJob: it queues up to a portion of
 // PENDING pushes, stopping as soon as a queue is full, skipping a client's
-// that holds its share.
-func (s *Sender) sendPending(ctx context.Context) {
-	s.claimDue(ctx, jobPending, storage.PushPending, s.portion(s.cfg.PendingPortion))
+// that holds its share. It reports whether it moved a whole portion.
+func (s *Sender) sendPending(ctx context.Context) bool {
+	portion := s.portion(s.cfg.PendingPortion)
+	n, full := s.claimDue(ctx, jobPending, storage.PushPending, portion)
+	return portion > 0 && n >= portion && !full
 }
 
 // portion is this node's part of a job's portion: the portion times its
@@ -92,12 +136,10 @@ func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushSta
 		}
 		return 0, false
 	}
-	// Claims are conditional writes (an LWT each on CQL): made 16 at a
-	// time, so a portion takes a few round trips, not one per push. A
-	// slot is reserved for each before its claim, in order, and the run
-	// stops at the first push that finds its queue full.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, claimConcurrency)
+	// A slot is reserved for each push, in order, before the claims,
+	// and the run stops at the first push that finds its queue full; the
+	// claims are then made together (claimAll).
+	var tries []claimTry
 	full := false
 	for i := range ps {
 		l := s.lanes[ps[i].Provider]
@@ -111,58 +153,98 @@ func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushSta
 			full = true
 			break
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			s.claimReserved(job, l, &ps[i])
-		}()
+		tries = append(tries, s.claimed(l, &ps[i]))
 	}
-	wg.Wait()
+	s.claimAll(ctx, job, tries)
 	return len(ps), full
 }
 
-// claimConcurrency bounds the claims a job run makes at once.
-const claimConcurrency = 16
-
-// claim takes p for this node and queues it. It reports false only when
-// p's queue is full; a push another node won, or of a provider this node
-// does not have, is skipped.
-func (s *Sender) claim(job string, p *storage.Push) bool {
-	l := s.lanes[p.Provider]
-	if l == nil {
-		return true
-	}
-	if !l.reserveSlot(p.Client) { // recovery runs before the queue opens
-		return false
-	}
-	s.claimReserved(job, l, p)
-	return true
+// claimTry is one push a job claims: next is it claimed (IN_MEMORY under
+// this node's lease, queued when queue), or handed to PENDING (recovery
+// without a queue slot), or made final (interrupted: no attempt left, or
+// sender-interrupted fail).
+type claimTry struct {
+	l     *lane
+	prev  *storage.Push
+	next  storage.Push
+	slot  bool // a queue slot is reserved for it
+	queue bool
 }
 
-// claimReserved claims p into the queue slot reserved for it (released
-// when the claim is lost or p goes straight to a final state).
-func (s *Sender) claimReserved(job string, l *lane, p *storage.Push) {
+// claimed is the claim of p into the slot reserved for it.
+func (s *Sender) claimed(l *lane, p *storage.Push) claimTry {
 	now := time.Now()
 	next := advance(p, storage.PushInMemory, now.Add(s.cfg.Lease).UnixMilli(), now)
 	next.Owner = s.node
 	queue := s.interrupted(l, &next, now)
-	if err := s.update(p, next); err != nil {
-		l.release(p.Client)
-		if errors.Is(err, storage.ErrConflict) {
-			s.m.claim(job, false)
+	return claimTry{l: l, prev: p, next: next, slot: true, queue: queue}
+}
+
+// pending is the hand-back of p, which has no queue slot, to the
+// SendPending job.
+func (s *Sender) pending(l *lane, p *storage.Push) claimTry {
+	now := time.Now()
+	next := advance(p, storage.PushPending, now.UnixMilli(), now)
+	s.interrupted(l, &next, now)
+	if !next.State.Final() {
+		next.State, next.At, next.TTL = storage.PushPending, now.UnixMilli(), 0
+	}
+	return claimTry{l: l, prev: p, next: next}
+}
+
+// claimBatch bounds the claims of one storage call: on CQL each is an LWT,
+// 64 of which run at once, and a batch must end within
+// sender-store-timeout on a loaded store.
+const claimBatch = 128
+
+// claimAll makes tries' conditional writes, claimBatch at a time
+// (storage.PushStore.UpdatePushes: a few round trips, not one per push),
+// and queues the pushes it claimed for the queue; the slot of any other is
+// released. A claim another node won is counted as lost. It stops when
+// ctx ends (the node stops): the pushes left keep their state.
+func (s *Sender) claimAll(ctx context.Context, job string, tries []claimTry) {
+	for len(tries) > 0 {
+		if ctx.Err() != nil {
+			for _, t := range tries {
+				if t.slot {
+					t.l.release(t.prev.Client)
+				}
+			}
 			return
 		}
-		s.m.storageError(stageQueue)
-		s.log.Error("push not claimed", "job", job, "push", p.ID, "error", err)
-		return
+		batch := tries[:min(len(tries), claimBatch)]
+		tries = tries[len(batch):]
+		updates := make([]storage.PushUpdate, len(batch))
+		for i := range batch {
+			updates[i] = storage.PushUpdate{Prev: batch[i].prev, Next: batch[i].next}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		errs := s.store.UpdatePushes(ctx, updates)
+		cancel()
+		for i, t := range batch {
+			err := errs[i]
+			switch {
+			case err == nil:
+				s.finished(&t.next)
+				if t.slot {
+					s.m.claim(job, true)
+				}
+			case errors.Is(err, storage.ErrConflict):
+				if t.slot {
+					s.m.claim(job, false)
+				}
+			default:
+				s.m.storageError(stageQueue)
+				s.log.Error("push not claimed", "job", job, "push", t.prev.ID, "error", err)
+			}
+			switch {
+			case err == nil && t.queue:
+				t.l.put(t.next)
+			case t.slot:
+				t.l.release(t.prev.Client)
+			}
+		}
 	}
-	s.m.claim(job, true)
-	if !queue {
-		l.release(p.Client)
-		return
-	}
-	l.put(next)
 }
 
 // interrupted handles a push whose last attempt is still IN_PROCESS: its
@@ -229,14 +311,20 @@ func (s *Sender) recover(ctx context.Context) {
 		}
 		cursor = next
 	}
+	// Recovery runs before the queues open: slots are taken whatever the
+	// clients' shares; those that find no slot go back to PENDING.
+	var tries []claimTry
 	for i := range own {
-		if ctx.Err() != nil {
-			return
-		}
-		if !s.claim(jobRecover, &own[i]) {
-			s.toPending(&own[i])
+		l := s.lanes[own[i].Provider]
+		switch {
+		case l == nil: // a provider this node does not have
+		case l.reserveSlot(own[i].Client):
+			tries = append(tries, s.claimed(l, &own[i]))
+		default:
+			tries = append(tries, s.pending(l, &own[i]))
 		}
 	}
+	s.claimAll(ctx, jobRecover, tries)
 	if len(own) > 0 {
 		s.log.Info("recovered this node's pushes", "node", s.node, "pushes", len(own))
 	}
@@ -267,20 +355,3 @@ func (s *Sender) listInMemory(ctx context.Context, cursor string) ([]storage.Pus
 
 // recoverTries is how many times recover tries each page.
 const recoverTries = 3
-
-// toPending hands a push back to the SendPending job.
-func (s *Sender) toPending(p *storage.Push) {
-	now := time.Now()
-	next := advance(p, storage.PushPending, now.UnixMilli(), now)
-	if l := s.lanes[p.Provider]; l != nil {
-		s.interrupted(l, &next, now)
-		if next.State.Final() {
-			_ = s.update(p, next)
-			return
-		}
-		next.State, next.At, next.TTL = storage.PushPending, now.UnixMilli(), 0
-	}
-	if err := s.update(p, next); err != nil && !errors.Is(err, storage.ErrConflict) {
-		s.m.storageError(stageQueue)
-	}
-}

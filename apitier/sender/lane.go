@@ -117,23 +117,68 @@ func (l *lane) read() {
 	}
 }
 
-// drain hands the pushes still queued back as PENDING (owner cleared), so
-// that any node sends them now rather than after the lease. It returns
-// how many it handed back.
-func (l *lane) drain(ctx context.Context) int {
-	n := 0
-	for ctx.Err() == nil {
-		p, ok := l.queue.take()
-		if !ok {
-			break
+// handBackBatch is how many queued pushes a stop hands back in one
+// storage call (storage.PushStore.UpdatePushes).
+const handBackBatch = 500
+
+// stopCount is what a stop did with a lane's queued pushes.
+type stopCount struct{ handed, changed, left int }
+
+// handBackQueue hands the pushes queued back as PENDING (owner cleared),
+// so that any node sends them now rather than after the lease, in
+// batches, until the queue is empty and no job can queue more (jobsDone),
+// or ctx ends. A push withdrawn or taken over meanwhile is not this
+// node's to hand back (changed); one whose write failed, or that was
+// still queued when ctx ended, keeps this node's lease (left).
+func (l *lane) handBackQueue(ctx context.Context, jobsDone <-chan struct{}) stopCount {
+	var c stopCount
+	defer func() {
+		l.m.stopHanded.Add(c.handed)
+		l.m.stopChanged.Add(c.changed)
+		l.m.stopLeft.Add(c.left)
+	}()
+	for {
+		batch := l.queue.takeUpTo(handBackBatch)
+		if len(batch) == 0 {
+			select {
+			case <-l.queue.ready:
+				continue
+			case <-jobsDone:
+				if batch = l.queue.takeUpTo(handBackBatch); len(batch) == 0 {
+					return c
+				}
+			case <-ctx.Done():
+				c.left += l.queue.len()
+				return c
+			}
+		}
+		if ctx.Err() != nil {
+			c.left += len(batch) + l.queue.len()
+			return c
 		}
 		now := time.Now()
-		next := advance(&p, storage.PushPending, now.UnixMilli(), now)
-		if err := l.s.update(&p, next); err != nil && !errors.Is(err, storage.ErrConflict) {
-			l.s.log.Warn("queued push not handed back; its lease will expire", "push", p.ID, "error", err)
-			continue
+		updates := make([]storage.PushUpdate, len(batch))
+		for i := range batch {
+			updates[i] = storage.PushUpdate{Prev: &batch[i], Next: advance(&batch[i], storage.PushPending, now.UnixMilli(), now)}
 		}
-		n++
+		var failed error
+		for i, err := range l.s.store.UpdatePushes(ctx, updates) {
+			switch {
+			case err == nil:
+				c.handed++
+			case errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound):
+				c.changed++
+			default:
+				c.left++
+				failed = err
+				if errors.Is(err, storage.ErrInvalid) {
+					l.s.log.Error("queued push not handed back", "push", batch[i].ID, "error", err)
+				}
+			}
+		}
+		if failed != nil {
+			l.s.m.storageError(stageQueue)
+			l.s.log.Warn("queued pushes not handed back; their leases will expire", "provider", l.p.Name(), "error", failed)
+		}
 	}
-	return n
 }

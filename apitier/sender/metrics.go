@@ -91,6 +91,12 @@ const (
 	// withdrawn (a bridged push's DELETE /m/{id}, or a client's cancel,
 	// DELETE /push/{id}).
 	mWithdrawn = "autosender_withdrawn_total"
+	// mStopPushes{provider,result}: what a stop did with the pushes
+	// queued: handed_back (PENDING, for any node to send now), changed
+	// (withdrawn or taken over meanwhile: not this node's any more) and
+	// left (still under this node's lease when the stop's time ran out:
+	// a restart takes them back, another node when the lease expires).
+	mStopPushes = "autosender_stop_pushes_total"
 	// mKeysReloads{result="ok"|"error"}: reloads of a provider's mapping.
 	mKeysReloads = "autosender_keys_reloads_total"
 )
@@ -156,6 +162,7 @@ func newMetrics() *senderMetrics {
 type laneMetrics struct {
 	sent, attemptsFailed, givenUp, callerRuns, interrupted, leaseLost *metrics.Counter
 	authFailures, expired, withdrawn, windowMissed, replanned         *metrics.Counter
+	stopHanded, stopChanged, stopLeft                                 *metrics.Counter
 	interruptedAttempts                                               *metrics.Counter
 	verdicts                                                          []*metrics.Counter // by provider.Verdict
 	failed                                                            map[storage.ErrorType]*metrics.Counter
@@ -171,6 +178,9 @@ func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, 
 		authFailures: s.NewCounter(mAuthFailures + l), expired: s.NewCounter(mExpired + l),
 		withdrawn: s.NewCounter(mWithdrawn + l), windowMissed: s.NewCounter(mWindowMissed + l),
 		replanned:           s.NewCounter(mReplanned + l),
+		stopHanded:          s.NewCounter(mStopPushes + `{provider="` + name + `",result="handed_back"}`),
+		stopChanged:         s.NewCounter(mStopPushes + `{provider="` + name + `",result="changed"}`),
+		stopLeft:            s.NewCounter(mStopPushes + `{provider="` + name + `",result="left"}`),
 		interruptedAttempts: s.NewCounter(mAttempts + `{provider="` + name + `",verdict="interrupted"}`),
 		failed:              map[storage.ErrorType]*metrics.Counter{},
 		sendSeconds:         s.NewPrometheusHistogramExt(mSendSeconds+l, secondsBuckets),

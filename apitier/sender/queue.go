@@ -149,16 +149,29 @@ func (q *queue) take() (storage.Push, bool) {
 // first.
 // One reader only.
 func (q *queue) nextPush(ctx context.Context) (storage.Push, bool) {
-	for {
+	for ctx.Err() == nil {
 		if p, ok := q.take(); ok {
 			return p, true
 		}
 		select {
 		case <-q.ready:
 		case <-ctx.Done():
-			return storage.Push{}, false
 		}
 	}
+	return storage.Push{}, false // stopping: what is queued is handed back
+}
+
+// takeUpTo takes up to n pushes in turn (take).
+func (q *queue) takeUpTo(n int) []storage.Push {
+	var out []storage.Push
+	for len(out) < n {
+		p, ok := q.take()
+		if !ok {
+			break
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // len is the number of pushes queued.

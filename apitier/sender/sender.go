@@ -41,6 +41,7 @@ type Sender struct {
 	// lastTakeover is when SendScheduled last read expired leases (only
 	// its goroutine touches it).
 	lastTakeover time.Time
+	takingOver   bool          // its last read found expired leases (same goroutine)
 	discards     chan struct{} // a slot per discard running (discardLater)
 }
 
@@ -151,36 +152,72 @@ func (s *Sender) Start() error {
 // queue has room. Never closed without Workers, or when Stop came first.
 func (s *Sender) Ready() <-chan struct{} { return s.ready }
 
-// Stop ends the jobs and readers, waits (within ctx) for sends in flight
-// to finish and be recorded, and hands the pushes still queued back as
-// PENDING so any node sends them at once. A push it cannot hand back
-// keeps this node's lease: a restart takes it back, another node takes it
-// over when the lease expires. Nothing is lost either way.
+// Stop ends the sender within ctx, all at once:
+//   - the queues close (Accept stores immediate pushes PENDING) and the
+//     gates plan no call again (those planned are made, within
+//     planHorizon);
+//   - this node's rate shares are given up, so the other nodes pace at
+//     the whole account's rate a settle later (share.release);
+//   - the pushes still queued are handed back as PENDING, in batches, for
+//     any node to send now;
+//   - the sends in flight finish and record their outcome.
+//
+// A push not handed back by ctx's end keeps this node's lease: a restart
+// takes it back, another node takes it over when the lease expires. The
+// log line and autosender_stop_pushes_total say how many were handed
+// back and left. The error is ctx's when sends were still in flight.
 func (s *Sender) Stop(ctx context.Context) error {
 	s.cancel()
 	if !s.started {
 		return nil
 	}
-	waitCtx(ctx, &s.jobs)
+	start := time.Now()
 	for _, l := range s.lanes {
 		l.running.Store(false)
+		l.gate.close()
 	}
-	err := waitCtx(ctx, &s.sends)
-	released := 0
+	jobsDone := make(chan struct{})
+	go func() { s.jobs.Wait(); close(jobsDone) }()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var total stopCount
 	for _, l := range s.lanes {
-		released += l.drain(ctx)
-		if err == nil {
-			l.share.release(ctx) // every call made: others may take its parts a settle on
-		}
+		wg.Add(2)
+		go func() { defer wg.Done(); l.share.release(ctx) }()
+		go func() {
+			defer wg.Done()
+			c := l.handBackQueue(ctx, jobsDone)
+			mu.Lock()
+			total.handed, total.changed, total.left = total.handed+c.handed, total.changed+c.changed, total.left+c.left
+			mu.Unlock()
+		}()
 	}
-	s.log.Info("sender stopped", "node", s.node, "released", released)
-	return err
+	// The readers (jobs) add to sends: those are waited for once they end.
+	err := waitDone(ctx, jobsDone)
+	if err == nil {
+		err = waitCtx(ctx, &s.sends)
+	}
+	wg.Wait()
+	attrs := []any{"node", s.node, "handed_back", total.handed, "changed", total.changed, "left", total.left,
+		"took", time.Since(start).Round(time.Millisecond)}
+	if err != nil || total.left > 0 {
+		s.log.Warn("sender stopped before its sends or hand-back finished; what is left keeps this node's lease until it expires or the node restarts",
+			append(attrs, "sends_unfinished", err != nil)...)
+		return err
+	}
+	s.log.Info("sender stopped", attrs...)
+	return nil
 }
 
 // waitCtx waits for wg or ctx, whichever is first.
 func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	return waitDone(ctx, done)
+}
+
+// waitDone waits for done to close or ctx to end, whichever is first.
+func waitDone(ctx context.Context, done <-chan struct{}) error {
 	select {
 	case <-done:
 		return nil

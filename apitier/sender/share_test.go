@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/sender"
+	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -186,5 +187,55 @@ func TestShareRenewalTriesAgain(t *testing.T) {
 			}
 			return store.count()-from >= 2*12
 		}, a)
+	})
+}
+
+// TestStopGivesTheShareUpAtOnce: a node told to stop while its calls
+// hang at the provider gives its share up at once, not once they end:
+// the other node paces at the whole account's rate while the stopping
+// one still waits for its calls; never do the nodes use, or their record
+// publish, more than the whole. Before, a stop kept its share until its
+// calls in flight ended (or its hold ran out when they did not).
+func TestStopGivesTheShareUpAtOnce(t *testing.T) {
+	backends(t, func(t *testing.T, newStore func(*testing.T) storage.Store) {
+		store := newStore(t)
+		fake := startFake(t)
+		release := make(chan struct{})
+		fake.SetFaults(func(r swrvefake.Received) swrvefake.Fault {
+			if r.User == "hangs" {
+				return swrvefake.Fault{Until: release} // answered when the test says
+			}
+			return swrvefake.Fault{}
+		})
+		// A timeout the hung call does not reach; a share that lasts
+		// longer than the call unless given up.
+		cfg, sc := testConfig("node-a"), swrveConfig(fake.URL())
+		cfg.Lease, sc.Timeout, cfg.ShareHold = time.Minute, 25*time.Second, time.Minute
+		a := launchSwrve(t, store, sc, cfg)
+		<-a.Ready()
+		cfg.Node = "node-b"
+		b := launchSwrve(t, store, sc, cfg)
+		<-b.Ready()
+		watchShares(t, store, "shared", func() bool { return parts(a) == shareWhole/2 && parts(b) == shareWhole/2 }, a, b)
+		if _, err := a.Accept(context.Background(), hello("hangs")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := fake.WaitCount(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.Stop(ctx) }()
+		watchShares(t, store, "given up while a call hangs", func() bool { return parts(b) == shareWhole }, a, b)
+		select {
+		case err := <-stopped:
+			t.Fatalf("node-a's stop returned (%v) while its call hung", err)
+		default:
+		}
+		close(release)
+		if err := <-stopped; err != nil {
+			t.Fatalf("node-a's stop once its call answered: %v", err)
+		}
 	})
 }

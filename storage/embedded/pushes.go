@@ -142,39 +142,79 @@ func (s *Store) GetPush(ctx context.Context, id uuid.UUID) (storage.Push, error)
 // the write are exact under the push's stripe lock. One local read and one
 // durable write.
 func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage.Push) error {
-	if err := storage.ValidatePush(&next); err != nil {
-		return fmt.Errorf("embedded: update push: %w", err)
+	return s.UpdatePushes(ctx, []storage.PushUpdate{{Prev: prev, Next: next}})[0]
+}
+
+// UpdatePushes implements storage.PushStore: every update that applies
+// goes in one batch, one durable write. The pushes' stripes are locked
+// in ascending order (no other path holds two at once), so each version
+// compared stays the stored one until the batch is committed.
+func (s *Store) UpdatePushes(ctx context.Context, updates []storage.PushUpdate) []error {
+	errs := make([]error, len(updates))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
 	}
-	if next.ID != prev.ID || next.Version != prev.Version+1 {
-		return fmt.Errorf("embedded: update push: next must be prev's id at version %d: %w", prev.Version+1, storage.ErrInvalid)
+	if len(updates) > storage.MaxPushBatch {
+		return fail(fmt.Errorf("embedded: update pushes: %d updates, over %d: %w", len(updates), storage.MaxPushBatch, storage.ErrInvalid))
+	}
+	var stripes [256]bool
+	for i, u := range updates {
+		if err := storage.ValidatePushUpdate(u.Prev, &u.Next); err != nil {
+			errs[i] = fmt.Errorf("embedded: update push: %w", err)
+			continue
+		}
+		stripes[stripeIndex(u.Next.ID)] = true
 	}
 	if err := s.enter(ctx, "update push"); err != nil {
-		return err
+		return fail(err)
 	}
 	defer s.leave()
-	l := s.stripe(next.ID)
-	l.Lock()
-	defer l.Unlock()
-	cur, found, err := s.getPush(next.ID)
-	if err != nil {
-		return failed("update push", err)
-	}
-	if !found {
-		return fmt.Errorf("embedded: update push %s: %w", next.ID, storage.ErrNotFound)
-	}
-	if cur.Version != prev.Version {
-		return fmt.Errorf("embedded: update push %s: version %d, not %d: %w", next.ID, cur.Version, prev.Version, storage.ErrConflict)
+	for i := range stripes {
+		if stripes[i] {
+			s.stripes[i].Lock()
+			defer s.stripes[i].Unlock()
+		}
 	}
 	b := s.db.NewBatch()
-	dropPush(b, &cur)
-	if err := putPush(b, &next); err != nil {
-		b.Close()
-		return failed("update push", err)
+	defer b.Close()
+	applied := false
+	seen := map[uuid.UUID]bool{}
+	for i, u := range updates {
+		if errs[i] != nil {
+			continue
+		}
+		if seen[u.Next.ID] { // the batch reads the store, not itself
+			errs[i] = fmt.Errorf("embedded: update push %s: twice in one batch: %w", u.Next.ID, storage.ErrInvalid)
+			continue
+		}
+		seen[u.Next.ID] = true
+		cur, found, err := s.getPush(u.Next.ID)
+		switch {
+		case err != nil:
+			errs[i] = failed("update push", err)
+		case !found:
+			errs[i] = fmt.Errorf("embedded: update push %s: %w", u.Next.ID, storage.ErrNotFound)
+		case cur.Version != u.Prev.Version:
+			errs[i] = fmt.Errorf("embedded: update push %s: version %d, not %d: %w", u.Next.ID, cur.Version, u.Prev.Version, storage.ErrConflict)
+		default:
+			dropPush(b, &cur)
+			if err := putPush(b, &u.Next); err != nil {
+				return fail(failed("update push", err))
+			}
+			applied = true
+		}
 	}
-	if err := s.commit(b); err != nil {
-		return failed("update push", err)
+	if applied {
+		if err := b.Commit(s.wo); err != nil {
+			return fail(failed("update push", err))
+		}
 	}
-	return nil
+	return errs
 }
 
 // DuePushes implements storage.PushStore: one range read of the state's

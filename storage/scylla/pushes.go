@@ -196,18 +196,11 @@ func (s *Store) readPush(ctx context.Context, id uuid.UUID, serial bool) (storag
 // final also leaves its open index before the LWT (1 RT more), and its
 // by-key entries take its TTL after it (1 RT more, pushindex.go).
 func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage.Push) error {
-	if err := storage.ValidatePush(&next); err != nil {
+	if err := storage.ValidatePushUpdate(prev, &next); err != nil {
 		return fmt.Errorf("scylla: update push: %w", err)
-	}
-	if next.ID != prev.ID || next.Version != prev.Version+1 {
-		return fmt.Errorf("scylla: update push: next must be prev's id at version %d: %w", prev.Version+1, storage.ErrInvalid)
 	}
 	if err := s.open("update push"); err != nil {
 		return err
-	}
-	args, err := pushArgs(&next)
-	if err != nil {
-		return fmt.Errorf("scylla: update push: %w", err)
 	}
 	moved := prev.State != next.State || prev.At != next.At || next.TTL != prev.TTL
 	if moved {
@@ -226,19 +219,9 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 			return wrap("update push: open index", err)
 		}
 	}
-	var cur *int64
-	args = append([]any{int32(next.TTL)}, args...)
-	// An LWT, which the driver does not retry: a retry of a transaction
-	// that applied would find its own version and report a conflict. An
-	// error with an unknown outcome (a timeout) is settled by a serial
-	// read instead.
-	applied, err := s.query(ctx, qUpdatePush, append(args, uuidArg(next.ID), prev.Version)...).ScanCAS(&cur)
+	applied, cur, err := s.casPush(ctx, prev.Version, &next)
 	if err != nil {
-		if s.appliedAfterAll(ctx, &next) {
-			applied, err = true, nil
-		} else {
-			return wrap("update push", err)
-		}
+		return err
 	}
 	if !applied {
 		if moved {
@@ -252,10 +235,7 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 				_ = s.putOpen(ctx, &p)
 			}
 		}
-		if cur == nil {
-			return fmt.Errorf("scylla: update push %s: %w", next.ID, storage.ErrNotFound)
-		}
-		return fmt.Errorf("scylla: update push %s: version %d, not %d: %w", next.ID, *cur, prev.Version, storage.ErrConflict)
+		return notApplied(&next, prev.Version, cur)
 	}
 	// The push is updated: what follows only tidies its indexes. An old
 	// state entry left behind is merely stale; by-key entries left
@@ -270,6 +250,36 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 		_ = s.putOpen(ctx, &next)
 	}
 	return nil
+}
+
+// casPush writes next only if the stored version is still prev: an LWT,
+// which the driver does not retry (a retry of a transaction that applied
+// would find its own version and report a conflict). An error with an
+// unknown outcome (a timeout) is settled by a serial read instead. When
+// it did not apply, cur is the stored version (nil: no push).
+func (s *Store) casPush(ctx context.Context, prev int64, next *storage.Push) (applied bool, cur *int64, err error) {
+	args, err := pushArgs(next)
+	if err != nil {
+		return false, nil, fmt.Errorf("scylla: update push: %w", err)
+	}
+	args = append([]any{int32(next.TTL)}, args...)
+	applied, err = s.query(ctx, qUpdatePush, append(args, uuidArg(next.ID), prev)...).ScanCAS(&cur)
+	if err != nil {
+		if !s.appliedAfterAll(ctx, next) {
+			return false, nil, wrap("update push", err)
+		}
+		applied = true
+	}
+	return applied, cur, nil
+}
+
+// notApplied is the error of an update whose LWT found version cur
+// (nil: no push) instead of prev.
+func notApplied(next *storage.Push, prev int64, cur *int64) error {
+	if cur == nil {
+		return fmt.Errorf("scylla: update push %s: %w", next.ID, storage.ErrNotFound)
+	}
+	return fmt.Errorf("scylla: update push %s: version %d, not %d: %w", next.ID, *cur, prev, storage.ErrConflict)
 }
 
 // appliedAfterAll reads the push at SERIAL consistency, which completes

@@ -153,6 +153,103 @@ func testPushConcurrentClaims(t *testing.T, s storage.Store) {
 	}
 }
 
+// testPushUpdates: UpdatePushes is UpdatePush for each update on its own
+// (a stopping sender node hands its queue back with it): the ones that
+// apply move in the index; a stale version, a missing push, an invalid
+// update or a repeated id fail alone and change nothing; a final state
+// and a TTL work as in UpdatePush.
+func testPushUpdates(t *testing.T, s storage.Store) {
+	now := time.Now().UnixMilli()
+	const n = 250 // over the backends' batch sizes (scylla: 100 rows a batch)
+	queued := make([]storage.Push, n)
+	var updates []storage.PushUpdate
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range queued {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			p := newPush(storage.PushPending, now)
+			claimed := moved(p, storage.PushInMemory, now+300_000)
+			claimed.Owner = "node-a"
+			if err := s.SavePush(ctx(t), p); err != nil {
+				t.Errorf("save: %v", err)
+			} else if err := s.UpdatePush(ctx(t), &p, claimed); err != nil {
+				t.Errorf("claim: %v", err)
+			}
+			queued[i] = claimed
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i := range queued {
+		updates = append(updates, storage.PushUpdate{Prev: &queued[i], Next: moved(queued[i], storage.PushPending, now+1)})
+	}
+	// Taken over by another node since node-a read it: a stale version.
+	stale := queued[7]
+	taken := moved(stale, storage.PushInMemory, now+600_000)
+	taken.Owner = "node-b"
+	must(t, s.UpdatePush(ctx(t), &stale, taken), "take over")
+	missing := newPush(storage.PushInMemory, now+300_000)
+	skips := moved(queued[8], storage.PushPending, now+1)
+	skips.Version++
+	// One finished with a TTL, as a send's outcome is.
+	sent := moved(queued[9], storage.PushSent, now)
+	sent.TTL = 3600
+	updates[8].Next = skips
+	updates[9].Next = sent
+	updates = append(updates,
+		storage.PushUpdate{Prev: &missing, Next: moved(missing, storage.PushPending, now+1)},
+		storage.PushUpdate{Prev: &queued[10], Next: moved(queued[10], storage.PushPending, now+2)})
+	errs := s.UpdatePushes(ctx(t), updates)
+	if len(errs) != len(updates) {
+		t.Fatalf("%d errors for %d updates", len(errs), len(updates))
+	}
+	wantKind(t, errs[7], storage.ErrConflict, "a stale version in a batch")
+	wantKind(t, errs[8], storage.ErrInvalid, "an update skipping a version in a batch")
+	wantKind(t, errs[n], storage.ErrNotFound, "a missing push in a batch")
+	// The same push twice: one of the two applies, never both.
+	if (errs[10] == nil) == (errs[n+1] == nil) {
+		t.Fatalf("the same push updated twice in a batch: errors %v and %v; want exactly one applied", errs[10], errs[n+1])
+	}
+	var want []string
+	for i := range queued {
+		if i == 7 || i == 8 || i == 9 {
+			continue
+		}
+		if i != 10 {
+			must(t, errs[i], fmt.Sprintf("update %d", i))
+		}
+		want = append(want, queued[i].ID.String())
+	}
+	must(t, errs[9], "finish one in a batch")
+	got, err := s.DuePushes(ctx(t), storage.PushPending, now+2, storage.MaxPushPage)
+	must(t, err, "due PENDING after the batch")
+	slices.Sort(want)
+	sameList(t, slices.Sorted(slices.Values(ids(got))), want, "PENDING: every push handed back, nothing else")
+	left, err := s.DuePushes(ctx(t), storage.PushInMemory, now+700_000, storage.MaxPushPage)
+	must(t, err, "due IN_MEMORY after the batch")
+	sameList(t, ids(left), ids([]storage.Push{queued[8], taken}), "IN_MEMORY: the invalid update's push and the one taken over")
+	for _, c := range []struct {
+		p    storage.Push
+		want storage.Push
+	}{{queued[7], taken}, {queued[8], queued[8]}, {queued[9], sent}} {
+		got, err := s.GetPush(ctx(t), c.p.ID)
+		must(t, err, "get")
+		if got.Version != c.want.Version || got.State != c.want.State || got.Owner != c.want.Owner || got.TTL != c.want.TTL {
+			t.Fatalf("push %s is %s v%d owner %q ttl %d; want %s v%d owner %q ttl %d", c.p.ID, got.State, got.Version, got.Owner, got.TTL,
+				c.want.State, c.want.Version, c.want.Owner, c.want.TTL)
+		}
+	}
+	over := make([]storage.PushUpdate, storage.MaxPushBatch+1)
+	for i, err := range s.UpdatePushes(ctx(t), over) {
+		wantKind(t, err, storage.ErrInvalid, fmt.Sprintf("update %d of a batch over MaxPushBatch", i))
+	}
+}
+
 func testPushDue(t *testing.T, s storage.Store) {
 	now := time.Now().UnixMilli()
 	var due []storage.Push

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"PushRoundTrip", testPushRoundTrip},
 		{"PushCompareAndSet", testPushCompareAndSet},
 		{"PushConcurrentClaimsOneWinner", testPushConcurrentClaims},
+		{"PushUpdatesInOneCall", testPushUpdates},
 		{"PushDueIndex", testPushDue},
 		{"PushListPaging", testPushList},
 		{"PushTTLExpiry", testPushTTL},

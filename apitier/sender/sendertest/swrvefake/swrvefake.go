@@ -35,6 +35,9 @@ type Fault struct {
 	Delay time.Duration
 	// Reset closes the connection without an answer (after Delay).
 	Reset bool
+	// Until, when set, holds the answer until it is closed (after Delay),
+	// or the caller gives up.
+	Until <-chan struct{}
 	// Message is the error text (default: the status text).
 	Message string
 }
@@ -168,6 +171,13 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if d > 0 {
 		select {
 		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if fault.Until != nil {
+		select {
+		case <-fault.Until:
 		case <-r.Context().Done():
 			return
 		}
