@@ -61,7 +61,7 @@ func TestE2EMsgLimitAckThenClose(t *testing.T) {
 
 // The burst test's size: AUTOPUSH_BURST_PUSHES pushes a round (burstSuite
 // in the suite), AUTOPUSH_BURST_ROUNDS rounds on each backend (1 in the
-// suite). The full form, 2,000 pushes 10 times (about 7 minutes a
+// suite). The full form, 2,000 pushes 10 times (about 8 minutes a
 // backend):
 //
 //	AUTOPUSH_BURST_PUSHES=2000 AUTOPUSH_BURST_ROUNDS=10 go test -run '^TestE2EMsgLimitSparesAConnectedClient$' ./stack/
@@ -102,8 +102,9 @@ func TestE2EMsgLimitSparesAConnectedClient(t *testing.T) {
 
 // TestE2EMsgLimitBacklogThenBurst: a client comes back to a backlog under
 // msg-limit (100 of 150) and a burst of 100 arrives while it drains it:
-// storage holds more than msg-limit the whole time, but only what was
-// received before its hello counts. No reset; everything arrives once.
+// the node reads more than msg-limit from storage before it finds storage
+// empty, but only what was received before the hello counts. No reset;
+// everything arrives once.
 func TestE2EMsgLimitBacklogThenBurst(t *testing.T) {
 	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
 		st := burstStack(t, through)
