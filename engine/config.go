@@ -123,12 +123,15 @@ type Config struct {
 	// VersionFile is served at /__version__. Default "version.json".
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
 
-	// MsgLimit: a user agent sent more stored messages than this in one
-	// drain (since storage was last found empty) is dropped, as the
-	// reference's msg_limit: its record, channels and messages are
-	// deleted and its next hello gets a new uaid. Default 150 (the
-	// reference's); 0 turns it off.
-	MsgLimit int `conf:"msg-limit" help:"stored messages sent in one drain before the user agent is reset (0: no limit)"`
+	// MsgLimit: a user agent that comes back to a backlog larger than
+	// this is dropped, as the reference's msg_limit: its record, channels
+	// and messages are deleted and its next hello gets a new uaid. The
+	// backlog is the stored messages received before its hello, counted
+	// as they are sent until storage is found empty; what arrives once it
+	// is connected never counts, even when it goes through storage
+	// because the client's max-unacked window is full (docs/protocol.md,
+	// Message limit). Default 150 (the reference's); 0 turns it off.
+	MsgLimit int `conf:"msg-limit" help:"backlog a returning user agent may be sent before it is reset: stored messages received before its hello (0: no limit)"`
 
 	// Broadcasts (megaphone): where the node learns the current version of
 	// each broadcast id. MegaphoneAPIURL, when set, is polled with GET and

@@ -22,7 +22,7 @@ type Config struct {
 	MaxMessageSize int           // largest websocket message
 	MessagePage    int           // stored messages read per check
 	CursorLag      time.Duration // the read cursor stays this far behind now
-	MsgLimit       int           // stored messages sent in one drain before the user is dropped; 0: no limit
+	MsgLimit       int           // backlog messages (received before the hello) sent in one drain before the user is dropped; 0: no limit
 	MaxChannels    int           // channels per user agent; 0: no limit
 }
 

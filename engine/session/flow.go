@@ -31,9 +31,10 @@ type flow struct {
 	deleting int    // acked messages whose delete is still running
 	batchMax uint64 // largest SortKey of stored timestamp messages sent
 
-	// fromStorage counts stored messages sent since a read last found
-	// storage empty (Config.MsgLimit); dropping is set once the user is
-	// being dropped for passing it (msglimit.go).
+	// fromStorage counts the backlog messages (received before the
+	// hello) sent since a read last found storage empty (Config.MsgLimit);
+	// dropping is set once the user is being dropped for passing it
+	// (msglimit.go).
 	fromStorage int
 	dropping    bool
 	// closeAsked: the client sent its close frame; the answer waits for

@@ -40,6 +40,13 @@ type fuzzModel struct {
 	// with a msg-limit, must be read before the client's close is
 	// answered).
 	owed bool
+	// backlog counts the messages received before the hello that reads
+	// sent since storage was last found empty, or since the session was
+	// last idle (its flow, which holds the count, went away); dropAllowed
+	// is set while the step is the read that takes it past MsgLimit,
+	// the only step that may ask for a drop.
+	backlog     int
+	dropAllowed bool
 }
 
 // FuzzSession drives a session with a sequence of inputs (client bytes and
@@ -54,7 +61,10 @@ type fuzzModel struct {
 // asked; an ack the session reads while registered, the drain's close
 // sent or not, asks the delete of every stored message it names; the
 // client's close is never answered while the deletes of its acks run or,
-// with the msg-limit, while the page they made owed is unread.
+// with the msg-limit, while the page they made owed is unread. A user is
+// dropped exactly when a read takes the messages received before its
+// hello past the msg-limit: never for those received since, which reached
+// storage only because its window was full.
 func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 1, 2, 0, 1, 5, 3, 1, 1, 6, 4, 9})
 	f.Add([]byte{0, 0, 1, 1, 3, 0, 5, 0, 3, 2, 1, 6, 1, 6, 3, 0, 3, 0, 9, 1})
@@ -64,9 +74,17 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 0, 3, 0, 3, 8, 1, 5, 3, 0, 3, 8, 3, 0, 3, 0})
 	f.Add([]byte{1, 18, 3, 0, 3, 1})
 	f.Add([]byte{1, 19})
-	// A full page acked, the client's close at once, the deletes, the
-	// owed read (over the limit: the drop).
-	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 6, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 3, 6, 3, 0})
+	// A returning client: a full page of its backlog acked, its close at
+	// once, the deletes, the owed read (over the limit: the drop).
+	f.Add([]byte{0, 0, 1, 1, 3, 0, 3, 38, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 3, 38, 3, 0})
+	// A returning client: two full pages received before its hello (each
+	// acked: three deletes and a cursor move), the second past the limit
+	// (the drop).
+	f.Add([]byte{0, 0, 1, 1, 3, 0, 3, 38, 1, 5, 3, 0, 3, 0, 3, 0, 3, 0, 3, 38, 3, 0})
+	// A connected client: four full pages received after its hello (a
+	// burst its window could not take), then its close: no drop.
+	f.Add([]byte{0, 0, 1, 1, 3, 0, 3, 6, 1, 5, 3, 0, 3, 0, 3, 0, 3, 0, 3, 6, 1, 5, 3, 0, 3, 0, 3, 0, 3, 0,
+		3, 6, 1, 5, 3, 0, 3, 0, 3, 0, 3, 0, 3, 6, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 3, 6})
 	// The drain's close, then the client's ack and its close.
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 6, 7, 2, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 4, 20})
 	f.Fuzz(func(t *testing.T, ops []byte) {
@@ -275,9 +293,18 @@ func (m *fuzzModel) answer(arg byte) {
 			m.chans--
 		}
 	case JobCheck:
+		// Received before the hello (the backlog): none, all, or every
+		// other one, as arg's bits 5 and 6 say.
+		hello := time.UnixMilli(h.s.connectedAt)
+		early := func(i int) bool { return arg>>5&3 == 1 || arg>>5&3 >= 2 && i%2 == int(arg>>6&1) }
 		for i := range min(int(arg/2)%(j.Page+1), j.Page) {
 			m.versions++
-			msg := storedMsg(fmt.Sprint("stored-", m.versions), "", uint64(h.now.UnixNano())+uint64(i), 60)
+			// Sort keys distinct from every earlier read's.
+			msg := storedMsg(fmt.Sprint("stored-", m.versions), "", uint64(h.now.UnixNano())+uint64(m.versions), 60)
+			if early(i) {
+				at := hello.Add(-time.Duration(m.versions) * time.Microsecond)
+				msg.SortKey, msg.TTL = uint64(at.UnixNano()), int64(h.now.Sub(at)/time.Second)+60
+			}
 			if i%3 == 1 {
 				msg.Topic = fmt.Sprint("t", m.versions)
 				r.Topics = append(r.Topics, msg)
@@ -296,7 +323,14 @@ func (m *fuzzModel) answer(arg byte) {
 			pageKeys[msg.Version] = msg.Key()
 		}
 	}
+	if j.Kind == JobCheck && r.Err == nil && h.s.state == stReady && h.env.Config.MsgLimit > 0 {
+		m.countBacklog(r)
+	}
 	m.step(func(x *Ctx) { h.s.Done(x, r) })
+	if m.dropAllowed && !slices.ContainsFunc(h.jobs, func(j Job) bool { return j.Kind == JobDrop }) {
+		h.t.Fatalf("a read took the backlog to %d, past msg-limit %d: no drop", m.backlog, h.env.Config.MsgLimit)
+	}
+	m.dropAllowed = false
 	if j.Kind == JobCheck && h.s.state == stReady && !m.closing {
 		m.owed = r.Err == nil && r.More && !slices.ContainsFunc(h.jobs, func(j Job) bool { return j.Kind == JobDrop })
 	}
@@ -305,6 +339,27 @@ func (m *fuzzModel) answer(arg byte) {
 			m.sent[v] = pageKeys[v]
 		}
 	}
+}
+
+// countBacklog counts what the read r found received before the hello
+// and not expired, as the session must (msglimit.go); an empty read
+// starts the count again. It allows the step a drop once the count
+// passes the limit.
+func (m *fuzzModel) countBacklog(r *Result) {
+	h := m.h
+	if len(r.Topics)+len(r.Stamps) == 0 {
+		m.backlog = 0
+		return
+	}
+	hello := time.UnixMilli(h.s.connectedAt)
+	for _, list := range [][]storage.Message{r.Topics, r.Stamps} {
+		for _, msg := range list {
+			if msg.Received().Before(hello) && !msg.Expired(h.now) {
+				m.backlog++
+			}
+		}
+	}
+	m.dropAllowed = m.backlog > h.env.Config.MsgLimit
 }
 
 // consume feeds client bytes (those not consumed stay for the next call,
@@ -363,6 +418,9 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 				h.t.Fatalf("%d registers waiting for storage", regs)
 			}
 		}
+		if j.Kind == JobDrop && !m.dropAllowed {
+			h.t.Fatalf("a drop asked with %d backlog messages counted (msg-limit %d)", m.backlog, h.env.Config.MsgLimit)
+		}
 		if j.Kind == JobDelete {
 			if m.deleted[j.Message] || !m.sentKey(j.Message) {
 				h.t.Fatalf("delete of %+v: never sent, or deleted before", j.Message)
@@ -379,6 +437,9 @@ func (m *fuzzModel) step(fn func(x *Ctx)) {
 	}
 	if h.close {
 		m.closing = true
+	}
+	if h.s.Idle() {
+		m.backlog = 0
 	}
 }
 

@@ -1,10 +1,14 @@
 package session
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	gws "github.com/gobwas/ws"
 )
 
 // answerPage answers the check job with n stored messages named from
@@ -133,6 +137,110 @@ func TestMsgLimitOff(t *testing.T) {
 		sent := h.answerPage(check, 3*i, 3, 0)
 		if len(sent) != 3 || len(h.messages()) != 3 {
 			t.Fatalf("page %d not sent", i)
+		}
+		check = lastCheck(t, h.ackPage(sent))
+	}
+}
+
+// answerReceived answers the check job with one stored message per entry
+// of received (when the endpoint received it), named from first on, each
+// with an hour left to live; it returns the versions sent.
+func (h *harness) answerReceived(check Job, first int, received ...time.Time) []string {
+	h.t.Helper()
+	r := Result{Job: check, More: len(received) == check.Page}
+	var versions []string
+	for i, at := range received {
+		v := fmt.Sprint("m", first+i)
+		ttl := int64(h.now.Sub(at)/time.Second) + 3600
+		r.Stamps = append(r.Stamps, storedMsg(v, "", uint64(at.UnixNano())+uint64(i), ttl))
+		versions = append(versions, v)
+	}
+	h.done(&r)
+	return versions
+}
+
+// times is n copies of at.
+func times(n int, at time.Time) []time.Time {
+	out := make([]time.Time, n)
+	for i := range out {
+		out[i] = at
+	}
+	return out
+}
+
+// TestMsgLimitSparesAConnectedClient: what the endpoint received after
+// the hello went through storage only because the client's window was
+// full; it never counts toward the limit, however many pages of it the
+// client acks, nor does the page its close waits for.
+func TestMsgLimitSparesAConnectedClient(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 2 })
+	h.ready(testUAID)
+	hello := h.now
+	check := Job{}
+	for i := range 20 {
+		h.now = h.now.Add(time.Second)
+		if i == 0 {
+			h.checkStatus()
+			check = h.job(JobCheck)
+		}
+		// A burst: every page full, storage never found empty.
+		sent := h.answerReceived(check, 3*i, times(3, h.now.Add(-time.Second/2))...)
+		if len(h.messages()) != 3 || h.counter("UAIDResets") != 0 {
+			t.Fatalf("page %d of messages received after the hello (%s): sent %q, resets %d", i, hello, h.out, h.counter("UAIDResets"))
+		}
+		if i == 19 {
+			// Its close, right behind the acks: the owed page is read,
+			// and does not count either.
+			h.send(ackMsg(sent...))
+			deletes := slices.Clone(h.jobs)
+			h.feed(clientFrame(gws.OpClose, gws.NewCloseFrameBody(1000, "")))
+			for _, d := range deletes {
+				h.done(&Result{Job: d})
+			}
+			h.answerReceived(h.job(JobCheck), 60, times(3, h.now)...)
+			h.closedWith(1000)
+			h.noJobs()
+			if fs := h.frames(); bytes.Contains(fs[len(fs)-1].Payload, []byte("uaid reset")) || h.counter("UAIDResets") != 0 {
+				t.Fatalf("the close answered %q, resets %d", fs[len(fs)-1].Payload, h.counter("UAIDResets"))
+			}
+			return
+		}
+		check = lastCheck(t, h.ackPage(sent))
+	}
+}
+
+// TestMsgLimitCountsTheBacklog: what the endpoint received before the
+// hello counts, whatever arrives after it in the same pages; past the
+// limit the user is dropped, mid-drain.
+func TestMsgLimitCountsTheBacklog(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 4 })
+	away := h.now.Add(-24 * time.Hour)
+	h.ready(testUAID)
+	h.checkStatus()
+	check := h.job(JobCheck)
+	h.now = h.now.Add(time.Minute)
+	after := h.now.Add(-time.Second)
+	pages := [][]time.Time{
+		{away, away, away},    // 3
+		{after, after, after}, // 3: more stored while it drains
+		{away, after, after},  // 4: at the limit
+		{after, away, after},  // 5: over
+	}
+	for i, page := range pages {
+		sent := h.answerReceived(check, 3*i, page...)
+		if i == len(pages)-1 {
+			if len(h.out) != 0 {
+				t.Fatalf("the page over the limit was sent: %q", h.out)
+			}
+			h.done(&Result{Job: h.job(JobDrop)})
+			h.closedWith(1000)
+			if h.counter("UAIDResets") != 1 {
+				t.Fatal("not counted")
+			}
+			return
+		}
+		if len(h.messages()) != len(page) || h.counter("UAIDResets") != 0 {
+			t.Fatalf("page %d: sent %q, resets %d", i, h.out, h.counter("UAIDResets"))
 		}
 		check = lastCheck(t, h.ackPage(sent))
 	}
