@@ -9,7 +9,7 @@ SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/autopush/schemathesis-$(SCHEMATHESIS_VERSION)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity million stall fanout sender-cluster sender-crash sender-stop sender-bench sender-flood bridge-bench drain-loop cluster cluster-down faults
+.PHONY: help run build test test-stress test-unit e2e bench fuzz lint node-deps py-deps capacity million stall fanout sender-cluster sender-crash sender-stop burst sender-bench sender-flood bridge-bench drain-loop cluster cluster-down faults
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ sender-cluster-faults: ## two autoendpoint sender nodes on a 3-node Cassandra cl
 
 sender-stop: ## SIGTERM a sender node with its queue full, 5 rounds of 5,000 pushes per backend (on Cassandra beside a second node), and SIGKILL one for the takeover; exit time, pushes left, sent once, pace, counted at the provider (~25 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh sender-stop
+
+burst: ## a connected user agent acking at 50/s gets bursts of 2,000 pushes through the push API, 10 rounds per backend: no reset (msg-limit counts only a backlog), each push delivered once (~16 min; starts Cassandra when CQL_HOSTS is unset)
+	bash tools/test.sh burst
 
 sender-crash: ## SIGKILL autoendpoint mid-stream and restart, 3 rounds of 6,000 pushes per backend and policy, counted at the provider (~10 min; starts Cassandra when CQL_HOSTS is unset)
 	bash tools/test.sh sender-crash

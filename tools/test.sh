@@ -18,6 +18,8 @@
 #   tools/test.sh sender-stop   a sender node SIGTERMed with its queue full, 5
 #                               rounds of 5,000 per backend, and SIGKILLed for
 #                               the takeover (make test: 1 round of 1,500)
+#   tools/test.sh burst         bursts of 2,000 pushes at a user agent acking
+#                               at 50/s, 10 rounds per backend (make test: 300)
 #   tools/test.sh drain-loop    SIGTERM during pushes and acks, 20 rounds on
 #                               each backend (make test runs 3)
 #   tools/test.sh sender-cluster-faults  two sender nodes on a 3-node
@@ -87,6 +89,12 @@ fi
 if [ "$mode" = sender-stop ]; then
 	SENDER_STOP_ROUNDS=${SENDER_STOP_ROUNDS:-5} SENDER_STOP_PUSHES=${SENDER_STOP_PUSHES:-5000} go test -count=1 -v -timeout 60m \
 		-run '^(TestStopHandsBack|TestKillTakeover)$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
+	exit "${PIPESTATUS[0]}"
+fi
+
+if [ "$mode" = burst ]; then
+	AUTOPUSH_BURST_PUSHES=${AUTOPUSH_BURST_PUSHES:-2000} AUTOPUSH_BURST_ROUNDS=${AUTOPUSH_BURST_ROUNDS:-10} go test -count=1 -v -timeout 60m \
+		-run '^TestE2EMsgLimitSparesAConnectedClient$' ./stack/ 2>&1 | grep -a -E '^\s*(--- |msglimit_test\.go|ok |FAIL|PASS$)'
 	exit "${PIPESTATUS[0]}"
 fi
 
