@@ -42,6 +42,8 @@ type Server struct {
 	metrics  *engineMetrics
 	version  []byte
 	maxConns int
+	sources  *listener.Sources // max-connections-per-source; nil: no cap
+	capLog   atomic.Int64      // when a refusal over it may be logged next (unix ns)
 
 	connections atomic.Int64
 	pending     atomic.Int64   // see Pending
@@ -79,8 +81,13 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	exempt, err := listener.ParsePrefixes(cfg.PerSourceExempt)
+	if err != nil {
+		return nil, fmt.Errorf("engine: config: per-source-exempt %w", err)
+	}
 	srv := &Server{
 		cfg: cfg, log: log, store: store, keys: keys,
+		sources:  listener.NewSources(cfg.MaxConnectionsPerSource, exempt),
 		registry: newRegistry(),
 		deletes:  newDeletes(),
 		wheel:    newWheel(time.Second, 1024, time.Now()),
