@@ -267,9 +267,9 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("apitier: config: per-source-exempt %w", err)
 	}
-	raw, err := net.Listen("tcp", s.cfg.Listen)
+	raw, err := listener.Listen("autoendpoint", "listen", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("apitier: listen %s: %w", s.cfg.Listen, err)
+		return err
 	}
 	if s.cfg.MetricsListen != "" {
 		if s.ops, err = s.startOps(); err != nil {

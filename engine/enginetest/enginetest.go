@@ -116,6 +116,18 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// HeldAddr is a loopback address a listener holds until the test ends:
+// as another process's, for a node told to listen there.
+func HeldAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
 // freeAddrFloor is the lowest port FreeAddr picks: above the well-known
 // and common service ports.
 const freeAddrFloor = 20000

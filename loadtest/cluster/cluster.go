@@ -316,9 +316,10 @@ func (c *Cluster) startListening(name string, start func(addr string) (*proc.Pro
 }
 
 // addrTaken tells whether a child's start error (which holds the end of
-// its output) is its listen on addr refused as in use.
+// its output) is its listen on addr refused as in use: the binaries say
+// "<setting> <addr>: address already in use ..." (listener.ListenError).
 func addrTaken(err error, addr string) bool {
-	return strings.Contains(err.Error(), "listen tcp "+addr+": bind: address already in use")
+	return strings.Contains(err.Error(), " "+addr+": address already in use")
 }
 
 // storageEnv is the storage settings of a tier (prefix AUTOCONNECT or

@@ -140,7 +140,7 @@ func TestEndpointPortTakenStartsAgain(t *testing.T) {
 // listenAttempts times.
 func TestStartListeningRetriesOnlyATakenPort(t *testing.T) {
 	taken := func(addr string) error {
-		return fmt.Errorf("proc: x exited before it started:\nx: listen tcp %s: bind: address already in use", addr)
+		return fmt.Errorf("proc: x exited before it started:\nx: endpoint-listen %s: address already in use by another process (a second node on this host needs addresses of its own); set endpoint-listen to a free address (port 0: any free port, logged at start)", addr)
 	}
 	other := errors.New("proc: x exited before it started:\nx: bad setting")
 	for _, tc := range []struct {
