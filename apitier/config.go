@@ -3,13 +3,13 @@ package apitier
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/vapid"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -319,8 +319,8 @@ func (c *Config) Validate() error {
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err
 	}
-	if _, err := parsePrefixes(c.PerSourceExempt); err != nil {
-		return err
+	if _, err := listener.ParsePrefixes(c.PerSourceExempt); err != nil {
+		return fmt.Errorf("apitier: config: per-source-exempt %w", err)
 	}
 	for _, tok := range append(append([]string(nil), c.BroadcastTokens...), c.BroadcastReaderTokens...) {
 		if len(tok) < minBroadcastToken || strings.ContainsAny(tok, " \t") {
@@ -363,23 +363,4 @@ func origin(base string) (string, error) {
 		host += ":" + port
 	}
 	return scheme + "://" + host, nil
-}
-
-// parsePrefixes reads per-source-exempt: CIDR prefixes, or addresses
-// (a prefix of one).
-func parsePrefixes(list []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(list))
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("apitier: config: per-source-exempt %q is neither an address nor a CIDR prefix", s)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
 }

@@ -3,7 +3,6 @@ package apitier
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/profiling"
 )
 
@@ -90,7 +90,7 @@ type opsListener struct {
 func (s *Server) startOps() (*opsListener, error) {
 	ln, err := net.Listen("tcp", s.cfg.MetricsListen)
 	if err != nil {
-		return nil, fmt.Errorf("apitier: metrics-listen %s: %w", s.cfg.MetricsListen, err)
+		return nil, &listener.ListenError{Tier: "autoendpoint", Setting: "metrics-listen", Addr: s.cfg.MetricsListen, Off: `""`, Err: err}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {

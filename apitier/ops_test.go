@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/mozlog"
 )
 
@@ -291,5 +293,28 @@ func TestPprofOnlyWhenOn(t *testing.T) {
 			t.Errorf("pprof %v: GET /debug/pprof/heap on metrics-listen: %d, want %d", on, r.code, want)
 		}
 		wantError(t, send(t, s, "GET", "/debug/pprof/heap", nil), http.StatusNotFound, errno.InvalidEndpoint)
+	}
+}
+
+// TestListenInUse: a second node on a host, whose metrics-listen (or
+// listen) another process holds, does not start, and its error names the
+// setting and how to change it: the default metrics-listen,
+// 127.0.0.1:8084, is the same for every node.
+func TestListenInUse(t *testing.T) {
+	addr := et.HeldAddr(t)
+	for setting, mutate := range map[string]func(*Config){
+		"metrics-listen": func(c *Config) { c.MetricsListen = addr },
+		"listen":         func(c *Config) { c.Listen = addr },
+	} {
+		err := newServer(t, newStore(t), mutate).Start()
+		var le *listener.ListenError
+		if !errors.As(err, &le) || le.Tier != "autoendpoint" || le.Setting != setting || le.Addr != addr {
+			t.Fatalf("%s held: %#v", setting, err)
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, setting+" "+addr+": address already in use") || !strings.Contains(msg, "set "+setting+" to a free address") ||
+			strings.Contains(msg, `"" to turn it off`) != (setting == "metrics-listen") {
+			t.Errorf("%s held: %q", setting, msg)
+		}
 	}
 }

@@ -263,13 +263,13 @@ const maxHeaderBytes = 32 << 10
 // connections (a listen address with port 0 gets a free port; Addr says
 // which).
 func (s *Server) Start() error {
-	exempt, err := parsePrefixes(s.cfg.PerSourceExempt)
+	exempt, err := listener.ParsePrefixes(s.cfg.PerSourceExempt)
+	if err != nil {
+		return fmt.Errorf("apitier: config: per-source-exempt %w", err)
+	}
+	raw, err := listener.Listen("autoendpoint", "listen", s.cfg.Listen)
 	if err != nil {
 		return err
-	}
-	raw, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("apitier: listen %s: %w", s.cfg.Listen, err)
 	}
 	if s.cfg.MetricsListen != "" {
 		if s.ops, err = s.startOps(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine/session"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -42,6 +43,25 @@ type Config struct {
 
 	// MaxConnections: upgrades beyond it get 503. Default 0: the fd ceiling.
 	MaxConnections int `conf:"max-connections" help:"refuse upgrades beyond this many connections (0: fd limit)"`
+	// MaxConnectionsPerSource caps the connections open at once on the
+	// websocket port from one source address (an IPv4 address, an IPv6
+	// /64), so that a few sources cannot take the node's fds from everyone
+	// else. A connection beyond it is refused as it is accepted: it is
+	// written a 503 answer (Retry-After) and closed at once, before any
+	// handshake. Firefox holds one connection per profile, so a source
+	// holds as many as it has Firefox profiles connected to this node: a
+	// large office or a carrier NAT behind one IPv4 address can pass the
+	// cap, and its surplus is refused until some leave (raise the cap, or
+	// exempt the address). Behind a load balancer or proxy that does not
+	// pass the client's address, every connection comes from the
+	// balancer: list its addresses in per-source-exempt. 0: no cap.
+	// Default 1024.
+	MaxConnectionsPerSource int `conf:"max-connections-per-source" help:"websocket connections open at once from one address (IPv6: one /64); more are refused with 503 at accept (0: no cap)"`
+	// PerSourceExempt are the sources max-connections-per-source does not
+	// apply to, as CIDR prefixes or addresses ("10.0.0.0/8", "::1"): the
+	// load balancers in front. Loopback is not exempt unless listed
+	// ("127.0.0.0/8"). Default none.
+	PerSourceExempt []string `conf:"per-source-exempt" help:"addresses or CIDR prefixes exempt from max-connections-per-source (the load balancer's; comma-separated)"`
 	// EventLoops is the number of gnet event loops. Default 0: one per CPU.
 	EventLoops int `conf:"event-loops" help:"number of event loops (0: one per CPU)"`
 	// HelloTimeout: a client must send hello within it. Default 10s.
@@ -178,6 +198,8 @@ func DefaultConfig() Config {
 		MessagePage:    10,
 		MaxChannels:    100000,
 
+		MaxConnectionsPerSource: 1024,
+
 		NodeAPIHeaderTimeout:  5 * time.Second,
 		NodeAPIBodyTimeout:    5 * time.Second,
 		NodeAPIIdleTimeout:    120 * time.Second,
@@ -221,8 +243,11 @@ func (c *Config) Validate() error {
 	case c.GCPercentBusy != 0 && c.GCPercentBusy < c.GCPercent:
 		return errors.New("engine: config: gc-percent-busy must be 0 (off) or at least gc-percent")
 	case c.MaxConnections < 0 || c.EventLoops < 0 || c.DrainWindow < 0 || c.MinClientPing < 0 || c.CursorLag < 0 ||
-		c.MaxChannels < 0:
-		return errors.New("engine: config: max-connections, event-loops, drain-window, min-client-ping, cursor-lag, max-channels must not be negative")
+		c.MaxChannels < 0 || c.MaxConnectionsPerSource < 0:
+		return errors.New("engine: config: max-connections, max-connections-per-source, event-loops, drain-window, min-client-ping, cursor-lag, max-channels must not be negative")
+	}
+	if _, err := listener.ParsePrefixes(c.PerSourceExempt); err != nil {
+		return fmt.Errorf("engine: config: per-source-exempt %w", err)
 	}
 	if _, err := url.Parse(c.EndpointURL); err != nil {
 		return fmt.Errorf("engine: config: endpoint-url: %w", err)

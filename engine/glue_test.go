@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -117,9 +118,14 @@ func (c *fakeConn) Discard(n int) (int, error) {
 	return n, nil
 }
 func (c *fakeConn) OutboundBuffered() int     { return 0 }
+func (c *fakeConn) RemoteAddr() net.Addr      { return fakePeer }
 func (c *fakeConn) Context() any              { return c.ctx }
 func (c *fakeConn) SetContext(v any)          { c.ctx = v }
 func (c *fakeConn) EventLoop() gnet.EventLoop { return c.loop }
+
+// fakePeer is every fake connection's source: the per-source cap counts
+// them (OnOpen takes, OnClose gives back).
+var fakePeer = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}
 
 func glueServer(t *testing.T) (*Server, storage.Store) {
 	t.Helper()
@@ -202,6 +208,11 @@ func TestNoWriteAfterSynchronousClose(t *testing.T) {
 	}
 	if !cn.s.Closed() || srv.env.InFlight.Load() != 0 || srv.connections.Load() != 0 || srv.registry.get(uaid) != nil {
 		t.Fatalf("after the failed write: closed %v, in flight %d, connections %d", cn.s.Closed(), srv.env.InFlight.Load(), srv.connections.Load())
+	}
+	// Closed inside its write (OnClose while flushing), it gave its
+	// source's place back all the same.
+	if n := srv.sources.Open(srv.sources.Of(fakePeer)); n != 0 {
+		t.Fatalf("after the failed write: %d counted from its source, want 0", n)
 	}
 	// What the node API or a storage worker hands the session later must
 	// not write either.

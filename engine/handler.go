@@ -14,9 +14,13 @@ import (
 // MaxUnacked notifications, far below what a leak would need.
 const maxOutbound = 256 << 10
 
-// OnOpen gives the connection a session; the upgrade must arrive within
-// HelloTimeout too.
+// OnOpen gives the connection a session, unless its source holds
+// max-connections-per-source already (persource.go); the upgrade must
+// arrive within HelloTimeout too.
 func (srv *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if refusal, action, ok := srv.admit(c); !ok {
+		return refusal, action
+	}
 	srv.connections.Add(1)
 	cn := &conn{c: c}
 	c.SetContext(cn)
@@ -59,7 +63,11 @@ func (srv *Server) OnTraffic(c gnet.Conn) gnet.Action {
 // out and ends the session itself.
 func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 	cn, _ := c.Context().(*conn)
-	if cn == nil || cn.s.Closed() {
+	if cn == nil {
+		return gnet.None // refused at OnOpen
+	}
+	srv.release(c)
+	if cn.s.Closed() {
 		return gnet.None
 	}
 	if cn.flushing == flushRunning {

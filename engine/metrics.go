@@ -34,6 +34,7 @@ const (
 	mAPIUnauthorized   = "autoconnect_node_api_unauthorized_total"
 	mAPIConnections    = "autoconnect_node_api_connections"
 	mAPIRefused        = "autoconnect_node_api_connections_refused_total"
+	mRefusedSource     = "autoconnect_connections_refused_per_source_total"
 	mStorageSeconds    = "autoconnect_storage_seconds"
 	mDeliveryAck       = "autoconnect_delivery_ack_seconds"
 	mDraining          = "autoconnect_draining"
@@ -80,6 +81,7 @@ type engineMetrics struct {
 	sent, sentStored, storedOut                              *metrics.Counter
 	directBusy, directMiss, directOK, directStale, evictions *metrics.Counter
 	apiUnauthorized, apiRefused, storageErrors, fateErrors   *metrics.Counter
+	refusedSource                                            *metrics.Counter
 	storageSeconds                                           *metrics.PrometheusHistogram
 
 	pollOK, pollErrors, broadcastChanges *metrics.Counter
@@ -107,6 +109,7 @@ func newMetrics(srv *Server) *engineMetrics {
 		directOK:        s.NewCounter(mDirectOK),
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
 		apiRefused:      s.NewCounter(mAPIRefused),
+		refusedSource:   s.NewCounter(mRefusedSource),
 		storageErrors:   s.NewCounter(mStorageErrors),
 		fateErrors:      s.NewCounter(mFateErrors),
 		storageSeconds:  s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),

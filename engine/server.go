@@ -42,6 +42,8 @@ type Server struct {
 	metrics  *engineMetrics
 	version  []byte
 	maxConns int
+	sources  *listener.Sources // max-connections-per-source; nil: no cap
+	capLog   atomic.Int64      // when a refusal over it may be logged next (unix ns)
 
 	connections atomic.Int64
 	pending     atomic.Int64   // see Pending
@@ -79,8 +81,13 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	exempt, err := listener.ParsePrefixes(cfg.PerSourceExempt)
+	if err != nil {
+		return nil, fmt.Errorf("engine: config: per-source-exempt %w", err)
+	}
 	srv := &Server{
 		cfg: cfg, log: log, store: store, keys: keys,
+		sources:  listener.NewSources(cfg.MaxConnectionsPerSource, exempt),
 		registry: newRegistry(),
 		deletes:  newDeletes(),
 		wheel:    newWheel(time.Second, 1024, time.Now()),
@@ -126,9 +133,9 @@ func (srv *Server) Start() error {
 	if ceiling := int(limit) - fdReserve; srv.maxConns == 0 || srv.maxConns > ceiling {
 		srv.maxConns = max(ceiling, 1)
 	}
-	raw, err := net.Listen("tcp", srv.cfg.RouterListen)
+	raw, err := listener.Listen("autoconnect", "router-listen", srv.cfg.RouterListen)
 	if err != nil {
-		return fmt.Errorf("engine: node API listen %s: %w", srv.cfg.RouterListen, err)
+		return err
 	}
 	srv.apiLn = listener.New(raw, listener.Config{
 		MaxConns: srv.cfg.NodeAPIMaxConnections,
@@ -187,7 +194,8 @@ func (srv *Server) Start() error {
 			return err
 		}
 	case err := <-srv.stopped:
-		return fmt.Errorf("engine: listen %s: %w", srv.cfg.Listen, err)
+		srv.abortStart()
+		return &listener.ListenError{Tier: "autoconnect", Setting: "listen", Addr: srv.cfg.Listen, Err: err}
 	}
 	srv.log.Info("autoconnect started", "listen", srv.addr, "node_api", srv.apiLn.Addr().String(),
 		"node_url", srv.nodeURL, "fd_limit", limit, "max_connections", srv.maxConns)
@@ -268,6 +276,17 @@ func (srv *Server) Close() error {
 	srv.checks.Stop(srv.log) // after what may owe one: the leaves, payOwed
 	srv.nodes.CloseIdle()
 	return err
+}
+
+// abortStart stops what Start began before the websocket listener
+// failed: the node API and the background work. The node is not used
+// again (no Close).
+func (srv *Server) abortStart() {
+	srv.api.Close()
+	close(srv.quit)
+	srv.bg.Wait()
+	srv.checks.Stop(srv.log)
+	srv.workers.stop()
 }
 
 // gnetLogger sends gnet's own log lines to the node's logger; its start-up

@@ -24,10 +24,9 @@ func checkKernel(cfg *scenario.Config, read probe.ReadFunc) error {
 	return l.Check(kernelNeeds(cfg))
 }
 
-// kernelNeeds is what cfg's run opens at once. User agents go to engine
-// gid % engines from source address gid % source-ips (package agent), so
-// at most ceil(uas / lcm(engines, source-ips)) share a source and an
-// engine, each on its own ephemeral port.
+// kernelNeeds is what cfg's run opens at once. At most cfg.PerSource()
+// user agents share a source and an engine, each on its own ephemeral
+// port.
 func kernelNeeds(cfg *scenario.Config) probe.Needs {
 	e, w := int64(cfg.EngineCount()), int64(cfg.WorkerCount())
 	uas := int64(cfg.UAs)
@@ -40,18 +39,10 @@ func kernelNeeds(cfg *scenario.Config) probe.Needs {
 	return probe.Needs{
 		Files:       2*(uas+w*senders) + e*engineOwnFiles + w*workerOwnFiles,
 		PerProcess:  max(perEngine, perWorker),
-		PerPortPair: ceilDiv(uas, lcm(e, int64(cfg.SourceIPs))),
+		PerPortPair: int64(cfg.PerSource()),
 		Pending:     int64(cfg.MaxPending),
 		Conns:       uas + w*senders,
 	}
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-func lcm(a, b int64) int64 {
-	x, y := a, b
-	for y != 0 {
-		x, y = y, x%y
-	}
-	return a / x * b
-}

@@ -116,6 +116,18 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// HeldAddr is a loopback address a listener holds until the test ends:
+// as another process's, for a node told to listen there.
+func HeldAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
 // freeAddrFloor is the lowest port FreeAddr picks: above the well-known
 // and common service ports.
 const freeAddrFloor = 20000
@@ -137,10 +149,31 @@ func ephemeralStart() (int, bool) {
 // Dial opens a websocket to a node, offering Firefox's subprotocol.
 func Dial(t testing.TB, addr string) *Client {
 	t.Helper()
+	return DialFrom(t, addr, "")
+}
+
+// DialFrom is Dial from the source address src (a 127.0.0.x: loopback
+// takes any of them), or the kernel's choice when "".
+func DialFrom(t testing.TB, addr, src string) *Client {
+	t.Helper()
+	c, err := TryDialFrom(t, addr, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TryDialFrom is DialFrom returning the failure (with what the node
+// answered) instead of failing the test.
+func TryDialFrom(t testing.TB, addr, src string) (*Client, error) {
 	var rec *recConn
+	nd := &net.Dialer{}
+	if src != "" {
+		nd.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
 	d := ws.Dialer{Protocols: []string{"push-notification"}, Timeout: 5 * time.Second,
 		NetDial: func(ctx context.Context, network, a string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+			c, err := nd.DialContext(ctx, network, a)
 			if err != nil {
 				return nil, err
 			}
@@ -150,13 +183,13 @@ func Dial(t testing.TB, addr string) *Client {
 	conn, _, _, err := d.Dial(context.Background(), "ws://"+addr+"/")
 	if err != nil {
 		if rec != nil {
-			t.Fatalf("dial %s: %v; read %q local %v", addr, err, rec.got, rec.LocalAddr())
+			rec.Close()
+			return nil, fmt.Errorf("dial %s: %w; read %q local %v", addr, err, rec.got, rec.LocalAddr())
 		}
-		t.Fatalf("dial %s: %v", addr, err)
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	c := &Client{t: t, conn: conn, AnswerPings: true}
 	t.Cleanup(func() { conn.Close() })
-	return c
+	return &Client{t: t, conn: conn, AnswerPings: true}, nil
 }
 
 // SendRaw sends one masked text frame.

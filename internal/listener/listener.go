@@ -62,14 +62,16 @@ type Listener struct {
 	net.Listener
 	cfg Config
 
-	mu     sync.Mutex
-	conns  map[*Conn]struct{}
-	source map[netip.Addr]int // open connections per counted source
+	sources *Sources // nil: no per-source cap
+
+	mu    sync.Mutex // before sources' own
+	conns map[*Conn]struct{}
 }
 
 // New wraps ln.
 func New(ln net.Listener, cfg Config) *Listener {
-	return &Listener{Listener: ln, cfg: cfg, conns: map[*Conn]struct{}{}, source: map[netip.Addr]int{}}
+	return &Listener{Listener: ln, cfg: cfg, conns: map[*Conn]struct{}{},
+		sources: NewSources(cfg.MaxConnsPerSource, cfg.Exempt)}
 }
 
 // refusalWait bounds writing the refusal: a fresh socket's send buffer
@@ -84,17 +86,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &Conn{Conn: nc, l: l}
-		src, counted := l.sourceOf(nc)
+		c := &Conn{Conn: nc, l: l, src: l.sources.Of(nc.RemoteAddr())}
 		l.mu.Lock()
 		full := l.cfg.MaxConns > 0 && len(l.conns) >= l.cfg.MaxConns
-		over := !full && counted && l.source[src] >= l.cfg.MaxConnsPerSource
+		over := !full && !l.sources.Take(c.src)
 		if !full && !over {
 			l.conns[c] = struct{}{}
-			if counted {
-				l.source[src]++
-				c.src, c.counted = src, true
-			}
 		}
 		l.mu.Unlock()
 		switch {
@@ -114,29 +111,6 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		return c, nil
 	}
-}
-
-// sourceOf is the per-source key of nc's peer (its IPv4 address, or its
-// IPv6 /64), and whether MaxConnsPerSource counts it.
-func (l *Listener) sourceOf(nc net.Conn) (netip.Addr, bool) {
-	if l.cfg.MaxConnsPerSource <= 0 {
-		return netip.Addr{}, false
-	}
-	ap, err := netip.ParseAddrPort(nc.RemoteAddr().String())
-	if err != nil {
-		return netip.Addr{}, false // not TCP/IP (a pipe in tests): nothing to count
-	}
-	ip := ap.Addr().Unmap()
-	for _, p := range l.cfg.Exempt {
-		if p.Contains(ip) {
-			return netip.Addr{}, false
-		}
-	}
-	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		ip = p.Addr()
-	}
-	return ip, true
 }
 
 func (l *Listener) refuse(nc net.Conn, refusal []byte, count func()) {
@@ -182,8 +156,7 @@ func (l *Listener) WakeIdle() int {
 type Conn struct {
 	net.Conn
 	l        *Listener
-	src      netip.Addr // its per-source key, when counted
-	counted  bool
+	src      Source // what the per-source cap counts it under
 	busy     atomic.Bool
 	reqEnd   atomic.Int64 // the current request's deadline (unix ns); 0: none
 	handled  atomic.Bool  // Routed ran for the current request
@@ -302,11 +275,7 @@ func (c *Conn) Close() error {
 		first = true
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
-		if c.counted {
-			if c.l.source[c.src]--; c.l.source[c.src] <= 0 {
-				delete(c.l.source, c.src)
-			}
-		}
+		c.l.sources.Release(c.src)
 		c.l.mu.Unlock()
 	})
 	// A connection that ran out its time is closed at once: its client

@@ -27,7 +27,7 @@ func Load(cfg any, prefix string, args []string, env func(string) (string, bool)
 	file := fs.String("config", "", "optional JSON file with settings (env "+prefix+"__CONFIG)")
 	flagValues := map[string]*string{}
 	for _, f := range fields {
-		flagValues[f.name] = fs.String(f.name, "", fmt.Sprintf("%s (env %s, default %q)", f.help, envName(prefix, f.name), f.String()))
+		flagValues[f.name] = fs.String(f.name, "", fmt.Sprintf("%s (env %s, default %q)", f.help, EnvName(prefix, f.name), f.String()))
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "Usage of %s:\n", strings.ToLower(prefix))
@@ -37,7 +37,7 @@ func Load(cfg any, prefix string, args []string, env func(string) (string, bool)
 		return err
 	}
 	if *file == "" {
-		*file, _ = env(envName(prefix, "config"))
+		*file, _ = env(EnvName(prefix, "config"))
 	}
 	if *file != "" {
 		if err := loadFile(*file, fields); err != nil {
@@ -45,9 +45,9 @@ func Load(cfg any, prefix string, args []string, env func(string) (string, bool)
 		}
 	}
 	for _, f := range fields {
-		if s, ok := env(envName(prefix, f.name)); ok {
+		if s, ok := env(EnvName(prefix, f.name)); ok {
 			if err := f.set(s); err != nil {
-				return fmt.Errorf("settings: env %s: %w", envName(prefix, f.name), err)
+				return fmt.Errorf("settings: env %s: %w", EnvName(prefix, f.name), err)
 			}
 		}
 	}
@@ -103,7 +103,7 @@ func Describe(cfg any, prefix string) []Setting {
 	}
 	var out []Setting
 	for _, f := range fields {
-		out = append(out, Setting{Name: f.name, Env: envName(prefix, f.name), Default: f.String(), Help: f.help, Tag: f.tag, Parts: f.parts})
+		out = append(out, Setting{Name: f.name, Env: EnvName(prefix, f.name), Default: f.String(), Help: f.help, Tag: f.tag, Parts: f.parts})
 	}
 	return out
 }
@@ -130,7 +130,9 @@ func fieldsFor(cfg any) ([]field, error) {
 	return fieldsOf(v.Elem()), nil
 }
 
-func envName(prefix, name string) string {
+// EnvName is the variable of setting name under prefix: AUTOPUSH,
+// max-unacked: AUTOPUSH__MAX_UNACKED.
+func EnvName(prefix, name string) string {
 	return prefix + "__" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 

@@ -316,9 +316,10 @@ func (c *Cluster) startListening(name string, start func(addr string) (*proc.Pro
 }
 
 // addrTaken tells whether a child's start error (which holds the end of
-// its output) is its listen on addr refused as in use.
+// its output) is its listen on addr refused as in use: the binaries say
+// "<setting> <addr>: address already in use ..." (listener.ListenError).
 func addrTaken(err error, addr string) bool {
-	return strings.Contains(err.Error(), "listen tcp "+addr+": bind: address already in use")
+	return strings.Contains(err.Error(), " "+addr+": address already in use")
 }
 
 // storageEnv is the storage settings of a tier (prefix AUTOCONNECT or
@@ -421,7 +422,24 @@ func (c *Cluster) engineEnv(i int, listen, router string) []string {
 	}
 	env = append(env, c.megaphoneEnv("AUTOCONNECT")...)
 	env = append(env, c.pprofEnv("AUTOCONNECT")...)
+	env = append(env, c.sourceCapEnv("AUTOCONNECT__MAX_CONNECTIONS_PER_SOURCE")...)
 	return append(env, passThrough("AUTOCONNECT__")...)
+}
+
+// EngineSourceCap is the engines' default max-connections-per-source. A
+// run that puts more user agents on one source and one engine
+// (scenario.Config.PerSource: few -source-ips) raises it to what it
+// needs, as an operator raises it for a large NAT: each 127.0.0.x stands
+// for many users.
+const EngineSourceCap = 1024
+
+// sourceCapEnv sets the engines' per-source cap (the variable name) when
+// the run needs more than the default.
+func (c *Cluster) sourceCapEnv(name string) []string {
+	if n := c.cfg.PerSource(); n > EngineSourceCap {
+		return []string{name + "=" + strconv.Itoa(n)}
+	}
+	return nil
 }
 
 // startSingle runs both tiers in one process over the embedded store, its
@@ -434,6 +452,7 @@ func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
 	env := []string{"AUTOPUSH__CRYPTO_KEY=" + key}
 	env = append(env, c.megaphoneEnv("AUTOPUSH")...)
 	env = append(env, c.pprofEnv("AUTOPUSH")...)
+	env = append(env, c.sourceCapEnv("AUTOPUSH__CONNECT_MAX_CONNECTIONS_PER_SOURCE")...)
 	if c.cfg.Stalls > 0 {
 		t := c.cfg.StallTimeout.String()
 		env = append(env, "AUTOPUSH__REQUEST_TIMEOUT="+t,

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/storage/scylla"
@@ -139,7 +140,7 @@ func TestEndpointPortTakenStartsAgain(t *testing.T) {
 // listenAttempts times.
 func TestStartListeningRetriesOnlyATakenPort(t *testing.T) {
 	taken := func(addr string) error {
-		return fmt.Errorf("proc: x exited before it started:\nx: listen tcp %s: bind: address already in use", addr)
+		return fmt.Errorf("proc: x exited before it started:\nx: endpoint-listen %s: address already in use by another process (a second node on this host needs addresses of its own); set endpoint-listen to a free address (port 0: any free port, logged at start)", addr)
 	}
 	other := errors.New("proc: x exited before it started:\nx: bad setting")
 	for _, tc := range []struct {
@@ -240,4 +241,24 @@ func (l *lineLog) find(expr string) string {
 		return m[1]
 	}
 	return ""
+}
+
+// TestSourceCapEnv: a run that puts more user agents on one source and
+// one engine than the engines' per-source cap raises it to what it needs,
+// and a run within it leaves the engines' default, which EngineSourceCap
+// is.
+func TestSourceCapEnv(t *testing.T) {
+	if d := engine.DefaultConfig().MaxConnectionsPerSource; d != EngineSourceCap {
+		t.Fatalf("EngineSourceCap %d, the engines' default %d", EngineSourceCap, d)
+	}
+	cfg := scenario.Default(scenario.Hold)
+	cfg.UAs, cfg.Engines = 19000, 1
+	c := &Cluster{cfg: &cfg}
+	if env := c.sourceCapEnv("X"); env != nil {
+		t.Errorf("19,000 over 250 sources: %v", env)
+	}
+	c.cfg.SourceIPs = 10
+	if env := c.sourceCapEnv("X"); !slices.Equal(env, []string{"X=1900"}) {
+		t.Errorf("19,000 over 10 sources: %v", env)
+	}
 }

@@ -650,6 +650,19 @@ func (c *Config) EngineCount() int {
 	return max(1, CeilDiv(c.UAs, c.PerEngine))
 }
 
+// PerSource is the most user agents sharing one source address and one
+// engine: user agent gid goes to engine gid % engines from source
+// gid % source-ips (package agent), so ceil(uas / lcm(engines,
+// source-ips)).
+func (c *Config) PerSource() int {
+	e, s := c.EngineCount(), max(c.SourceIPs, 1)
+	x, y := e, s
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return CeilDiv(c.UAs, e/x*s)
+}
+
 // WorkerCount is the number of worker processes the run starts.
 func (c *Config) WorkerCount() int {
 	if c.Workers > 0 {

@@ -31,10 +31,12 @@ const (
 // Shared lists the settings both tiers have that take one value in one
 // process (each tier gets it): the key and secret they must agree on,
 // the endpoint URL, the logger's level, the version file, profiling
-// (one process's profiles, served on both internal listeners), and every
-// storage setting (one store). Their names are the tiers' own.
+// (one process's profiles, served on both internal listeners), the
+// sources exempt from the per-source caps (one machine: the same proxy
+// is in front of both ports), and every storage setting (one store).
+// Their names are the tiers' own.
 func Shared() []string {
-	names := []string{"crypto-key", "node-secret", "endpoint-url", "log-level", "version-file", "pprof"}
+	names := []string{"crypto-key", "node-secret", "endpoint-url", "log-level", "version-file", "pprof", "per-source-exempt"}
 	for _, s := range settings.Describe(&storage.Settings{}, "") {
 		names = append(names, s.Name)
 	}
@@ -102,10 +104,36 @@ func (c *Config) Settings() *settings.Group {
 // usage for -help, and Validate's error.
 func Load(args []string, env func(string) (string, bool), usage io.Writer) (Config, error) {
 	c := DefaultConfig()
+	if err := checkRenamed(args, env); err != nil {
+		return c, err
+	}
 	if err := settings.Load(c.Settings(), Prefix, args, env, usage); err != nil {
 		return c, err
 	}
 	return c, c.Validate()
+}
+
+// Renamed are the server's settings that a setting added to the other
+// tier split in two (Config.Settings), with what replaced them. Given by
+// a flag they would fail as unknown, but a variable would be ignored
+// without a word: Load refuses both, naming the new settings.
+var Renamed = map[string]string{
+	"max-connections-per-source": "endpoint-max-connections-per-source (the push API's) and connect-max-connections-per-source (the websocket port's)",
+}
+
+// checkRenamed fails on a Renamed setting among args or the variables.
+func checkRenamed(args []string, env func(string) (string, bool)) error {
+	for old, now := range Renamed {
+		_, set := env(settings.EnvName(Prefix, old))
+		for _, a := range args {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			set = set || (strings.HasPrefix(a, "-") && name == old)
+		}
+		if set {
+			return fmt.Errorf("single: config: %s is now %s", old, now)
+		}
+	}
+	return nil
 }
 
 // Validate reports the first setting that cannot work: the key

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/autopush-go/autopush/apitier"
@@ -96,6 +97,44 @@ func TestSecret(t *testing.T) {
 		"cql-keyspace": false, "swrve-keys-file": false, "swrve-keys-poll": false, "listen": false, "megaphone-api-token": true, "broadcast-reader-tokens": true} {
 		if Secret(name) != want {
 			t.Errorf("Secret(%s) = %v", name, !want)
+		}
+	}
+}
+
+// TestPerSourceSettings: per-source-exempt is one setting for both tiers
+// (one machine, one proxy in front of both ports); each tier's cap is its
+// own. The server's former max-connections-per-source (the push API's,
+// before the websocket port had one) is refused by flag and by variable,
+// naming what replaced it, not ignored.
+func TestPerSourceSettings(t *testing.T) {
+	key := token.GenerateKey()
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	c, err := Load([]string{"-connect-max-connections-per-source", "7", "-endpoint-max-connections-per-source", "9"},
+		env(map[string]string{"AUTOPUSH__CRYPTO_KEY": key, "AUTOPUSH__PER_SOURCE_EXEMPT": "127.0.0.1,10.0.0.0/8"}), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"127.0.0.1", "10.0.0.0/8"}
+	if c.Engine.MaxConnectionsPerSource != 7 || c.API.MaxConnectionsPerSource != 9 ||
+		!slices.Equal(c.Engine.PerSourceExempt, want) || !slices.Equal(c.API.PerSourceExempt, want) {
+		t.Fatalf("engine %d %v, api %d %v", c.Engine.MaxConnectionsPerSource, c.Engine.PerSourceExempt,
+			c.API.MaxConnectionsPerSource, c.API.PerSourceExempt)
+	}
+	for name, load := range map[string]func() error{
+		"variable": func() error {
+			_, err := Load(nil, env(map[string]string{"AUTOPUSH__CRYPTO_KEY": key, "AUTOPUSH__MAX_CONNECTIONS_PER_SOURCE": "5"}), &bytes.Buffer{})
+			return err
+		},
+		"flag": func() error {
+			_, err := Load([]string{"--max-connections-per-source=5"}, env(map[string]string{"AUTOPUSH__CRYPTO_KEY": key}), &bytes.Buffer{})
+			return err
+		},
+	} {
+		if err := load(); err == nil || !strings.Contains(err.Error(), "endpoint-max-connections-per-source") ||
+			!strings.Contains(err.Error(), "connect-max-connections-per-source") {
+			t.Errorf("max-connections-per-source by %s: %v", name, err)
 		}
 	}
 }

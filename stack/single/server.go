@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/autopush-go/autopush/internal/gctune"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/stack"
@@ -82,13 +83,31 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if err := st.Start(); err != nil {
-		return nil, err
+		return nil, cfg.named(err)
 	}
 	s := &Server{st: st, cfg: cfg, log: log, pushKey: pushKey}
 	log.Info(SettingsMsg, "settings", s.InEffect())
 	log.Info(ReadyMsg, "websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
 		"push_api", st.HTTPAddr(), "metrics", st.MetricsAddr(), "endpoint_url", st.EndpointURL(), "gogc", gcPercent())
 	return s, nil
+}
+
+// named gives a listener that could not open (listener.ListenError) the
+// server's name of its setting: connect-listen for the connection node's
+// listen, endpoint-listen for the endpoint node's (Settings).
+func (c Config) named(err error) error {
+	var le *listener.ListenError
+	if !errors.As(err, &le) {
+		return err
+	}
+	for _, s := range settings.Describe(c.Settings(), "") {
+		renamed := s.Name == ConnectPrefix+le.Setting || s.Name == EndpointPrefix+le.Setting
+		if (s.Name == le.Setting || renamed) && slices.Contains(s.Parts, le.Tier) {
+			le.Setting = s.Name
+			break
+		}
+	}
+	return err
 }
 
 // Stack is the running stack.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/autopush-go/autopush/storage"
@@ -59,6 +60,10 @@ func Open(cfg Config) (*Store, error) {
 		WALMinSyncInterval: s.syncShare,
 		FS:                 zeroedWAL{FS: vfs.Default, size: int64(cfg.MemTableBytes + cfg.MemTableBytes/4)},
 	})
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		// Pebble's lock on the directory: another process has it open.
+		return nil, fmt.Errorf("embedded: data-dir %s is in use by another process (a second node on this host needs a data-dir of its own): %w", cfg.Dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", cfg.Dir, err)
 	}

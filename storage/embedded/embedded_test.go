@@ -1,7 +1,13 @@
 package embedded
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,3 +192,51 @@ func TestConfigValidate(t *testing.T) {
 func BenchmarkStore(b *testing.B) {
 	storagetest.Bench(b, storagetest.Harness{New: func(t testing.TB) storage.Store { return open(t, Config{}) }})
 }
+
+// TestDataDirInUse: a store on a directory another process holds (a
+// second node started on the same host with the same data-dir) fails
+// with a message naming the setting, not a bare lock error. The other
+// process is this test binary again (holdDirEnv).
+func TestDataDirInUse(t *testing.T) {
+	if dir := os.Getenv(holdDirEnv); dir != "" {
+		s, err := Open(Config{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		fmt.Println("held")
+		io.Copy(io.Discard, os.Stdin) // until the parent closes it
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDataDirInUse$")
+	cmd.Env = append(os.Environ(), holdDirEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "held\n" {
+		t.Fatalf("the other process: %q %v", line, err)
+	}
+	s, err := Open(Config{Dir: dir})
+	if err == nil {
+		s.Close()
+		t.Fatal("a store opened a directory another process holds")
+	}
+	if !strings.Contains(err.Error(), "data-dir "+dir+" is in use by another process") {
+		t.Errorf("error %q does not say data-dir is in use", err)
+	}
+}
+
+// holdDirEnv makes TestDataDirInUse hold that directory, as the other
+// process.
+const holdDirEnv = "EMBEDDED_TEST_HOLD_DIR"

@@ -13,6 +13,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -70,9 +71,9 @@ type Ops struct {
 
 // ServeOps listens on addr and serves the operations routes.
 func ServeOps(addr string, s *Sender, store storage.Store, versionFile string) (*Ops, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listener.Listen("autosender", "listen", addr)
 	if err != nil {
-		return nil, fmt.Errorf("autosender: listen %s: %w", addr, err)
+		return nil, err
 	}
 	o := &Ops{ln: ln}
 	version := dockerflow.Version(versionFile)

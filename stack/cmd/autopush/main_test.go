@@ -733,3 +733,40 @@ func TestRefusesBadSettings(t *testing.T) {
 		t.Errorf("-help: %v\n%s", err, out)
 	}
 }
+
+// TestSecondServerOnTheSameHost: a second server started beside a
+// running one, sharing one of its addresses (the default metrics-listen,
+// 127.0.0.1:8084, is shared unless changed) or its data-dir, exits 1 with
+// a message naming the setting, under the server's own name, and how to
+// change it; not a bare bind or lock error.
+func TestSecondServerOnTheSameHost(t *testing.T) {
+	bin := binary(t)
+	key := token.GenerateKey()
+	first := minimal(t, t.TempDir())
+	first["crypto-key"] = key
+	start(t, fromFlags, first)
+	for _, setting := range []string{"metrics-listen", "connect-listen", "endpoint-listen", "router-listen", "data-dir"} {
+		second := minimal(t, t.TempDir())
+		second["crypto-key"], second[setting] = key, first[setting]
+		var args []string
+		for k, v := range second {
+			args = append(args, "-"+k+"="+v)
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		want := "autopush: " + setting + " " + first[setting] + ": address already in use by another process (a second node on this host needs addresses of its own); set " +
+			setting + " to a free address (port 0: any free port, logged at start)"
+		if setting == "metrics-listen" {
+			want += `, or to "" to turn it off`
+		}
+		if setting == "data-dir" {
+			want = "autopush: embedded: data-dir " + first[setting] + " is in use by another process (a second node on this host needs a data-dir of its own)"
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasPrefix(stderr.String(), want) {
+			t.Errorf("%s shared: %v\n%s\nwant exit 1 saying %q", setting, err, stderr.String(), want)
+		}
+	}
+}
