@@ -12,6 +12,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
+	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -162,11 +163,19 @@ func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.E
 
 // view is a push as the API shows it: the seed's field names, times
 // in RFC 3339 (UTC, ms); a bridged push's device token masked unless
-// showToken.
+// showToken, in its pushKey and wherever its attempts' texts hold it
+// (the providers and the sender keep it out of them, but an attempt
+// written before they did, or by a provider that slipped, may not).
 func view(p *storage.Push, showToken bool) map[string]any {
 	var cron any
 	if p.CronExpression != "" {
 		cron = p.CronExpression
+	}
+	pushKey, text := p.PushKey, func(s string) any { return nullable(s) }
+	if p.Bridge != nil && !showToken {
+		token, masked := p.PushKey, maskToken(p.PushKey)
+		pushKey = masked
+		text = func(s string) any { return nullable(provider.HideToken(s, token, masked)) }
 	}
 	attempts := make([]map[string]any, len(p.Attempts))
 	for i, a := range p.Attempts {
@@ -174,13 +183,9 @@ func view(p *storage.Push, showToken bool) map[string]any {
 			"n": a.N, "status": a.Status, "node": a.Node, "started": rfc3339(a.Started),
 			"called": nullableTime(a.Called), "millis": a.Millis,
 			"errorType": nullable(string(a.ErrorType)), "providerCode": nullableInt(a.ProviderCode),
-			"providerReason": nullable(a.ProviderReason), "providerMessage": nullable(a.ProviderMessage),
-			"cause": nullable(a.Cause), "dedupKey": nullable(a.DedupKey),
+			"providerReason": text(a.ProviderReason), "providerMessage": text(a.ProviderMessage),
+			"cause": text(a.Cause), "dedupKey": nullable(a.DedupKey),
 		}
-	}
-	pushKey := p.PushKey
-	if p.Bridge != nil && !showToken {
-		pushKey = maskToken(pushKey)
 	}
 	return map[string]any{
 		"id": p.ID.String(), "provider": p.Provider, "platform": p.Platform, "messagePrototypeKey": p.PrototypeKey,
