@@ -67,7 +67,7 @@ func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange) (clients.Clien
 
 // getOwn reads push id for cl: 404 (answered) when it is not there, or
 // not cl's to see.
-func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client, idText, op string) (storage.Push, bool) {
+func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client, idText string, op storageOp) (storage.Push, bool) {
 	id, err := uuid.Parse(idText)
 	if err != nil {
 		x.Fail(errPushNotFound)
@@ -90,7 +90,7 @@ func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 	if !ok {
 		return
 	}
-	if p, ok := a.getOwn(ctx, x, &cl, c.Param("id"), "get push"); ok {
+	if p, ok := a.getOwn(ctx, x, &cl, c.Param("id"), opGet); ok {
 		httpapi.WriteJSON(c, http.StatusOK, view(&p, show))
 	}
 }
@@ -128,24 +128,18 @@ func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.E
 		}
 		limit = n
 	}
-	var ps []storage.Push
-	var next string
-	var err error
-	op := "list pushes"
+	listing := "state=" + string(state)
 	if pushKey != "" {
-		op = "pushes by key"
-		owner := cl.Name
-		if cl.Can(clients.Admin) {
-			owner = storage.AllClients
-		}
-		sctx, cancel := a.storageCtx(ctx)
-		ps, next, err = a.store.PushesByKey(sctx, owner, pushKey, c.Query("cursor"), limit)
-		cancel()
-	} else {
-		ps, next, err = a.pushes.List(ctx, state, c.Query("cursor"), limit)
+		listing = "pushKey=" + pushKey
 	}
+	from, ok := a.cursors.open(cl.Name, listing, c.Query("cursor"))
+	if !ok {
+		x.Fail(errBadCursor)
+		return
+	}
+	ps, next, err := a.list(ctx, &cl, state, pushKey, from, limit)
 	if err != nil {
-		a.storageError(x, op, err)
+		a.storageError(x, opList, err)
 		return
 	}
 	out := make([]map[string]any, 0, len(ps))
@@ -156,9 +150,35 @@ func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.E
 	}
 	var cursor any
 	if next != "" {
-		cursor = next
+		sealed, err := a.cursors.seal(cl.Name, listing, next)
+		if err != nil {
+			a.log.Error("push API: a list cursor not sealed", "error", err)
+			x.Fail(errno.Unknown.HTTPError(""))
+			return
+		}
+		cursor = sealed
 	}
 	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"pushes": out, "next": cursor})
+}
+
+// errBadCursor answers a cursor that does not open (cursor.go).
+var errBadCursor = httpapi.BadRequest("cursor: not a cursor this API gave this client for this listing " +
+	"(or given before a key change): list again without it")
+
+// list reads a page of the pushes in state, or to pushKey when it is not
+// "" (the client's own; an admin's, every client's), from the store's
+// cursor from.
+func (a *API) list(ctx context.Context, cl *clients.Client, state storage.PushState, pushKey, from string, limit int) ([]storage.Push, string, error) {
+	if pushKey == "" {
+		return a.pushes.List(ctx, state, from, limit)
+	}
+	owner := cl.Name
+	if cl.Can(clients.Admin) {
+		owner = storage.AllClients
+	}
+	sctx, cancel := a.storageCtx(ctx)
+	defer cancel()
+	return a.store.PushesByKey(sctx, owner, pushKey, from, limit)
 }
 
 // view is a push as the API shows it: the seed's field names, times
