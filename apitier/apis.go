@@ -58,9 +58,12 @@ func (s *Server) Reload() { s.pushAPI.Reload() }
 
 // newAPIs builds the APIs of their own packages from the node's config.
 func (s *Server) newAPIs() error {
-	var err error
+	cursorKey, err := pushapi.CursorKey(s.keys.Derive)
+	if err != nil {
+		return fmt.Errorf("apitier: push API cursor key: %w", err)
+	}
 	s.pushAPI, err = pushapi.New(pushapi.Config{Keys: s.cfg.PushAPIKeys, ClientsFile: s.cfg.PushClientsFile,
-		ClientsPoll: s.cfg.PushClientsPoll, StorageTimeout: s.cfg.StorageTimeout}, s.store, s.log)
+		ClientsPoll: s.cfg.PushClientsPoll, StorageTimeout: s.cfg.StorageTimeout, CursorKey: cursorKey}, s.store, s.log)
 	if err != nil {
 		return fmt.Errorf("apitier: %w", err)
 	}

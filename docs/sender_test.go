@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -123,6 +124,12 @@ func TestPushAPIMatchesAnswers(t *testing.T) {
 	api.check("search", request(t, "GET", base+"/push?pushKey=ok&limit=2", nil, once...), 200)
 	api.check("search as admin, revealed", request(t, "GET", base+"/push?pushKey=ok&reveal=pushKey", nil, auth...), 200)
 	api.check("reveal, not an admin", request(t, "GET", base+"/push?pushKey=ok&reveal=pushKey", nil, once...), 403)
+	// A cursor is for the client and the listing it was given for.
+	next := nextCursor(t, request(t, "GET", base+"/push?pushKey=ok&limit=1", nil, auth...))
+	api.check("next page", request(t, "GET", base+"/push?pushKey=ok&limit=1&cursor="+next, nil, auth...), 200)
+	api.check("another client's cursor", request(t, "GET", base+"/push?pushKey=ok&limit=1&cursor="+next, nil, once...), 400)
+	api.check("another listing's cursor", request(t, "GET", base+"/push?state=SENT&cursor="+next, nil, auth...), 400)
+	api.check("a cut cursor", request(t, "GET", base+"/push?pushKey=ok&cursor="+next[:len(next)-2], nil, auth...), 400)
 	api.check("reveal what", request(t, "GET", base+loc+"?reveal=message", nil, auth...), 400)
 	api.check("state and pushKey", request(t, "GET", base+"/push?pushKey=ok&state=SENT", nil, once...), 400)
 	api.check("another's push", request(t, "GET", base+loc, nil, once...), 404)
@@ -137,6 +144,21 @@ func TestPushAPIMatchesAnswers(t *testing.T) {
 	api.check("cancel", request(t, "DELETE", base+scheduled, nil, auth...), 204)
 	api.check("cancel a final push", request(t, "DELETE", base+scheduled, nil, auth...), 409)
 	api.check("cancel a missing push", request(t, "DELETE", base+"/push/01a20a3e-dfa0-7a09-899d-c75caba96873", nil, auth...), 404)
+}
+
+// nextCursor is the "next" of a listing's answer, which must have one.
+func nextCursor(t *testing.T, req *http.Request) string {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct{ Next *string }
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || page.Next == nil {
+		t.Fatalf("%s: %d, no next (%v)", req.URL, resp.StatusCode, err)
+	}
+	return *page.Next
 }
 
 // autosenderRow is a row of metrics.md's sender table.

@@ -376,14 +376,17 @@ type PushStore interface {
 	// ListPushes pages through the pushes in state for operators, in the
 	// index's order (by At within a shard). Pass "" for the first page
 	// and the returned cursor for the next; "" back means no more. The
-	// cursor is opaque and only valid for the same state.
+	// cursor is opaque and only valid for the same state. It names the
+	// last entry read, which may be a push the caller must not show (the
+	// push API seals it before a client sees it: apitier/pushapi).
 	ListPushes(ctx context.Context, state PushState, cursor string, limit int) ([]Push, string, error)
 
 	// PushesByKey pages through the pushes of client to the device (or
 	// user) key pushKey, newest first (by Created, then id). Client
 	// AllClients pages through every client's, bridged pushes (client "")
-	// included. Pass "" for the first page and the returned cursor for
-	// the next; "" back means no more. A page may hold fewer than limit
+	// included. Pass "" for the first page and the returned cursor (as
+	// ListPushes's, opaque and naming the last entry read) for the next;
+	// "" back means no more. A page may hold fewer than limit
 	// pushes (entries whose push expired are skipped) while more follow.
 	// SavePush writes the index entries (under the push's client and under
 	// AllClients) with the push; when UpdatePush finishes a push with a

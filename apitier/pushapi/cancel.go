@@ -26,13 +26,13 @@ func (a *API) handleCancel(ctx context.Context, c *app.RequestContext, x httpapi
 	if !ok {
 		return
 	}
-	p, ok := a.getOwn(ctx, x, &cl, c.Param("id"), "cancel push")
+	p, ok := a.getOwn(ctx, x, &cl, c.Param("id"), opCancel)
 	if !ok {
 		return
 	}
 	done, err := a.pushes.Withdraw(ctx, p.ID, CancelCause(cl.Name))
 	if err != nil {
-		a.storageError(x, "cancel push", err)
+		a.storageError(x, opCancel, err)
 		return
 	}
 	if done {

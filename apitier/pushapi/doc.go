@@ -18,6 +18,7 @@
 // (apitier/httpapi).
 //
 // It must never import apitier (the node imports it), engine, or a
-// provider: the sender it is given (Service) and the store (Store, for
+// provider's client (the provider contract's HideToken masks device
+// tokens): the sender it is given (Service) and the store (Store, for
 // the clients' indexes and keys) do the rest.
 package pushapi

@@ -100,7 +100,7 @@ func (a *API) admit(ctx context.Context, c *app.RequestContext, x httpapi.Exchan
 		return a.store.CountOpen(sctx, cl.Name, limit)
 	}, now)
 	if err != nil {
-		a.storageError(x, "count open", err)
+		a.storageError(x, opCount, err)
 		return postRefused
 	}
 	if !ok {
@@ -112,7 +112,7 @@ func (a *API) admit(ctx context.Context, c *app.RequestContext, x httpapi.Exchan
 		first, err := a.claim(ctx, cl.Name, key, &req)
 		if err != nil {
 			q.unreserve()
-			a.storageError(x, "claim idempotency key", err)
+			a.storageError(x, opClaim, err)
 			return postRefused
 		}
 		if first != req.ID {
@@ -131,7 +131,7 @@ func (a *API) admit(ctx context.Context, c *app.RequestContext, x httpapi.Exchan
 		if errors.As(err, &fe) {
 			x.Fail(httpapi.BadRequest(fe.Error()))
 		} else {
-			a.storageError(x, "accept push", err)
+			a.storageError(x, opAccept, err)
 		}
 		return postRefused
 	}

@@ -54,6 +54,10 @@ type Config struct {
 	ClientsPoll time.Duration
 	// StorageTimeout bounds each of the routes' own storage calls.
 	StorageTimeout time.Duration
+	// CursorKey (CursorKeySize bytes) seals the listings' cursors
+	// (cursor.go). Nodes behind one load balancer need the same key: the
+	// node derives it from CRYPTO_KEY's first key (CursorKey).
+	CursorKey []byte
 }
 
 // API is the push API's routes. Goroutine-safe once the node serves
@@ -65,6 +69,7 @@ type API struct {
 	pushes  Service
 	log     *slog.Logger
 	quotas  quotas
+	cursors *cursors
 	metrics *apiMetrics
 	stop    context.CancelFunc
 	watched sync.WaitGroup
@@ -75,11 +80,15 @@ type API struct {
 // their own storage calls. Without a service (SetService) they answer
 // 503.
 func New(cfg Config, store Store, log *slog.Logger) (*API, error) {
+	cur, err := newCursors(cfg.CursorKey)
+	if err != nil {
+		return nil, err
+	}
 	reg, err := clients.Load(cfg.ClientsFile, cfg.Keys)
 	if err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, clients: reg, store: store, log: log, metrics: newMetrics()}
+	a := &API{cfg: cfg, clients: reg, store: store, log: log, cursors: cur, metrics: newMetrics()}
 	a.quotas = quotas{by: map[string]*quota{}, limited: a.metrics.client}
 	if len(cfg.Keys) > 0 {
 		log.Warn("push-api-keys is kept for compatibility: each key is an admin client without quotas (key-1, key-2, ...); "+
@@ -173,11 +182,10 @@ func Serves(uri []byte) bool {
 }
 
 var (
-	errPushAuth        = errno.InvalidAuth.HTTPError("Missing or invalid push API key")
-	errPushUnavailable = errno.RetryBackoff.HTTPError("Database error while saving the push")
-	errPushOff         = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.None, Message: "The push API is not enabled on this node"}
-	errPushNotFound    = errno.InvalidEndpoint.HTTPError("No such push")
-	errPushTooLarge    = errno.PayloadTooLarge.HTTPError("The request body is over 32 KiB")
+	errPushAuth     = errno.InvalidAuth.HTTPError("Missing or invalid push API key")
+	errPushOff      = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.None, Message: "The push API is not enabled on this node"}
+	errPushNotFound = errno.InvalidEndpoint.HTTPError("No such push")
+	errPushTooLarge = errno.PayloadTooLarge.HTTPError("The request body is over 32 KiB")
 )
 
 // forbidden is the 403 of a client without scope.
@@ -251,19 +259,25 @@ func parseBody(body []byte) (sender.Request, *errno.HTTPError) {
 	}, nil
 }
 
-// invalidMessages are the 400 answers to what the store refuses
-// (storage.ErrInvalid), by storageError's op: the sender checks the
-// fields first, so only a cursor a client made up should get here.
-var invalidMessages = map[string]string{
-	"list pushes":   "cursor: not a cursor this API gave",
-	"pushes by key": "cursor: not a cursor this API gave",
-	"accept push":   "Invalid push",
-	"get push":      "Invalid push id",
-	"cancel push":   "Invalid push id",
-}
+// storageOp is one of the routes' storage operations, with what a
+// failure of it answers: a 503 (errno 201) saying what the route was
+// doing when the store is unavailable (a read never says it was saving),
+// and a 400 when the store refused the request (storage.ErrInvalid: the
+// sender checks the fields and the cursors are sealed, so only a bug
+// should get there).
+type storageOp struct{ name, unavailable, invalid string }
 
-// storageError answers a failed storage call: 404, 400 or 503.
-func (a *API) storageError(x httpapi.Exchange, op string, err error) {
+var (
+	opAccept = storageOp{"accept push", "Database error while saving the push", "Invalid push"}
+	opClaim  = storageOp{"claim idempotency key", "Database error while saving the push's Idempotency-Key", "Invalid Idempotency-Key"}
+	opCount  = storageOp{"count open", "Database error while counting the client's pushes not yet sent", "Invalid request"}
+	opGet    = storageOp{"get push", "Database error while reading the push", "Invalid push id"}
+	opCancel = storageOp{"cancel push", "Database error while cancelling the push", "Invalid push id"}
+	opList   = storageOp{"list pushes", "Database error while reading pushes", "cursor: the store refused it: list again without it"}
+)
+
+// storageError answers a failed storage call of op: 404, 400 or 503.
+func (a *API) storageError(x httpapi.Exchange, op storageOp, err error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		x.Fail(errPushNotFound)
 		return
@@ -271,16 +285,12 @@ func (a *API) storageError(x httpapi.Exchange, op string, err error) {
 	if errors.Is(err, storage.ErrInvalid) {
 		// The store's text names the backend and its internals: the
 		// client gets what it can act on, the log the rest.
-		a.log.Info("push API: the store refused the request", "op", op, "error", err)
-		msg, ok := invalidMessages[op]
-		if !ok {
-			msg = "Invalid request"
-		}
-		x.Fail(httpapi.BadRequest(msg))
+		a.log.Info("push API: the store refused the request", "op", op.name, "error", err)
+		x.Fail(httpapi.BadRequest(op.invalid))
 		return
 	}
-	a.log.Warn("push API storage error", "op", op, "error", err)
-	x.Fail(errPushUnavailable)
+	a.log.Warn("push API storage error", "op", op.name, "error", err)
+	x.Fail(errno.RetryBackoff.HTTPError(op.unavailable))
 }
 
 // storageCtx bounds one of the routes' own storage calls.

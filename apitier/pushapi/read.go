@@ -12,6 +12,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
+	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -66,7 +67,7 @@ func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange) (clients.Clien
 
 // getOwn reads push id for cl: 404 (answered) when it is not there, or
 // not cl's to see.
-func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client, idText, op string) (storage.Push, bool) {
+func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client, idText string, op storageOp) (storage.Push, bool) {
 	id, err := uuid.Parse(idText)
 	if err != nil {
 		x.Fail(errPushNotFound)
@@ -89,7 +90,7 @@ func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 	if !ok {
 		return
 	}
-	if p, ok := a.getOwn(ctx, x, &cl, c.Param("id"), "get push"); ok {
+	if p, ok := a.getOwn(ctx, x, &cl, c.Param("id"), opGet); ok {
 		httpapi.WriteJSON(c, http.StatusOK, view(&p, show))
 	}
 }
@@ -127,24 +128,18 @@ func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.E
 		}
 		limit = n
 	}
-	var ps []storage.Push
-	var next string
-	var err error
-	op := "list pushes"
+	listing := "state=" + string(state)
 	if pushKey != "" {
-		op = "pushes by key"
-		owner := cl.Name
-		if cl.Can(clients.Admin) {
-			owner = storage.AllClients
-		}
-		sctx, cancel := a.storageCtx(ctx)
-		ps, next, err = a.store.PushesByKey(sctx, owner, pushKey, c.Query("cursor"), limit)
-		cancel()
-	} else {
-		ps, next, err = a.pushes.List(ctx, state, c.Query("cursor"), limit)
+		listing = "pushKey=" + pushKey
 	}
+	from, ok := a.cursors.open(cl.Name, listing, c.Query("cursor"))
+	if !ok {
+		x.Fail(errBadCursor)
+		return
+	}
+	ps, next, err := a.list(ctx, &cl, state, pushKey, from, limit)
 	if err != nil {
-		a.storageError(x, op, err)
+		a.storageError(x, opList, err)
 		return
 	}
 	out := make([]map[string]any, 0, len(ps))
@@ -155,18 +150,52 @@ func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.E
 	}
 	var cursor any
 	if next != "" {
-		cursor = next
+		sealed, err := a.cursors.seal(cl.Name, listing, next)
+		if err != nil {
+			a.log.Error("push API: a list cursor not sealed", "error", err)
+			x.Fail(errno.Unknown.HTTPError(""))
+			return
+		}
+		cursor = sealed
 	}
 	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"pushes": out, "next": cursor})
 }
 
+// errBadCursor answers a cursor that does not open (cursor.go).
+var errBadCursor = httpapi.BadRequest("cursor: not a cursor this API gave this client for this listing " +
+	"(or given before a key change): list again without it")
+
+// list reads a page of the pushes in state, or to pushKey when it is not
+// "" (the client's own; an admin's, every client's), from the store's
+// cursor from.
+func (a *API) list(ctx context.Context, cl *clients.Client, state storage.PushState, pushKey, from string, limit int) ([]storage.Push, string, error) {
+	if pushKey == "" {
+		return a.pushes.List(ctx, state, from, limit)
+	}
+	owner := cl.Name
+	if cl.Can(clients.Admin) {
+		owner = storage.AllClients
+	}
+	sctx, cancel := a.storageCtx(ctx)
+	defer cancel()
+	return a.store.PushesByKey(sctx, owner, pushKey, from, limit)
+}
+
 // view is a push as the API shows it: the seed's field names, times
 // in RFC 3339 (UTC, ms); a bridged push's device token masked unless
-// showToken.
+// showToken, in its pushKey and wherever its attempts' texts hold it
+// (the providers and the sender keep it out of them, but an attempt
+// written before they did, or by a provider that slipped, may not).
 func view(p *storage.Push, showToken bool) map[string]any {
 	var cron any
 	if p.CronExpression != "" {
 		cron = p.CronExpression
+	}
+	pushKey, text := p.PushKey, func(s string) any { return nullable(s) }
+	if p.Bridge != nil && !showToken {
+		token, masked := p.PushKey, maskToken(p.PushKey)
+		pushKey = masked
+		text = func(s string) any { return nullable(provider.HideToken(s, token, masked)) }
 	}
 	attempts := make([]map[string]any, len(p.Attempts))
 	for i, a := range p.Attempts {
@@ -174,13 +203,9 @@ func view(p *storage.Push, showToken bool) map[string]any {
 			"n": a.N, "status": a.Status, "node": a.Node, "started": rfc3339(a.Started),
 			"called": nullableTime(a.Called), "millis": a.Millis,
 			"errorType": nullable(string(a.ErrorType)), "providerCode": nullableInt(a.ProviderCode),
-			"providerReason": nullable(a.ProviderReason), "providerMessage": nullable(a.ProviderMessage),
-			"cause": nullable(a.Cause), "dedupKey": nullable(a.DedupKey),
+			"providerReason": text(a.ProviderReason), "providerMessage": text(a.ProviderMessage),
+			"cause": text(a.Cause), "dedupKey": nullable(a.DedupKey),
 		}
-	}
-	pushKey := p.PushKey
-	if p.Bridge != nil && !showToken {
-		pushKey = maskToken(pushKey)
 	}
 	return map[string]any{
 		"id": p.ID.String(), "provider": p.Provider, "platform": p.Platform, "messagePrototypeKey": p.PrototypeKey,

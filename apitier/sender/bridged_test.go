@@ -13,6 +13,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/apitier/sender/fcm"
+	"github.com/autopush-go/autopush/apitier/sender/provider"
 	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/apitier/sender/swrve"
 	"github.com/autopush-go/autopush/storage"
@@ -27,6 +28,12 @@ type bridgeRig struct {
 }
 
 func newBridgeRig(t *testing.T) *bridgeRig {
+	t.Helper()
+	return newBridgeRigWith(t, func(p provider.Provider) provider.Provider { return p })
+}
+
+// newBridgeRigWith is newBridgeRig with the FCM client wrapped.
+func newBridgeRigWith(t *testing.T, wrap func(provider.Provider) provider.Provider) *bridgeRig {
 	t.Helper()
 	store, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Logger: quiet()})
 	if err != nil {
@@ -53,9 +60,37 @@ func newBridgeRig(t *testing.T) *bridgeRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := runSender(t, store, testConfig("bridged"), swrveClient, fcmClient)
+	s := runSender(t, store, testConfig("bridged"), swrveClient, wrap(fcmClient))
 	<-s.Ready()
 	return &bridgeRig{s: s, fcm: fake, store: store}
+}
+
+// tokenPanic is a bridge whose Send panics quoting the device token, as
+// a provider client's bug may: what no provider hides itself.
+type tokenPanic struct{ provider.Provider }
+
+func (p tokenPanic) Send(ctx context.Context, n *provider.Notification) provider.Result {
+	panic("no app for token " + n.Token)
+}
+
+// A bridged push's attempt never records its device token, whatever the
+// provider returns (here a panic's text: the attempt's cause).
+func TestBridgedAttemptHidesToken(t *testing.T) {
+	r := newBridgeRigWith(t, func(p provider.Provider) provider.Provider { return tokenPanic{p} })
+	req := bridgedRequest(60)
+	req.PushKey = "device-token-" + strings.Repeat("z9", 20)
+	p, err := r.s.Accept(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitState(t, r.s, p.ID, storage.PushFailed)
+	a := got.LastAttempt()
+	if !strings.Contains(a.Cause, "panicked: no app for token "+provider.RedactedToken) {
+		t.Fatalf("attempt %+v, want the panic as its cause", a)
+	}
+	if strings.Contains(a.Cause+a.ProviderMessage+a.ProviderReason, req.PushKey) {
+		t.Errorf("the attempt holds the device token: %+v", a)
+	}
 }
 
 func bridgedRequest(ttl int64) sender.Request {

@@ -98,6 +98,12 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		return
 	}
 	res := callProvider(l.p, n, l.limits.Timeout)
+	if p.Bridge != nil {
+		// Its pushKey is a device token, which no attempt log or log line
+		// may hold (docs/sender.md, "Clients"); the bridges' providers
+		// hide it already, this covers any provider (and a panic's text).
+		res = res.WithoutToken(n.Token)
+	}
 	took := time.Since(at)
 	l.m.sendSeconds.Update(took.Seconds())
 	next := s.outcome(l, &started, res, at, took, time.Now())

@@ -50,12 +50,21 @@ type Fernet struct {
 // NewFernet parses a Fernet key: 32 bytes in url-safe base64, with or
 // without padding (the form `autokey` and every Fernet library print).
 func NewFernet(key string) (*Fernet, error) {
+	raw, err := parseFernetKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return newFernetRaw(raw), nil
+}
+
+// parseFernetKey decodes a Fernet key's 32 bytes.
+func parseFernetKey(key string) ([]byte, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(key, "="))
 	if err != nil || len(raw) != 32 {
 		// The key is a secret: never echo it.
 		return nil, errors.New("token: a Fernet key is 32 bytes in url-safe base64")
 	}
-	return newFernetRaw(raw), nil
+	return raw, nil
 }
 
 func newFernetRaw(raw []byte) *Fernet {
@@ -292,6 +301,8 @@ func decodeB64(dst []byte, s string) ([]byte, bool) {
 // keep working. Safe for concurrent use.
 type Keys struct {
 	fernets []*Fernet
+	// first is the first key's 32 bytes, the secret Derive expands.
+	first [32]byte
 	// Test hooks: the clock and the IV source (nil: time.Now, crypto/rand).
 	now func() time.Time
 	iv  io.Reader
@@ -308,11 +319,14 @@ func ParseKeys(cryptoKey string) (*Keys, error) {
 	var ks Keys
 	for i, part := range strings.Split(s, ",") {
 		part = strings.Trim(strings.TrimSpace(part), `"'`)
-		f, err := NewFernet(part)
+		raw, err := parseFernetKey(part)
 		if err != nil {
 			return nil, fmt.Errorf("token: CRYPTO_KEY key %d of %d: %w", i+1, strings.Count(s, ",")+1, err)
 		}
-		ks.fernets = append(ks.fernets, f)
+		if i == 0 {
+			copy(ks.first[:], raw)
+		}
+		ks.fernets = append(ks.fernets, newFernetRaw(raw))
 	}
 	return &ks, nil
 }

@@ -215,3 +215,33 @@ func TestFernetDecodePadding(t *testing.T) {
 		}
 	}
 }
+
+// Derive gives every node with the same first key the same bytes, keys
+// rotated in behind it change nothing, a new first key or another
+// purpose gives other bytes, and the bytes are not the key's.
+func TestDerive(t *testing.T) {
+	a, b := GenerateKey(), GenerateKey()
+	derive := func(cryptoKey, purpose string) string {
+		t.Helper()
+		ks, err := ParseKeys(cryptoKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ks.Derive(purpose, 32)
+		if err != nil || len(d) != 32 {
+			t.Fatalf("Derive: %d bytes, %v", len(d), err)
+		}
+		return string(d)
+	}
+	first := derive(a, "p")
+	if derive(a, "p") != first || derive(a+","+b, "p") != first {
+		t.Error("the same first key derives other bytes")
+	}
+	if derive(b+","+a, "p") == first || derive(a, "q") == first {
+		t.Error("another first key, or another purpose, derives the same bytes")
+	}
+	raw, _ := parseFernetKey(a)
+	if first == string(raw) {
+		t.Error("Derive returns the key itself")
+	}
+}

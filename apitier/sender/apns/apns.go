@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -172,8 +173,13 @@ func (c *Client) Close() {
 // maxAnswer bounds how much of an answer is read: APNs's are tiny.
 const maxAnswer = 4 << 10
 
-// Send implements provider.Provider.
+// Send implements provider.Provider. Nothing it returns holds the
+// device token (provider.Result.WithoutToken).
 func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Result {
+	return c.send(ctx, n).WithoutToken(n.Token)
+}
+
+func (c *Client) send(ctx context.Context, n *provider.Notification) provider.Result {
 	a := c.apps[n.AppID]
 	if a == nil {
 		err := fmt.Errorf("apns: app %q is not configured (apns-apps has %q)", n.AppID, c.AppIDs())
@@ -218,6 +224,11 @@ func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Re
 	if err != nil {
 		// No answer: refused, reset, timed out. APNs may have taken it
 		// (a timeout after the request was written), so it is retried.
+		// The error names the URL, whose last segment is the token.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = a.url + provider.RedactedToken
+		}
 		return provider.Result{Verdict: provider.Retry, Err: fmt.Errorf("apns: send: %w", err), Message: provider.TransportMessage(err)}
 	}
 	defer resp.Body.Close()

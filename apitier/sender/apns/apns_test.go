@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -411,7 +412,8 @@ func TestBadDeviceToken(t *testing.T) {
 }
 
 // No answer within apns-timeout, or no answer at all, is a retry with
-// status 0 and the cause, well within the timeout's reach.
+// status 0 and the cause, well within the timeout's reach. The cause
+// names the URL but not its device token.
 func TestNoAnswer(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Timeout = 500 * time.Millisecond })
 	// Connect first, so that the timeout is spent waiting for the answer.
@@ -427,13 +429,45 @@ func TestNoAnswer(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("send took %s with a 500ms timeout", d)
 	}
+	wantNoToken(t, "slow answer", r)
 	e.fake.Queue(apnsfake.Fault{Reset: true})
-	if r, _ := e.send(t, notification(nil)); r.Verdict != provider.Retry || r.Status != 0 || r.Err == nil {
+	if r, _ = e.send(t, notification(nil)); r.Verdict != provider.Retry || r.Status != 0 || r.Err == nil {
 		t.Fatalf("reset stream: %+v", r)
 	}
+	wantNoToken(t, "reset stream", r)
 	e.fake.Close()
-	if r := e.client.Send(context.Background(), notification(nil)); r.Verdict != provider.Retry || r.Status != 0 || r.Err == nil {
+	if r = e.client.Send(context.Background(), notification(nil)); r.Verdict != provider.Retry || r.Status != 0 || r.Err == nil ||
+		!strings.Contains(r.Err.Error(), "/3/device/"+provider.RedactedToken) {
 		t.Fatalf("server gone: %+v", r)
+	}
+	wantNoToken(t, "server gone", r)
+	var ue *url.Error
+	if !errors.As(r.Err, &ue) || strings.Contains(ue.URL, testToken) {
+		t.Errorf("server gone: the *url.Error %v names the token, or is not there", ue)
+	}
+}
+
+// An answer that quotes the device token (a proxy's page, an unknown
+// reason) gives it to no text of the result.
+func TestAnswerQuotingTheToken(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fake.Queue(apnsfake.Fault{Status: 400, Reason: testToken})
+	r, _ := e.send(t, notification(nil))
+	if r.Verdict != provider.Fail || r.Reason != provider.RedactedToken {
+		t.Fatalf("an answer quoting the token: %+v", r)
+	}
+	wantNoToken(t, "an answer quoting the token", r)
+}
+
+// wantNoToken fails when any text of r holds testToken.
+func wantNoToken(t *testing.T, what string, r provider.Result) {
+	t.Helper()
+	text := r.Reason + " " + r.Message
+	if r.Err != nil {
+		text += " " + r.Err.Error()
+	}
+	if strings.Contains(text, testToken) {
+		t.Errorf("%s: the result holds the device token: %s", what, text)
 	}
 }
 

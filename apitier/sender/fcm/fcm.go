@@ -130,8 +130,14 @@ func (c *Client) Body(n *provider.Notification) ([]byte, error) {
 // maxAnswer bounds how much of an answer is read: FCM's are small.
 const maxAnswer = 64 << 10
 
-// Send implements provider.Provider.
+// Send implements provider.Provider. Nothing it returns holds the
+// registration token (provider.Result.WithoutToken): it travels in the
+// body, but an answer may quote it.
 func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Result {
+	return c.send(ctx, n).WithoutToken(n.Token)
+}
+
+func (c *Client) send(ctx context.Context, n *provider.Notification) provider.Result {
 	a, ok := c.apps[n.AppID]
 	if !ok {
 		err := fmt.Errorf("fcm: no FCM app %q configured (fcm-apps has %d)", n.AppID, len(c.apps))

@@ -317,6 +317,22 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
+// TestAnswerQuotingTheToken: an answer that quotes the registration
+// token (Google's validation errors quote the value they refuse; a
+// proxy's page may quote the request) gives it to no text of the result.
+func TestAnswerQuotingTheToken(t *testing.T) {
+	e := start(t, nil)
+	token := "reg-" + strings.Repeat("q7", 40)
+	e.fake.Queue(fcmfake.Error(400, "INVALID_ARGUMENT", `Invalid value at 'message.token' (TYPE_STRING), "`+token+`"`, ""))
+	r := e.send(t, push(token, nil))
+	if r.Verdict != provider.Fail || r.Status != 400 || !strings.Contains(r.Message, "Invalid value at 'message.token'") {
+		t.Fatalf("%+v, want a failure saying why", r)
+	}
+	if strings.Contains(r.Reason+r.Message, token) || !strings.Contains(r.Message, provider.RedactedToken) {
+		t.Errorf("the result holds the token: %+v", r)
+	}
+}
+
 // TestRefusedByFake: the fake's own checks (a gone token, a message
 // without recipient, a wrong URL) reach the verdicts too; only the gone
 // token is device gone.

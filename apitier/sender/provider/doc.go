@@ -5,8 +5,9 @@
 // dedup key), and the verdict of one send, with the provider's own error
 // code and message and its Retry-After.
 //
-// It holds types, and the few answer-reading helpers every provider
-// shares (Retry-After, a send without answer); it must never import the
+// It holds types, and the few helpers every provider shares: reading an
+// answer (Retry-After, a send without answer) and keeping device tokens
+// out of what a send returns (token.go); it must never import the
 // sender, a provider, a tier or storage, so that every provider and the
 // sender can import it.
 package provider
