@@ -125,3 +125,28 @@ func TestReceiptAckBody(t *testing.T) {
 		wantError(t, perform(s, http.MethodPost, ack, []byte(body), hdr("Authorization", auth)...), http.StatusBadRequest, errno.None)
 	}
 }
+
+// TestBroadcastBounds: a broadcaster of 1 to 64 visible ASCII
+// characters, a channel of 1 to 128 (Megaphone's bounds) and a version
+// of 1 to 256: an empty version (no body) is none, refused.
+func TestBroadcastBounds(t *testing.T) {
+	s, _ := openapiServer(t)
+	publish := func(broadcaster, channel, version string) response {
+		return perform(s, http.MethodPut, "/v1/broadcasts/"+broadcaster+"/"+channel, []byte(version), hdr("Authorization", "Bearer "+openapiPublisher)...)
+	}
+	if r := publish(strings.Repeat("b", 64), strings.Repeat("c", 128), strings.Repeat("v", 256)); r.code != http.StatusCreated {
+		t.Errorf("the longest id and version: %d %s", r.code, r.body)
+	}
+	for _, c := range [][3]string{
+		{strings.Repeat("b", 65), "c", "v"},
+		{"b", strings.Repeat("c", 129), "v"},
+		{"b", "c", strings.Repeat("v", 257)},
+		{"b", "c", ""},
+		{"b", "c", "two words"},
+	} {
+		wantError(t, publish(c[0], c[1], c[2]), http.StatusBadRequest, errno.None)
+	}
+	if all, err := s.store.Broadcasts(t.Context()); err != nil || len(all) != 1 {
+		t.Errorf("stored %d broadcasts (%v), want the one taken", len(all), err)
+	}
+}
