@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,6 +127,33 @@ func TestWebhookGrammar(t *testing.T) {
 			t.Errorf("%q taken", bad)
 		}
 	}
+}
+
+// FuzzWebhook: a webhook is never taken unless net/url reads it as
+// written: scheme https, no credentials, and the host it would call the
+// very text between "//" and the path, query or fragment.
+func FuzzWebhook(f *testing.F) {
+	for _, s := range []string{"https://app.example/r", "https://[::1]:8443/r?x#y", "https://u@h/", "https://a%2e/",
+		"https://h/%zz", "https://h:x/", "https://h/ r", "HTTPS://h/", "https://[1:2]/"} {
+		f.Add(s)
+	}
+	a := New(Config{Enabled: true, Webhooks: true}, nil, nil, nil)
+	f.Fuzz(func(t *testing.T, raw string) {
+		if a.checkWebhook(raw) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("%q taken, which net/url refuses: %v", raw, err)
+		}
+		written := strings.TrimPrefix(raw, "https://")
+		if i := strings.IndexAny(written, "/?#"); i >= 0 {
+			written = written[:i]
+		}
+		if u.Scheme != "https" || u.User != nil || u.Host != written || written == "" {
+			t.Fatalf("%q taken: net/url reads scheme %q, user %v, host %q", raw, u.Scheme, u.User, u.Host)
+		}
+	})
 }
 
 // countingStore counts the subscription reads of the store it wraps.
