@@ -35,7 +35,7 @@ py-deps: ## install the pinned schemathesis into a venv (prints SCHEMATHESIS=...
 	  $(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION); } >&2
 	@echo SCHEMATHESIS=$(SCHEMATHESIS_VENV)/bin/st
 
-schemathesis: ## docs/openapi.yaml against a live stack, SCHEMATHESIS_EXAMPLES (400) cases an operation, a new SCHEMATHESIS_SEED each time (make test runs 40, one seed; ~40 min on 2 cores)
+schemathesis: ## docs/openapi.yaml against a live stack, SCHEMATHESIS_EXAMPLES (400) cases an operation, a new SCHEMATHESIS_SEED each time (make test runs 40, one seed; ~11 min on 2 cores)
 	@st=$$($(MAKE) --no-print-directory py-deps) && export "$$st" && \
 	  SCHEMATHESIS_EXAMPLES=$(SCHEMATHESIS_EXAMPLES) SCHEMATHESIS_SEED=$(SCHEMATHESIS_SEED) $(GO) test -count=1 -v -timeout 6h -run '^TestSchemathesis$$' ./docs/
 
