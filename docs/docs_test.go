@@ -24,6 +24,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/autopush-go/autopush/apitier"
+	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
@@ -92,6 +93,19 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 	slices.Sort(nodeRoutes)
 	if got := documented(loadOpenAPI(t, "nodeapi.yaml")); !slices.Equal(got, nodeRoutes) {
 		t.Errorf("nodeapi.yaml documents\n  %v\nthe node API registers\n  %v", got, nodeRoutes)
+	}
+}
+
+// TestOpenAPIWebhookPattern: the webhook's pattern in openapi.yaml is
+// the grammar the receipts routes check a webhook against, so that the
+// schema takes exactly the webhooks the node takes (schemathesis checks
+// both ways).
+func TestOpenAPIWebhookPattern(t *testing.T) {
+	doc := loadOpenAPI(t, "openapi.yaml")
+	body := doc.Paths.Find("/receipts").Post.RequestBody.Value.Content.Get("application/json").Schema.Value
+	got := body.Properties["webhook"].Value.Pattern
+	if want := "^https:" + receipts.WebhookRest + "$"; got != want {
+		t.Errorf("openapi.yaml's webhook pattern\n  %s\nreceipts.WebhookRest gives\n  %s", got, want)
 	}
 }
 

@@ -11,10 +11,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cloudwego/hertz/pkg/app"
@@ -83,4 +87,47 @@ func JSONProblem(err error) string {
 		return "unknown field " + strings.TrimPrefix(msg, "json: unknown field ")
 	}
 	return msg
+}
+
+// DecodeObject decodes body, one JSON object and nothing after it, into
+// v; with closed, a member v has no field for is refused too. Any other
+// JSON value (null included, which encoding/json would take as "no
+// members") is refused. The error says in words what is wrong.
+func DecodeObject(body []byte, v any, closed bool) error {
+	body = bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case len(body) == 0:
+		return errors.New("the body is empty")
+	case body[0] != '{':
+		return errors.New("the body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if closed {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return errors.New(JSONProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more than one value")
+	}
+	return nil
+}
+
+// KnownQuery refuses (400, naming it) a query parameter that is not one
+// of names. A route that reads query parameters calls it, so that a
+// misspelt one ("?limt=5") is not ignored silently, answering something
+// the client did not ask for; a route that reads none ignores the query
+// string, as the reference does.
+func KnownQuery(c *app.RequestContext, names ...string) *errno.HTTPError {
+	unknown, found := "", false
+	c.QueryArgs().VisitAll(func(k, _ []byte) {
+		if !found && !slices.Contains(names, string(k)) {
+			unknown, found = string(k), true
+		}
+	})
+	if !found {
+		return nil
+	}
+	return BadRequest("unknown query parameter " + strconv.Quote(unknown) + ": this route takes " + strings.Join(names, ", "))
 }

@@ -73,10 +73,19 @@ func (a *API) Routes() []httpapi.Route {
 	}
 }
 
+// The bounds of a broadcast id's parts are Megaphone's own (its
+// table's columns), so any id a publisher written for Megaphone sends
+// fits, and each part can be checked, and documented, on its own: with
+// the '/', an id stays within storage.MaxBroadcastLen.
+const (
+	maxBroadcaster = 64
+	maxChannel     = 128
+)
+
 var (
 	errAuth    = errno.InvalidAuth.HTTPError("Invalid Authentication")
 	errVersion = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: "the broadcast id and version must be 1 to 256 visible ASCII characters"}
+		Message: "the broadcaster must be 1 to 64 visible ASCII characters, the channel 1 to 128, the version 1 to 256"}
 	errStorage = errno.RetryBackoff.HTTPError("Database error")
 )
 
@@ -115,7 +124,8 @@ func (a *API) publish(ctx context.Context, c *app.RequestContext, x httpapi.Exch
 		refuse(c, x)
 		return
 	}
-	id := c.Param("broadcaster") + "/" + c.Param("channel")
+	broadcaster, channel := c.Param("broadcaster"), c.Param("channel")
+	id := broadcaster + "/" + channel
 	// The body, whole; longer than a version may be is 400, as any
 	// invalid version.
 	b, e := x.ReadBody(storage.MaxBroadcastLen, errVersion)
@@ -124,7 +134,8 @@ func (a *API) publish(ctx context.Context, c *app.RequestContext, x httpapi.Exch
 		return
 	}
 	version := string(b)
-	if storage.ValidateBroadcast(id, version) != nil {
+	if broadcaster == "" || len(broadcaster) > maxBroadcaster || channel == "" || len(channel) > maxChannel ||
+		storage.ValidateBroadcast(id, version) != nil {
 		x.Fail(errVersion)
 		return
 	}

@@ -3,10 +3,8 @@ package pushapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -245,13 +243,8 @@ func str(p *string) string {
 // The field rules are the sender's (sender.Sender.Accept).
 func parseBody(body []byte) (sender.Request, *errno.HTTPError) {
 	var b pushBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return sender.Request{}, httpapi.BadRequest("Invalid JSON body: " + httpapi.JSONProblem(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return sender.Request{}, httpapi.BadRequest("Invalid JSON body: more than one value")
+	if err := httpapi.DecodeObject(body, &b, true); err != nil {
+		return sender.Request{}, httpapi.BadRequest("Invalid JSON body: " + err.Error())
 	}
 	return sender.Request{
 		Platform: str(b.Platform), PrototypeKey: str(b.MessagePrototypeKey), PushKey: str(b.PushKey),

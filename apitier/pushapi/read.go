@@ -51,10 +51,16 @@ func maskToken(t string) string {
 	return t[:4] + strings.Repeat("*", len(t)-8) + t[len(t)-4:]
 }
 
-// readGate is gate for the read routes, with ?reveal=.
-func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange) (clients.Client, bool, bool) {
+// readGate is gate for the read routes, which take the query
+// parameters params (reveal among them): another is refused, after the
+// key (a request without a valid key learns nothing of the route).
+func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange, params ...string) (clients.Client, bool, bool) {
 	cl, ok := a.gate(c, x, clients.Read)
 	if !ok {
+		return cl, false, false
+	}
+	if herr := httpapi.KnownQuery(c, params...); herr != nil {
+		x.Fail(herr)
 		return cl, false, false
 	}
 	show, herr := reveal(c, &cl)
@@ -86,7 +92,7 @@ func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client
 }
 
 func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
-	cl, show, ok := a.readGate(c, x)
+	cl, show, ok := a.readGate(c, x, "reveal")
 	if !ok {
 		return
 	}
@@ -100,7 +106,7 @@ func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 // for every client, so a page may hold fewer than limit of the client's
 // pushes (none, even) while next still pages on.
 func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
-	cl, show, ok := a.readGate(c, x)
+	cl, show, ok := a.readGate(c, x, "state", "pushKey", "reveal", "cursor", "limit")
 	if !ok {
 		return
 	}
@@ -120,8 +126,8 @@ func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.E
 		return
 	}
 	limit := 100
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
+	if args.Has("limit") {
+		n, err := strconv.Atoi(c.Query("limit"))
 		if err != nil || n < 1 || n > storage.MaxPushPage {
 			x.Fail(httpapi.BadRequest("limit: must be 1.." + strconv.Itoa(storage.MaxPushPage)))
 			return

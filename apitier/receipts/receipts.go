@@ -6,11 +6,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +32,12 @@ const (
 	pageDefault = 100  // receipts a GET returns without ?limit
 	pageMax     = 1000 // and at most
 	ackMax      = 1000 // ids one acknowledgement names
-	// AckBody is the largest acknowledgement body: a thousand ids.
-	AckBody = 64 << 10
+	// AckBody is the largest acknowledgement body: a thousand ids of
+	// maxReceiptID bytes, quoted and separated ("id", ) with room to spare.
+	AckBody = 72 << 10
+	// maxReceiptID: a receipt id is 1 to 64 bytes of the url-safe
+	// base64 alphabet (storage.Receipt's ID).
+	maxReceiptID = 64
 	// subscribeBody bounds POST /receipts' body: a webhook URL.
 	subscribeBody = 4 << 10
 	// pollEvery: a waiting GET reads storage again this often. Receipts
@@ -321,19 +325,20 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 	}
 	sub := storage.ReceiptSub{KeyHash: key, Created: time.Now()}
 	if len(bytes.TrimSpace(body)) > 0 {
+		// {"webhook": null} is none; "" is a webhook, and not a URL.
 		var in struct {
-			Webhook string `json:"webhook"`
+			Webhook *string `json:"webhook"`
 		}
-		if err := json.Unmarshal(body, &in); err != nil {
+		if httpapi.DecodeObject(body, &in, true) != nil {
 			x.Fail(errSubscribeBody)
 			return
 		}
-		if in.Webhook != "" {
-			if err := a.checkWebhook(in.Webhook); err != nil {
+		if in.Webhook != nil {
+			if err := a.checkWebhook(*in.Webhook); err != nil {
 				x.Fail(httpapi.BadRequest(err.Error()))
 				return
 			}
-			sub.Webhook, sub.WebhookSecret = in.Webhook, newSecret()
+			sub.Webhook, sub.WebhookSecret = *in.Webhook, newSecret()
 		}
 	}
 	rand.Read(sub.ID[:])
@@ -373,9 +378,9 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 		x.Fail(e)
 		return
 	}
-	wait, limit, ok := query(c)
-	if !ok {
-		x.Fail(errQuery)
+	wait, limit, e := query(c)
+	if e != nil {
+		x.Fail(e)
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
@@ -452,7 +457,7 @@ func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x httpapi.
 	var req struct {
 		IDs []string `json:"ids"`
 	}
-	if json.Unmarshal(body, &req) != nil || len(req.IDs) == 0 || len(req.IDs) > ackMax {
+	if httpapi.DecodeObject(body, &req, true) != nil || len(req.IDs) == 0 || len(req.IDs) > ackMax || slices.ContainsFunc(req.IDs, notReceiptID) {
 		x.Fail(errAck)
 		return
 	}
@@ -470,6 +475,22 @@ func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x httpapi.
 	c.SetStatusCode(http.StatusNoContent)
 }
 
+// notReceiptID reports whether v cannot name a receipt (what GET gives
+// as "id"). An acknowledgement naming one is refused rather than the id
+// ignored: the client did not take it from a GET.
+func notReceiptID(v string) bool {
+	if v == "" || len(v) > maxReceiptID {
+		return true
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return true
+		}
+	}
+	return false
+}
+
 // route checks what both routes of a subscription need: receipts on, an
 // id, a VAPID key.
 func (a *API) route(c *app.RequestContext) (storage.ReceiptSubID, [32]byte, *errno.HTTPError) {
@@ -484,19 +505,24 @@ func (a *API) route(c *app.RequestContext) (storage.ReceiptSubID, [32]byte, *err
 	return id, key, e
 }
 
-// query reads ?wait= (seconds, default 0) and ?limit=.
-func query(c *app.RequestContext) (time.Duration, int, bool) {
+// query reads ?wait= (seconds, default 0) and ?limit=; one given empty
+// is not one left out, and no other parameter is taken.
+func query(c *app.RequestContext) (time.Duration, int, *errno.HTTPError) {
+	if e := httpapi.KnownQuery(c, "wait", "limit"); e != nil {
+		return 0, 0, e
+	}
+	args := c.QueryArgs()
 	wait, limit := 0, pageDefault
 	var err error
-	if v := c.Query("wait"); v != "" {
-		if wait, err = strconv.Atoi(v); err != nil || wait < 0 || time.Duration(wait)*time.Second > maxWait {
-			return 0, 0, false
+	if args.Has("wait") {
+		if wait, err = strconv.Atoi(c.Query("wait")); err != nil || wait < 0 || time.Duration(wait)*time.Second > maxWait {
+			return 0, 0, errQuery
 		}
 	}
-	if v := c.Query("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > pageMax {
-			return 0, 0, false
+	if args.Has("limit") {
+		if limit, err = strconv.Atoi(c.Query("limit")); err != nil || limit < 1 || limit > pageMax {
+			return 0, 0, errQuery
 		}
 	}
-	return time.Duration(wait) * time.Second, limit, true
+	return time.Duration(wait) * time.Second, limit, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,61 @@ func TestWebhookGuards(t *testing.T) {
 	if err := New(Config{Enabled: true, Webhooks: true, WebhookInsecure: true}, nil, nil, nil).checkWebhook(srv.URL); err != nil {
 		t.Fatalf("insecure: an http webhook refused: %v", err)
 	}
+}
+
+// TestWebhookGrammar: a webhook is taken when it is an absolute https
+// URL without credentials, in the grammar docs/openapi.yaml's pattern
+// states (WebhookRest), and refused otherwise, also where net/url alone
+// would take it (a space, a '"' in the host, an incomplete escape in a
+// query, an upper-case scheme) or would read another host than written.
+func TestWebhookGrammar(t *testing.T) {
+	a := New(Config{Enabled: true, Webhooks: true}, nil, nil, nil)
+	for _, ok := range []string{
+		"https://app.example/r", "https://app.example", "https://app.example:8443/a/b;c=d?x=1&y=%41/?#frag/?",
+		"https://1.2.3.4/r", "https://[2001:db8::1]:443/r", "https://a.b-c_d~e!$&'()*+,;=/p@q:r",
+	} {
+		if err := a.checkWebhook(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"", "https:", "https://", "https:///r", "https://:443/r", "https://u:p@app.example/r", "https://u@app.example/r",
+		"http://app.example/r", "HTTPS://app.example/r", "ftp://app.example/r", "app.example/r", "//app.example/r",
+		"https://app example/r", "https://app.example/r s", `https://app".example/r`, "https://app.example/r?q=%zz",
+		"https://app.example/r#%4", "https://app%2eexample/r", "https://[1:2]/r", "https://[v1.x]/r", "https://app.example/é",
+		"https://app.example/r#a#b", "https://app.example:80x/r", "https://app.example/" + strings.Repeat("r", storage.MaxWebhookLen),
+	} {
+		if err := a.checkWebhook(bad); err == nil {
+			t.Errorf("%q taken", bad)
+		}
+	}
+}
+
+// FuzzWebhook: a webhook is never taken unless net/url reads it as
+// written: scheme https, no credentials, and the host it would call the
+// very text between "//" and the path, query or fragment.
+func FuzzWebhook(f *testing.F) {
+	for _, s := range []string{"https://app.example/r", "https://[::1]:8443/r?x#y", "https://u@h/", "https://a%2e/",
+		"https://h/%zz", "https://h:x/", "https://h/ r", "HTTPS://h/", "https://[1:2]/"} {
+		f.Add(s)
+	}
+	a := New(Config{Enabled: true, Webhooks: true}, nil, nil, nil)
+	f.Fuzz(func(t *testing.T, raw string) {
+		if a.checkWebhook(raw) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("%q taken, which net/url refuses: %v", raw, err)
+		}
+		written := strings.TrimPrefix(raw, "https://")
+		if i := strings.IndexAny(written, "/?#"); i >= 0 {
+			written = written[:i]
+		}
+		if u.Scheme != "https" || u.User != nil || u.Host != written || written == "" {
+			t.Fatalf("%q taken: net/url reads scheme %q, user %v, host %q", raw, u.Scheme, u.User, u.Host)
+		}
+	})
 }
 
 // countingStore counts the subscription reads of the store it wraps.

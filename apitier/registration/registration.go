@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -210,15 +209,8 @@ func parseRegistrationBody(body []byte, routerType string, withToken bool) (regi
 	if len(bytes.TrimSpace(body)) == 0 && !withToken {
 		return in, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&b); err != nil {
-		if err == io.EOF {
-			return in, httpapi.BadRequest("Invalid JSON body: the body is empty")
-		}
-		return in, httpapi.BadRequest("Invalid JSON body: " + httpapi.JSONProblem(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return in, httpapi.BadRequest("Invalid JSON body: more than one value")
+	if err := httpapi.DecodeObject(body, &b, false); err != nil {
+		return in, httpapi.BadRequest("Invalid JSON body: " + err.Error())
 	}
 	if withToken {
 		if b.Token == nil {

@@ -584,7 +584,9 @@ func TestRegistrationSubscriptions(t *testing.T) {
 	}
 
 	before := cs.count()
-	for _, body := range []string{`{`, `{"channelID":"nope"}`, `{"key":"nope"}`, `[]`, `{"channelID":1}`} {
+	// null is not an object, though encoding/json decodes it into a
+	// struct as one with no members (it was answered 200).
+	for _, body := range []string{`{`, `{"channelID":"nope"}`, `{"key":"nope"}`, `[]`, `{"channelID":1}`, `null`, ` null `, `"x"`} {
 		r := regCall(s, http.MethodPost, "fcm", "fcm-app", reg.UAID, "/subscription", []byte(body), auth...)
 		wantError(t, r, 400, errno.None)
 	}
