@@ -98,6 +98,12 @@ func (a *API) loaded() {
 		a.quotas.of(&c)
 		names = append(names, c.Name)
 	}
+	if len(names) == 0 {
+		// Only "clients: {}" gets here (clients.ErrNoClients refuses
+		// every other file naming none): said on purpose, but loud.
+		a.log.Warn("push API clients loaded: none, every key is answered 401 (push-clients-file says \"clients: {}\")")
+		return
+	}
 	a.log.Info("push API clients loaded", "clients", names)
 }
 
