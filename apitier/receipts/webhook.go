@@ -45,9 +45,10 @@ import (
 //
 // The push service calls a URL an application server chose: by default
 // only https URLs whose host resolves to a public address are called
-// (checked at connection time, so a name that resolves to a private
-// address later is refused too). WebhookInsecure lifts both, for tests
-// and private deployments.
+// (notPublic, public.go: checked at connection time, so a name that
+// resolves to a private address later is refused too; an address in the
+// URL is refused when the subscription is created). WebhookInsecure lifts
+// both, for tests and private deployments.
 
 // Defaults of the webhook settings left zero in Config.
 const (
@@ -80,22 +81,26 @@ var errNotPublic = errors.New("webhook address is not public")
 func hookClient(insecure bool, timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: timeout}
 	if !insecure {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return err
-			}
-			if a := ap.Addr().Unmap(); !a.IsGlobalUnicast() || a.IsPrivate() {
-				return fmt.Errorf("%w: %s", errNotPublic, a)
-			}
-			return nil
-		}
+		d.Control = dialPublic
 	}
 	return &http.Client{
 		Timeout:       timeout,
 		Transport:     &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// dialPublic is the dialer's check of each address it is about to
+// connect to, whatever name it came from.
+func dialPublic(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	if why := notPublic(ap.Addr()); why != "" {
+		return fmt.Errorf("%w: %s", errNotPublic, why)
+	}
+	return nil
 }
 
 // checkWebhook refuses a webhook URL the dispatcher would not call.
@@ -108,6 +113,13 @@ func (a *API) checkWebhook(raw string) error {
 		return errors.New("the webhook is not an absolute URL without credentials")
 	case u.Scheme != "https" && !(a.cfg.WebhookInsecure && u.Scheme == "http"):
 		return errors.New("the webhook must be an https URL")
+	}
+	// A name is resolved when it is called (the dialer checks every
+	// address then); an address is checked now too.
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !a.cfg.WebhookInsecure {
+		if why := notPublic(ip); why != "" {
+			return fmt.Errorf("the webhook's address is not public: %s", why)
+		}
 	}
 	return nil
 }
