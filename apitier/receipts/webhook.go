@@ -56,6 +56,10 @@ const (
 	DefaultWebhookWorkers    = 16
 	DefaultWebhookBackoff    = time.Second
 	DefaultWebhookBackoffMax = 5 * time.Minute
+	// DefaultWebhooksPerKey is receipt-webhooks-per-key's default: one
+	// subscription takes any number of pushes' receipts, so an
+	// application server needs one per place it receives them.
+	DefaultWebhooksPerKey = 20
 )
 
 const (
