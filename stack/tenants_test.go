@@ -570,3 +570,71 @@ func TestListQueryRules(t *testing.T) {
 		}
 	}
 }
+
+// TestRenamedClient: a client is its name. Renamed in push-clients-file
+// (same key), it is a new client: its pushes sent before are another
+// client's to it (404 on GET and DELETE, left out of lists and searches;
+// still sent, and an admin sees them under the old name), its
+// Idempotency-Keys start afresh (a retry of a POST made before the
+// rename stores a second push), and its outstanding quota counts only
+// the pushes made under the new name. Renamed back, it has its old
+// pushes and keys again, and loses the new name's. docs/sender.md,
+// "Reloads", says so. Both backends.
+func TestRenamedClient(t *testing.T) {
+	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
+		marketing := quotaClient("marketing", 0, 2)
+		path := stacktest.WriteClients(t, marketing)
+		st := stacktest.StartWith(t, stacktest.Options{Through: through, Config: func(c *stack.Config) {
+			c.API.PushClientsFile, c.API.PushClientsPoll = path, 0
+		}})
+		a, admin := as(t, st, marketing.Key), as(t, st, stacktest.PushAPIKey)
+		idem := []string{"Idempotency-Key", "order-1"}
+		before := a.post("renamed-user", later, idem...)
+		rename := func(name string) {
+			t.Helper()
+			c := marketing
+			c.Name = name
+			stacktest.ReplaceClients(t, path, c)
+			st.Reload()
+		}
+		owner := func(loc string) any { return admin.do(http.MethodGet, loc, nil).JSON(t)["client"] }
+
+		rename("mkt")
+		if ans := a.do(http.MethodGet, before, nil); ans.Status != http.StatusNotFound {
+			t.Errorf("the renamed client reads its push from before: %d %s", ans.Status, ans.Body)
+		}
+		apitiertest.WantError(t, a.do(http.MethodDelete, before, nil), http.StatusNotFound, errno.InvalidEndpoint)
+		if found, _ := a.listed("pushKey=renamed-user", 10); len(found) != 0 {
+			t.Errorf("the renamed client finds %v", idsOf(found))
+		}
+		if listed, _ := a.listed("state=SCHEDULED", 10); len(listed) != 0 {
+			t.Errorf("the renamed client lists %v", idsOf(listed))
+		}
+		if got := owner(before); got != "marketing" {
+			t.Errorf("an admin reads the push from before as %v's, want marketing's", got)
+		}
+		again := a.post("renamed-user", later, idem...)
+		if again == before || owner(again) != "mkt" {
+			t.Errorf("a retry after the rename: %s (the first %s), owner %v; want a second push, mkt's", again, before, owner(again))
+		}
+		// outstanding 2: the push from before does not count, the retry's does.
+		a.post("renamed-user", later)
+		if ans := a.do(http.MethodPost, "/push", pushBody("renamed-user", later)); ans.Status != http.StatusTooManyRequests {
+			t.Errorf("a third open push of mkt (outstanding 2): %d %s", ans.Status, ans.Body)
+		}
+		if n := pushesTo(t, st, "renamed-user"); n != 3 {
+			t.Errorf("%d pushes stored, want 3", n)
+		}
+
+		rename("marketing")
+		if ans := a.do(http.MethodGet, before, nil); ans.Status != http.StatusOK {
+			t.Errorf("renamed back, it reads its first push: %d", ans.Status)
+		}
+		if ans := a.do(http.MethodGet, again, nil); ans.Status != http.StatusNotFound {
+			t.Errorf("renamed back, it reads mkt's push: %d", ans.Status)
+		}
+		if loc := a.post("renamed-user", later, idem...); loc != before {
+			t.Errorf("renamed back, a retry got %s, want the first push %s", loc, before)
+		}
+	})
+}
