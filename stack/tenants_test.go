@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -578,15 +579,16 @@ func TestListQueryRules(t *testing.T) {
 // Idempotency-Keys start afresh (a retry of a POST made before the
 // rename stores a second push), and its outstanding quota counts only
 // the pushes made under the new name. Renamed back, it has its old
-// pushes and keys again, and loses the new name's. docs/sender.md,
-// "Reloads", says so. Both backends.
+// pushes and keys again, and loses the new name's. The reload warns of
+// the rename. docs/sender.md, "A client is its name", says so. Both
+// backends.
 func TestRenamedClient(t *testing.T) {
 	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
 		marketing := quotaClient("marketing", 0, 2)
 		path := stacktest.WriteClients(t, marketing)
-		st := stacktest.StartWith(t, stacktest.Options{Through: through, Config: func(c *stack.Config) {
-			c.API.PushClientsFile, c.API.PushClientsPoll = path, 0
-		}})
+		var logs apitiertest.SyncBuffer
+		st := stacktest.StartWith(t, stacktest.Options{Through: through, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+			Config: func(c *stack.Config) { c.API.PushClientsFile, c.API.PushClientsPoll = path, 0 }})
 		a, admin := as(t, st, marketing.Key), as(t, st, stacktest.PushAPIKey)
 		idem := []string{"Idempotency-Key", "order-1"}
 		before := a.post("renamed-user", later, idem...)
@@ -600,6 +602,9 @@ func TestRenamedClient(t *testing.T) {
 		owner := func(loc string) any { return admin.do(http.MethodGet, loc, nil).JSON(t)["client"] }
 
 		rename("mkt")
+		if !strings.Contains(logs.String(), `msg="push API client renamed`) || !strings.Contains(logs.String(), "was=marketing now=mkt") {
+			t.Errorf("the rename is not warned of:\n%s", logs.String())
+		}
 		if ans := a.do(http.MethodGet, before, nil); ans.Status != http.StatusNotFound {
 			t.Errorf("the renamed client reads its push from before: %d %s", ans.Status, ans.Body)
 		}
