@@ -643,3 +643,28 @@ func TestRenamedClient(t *testing.T) {
 		}
 	})
 }
+
+// TestCronQuartzRefusals: POST /push answers 400 (errno null) naming
+// cronExpression, the field and why, for expressions Quartz refuses, and
+// stores nothing.
+func TestCronQuartzRefusals(t *testing.T) {
+	st := stacktest.Start(t)
+	a := as(t, st, stacktest.TeamA.Key)
+	for expr, why := range map[string]string{
+		"0 0 9 ? * ?":       `day-of-week "?": day of month is ? too`,
+		"0 0 9 * * *":       `day-of-week "*": day of month is given too`,
+		"0/60 0 9 * * ?":    `seconds "0/60": step "60" is not 1..59`,
+		"0 0 0/24 * * ?":    `hours "0/24": step "24" is not 1..23`,
+		"0 0 9 ? * MON/2":   `day-of-week "MON/2": a step after a name`,
+		"0 0 9 ? JAN-3 MON": `month "JAN-3": a range of a name and a number`,
+	} {
+		ans := a.do(http.MethodPost, "/push", pushBody("quartz-user", expr))
+		apitiertest.WantError(t, ans, http.StatusBadRequest, errno.None)
+		if msg, _ := ans.JSON(t)["message"].(string); !strings.Contains(msg, "cronExpression") || !strings.Contains(msg, why) {
+			t.Errorf("%q: %q; want it to name cronExpression and %s", expr, msg, why)
+		}
+	}
+	if n := pushesTo(t, st, "quartz-user"); n != 0 {
+		t.Errorf("%d pushes stored", n)
+	}
+}
