@@ -74,7 +74,8 @@ func (s *Server) newAPIs() error {
 	s.recAPI = receipts.New(receipts.Config{Enabled: s.cfg.Receipts, EndpointURL: s.cfg.EndpointURL,
 		MaxWait: s.cfg.ReceiptMaxWait, MaxWaiting: s.cfg.ReceiptMaxWaiting, StorageTimeout: s.cfg.StorageTimeout, Webhooks: s.cfg.ReceiptWebhooks,
 		WebhookInterval: s.cfg.ReceiptWebhookInterval, WebhookInsecure: s.cfg.ReceiptWebhookInsecure,
-		WebhookTimeout: s.cfg.ReceiptWebhookTimeout, WebhookWorkers: s.cfg.ReceiptWebhookWorkers}, s.store, apiNode{s}, s.log)
+		WebhookTimeout: s.cfg.ReceiptWebhookTimeout, WebhookWorkers: s.cfg.ReceiptWebhookWorkers,
+		WebhooksPerKey: s.cfg.ReceiptWebhooksPerKey}, s.store, apiNode{s}, s.log)
 	return nil
 }
 

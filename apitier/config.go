@@ -234,6 +234,11 @@ type Config struct {
 	// once (one per subscription at a time): slow webhooks hold at most
 	// this many. Default 16.
 	ReceiptWebhookWorkers int `conf:"receipt-webhook-workers" help:"receipt webhook POSTs in flight at once"`
+	// ReceiptWebhooksPerKey bounds the receipt subscriptions with a
+	// webhook one VAPID key may create (beyond: 403); each is called by
+	// every node every receipt-webhook-interval, and never deleted.
+	// 0: no limit. Default 20.
+	ReceiptWebhooksPerKey int `conf:"receipt-webhooks-per-key" help:"receipt subscriptions with a webhook one VAPID key may create (beyond: 403; 0: no limit)"`
 	// FateSweepInterval is how often this node settles the tracked
 	// messages whose TTL passed as expired (every node may: each message
 	// is settled once). Default 1s.
@@ -273,6 +278,7 @@ func DefaultConfig() Config {
 		ReceiptWebhookInterval:  time.Second,
 		ReceiptWebhookTimeout:   receipts.DefaultWebhookTimeout,
 		ReceiptWebhookWorkers:   receipts.DefaultWebhookWorkers,
+		ReceiptWebhooksPerKey:   receipts.DefaultWebhooksPerKey,
 	}
 }
 
@@ -313,8 +319,8 @@ func (c *Config) Validate() error {
 	case c.ReceiptMaxWait <= 0 || c.FateSweepInterval <= 0 || c.ReceiptWebhookInterval <= 0 ||
 		c.ReceiptWebhookTimeout <= 0 || c.ReceiptWebhookWorkers < 1 || c.ReceiptMaxWaiting < 1:
 		return errors.New("apitier: config: receipt-max-wait, receipt-max-waiting, fate-sweep-interval, receipt-webhook-interval, receipt-webhook-timeout and receipt-webhook-workers must be positive")
-	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0:
-		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels and push-clients-poll must not be negative")
+	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0 || c.ReceiptWebhooksPerKey < 0:
+		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels, push-clients-poll and receipt-webhooks-per-key must not be negative")
 	}
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err

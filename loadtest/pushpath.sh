@@ -22,13 +22,9 @@ repeats="${PUSHPATH_REPEATS:-3}"
 out=loadtest/out/pushpath
 rm -rf "$out" && mkdir -p "$out"
 
-started=""
-cleanup() {
-	if [ -n "$started" ]; then
-		bash tools/cql/stop.sh "$CQL_PID" "$CQL_DIR" >&2 || true
-	fi
-}
-trap cleanup EXIT
+. tools/cql/owned.sh
+trap stop_owned_cql EXIT
+exit_on_signals
 
 go build -o loadtest/out/bin/ ./loadtest/cmd/loadtest ./engine/cmd/autoconnect ./apitier/cmd/autoendpoint ./stack/cmd/autopush
 lt() { loadtest/out/bin/loadtest "$1" -bin-dir loadtest/out/bin -progress off "${@:2}"; }
@@ -121,10 +117,7 @@ echo "single-node, RSS per idle connection (19,000), bytes: $(field hold hold.rs
 if [ "${PUSHPATH_CQL:-}" = 1 ]; then
 	if [ -z "${CQL_HOSTS:-}" ]; then
 		export CQL_HEAP="${CQL_HEAP:-2g}" CQL_HEAP_MIN="${CQL_HEAP_MIN:-1g}"
-		o=$(bash tools/cql/start.sh) || { echo "FAILED: could not start Cassandra" >&2; exit 1; }
-		eval "$o"
-		export CQL_HOSTS CQL_PID CQL_DIR
-		started=1
+		start_owned_cql
 	fi
 	dirs=()
 	for i in $(seq "$repeats"); do

@@ -483,6 +483,51 @@ func TestReceiptWebhook(t *testing.T) {
 	apitiertest.WantError(t, ans, http.StatusBadRequest, errno.None)
 }
 
+// TestReceiptWebhooksPerKey: a VAPID key may create
+// receipt-webhooks-per-key (here 3) subscriptions with a webhook,
+// counted in storage, on both backends: the next is refused 403 with
+// errno null, naming the setting, and stored nowhere; the key may still
+// subscribe without a webhook, and another key's count is its own.
+func TestReceiptWebhooksPerKey(t *testing.T) {
+	for _, backend := range []string{"embedded", "scylla"} {
+		t.Run(backend, func(t *testing.T) {
+			st := receiptStack(t, backend, stacktest.NewSigner(t), func(c *stack.Config) {
+				c.API.ReceiptWebhooks, c.API.ReceiptWebhookInsecure = true, true
+				c.API.ReceiptWebhooksPerKey = 3
+			})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+			t.Cleanup(srv.Close)
+			subscribe := func(signer *pushcrypto.VAPIDSigner, body string) apitiertest.Answer {
+				return apitiertest.Send(t, http.MethodPost, st.EndpointURL()+"/receipts", []byte(body), "Authorization", st.Authorization(t, signer))
+			}
+			hook := func(i int) string { return fmt.Sprintf(`{"webhook": "%s/hook/%d"}`, srv.URL, i) }
+			one, other := stacktest.NewSigner(t), stacktest.NewSigner(t)
+			for i := range 3 {
+				if ans := subscribe(one, hook(i)); ans.Status != http.StatusCreated {
+					t.Fatalf("webhook %d of 3: %d %s", i+1, ans.Status, ans.Body)
+				}
+			}
+			for range 2 {
+				ans := subscribe(one, hook(9))
+				apitiertest.WantError(t, ans, http.StatusForbidden, errno.None)
+				if !strings.Contains(string(ans.Body), "receipt-webhooks-per-key") || ans.Header.Get("Location") != "" {
+					t.Fatalf("the 4th webhook: %s, Location %q", ans.Body, ans.Header.Get("Location"))
+				}
+			}
+			if ans := subscribe(one, ""); ans.Status != http.StatusCreated {
+				t.Fatalf("a subscription without a webhook at the limit: %d %s", ans.Status, ans.Body)
+			}
+			if ans := subscribe(other, hook(0)); ans.Status != http.StatusCreated {
+				t.Fatalf("another key's webhook: %d %s", ans.Status, ans.Body)
+			}
+			_, api := st.Metrics(t)
+			if !strings.Contains(api, `autoendpoint_receipts_total{result="subscribed"} 5`+"\n") {
+				t.Errorf("subscriptions created, want 5 (3 + 1 + 1):\n%s", grepLines(api, "autoendpoint_receipts_total"))
+			}
+		})
+	}
+}
+
 // TestReceiptReadsWaiting: long-polling GETs waiting at once are bounded
 // (receipt-max-waiting, here 1): one more that would wait is answered
 // 429 with Retry-After at once, while one that need not wait (wait=0) is

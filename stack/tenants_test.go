@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -578,5 +579,102 @@ func TestListQueryRules(t *testing.T) {
 		if ans := admin.do(http.MethodGet, "/push"+q, nil); ans.Status != http.StatusOK {
 			t.Errorf("GET /push%s: %d %s, want 200", q, ans.Status, ans.Body)
 		}
+	}
+}
+
+// TestRenamedClient: a client is its name. Renamed in push-clients-file
+// (same key), it is a new client: its pushes sent before are another
+// client's to it (404 on GET and DELETE, left out of lists and searches;
+// still sent, and an admin sees them under the old name), its
+// Idempotency-Keys start afresh (a retry of a POST made before the
+// rename stores a second push), and its outstanding quota counts only
+// the pushes made under the new name. Renamed back, it has its old
+// pushes and keys again, and loses the new name's. The reload warns of
+// the rename. docs/sender.md, "A client is its name", says so. Both
+// backends.
+func TestRenamedClient(t *testing.T) {
+	forBackends(t, func(t *testing.T, through func(storage.Store) storage.Store) {
+		marketing := quotaClient("marketing", 0, 2)
+		path := stacktest.WriteClients(t, marketing)
+		var logs apitiertest.SyncBuffer
+		st := stacktest.StartWith(t, stacktest.Options{Through: through, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+			Config: func(c *stack.Config) { c.API.PushClientsFile, c.API.PushClientsPoll = path, 0 }})
+		a, admin := as(t, st, marketing.Key), as(t, st, stacktest.PushAPIKey)
+		idem := []string{"Idempotency-Key", "order-1"}
+		before := a.post("renamed-user", later, idem...)
+		rename := func(name string) {
+			t.Helper()
+			c := marketing
+			c.Name = name
+			stacktest.ReplaceClients(t, path, c)
+			st.Reload()
+		}
+		owner := func(loc string) any { return admin.do(http.MethodGet, loc, nil).JSON(t)["client"] }
+
+		rename("mkt")
+		if !strings.Contains(logs.String(), `msg="push API client renamed`) || !strings.Contains(logs.String(), "was=marketing now=mkt") {
+			t.Errorf("the rename is not warned of:\n%s", logs.String())
+		}
+		if ans := a.do(http.MethodGet, before, nil); ans.Status != http.StatusNotFound {
+			t.Errorf("the renamed client reads its push from before: %d %s", ans.Status, ans.Body)
+		}
+		apitiertest.WantError(t, a.do(http.MethodDelete, before, nil), http.StatusNotFound, errno.InvalidEndpoint)
+		if found, _ := a.listed("pushKey=renamed-user", 10); len(found) != 0 {
+			t.Errorf("the renamed client finds %v", idsOf(found))
+		}
+		if listed, _ := a.listed("state=SCHEDULED", 10); len(listed) != 0 {
+			t.Errorf("the renamed client lists %v", idsOf(listed))
+		}
+		if got := owner(before); got != "marketing" {
+			t.Errorf("an admin reads the push from before as %v's, want marketing's", got)
+		}
+		again := a.post("renamed-user", later, idem...)
+		if again == before || owner(again) != "mkt" {
+			t.Errorf("a retry after the rename: %s (the first %s), owner %v; want a second push, mkt's", again, before, owner(again))
+		}
+		// outstanding 2: the push from before does not count, the retry's does.
+		a.post("renamed-user", later)
+		if ans := a.do(http.MethodPost, "/push", pushBody("renamed-user", later)); ans.Status != http.StatusTooManyRequests {
+			t.Errorf("a third open push of mkt (outstanding 2): %d %s", ans.Status, ans.Body)
+		}
+		if n := pushesTo(t, st, "renamed-user"); n != 3 {
+			t.Errorf("%d pushes stored, want 3", n)
+		}
+
+		rename("marketing")
+		if ans := a.do(http.MethodGet, before, nil); ans.Status != http.StatusOK {
+			t.Errorf("renamed back, it reads its first push: %d", ans.Status)
+		}
+		if ans := a.do(http.MethodGet, again, nil); ans.Status != http.StatusNotFound {
+			t.Errorf("renamed back, it reads mkt's push: %d", ans.Status)
+		}
+		if loc := a.post("renamed-user", later, idem...); loc != before {
+			t.Errorf("renamed back, a retry got %s, want the first push %s", loc, before)
+		}
+	})
+}
+
+// TestCronQuartzRefusals: POST /push answers 400 (errno null) naming
+// cronExpression, the field and why, for expressions Quartz refuses, and
+// stores nothing.
+func TestCronQuartzRefusals(t *testing.T) {
+	st := stacktest.Start(t)
+	a := as(t, st, stacktest.TeamA.Key)
+	for expr, why := range map[string]string{
+		"0 0 9 ? * ?":       `day-of-week "?": day of month is ? too`,
+		"0 0 9 * * *":       `day-of-week "*": day of month is given too`,
+		"0/60 0 9 * * ?":    `seconds "0/60": step "60" is not 1..59`,
+		"0 0 0/24 * * ?":    `hours "0/24": step "24" is not 1..23`,
+		"0 0 9 ? * MON/2":   `day-of-week "MON/2": a step after a name`,
+		"0 0 9 ? JAN-3 MON": `month "JAN-3": a range of a name and a number`,
+	} {
+		ans := a.do(http.MethodPost, "/push", pushBody("quartz-user", expr))
+		apitiertest.WantError(t, ans, http.StatusBadRequest, errno.None)
+		if msg, _ := ans.JSON(t)["message"].(string); !strings.Contains(msg, "cronExpression") || !strings.Contains(msg, why) {
+			t.Errorf("%q: %q; want it to name cronExpression and %s", expr, msg, why)
+		}
+	}
+	if n := pushesTo(t, st, "quartz-user"); n != 0 {
+		t.Errorf("%d pushes stored", n)
 	}
 }

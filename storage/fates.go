@@ -293,6 +293,12 @@ type FateStore interface {
 	// have a webhook, in id order, from the first after after (the zero
 	// id: from the start). 1 RT.
 	ReceiptHooks(ctx context.Context, after ReceiptSubID, limit int) ([]ReceiptSub, error)
+	// CountReceiptHooks counts the receipt subscriptions with a webhook
+	// that the VAPID key whose sha256 is key created, stopping at limit
+	// (> 0): the result is min(their number, limit). Subscriptions made
+	// by a version before this count was kept are not counted. It reads
+	// at most limit index keys: 1 RT.
+	CountReceiptHooks(ctx context.Context, key [32]byte, limit int) (int, error)
 }
 
 // Retention of fate records and receipts past settling.

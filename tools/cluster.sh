@@ -38,6 +38,11 @@ up)
 	# (tools/cql resolves it from Maven Central).
 	command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || bash tools/e2e/firefox/install.sh nginx:nginx
 	go build -o "$DIR/bin/" ./loadtest/cmd/loadtest ./engine/cmd/autoconnect ./apitier/cmd/autoendpoint
+	# Ended before the cluster is up (SIGTERM, SIGINT, SIGHUP): stop what
+	# was started, as a failed start does.
+	for sig in HUP INT TERM; do
+		trap 'echo "interrupted: stopping what up started" >&2; "$0" down >&2 || true; exit 1' "$sig"
+	done
 	# Its own session: the cluster outlives this script and the terminal.
 	# shellcheck disable=SC2086
 	setsid "$DIR/bin/loadtest" cluster -dir "$DIR" -bin-dir "$DIR/bin" ${CLUSTER_FLAGS:-} \

@@ -3,7 +3,10 @@
 # Cassandra node from tools/cql when CQL_HOSTS is not set, runs every package
 # with the race detector, then the "server returns" check, which stops that
 # node and starts it again, and the "server stopped mid-test" check, which
-# kills it. The node is stopped by its PID on every exit path.
+# kills it. The node is stopped by its PID on every exit path, SIGTERM,
+# SIGINT and SIGHUP included (timeout(1) ends a run with SIGTERM): the PID
+# its directory names, which follows the node through those restarts
+# (tools/cql/owned.sh).
 #
 #   tools/test.sh               tests
 #   tools/test.sh stress        tests with a CPU hog on every core, then the
@@ -31,18 +34,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
 
-started=""
+. tools/cql/owned.sh
 hogs=()
 cleanup() {
 	# The hogs are this script's children: stopped by PID, never by name.
 	if [ ${#hogs[@]} -gt 0 ]; then
 		kill "${hogs[@]}" 2>/dev/null || true
 	fi
-	if [ -n "$started" ]; then
-		bash tools/cql/stop.sh "$CQL_PID" "$CQL_DIR" >&2 || true
-	fi
+	stop_owned_cql
 }
 trap cleanup EXIT
+exit_on_signals
 
 if [ "$mode" = stress ]; then
 	# A busy loop per core: every test then runs on a machine with no idle
@@ -64,11 +66,7 @@ fi
 
 if [ -z "${CQL_HOSTS:-}" ]; then
 	echo "== starting a local Cassandra (tools/cql/start.sh)" >&2
-	# Not eval "$(...)" directly: that would hide a failed start.
-	out=$(bash tools/cql/start.sh) || { echo "FAILED: could not start Cassandra" >&2; exit 1; }
-	eval "$out"
-	export CQL_HOSTS CQL_PID CQL_DIR
-	started=1
+	start_owned_cql
 fi
 
 if [ "$mode" = bench ]; then
@@ -162,7 +160,7 @@ fi
 # skipped in the run above): one package at a time, beside nothing else.
 run "cluster tests (each starts its own 3-node Cassandra; AUTOPUSH_CLUSTER=1)" \
 	env AUTOPUSH_CLUSTER=1 go test -count=1 -p 1 -v -timeout 30m -run '^TestCluster' ./...
-if [ -n "$started" ]; then
+if [ -n "$owned_cql_dir" ]; then
 	run "the store serves again when its CQL server returns (stops pid $CQL_PID, restarts it)" \
 		env CQL_RECOVER_DIR="$CQL_DIR" go test -count=1 -v -timeout 10m -run '^TestStoreRecovers$' ./storage/scylla/
 	CQL_PID=$(cat "$CQL_DIR/cassandra.pid") # the node as restarted

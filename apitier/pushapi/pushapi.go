@@ -71,6 +71,10 @@ type API struct {
 	metrics *apiMetrics
 	stop    context.CancelFunc
 	watched sync.WaitGroup
+	// named is each key's client name at the last load, under loading (a
+	// poll and SIGHUP may reload at once).
+	loading sync.Mutex
+	named   map[[32]byte]string
 }
 
 // New loads the clients (push-api-keys and push-clients-file: none
@@ -97,13 +101,30 @@ func New(cfg Config, store Store, log *slog.Logger) (*API, error) {
 }
 
 // loaded takes the clients in use: their quotas and metrics, and a log
-// line naming them.
+// line naming them. A key whose client was renamed is warned of: what
+// the old name made stays the old name's (docs/sender.md, "A client is
+// its name").
 func (a *API) loaded() {
+	a.loading.Lock()
+	defer a.loading.Unlock()
 	set := a.clients.Clients()
 	names := make([]string, 0, set.Len())
+	named := make(map[[32]byte]string, set.Len())
 	for _, c := range set.List() {
 		a.quotas.of(&c)
 		names = append(names, c.Name)
+		named[c.KeyHash] = c.Name
+		if was, ok := a.named[c.KeyHash]; ok && was != c.Name {
+			a.log.Warn("push API client renamed: a new client to the push API; its pushes and Idempotency-Keys stay the old name's",
+				"was", was, "now", c.Name)
+		}
+	}
+	a.named = named
+	if len(names) == 0 {
+		// Only "clients: {}" gets here (clients.ErrNoClients refuses
+		// every other file naming none): said on purpose, but loud.
+		a.log.Warn("push API clients loaded: none, every key is answered 401 (push-clients-file says \"clients: {}\")")
+		return
 	}
 	a.log.Info("push API clients loaded", "clients", names)
 }

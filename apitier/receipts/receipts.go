@@ -54,6 +54,7 @@ type Store interface {
 	Receipts(ctx context.Context, sub storage.ReceiptSubID, limit int) ([]storage.Receipt, error)
 	AckReceipts(ctx context.Context, sub storage.ReceiptSubID, ids []string) error
 	ReceiptHooks(ctx context.Context, after storage.ReceiptSubID, limit int) ([]storage.ReceiptSub, error)
+	CountReceiptHooks(ctx context.Context, key [32]byte, limit int) (int, error)
 }
 
 // Node is what the routes use of the endpoint node they run on.
@@ -103,6 +104,11 @@ type Config struct {
 	// doubled after each further one up to WebhookBackoffMax. Zero: the
 	// Default values.
 	WebhookBackoff, WebhookBackoffMax time.Duration
+	// WebhooksPerKey is receipt-webhooks-per-key: the subscriptions with
+	// a webhook one VAPID key may create (0: no limit). Every node calls
+	// each of them every WebhookInterval, for ever (a subscription is
+	// never deleted), and one serves any number of pushes.
+	WebhooksPerKey int
 }
 
 // API is the receipt routes. Goroutine-safe.
@@ -196,6 +202,14 @@ var (
 	errSubscribeBody = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
 		Message: `the body must be empty or {"webhook": "<https URL>"}`}
 )
+
+// tooManyHooks is the 403 of a key at receipt-webhooks-per-key: a
+// subscription is never deleted, so waiting frees nothing (not a 429).
+func tooManyHooks(limit int) *errno.HTTPError {
+	return &errno.HTTPError{Status: http.StatusForbidden, Errno: errno.None,
+		Message: "this VAPID key has " + strconv.Itoa(limit) + " receipt subscriptions with a webhook, the most allowed (receipt-webhooks-per-key): " +
+			"name one of them in Push-Receipt, it takes the receipts of any number of pushes"}
+}
 
 // URL is the URL of subscription id.
 func (a *API) URL(id storage.ReceiptSubID) string {
@@ -344,6 +358,10 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 	rand.Read(sub.ID[:])
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
 	defer cancel()
+	if e := a.roomForHook(ctx, &sub); e != nil {
+		x.Fail(e)
+		return
+	}
 	if err := a.node.Timed(func() error { return a.store.PutReceiptSub(ctx, sub) }); err != nil {
 		x.Fail(a.node.StorageError("create receipt subscription", err))
 		return
@@ -356,6 +374,25 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 		out["webhook"], out["webhook_secret"] = sub.Webhook, sub.WebhookSecret
 	}
 	httpapi.WriteJSON(c, http.StatusCreated, out)
+}
+
+// roomForHook refuses a subscription with a webhook whose key has
+// WebhooksPerKey of them already. Counted before the subscription is
+// written, so keys creating several at once may each pass at the limit:
+// it can be exceeded by as many as were created concurrently.
+func (a *API) roomForHook(ctx context.Context, sub *storage.ReceiptSub) *errno.HTTPError {
+	limit := a.cfg.WebhooksPerKey
+	if sub.Webhook == "" || limit == 0 {
+		return nil
+	}
+	var n int
+	if err := a.node.Timed(func() (err error) { n, err = a.store.CountReceiptHooks(ctx, sub.KeyHash, limit); return err }); err != nil {
+		return a.node.StorageError("count receipt webhooks", err)
+	}
+	if n >= limit {
+		return tooManyHooks(limit)
+	}
+	return nil
 }
 
 // Receipt is one receipt as GET /receipts/{id} and the webhooks send it.

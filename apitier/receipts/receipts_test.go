@@ -63,7 +63,8 @@ func FuzzParseID(f *testing.F) {
 }
 
 // TestWebhookGuards: by default a webhook must be https and is never
-// called on a loopback or private address (checked at connect time); no
+// called on a loopback or private address (checked at connect time;
+// TestNotPublic has every range); no
 // redirect is followed; receipt-webhook-insecure lifts the first two.
 func TestWebhookGuards(t *testing.T) {
 	var hit atomic.Int32

@@ -47,9 +47,10 @@ import (
 //
 // The push service calls a URL an application server chose: by default
 // only https URLs whose host resolves to a public address are called
-// (checked at connection time, so a name that resolves to a private
-// address later is refused too). WebhookInsecure lifts both, for tests
-// and private deployments.
+// (notPublic, public.go: checked at connection time, so a name that
+// resolves to a private address later is refused too; an address in the
+// URL is refused when the subscription is created). WebhookInsecure lifts
+// both, for tests and private deployments.
 
 // Defaults of the webhook settings left zero in Config.
 const (
@@ -57,6 +58,10 @@ const (
 	DefaultWebhookWorkers    = 16
 	DefaultWebhookBackoff    = time.Second
 	DefaultWebhookBackoffMax = 5 * time.Minute
+	// DefaultWebhooksPerKey is receipt-webhooks-per-key's default: one
+	// subscription takes any number of pushes' receipts, so an
+	// application server needs one per place it receives them.
+	DefaultWebhooksPerKey = 20
 )
 
 const (
@@ -82,22 +87,26 @@ var errNotPublic = errors.New("webhook address is not public")
 func hookClient(insecure bool, timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: timeout}
 	if !insecure {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return err
-			}
-			if a := ap.Addr().Unmap(); !a.IsGlobalUnicast() || a.IsPrivate() {
-				return fmt.Errorf("%w: %s", errNotPublic, a)
-			}
-			return nil
-		}
+		d.Control = dialPublic
 	}
 	return &http.Client{
 		Timeout:       timeout,
 		Transport:     &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// dialPublic is the dialer's check of each address it is about to
+// connect to, whatever name it came from.
+func dialPublic(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	if why := notPublic(ap.Addr()); why != "" {
+		return fmt.Errorf("%w: %s", errNotPublic, why)
+	}
+	return nil
 }
 
 // WebhookRest is the grammar of what follows a webhook's scheme and
@@ -129,8 +138,16 @@ func (a *API) checkWebhook(raw string) error {
 	case scheme != "https" && !(a.cfg.WebhookInsecure && scheme == "http"):
 		return errors.New("the webhook must be an https URL")
 	}
-	if _, err := url.Parse(raw); err != nil {
+	u, err := url.Parse(raw)
+	if err != nil {
 		return errors.New("the webhook is not an absolute URL without credentials")
+	}
+	// A name is resolved when it is called (the dialer checks every
+	// address then); an address is checked now too.
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !a.cfg.WebhookInsecure {
+		if why := notPublic(ip); why != "" {
+			return fmt.Errorf("the webhook's address is not public: %s", why)
+		}
 	}
 	return nil
 }

@@ -188,6 +188,9 @@ func ReplaceClients(t testing.TB, path string, cs ...PushClient) {
 	for _, c := range cs {
 		text += clients.Entry(c.Client)
 	}
+	if len(cs) == 0 {
+		text = "clients: {}\n" // "clients:" alone is refused (clients.ErrNoClients)
+	}
 	if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

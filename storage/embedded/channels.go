@@ -74,15 +74,21 @@ func (s *Store) CountChannels(ctx context.Context, uaid uuid.UUID, limit int) (i
 		return 0, err
 	}
 	defer s.leave()
-	n := 0
-	err := s.scan(channelPrefix(uaid), nil, func(_, _ []byte) (bool, error) {
-		n++
-		return n < limit, nil
-	})
+	n, err := s.countKeys(channelPrefix(uaid), limit)
 	if err != nil {
 		return 0, failed("count channels", err)
 	}
 	return n, nil
+}
+
+// countKeys counts the keys starting with prefix, stopping at limit.
+func (s *Store) countKeys(prefix []byte, limit int) (int, error) {
+	n := 0
+	err := s.scan(prefix, nil, func(_, _ []byte) (bool, error) {
+		n++
+		return n < limit, nil
+	})
+	return n, err
 }
 
 // HasChannel implements storage.Store. One local read.

@@ -38,6 +38,7 @@ const (
 	prefixReceiptSub = 'g'
 	prefixReceipt    = 'w'
 	prefixHook       = 'h'
+	prefixKeyHook    = 'j' // key hash, subscription id: CountReceiptHooks
 
 	fateCodec = 1
 	// fateEntryLen is an 'e' key's length: prefix, expiry, uaid, id.
@@ -555,6 +556,7 @@ func (s *Store) PutReceiptSub(ctx context.Context, sub storage.ReceiptSub) error
 	b.Set(k, encodeReceiptSub(&sub), nil)
 	if sub.Webhook != "" {
 		b.Set(append([]byte{prefixHook}, sub.ID[:]...), nil, nil)
+		b.Set(append(keyHookPrefix(sub.KeyHash), sub.ID[:]...), nil, nil)
 	}
 	if err := s.commit(b); err != nil {
 		return failed("put receipt sub", err)
@@ -614,6 +616,25 @@ func (s *Store) ReceiptHooks(ctx context.Context, after storage.ReceiptSubID, li
 		out = append(out, sub)
 	}
 	return out, nil
+}
+
+func keyHookPrefix(key [32]byte) []byte { return append([]byte{prefixKeyHook}, key[:]...) }
+
+// CountReceiptHooks implements storage.FateStore. One local range scan
+// of at most limit keys.
+func (s *Store) CountReceiptHooks(ctx context.Context, key [32]byte, limit int) (int, error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("embedded: count receipt hooks: limit %d: %w", limit, storage.ErrInvalid)
+	}
+	if err := s.enter(ctx, "count receipt hooks"); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	n, err := s.countKeys(keyHookPrefix(key), limit)
+	if err != nil {
+		return 0, failed("count receipt hooks", err)
+	}
+	return n, nil
 }
 
 // GetReceiptSub implements storage.FateStore. One local read.

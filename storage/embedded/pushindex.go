@@ -126,11 +126,7 @@ func (s *Store) CountOpen(ctx context.Context, client string, limit int) (int, e
 		return 0, err
 	}
 	defer s.leave()
-	n := 0
-	err := s.scan(openPrefix(client), nil, func(_, _ []byte) (bool, error) {
-		n++
-		return n < limit, nil
-	})
+	n, err := s.countKeys(openPrefix(client), limit)
 	if err != nil {
 		return 0, failed("count open", err)
 	}

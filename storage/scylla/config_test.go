@@ -167,6 +167,7 @@ func TestSchemaStatements(t *testing.T) {
 		"CREATE TABLE IF NOT EXISTS ks.fate_count (",
 		"CREATE TABLE IF NOT EXISTS ks.receipt_sub (",
 		"CREATE TABLE IF NOT EXISTS ks.receipt_hook (",
+		"CREATE TABLE IF NOT EXISTS ks.receipt_hook_by_key (",
 		"CREATE TABLE IF NOT EXISTS ks.receipt (",
 	}
 	if len(stmts) != len(want) {

@@ -63,6 +63,8 @@ var (
 	qReceiptSubGet  = read(`SELECT key_hash, webhook, webhook_secret, created FROM receipt_sub WHERE id = ?`)
 	qReceiptHookAdd = messageWrite(`INSERT INTO receipt_hook (scope, id, webhook, webhook_secret) VALUES (0, ?, ?, ?)`)
 	qReceiptHooks   = read(`SELECT id, webhook, webhook_secret FROM receipt_hook WHERE scope = 0 AND id > ? LIMIT ?`)
+	qKeyHookAdd     = messageWrite(`INSERT INTO receipt_hook_by_key (key_hash, id) VALUES (?, ?)`)
+	qKeyHooks       = read(`SELECT id FROM receipt_hook_by_key WHERE key_hash = ? LIMIT ?`)
 	qReceiptAdd     = messageWrite(`INSERT INTO receipt (sub, at, id, message_id, state, reason)
 		VALUES (?, ?, ?, ?, ?, ?) USING TTL ?`)
 	qReceipts   = read(`SELECT at, id, message_id, state, reason FROM receipt WHERE sub = ? LIMIT ?`)

@@ -47,8 +47,32 @@ func (s *Store) PutReceiptSub(ctx context.Context, sub storage.ReceiptSub) error
 		if err := s.query(ctx, qReceiptHookAdd, sub.ID[:], sub.Webhook, sub.WebhookSecret).Exec(); err != nil {
 			return wrap("put receipt sub: list its webhook", err)
 		}
+		if err := s.query(ctx, qKeyHookAdd, sub.KeyHash[:], sub.ID[:]).Exec(); err != nil {
+			return wrap("put receipt sub: count its webhook", err)
+		}
 	}
 	return nil
+}
+
+// CountReceiptHooks implements storage.FateStore: the head of the key's
+// receipt_hook_by_key partition. 1 RT.
+func (s *Store) CountReceiptHooks(ctx context.Context, key [32]byte, limit int) (int, error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("scylla: count receipt hooks: limit %d: %w", limit, storage.ErrInvalid)
+	}
+	if err := s.open("count receipt hooks"); err != nil {
+		return 0, err
+	}
+	n := 0
+	iter := s.query(ctx, qKeyHooks, key[:], limit).Iter()
+	var id []byte
+	for iter.Scan(&id) {
+		n++
+	}
+	if err := iter.Close(); err != nil {
+		return 0, wrap("count receipt hooks", err)
+	}
+	return n, nil
 }
 
 // ReceiptHooks implements storage.FateStore: a slice of receipt_hook's

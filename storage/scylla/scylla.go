@@ -47,7 +47,7 @@ var _ storage.Store = (*Store)(nil)
 // The fate tables come after the ALTER adding message.tracked in
 // schema.cql, so their presence also says the column is there.
 var requiredTables = []string{"router", "message", "broadcast", "push", "push_state",
-	"fate", "fate_expiry", "fate_bucket", "fate_count", "receipt_sub", "receipt", "receipt_hook"}
+	"fate", "fate_expiry", "fate_bucket", "fate_count", "receipt_sub", "receipt", "receipt_hook", "receipt_hook_by_key"}
 
 // New connects to the cluster and checks that the schema is in place; it
 // never creates it (see ApplySchema). A cluster that cannot be reached

@@ -797,3 +797,37 @@ func testReceiptHooks(t *testing.T, s storage.Store) {
 	bad := storage.ReceiptSub{ID: newSubID(), Webhook: "ftp://app.example/x"}
 	wantKind(t, s.PutReceiptSub(ctx(t), bad), storage.ErrInvalid, "webhook that is not http(s)")
 }
+
+// testCountReceiptHooks: a key's subscriptions with a webhook are
+// counted, up to the limit; those without a webhook and other keys' are
+// not.
+func testCountReceiptHooks(t *testing.T, s storage.Store) {
+	var key, other, none [32]byte
+	_, _ = rand.Read(key[:])
+	_, _ = rand.Read(other[:])
+	_, _ = rand.Read(none[:])
+	put := func(k [32]byte, webhook string) {
+		sub := storage.ReceiptSub{ID: newSubID(), KeyHash: k, Created: time.Now().Truncate(time.Millisecond)}
+		if webhook != "" {
+			sub.Webhook, sub.WebhookSecret = webhook, "secret"
+		}
+		must(t, s.PutReceiptSub(ctx(t), sub), "put receipt sub")
+	}
+	for i := range 3 {
+		put(key, fmt.Sprintf("https://app.example/hook/%d", i))
+		put(key, "")
+	}
+	put(other, "https://other.example/hook")
+	for _, c := range []struct {
+		key         [32]byte
+		limit, want int
+	}{{key, 10, 3}, {key, 3, 3}, {key, 2, 2}, {key, 1, 1}, {other, 10, 1}, {none, 10, 0}} {
+		n, err := s.CountReceiptHooks(ctx(t), c.key, c.limit)
+		must(t, err, "count receipt hooks")
+		if n != c.want {
+			t.Errorf("count of key %x with limit %d: %d, want %d", c.key[:4], c.limit, n, c.want)
+		}
+	}
+	_, err := s.CountReceiptHooks(ctx(t), key, 0)
+	wantKind(t, err, storage.ErrInvalid, "count receipt hooks with limit 0")
+}

@@ -85,6 +85,7 @@ func Run(t *testing.T, h Harness) {
 		{"FateSettleExpired", testFateSettleExpired},
 		{"FateAckGrace", testFateAckGrace},
 		{"ReceiptHooks", testReceiptHooks},
+		{"CountReceiptHooks", testCountReceiptHooks},
 		{"FateSettleExpiredConcurrent", testFateSettleExpiredConcurrent},
 		{"FateMilestoneCounts", testFateMilestoneCounts},
 		{"FateConservation", testFateConservation},

@@ -10,7 +10,9 @@
 #   CQL_PIDS="pid1 pid2 pid3"
 #   CQL_DIRS="/tmp/cqlc.X/node1 /tmp/cqlc.X/node2 /tmp/cqlc.X/node3"
 #
-# and exits non-zero, with no node left running, when any node fails.
+# and exits non-zero, with no node left running, when any node fails, or
+# when it is ended by SIGTERM, SIGINT or SIGHUP before it printed them (its
+# starts are stopped, by the PIDs their directories name).
 #
 #   out=$(tools/cql/cluster.sh) || exit 1; eval "$out"
 #   tools/cql/stop.sh "$pid" "$dir"       # one node, by PID; or all:
@@ -72,6 +74,22 @@ n=$N
 for i in range(n): print(-2**63 + i * (2**64 // n))")
 
 pids=() dirs=() outs=()
+ok=0
+# cleanup, unless the cluster is up: each start still running is ended
+# (start.sh stops its node on SIGTERM), then every node is stopped by the
+# PID its directory names, and the directory removed.
+cleanup() {
+  [[ $ok == 1 ]] && return
+  local p d
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for d in "${dirs[@]}"; do bash "$HERE/stop.sh" "" "$d" || true; done
+  rm -rf "$TOP"
+}
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 fail=0
 for i in $(seq 1 "$N"); do
   dir=$TOP/node$i
@@ -92,12 +110,9 @@ for i in "${!outs[@]}"; do
   nodepids+=("$p")
   rm -f "${outs[$i]}"
 done
+pids=() # all exited
 if [[ $fail == 1 ]]; then
   log "a node failed to start; stopping the others"
-  for i in "${!dirs[@]}"; do
-    [[ -n "${nodepids[$i]}" ]] && bash "$HERE/stop.sh" "${nodepids[$i]}" "${dirs[$i]}" || true
-  done
-  rm -rf "$TOP"
   exit 1
 fi
 # Ready = every node answers CQL (start.sh) and lists every other node,
@@ -111,8 +126,6 @@ for i in $(seq 1 "$N"); do
   until [[ "$(peers_with_tokens "127.0.0.$i" "$NP" 2>/dev/null)" == "$((N - 1))" ]]; do
     if (( $(date +%s) >= deadline )); then
       log "node $i does not list the other $((N - 1)) nodes with tokens in time; stopping the cluster"
-      for k in "${!dirs[@]}"; do bash "$HERE/stop.sh" "${nodepids[$k]}" "${dirs[$k]}" || true; done
-      rm -rf "$TOP"
       exit 1
     fi
     sleep 0.2
@@ -121,6 +134,7 @@ done
 hosts=()
 for i in $(seq 1 "$N"); do hosts+=("127.0.0.$i:$NP"); done
 log "$N nodes ready: ${hosts[*]}"
+ok=1
 printf 'CQL_HOSTS=%s\n' "$(IFS=,; echo "${hosts[*]}")"
 printf 'CQL_PIDS="%s"\n' "${nodepids[*]}"
 printf 'CQL_DIRS="%s"\n' "${dirs[*]}"

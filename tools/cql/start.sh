@@ -35,6 +35,10 @@
 #                      without bootstrapping when each is given its own)
 #   CQL_RESTART=1      start the stopped node of CQL_DIR again: its
 #                      cassandra.yaml, ports and data as they are
+#   CQL_OWNER_PID      the process the node is for (a test, a script): once it
+#                      ends, SIGKILL included, while the node runs, the node is
+#                      stopped by its PID and its directory removed
+#                      (owner-watch.sh, in a session of its own)
 #   JAVA_HOME / JAVA   Java 17 to use
 set -euo pipefail
 
@@ -151,6 +155,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+OWNER_START=
+if [[ -n "${CQL_OWNER_PID:-}" ]]; then
+  [[ "$CQL_OWNER_PID" =~ ^[0-9]+$ ]] || die "CQL_OWNER_PID=$CQL_OWNER_PID is not a PID"
+  OWNER_START=$(bash "$HERE/started.sh" "$CQL_OWNER_PID")
+  [[ -n "$OWNER_START" ]] || die "CQL_OWNER_PID=$CQL_OWNER_PID: no such process"
+fi
 
 # ---------------------------------------------------------------- directory
 if [[ -n "${CQL_DIR:-}" ]]; then
@@ -276,6 +287,12 @@ setsid "$JAVA" "${jvm[@]}" -cp "$CP" org.apache.cassandra.service.CassandraDaemo
   </dev/null >"$DIR/logs/stdout.log" 2>&1 &
 PID=$!
 echo "$PID" >"$DIR/cassandra.pid"
+if [[ -n "$OWNER_START" ]]; then
+  # Its own session: a signal to this script's process group (timeout(1)'s)
+  # must not end the watcher with its owner.
+  setsid bash "$HERE/owner-watch.sh" "$CQL_OWNER_PID" "$OWNER_START" "$PID" "$(bash "$HERE/started.sh" "$PID")" "$DIR" \
+    </dev/null >>"$DIR/logs/owner-watch.log" 2>&1 &
+fi
 
 logtail() {
   log "---- last lines of $DIR/logs/system.log ----"

@@ -13,7 +13,9 @@ set -euo pipefail
 
 log() { printf 'cql: %s\n' "$*" >&2; }
 
-PID=${1:-${CQL_PID:-}}
+# An empty PID given ("" DIR) is read from DIR, never taken from an
+# exported CQL_PID: that may be another node's (make test exports its own).
+PID=${1-${CQL_PID:-}}
 DIR=${2:-${CQL_DIR:-}}
 TIMEOUT=${CQL_STOP_TIMEOUT:-30}
 

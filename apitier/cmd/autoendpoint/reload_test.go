@@ -173,8 +173,26 @@ func TestSIGHUPReloadsClients(t *testing.T) {
 	if !opens("second-key") {
 		t.Fatal("a bad file dropped the clients in use")
 	}
-	if out := string(p.Output()); !strings.Contains(out, "push API clients not reloaded") {
-		t.Errorf("the bad file's reload is not logged:\n%s", p.Tail())
+	// Rewritten in place and read before its first client is written: 0
+	// bytes is refused as any bad file, and the clients in use stay.
+	et.Must(t, os.WriteFile(path, nil, 0o600), "truncate")
+	hangUp("error", 2)
+	if !opens("second-key") {
+		t.Fatal("an empty file dropped the clients in use")
+	}
+	if out := string(p.Output()); !strings.Contains(out, "push API clients not reloaded") || !strings.Contains(out, "names no client") {
+		t.Errorf("the bad and the empty file's reloads are not logged:\n%s", p.Tail())
+	}
+	p.Stop(30 * time.Second)
+
+	// Starting with the empty file fails, saying why.
+	p, err = proc.Start(context.Background(), exec.Command(bin, cmd.Args[1:]...), proc.Config{StartMsg: "autoendpoint started"})
+	if err == nil {
+		p.Stop(30 * time.Second)
+		t.Fatal("autoendpoint started with an empty push-clients-file")
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "names no client") {
+		t.Errorf("the start with an empty push-clients-file: %v, want a message naming the file and why", err)
 	}
 }
 

@@ -114,14 +114,28 @@ type entry struct {
 	Outstanding int      `yaml:"outstanding"`
 }
 
+// ErrNoClients refuses a file that names no client and does not say so:
+// empty, only comments, or "clients:" with nothing under it.
+var ErrNoClients = errors.New(`clients: the file names no client: it is empty, or only comments, or "clients:" with nothing under it, ` +
+	`as a file caught half-written is (write the new file beside it and rename it over); "clients: {}" closes the push API on purpose`)
+
 // Parse reads a clients file's content: every entry checked, unknown
-// fields refused.
+// fields refused. A file must name its clients under "clients:", or say
+// "clients: {}" for none: every other way of naming none is what a file
+// read while it is rewritten in place looks like (its first bytes, cut
+// before its first client), and is refused (ErrNoClients). "{}" is never
+// a prefix of a file with clients in it.
 func Parse(b []byte) ([]Client, error) {
 	var f fileFormat
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) { // an empty file: no clients
+	if err := dec.Decode(&f); errors.Is(err, io.EOF) {
+		return nil, ErrNoClients
+	} else if err != nil {
 		return nil, fmt.Errorf("clients: %w", err)
+	}
+	if f.Clients == nil {
+		return nil, ErrNoClients
 	}
 	out := make([]Client, 0, len(f.Clients))
 	for name, e := range f.Clients {

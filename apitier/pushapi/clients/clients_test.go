@@ -2,6 +2,8 @@ package clients
 
 import (
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -48,8 +50,52 @@ func TestParseRefuses(t *testing.T) {
 			t.Errorf("%s: parsed", name)
 		}
 	}
-	if cs, err := Parse(nil); err != nil || len(cs) != 0 {
-		t.Errorf("an empty file: %v %v, want no clients", cs, err)
+	if cs, err := Parse([]byte("# none yet\nclients: {}\n")); err != nil || len(cs) != 0 {
+		t.Errorf(`"clients: {}": %v %v, want no clients`, cs, err)
+	}
+}
+
+// A file that names no client without saying so is refused: each of
+// these is what a file rewritten in place can be when it is read.
+func TestParseRefusesNoClients(t *testing.T) {
+	for name, text := range map[string]string{
+		"0 bytes":           "",
+		"blank":             " \n\n",
+		"comments only":     "# The push API's clients\n# mint a key with pushclient\n",
+		"document start":    "---\n",
+		"clients: nothing":  "clients:",
+		"clients: newline":  "clients:\n",
+		"clients: comment":  "clients:\n  # marketing:\n",
+		"clients: null":     "clients: null\n",
+		"clients: ~":        "clients: ~\n",
+		"comments, clients": "# clients\nclients:\n",
+	} {
+		if cs, err := Parse([]byte(text)); !errors.Is(err, ErrNoClients) {
+			t.Errorf("%s: %v %v, want ErrNoClients", name, cs, err)
+		}
+	}
+}
+
+// No prefix of a file with clients, cut at any byte, parses as a file
+// with none: a file read while it is rewritten in place is refused, or
+// has one client at least. (A prefix cut after a whole client parses as
+// the file of the clients before the cut, and one cut inside a client's
+// rate or outstanding as that client with a smaller or no quota: those are
+// edits as far as any reader can tell; docs/sender.md says so.)
+func TestPrefixesNeverNameNoClients(t *testing.T) {
+	ops := Client{Name: "ops", KeyHash: Hash("ops"), Scopes: []Scope{Admin}}
+	whole := "# The push API's clients.\nclients:\n" + Entry(marketing()) + Entry(ops)
+	flow := fmt.Sprintf("clients: {marketing: {key_sha256: %x, scopes: [send]}}\n", Hash("m"))
+	for _, text := range []string{whole, flow} {
+		if cs, err := Parse([]byte(text)); err != nil || len(cs) == 0 {
+			t.Fatalf("the whole file: %v %v", cs, err)
+		}
+		for n := range len(text) {
+			cs, err := Parse([]byte(text[:n]))
+			if err == nil && len(cs) == 0 {
+				t.Errorf("its first %d bytes parse as no client:\n%s", n, text[:n])
+			}
+		}
 	}
 }
 
@@ -137,5 +183,44 @@ func TestRegistryReload(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), nil); err == nil {
 		t.Fatal("a missing file loaded")
+	}
+}
+
+// A file rewritten in place and read before its first client is written
+// (0 bytes, or "clients:" alone) is refused on reload: the clients in use
+// stay. Starting with one fails, naming the file; "clients: {}" starts
+// with no client, as it says.
+func TestRegistryRefusesNoClients(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clients.yaml")
+	inPlace := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil { // truncates, then writes: not atomic
+			t.Fatal(err)
+		}
+	}
+	inPlace("clients:\n" + Entry(marketing()))
+	r, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"", "clients:\n", "# The push API's clients\n"} {
+		inPlace(text)
+		if err := r.Reload(); !errors.Is(err, ErrNoClients) || !strings.Contains(err.Error(), "content in use stays") {
+			t.Errorf("reload of %q: %v, want ErrNoClients and the clients in use kept", text, err)
+		}
+		if c, ok := r.Clients().Lookup(marketingKey); !ok || c.Name != "marketing" {
+			t.Errorf("reload of %q dropped the clients in use", text)
+		}
+		if _, err := Load(path, []string{"legacy"}); !errors.Is(err, ErrNoClients) || !strings.Contains(err.Error(), path) {
+			t.Errorf("start with %q: %v, want ErrNoClients naming the file", text, err)
+		}
+	}
+	inPlace("clients: {}\n")
+	if err := r.Reload(); err != nil || r.Clients().Len() != 0 {
+		t.Fatalf(`reload of "clients: {}": %v, %d clients, want none`, err, r.Clients().Len())
+	}
+	inPlace("")
+	if err := r.Reload(); !errors.Is(err, ErrNoClients) {
+		t.Fatalf("reload of an empty file after \"clients: {}\": %v", err)
 	}
 }

@@ -11,6 +11,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("clients:\n" + Entry(marketing())))
 	f.Add([]byte("clients:\n  a: {key_sha256: " + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff" + ", scopes: [admin], rate: 0.5}\n"))
 	f.Add([]byte("clients: {}\n"))
+	f.Add([]byte(""))
+	f.Add([]byte("clients:\n"))
 	f.Add([]byte("clients:\n  a: &x {scopes: [send]}\n  b: *x\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cs, err := Parse(b)
@@ -23,6 +25,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("accepted %+v", c)
 			}
 			text += Entry(c)
+		}
+		if len(cs) == 0 {
+			text = "clients: {}\n"
 		}
 		again, err := Parse([]byte(text))
 		if err != nil || len(cs) > 0 && !reflect.DeepEqual(again, cs) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,12 +90,21 @@ var (
 // not matter. Each field is *, a value, a range a-b (wrapping past the
 // field's end, as 22-2 hours; not for years), a step (*/n, a/n, a-b/n)
 // or a list of these; months and weekdays also by name (JAN, MON).
-// One of day of month and day of week is ? (no specific value) or *;
+// Exactly one of day of month and day of week is ? (no specific value);
 // ? is allowed nowhere else. Day of month also takes, alone: L (the last
 // day), L-n (n days before it), nW (the weekday nearest day n, within its
 // month) and LW (the last weekday). Day of week also takes, alone: L
 // (Saturday), xL (the month's last weekday x) and x#n (its n-th weekday
 // x, n 1..5).
+//
+// What Quartz's CronExpression refuses is refused, with a reason: both
+// or neither of the day fields ?, a step */n or a/n over the field's
+// largest value (0/60 seconds, 0/24 hours, 1/32 days), a range of a name
+// and a number (JAN-3), a signed number (+5). So is a step after a name, which Quartz takes
+// but ignores (MON/2 is Mondays there), so that no expression means one
+// thing here and another there. Some that Quartz takes, this refuses
+// too (a step of 0, text after a name, 8 fields): none is refused the
+// other way round.
 func Parse(expr string) (*Schedule, error) {
 	fs := strings.Fields(strings.ToUpper(expr))
 	if len(fs) < 6 || len(fs) > 7 {
@@ -122,8 +132,11 @@ func Parse(expr string) (*Schedule, error) {
 	if s.dow, err = parseDow(fs[5]); err != nil {
 		return nil, err
 	}
-	if !s.dom.any && !s.dow.any {
-		return nil, &Error{Field: "day-of-week", Value: fs[5], Reason: "day of month is given too: one of them must be ? (or *)"}
+	switch dom, dow := fs[3] == "?", fs[5] == "?"; {
+	case dom && dow:
+		return nil, &Error{Field: "day-of-week", Value: fs[5], Reason: "day of month is ? too: exactly one of them is ? (0 0 9 * * ? every day, 0 0 9 ? * MON on Mondays)"}
+	case !dom && !dow:
+		return nil, &Error{Field: "day-of-week", Value: fs[5], Reason: "day of month is given too: exactly one of them is ? (0 0 9 * * ? every day, 0 0 9 ? * MON on Mondays)"}
 	}
 	yf := "*"
 	if len(fs) == 7 {
@@ -159,9 +172,10 @@ func (f field) token(whole, tok string) (lo, hi, step int, err error) {
 	base := tok
 	if i := strings.IndexByte(tok, '/'); i >= 0 {
 		base = tok[:i]
-		n, err := strconv.Atoi(tok[i+1:])
-		if err != nil || n < 1 || n > f.max-f.min+1 {
-			return 0, 0, 0, bad(fmt.Sprintf("step %q is not 1..%d", tok[i+1:], f.max-f.min+1))
+		most := f.stepMax(base)
+		n, err := number(tok[i+1:])
+		if err != nil || n < 1 || n > most {
+			return 0, 0, 0, bad(fmt.Sprintf("step %q is not 1..%d", tok[i+1:], most))
 		}
 		step = n
 	}
@@ -174,6 +188,12 @@ func (f field) token(whole, tok string) (lo, hi, step int, err error) {
 		return 0, 0, 0, bad("an empty value")
 	}
 	a, b, isRange := strings.Cut(base, "-")
+	switch {
+	case step > 1 && (f.isName(a) || f.isName(b)):
+		return 0, 0, 0, bad("a step after a name: Quartz ignores it (MON/2 is every Monday there); write numbers (2/2)")
+	case isRange && f.isName(a) != f.isName(b):
+		return 0, 0, 0, bad("a range of a name and a number: write both as names or both as numbers")
+	}
 	if lo, err = f.value(whole, a); err != nil {
 		return 0, 0, 0, err
 	}
@@ -195,6 +215,29 @@ func (f field) token(whole, tok string) (lo, hi, step int, err error) {
 	return lo, hi, step, nil
 }
 
+// stepMax is the largest step after base: Quartz's for */n and a/n, the
+// field's largest value (59 seconds, 23 hours, 31 days); a range's, and a
+// year's, the field's span (Quartz sets none, so any step past it would
+// give the range's first value alone).
+func (f field) stepMax(base string) int {
+	if strings.Contains(base, "-") || f.name == fYear.name {
+		return f.max - f.min + 1
+	}
+	return f.max
+}
+
+// number reads a decimal number of digits alone: Quartz takes no sign
+// (strconv.Atoi takes "+5").
+func number(s string) (int, error) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.Atoi(s)
+}
+
+// isName reports whether s is one of the field's names (JAN, MON).
+func (f field) isName(s string) bool { return slices.Contains(f.names, s) }
+
 // value reads one number or name of the field.
 func (f field) value(whole, s string) (int, error) {
 	for i, n := range f.names {
@@ -202,7 +245,7 @@ func (f field) value(whole, s string) (int, error) {
 			return f.min + i, nil
 		}
 	}
-	v, err := strconv.Atoi(s)
+	v, err := number(s)
 	if err != nil || len(s) > 4 || v < f.min || v > f.max {
 		return 0, &Error{Field: f.name, Value: whole, Reason: fmt.Sprintf("%q is not a value of %d..%d", s, f.min, f.max)}
 	}
@@ -221,13 +264,13 @@ func parseDom(s string) (domRule, error) {
 	case s == "LW":
 		return domRule{lastWkd: true}, nil
 	case strings.HasPrefix(s, "L-"):
-		n, err := strconv.Atoi(s[2:])
+		n, err := number(s[2:])
 		if err != nil || n < 0 || n > 30 {
 			return bad("L-n wants n of 0..30")
 		}
 		return domRule{last: true, offset: n}, nil
 	case strings.HasSuffix(s, "W"):
-		n, err := strconv.Atoi(s[:len(s)-1])
+		n, err := number(s[:len(s)-1])
 		if err != nil || n < 1 || n > 31 {
 			return bad("nW wants one day n of 1..31")
 		}
@@ -254,7 +297,7 @@ func parseDow(s string) (dowRule, error) {
 		return dowRule{days: 1 << time.Saturday}, nil
 	case strings.Contains(s, "#"):
 		d, n, _ := strings.Cut(s, "#")
-		k, err := strconv.Atoi(n)
+		k, err := number(n)
 		if err != nil || k < 1 || k > 5 {
 			return bad("x#n wants n of 1..5")
 		}

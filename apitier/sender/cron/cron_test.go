@@ -126,6 +126,59 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestQuartzRefuses: what Quartz's CronExpression refuses is refused,
+// naming the field and why: both or neither day field ?, a step */n or
+// a/n over the field's largest value, a range of a name and a number;
+// and a step after a name, which Quartz ignores. Quartz's largest steps,
+// and a range's step up to its field's span, are taken.
+func TestQuartzRefuses(t *testing.T) {
+	for _, c := range []struct{ expr, field, why string }{
+		{"0 0 0 ? * ?", "day-of-week", "day of month is ? too"},
+		{"0 0 0 ? * ? 2027", "day-of-week", "day of month is ? too"},
+		{"0 0 0 * * *", "day-of-week", "day of month is given too"},
+		{"* * * * * *", "day-of-week", "day of month is given too"},
+		{"0 0 0 1 * *", "day-of-week", "day of month is given too"},
+		{"0 0 0 * * MON", "day-of-week", "day of month is given too"},
+		{"0 0 0 L * *", "day-of-week", "day of month is given too"},
+		{"0/60 * * * * ?", "seconds", "not 1..59"},
+		{"*/60 * * * * ?", "seconds", "not 1..59"},
+		{"0 0/60 * * * ?", "minutes", "not 1..59"},
+		{"0 5/61 * * * ?", "minutes", "not 1..59"},
+		{"0 0 0/24 * * ?", "hours", "not 1..23"},
+		{"0 0 */25 * * ?", "hours", "not 1..23"},
+		{"0 0 0 1/32 * ?", "day-of-month", "not 1..31"},
+		{"0 0 0 ? 1/13 *", "month", "not 1..12"},
+		{"0 0 0 ? */13 *", "month", "not 1..12"},
+		{"0 0 0 ? * 1/8", "day-of-week", "not 1..7"},
+		{"0 0 0 ? * MON/2", "day-of-week", "a step after a name"},
+		{"0 0 0 ? * MON-FRI/2", "day-of-week", "a step after a name"},
+		{"0 0 0 ? JAN/3 *", "month", "a step after a name"},
+		{"0 0 0 ? JAN-3 *", "month", "a name and a number"},
+		{"0 0 0 ? 1-MAR *", "month", "a name and a number"},
+		{"0 0 0 ? * 2-FRI", "day-of-week", "a name and a number"},
+		{"+5 * * * * ?", "seconds", "not a value"},
+		{"0 */+5 * * * ?", "minutes", "not 1..59"},
+		{"0 0 0 L-+3 * ?", "day-of-month", "L-n"},
+		{"0 0 0 +3W * ?", "day-of-month", "nW"},
+		{"0 0 0 ? * MON#+2", "day-of-week", "x#n"},
+	} {
+		_, err := Parse(c.expr)
+		var e *Error
+		if !errors.As(err, &e) || e.Field != c.field || !strings.Contains(e.Reason, c.why) {
+			t.Errorf("%q: %v; want it refused naming %s: %s", c.expr, err, c.field, c.why)
+		}
+	}
+	for _, expr := range []string{
+		"0/59 */59 0/23 1/31 1/12 ?", "0 0 */23 ? */12 1/7", "0-59/60 * * * * ?", "0 0 0-23/24 ? * 1-7/7",
+		"0 0 0 ? JAN-MAR MON-FRI", "0 0 0 ? * MON/1", "0 0 0 ? * 2-6/2", "0 0 0 L * ?", "0 0 0 ? * *",
+		"0 0 0 * * ? 2026/230",
+	} {
+		if _, err := Parse(expr); err != nil {
+			t.Errorf("%q: %v; Quartz takes it", expr, err)
+		}
+	}
+}
+
 // TestNextAgainstBruteForce compares Next with a second-by-second walk
 // of the wall clock (oracle) for random expressions and start times in
 // three zones, two with daylight saving.
@@ -356,6 +409,8 @@ func FuzzNext(f *testing.F) {
 		"0 0 12 1W * ?", "0 0 2 ? * SUN", "0 30 2 27 3 ? 2033", "0 0 0 1 1 ? 2000", "1-5/2 * * * * ?",
 		"every day", "", "* * * * *", "0 0 25 * * ?", "0 0 12 ? * L", "0 0 12 LW * ?", "0 0 12 ? JAN,FEB *",
 		"0 0 12 ? * 1-7/3", "0 0 22-2 ? * FRI-MON", "59 59 23 L 12 ? 2199",
+		"0 0 0 ? * ?", "0 0 0 * * *", "0/60 * * * * ?", "0/59 * * * * ?", "0 0 0/24 * * ?", "0 0 0 1/32 * ?",
+		"0 0 0 ? * MON/2", "0 0 0 ? JAN-3 *", "0-59/60 * * * * ?",
 	} {
 		f.Add(e, int64(0))
 	}

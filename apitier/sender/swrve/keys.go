@@ -32,7 +32,12 @@ type keysFile struct {
 	Map map[string]map[string]string `yaml:"messagePrototypePushKeys"`
 }
 
-// ParseKeys parses the mapping file's content.
+// ParseKeys parses the mapping file's content. A mapping left out, or
+// given nothing ("messagePrototypePushKeys:" alone, "swrve:" alone), and a
+// prototype given no platform, are refused: that is what a file rewritten
+// in place is when read before its keys are written, and taking it would
+// FAIL the queued pushes of every prototype it lacks.
+// "messagePrototypePushKeys: {}" maps nothing on purpose.
 func ParseKeys(b []byte) (map[string]map[string]string, error) {
 	var f keysFile
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -44,7 +49,14 @@ func ParseKeys(b []byte) (map[string]map[string]string, error) {
 	if f.Swrve != nil {
 		m = f.Swrve.Map
 	}
+	if m == nil {
+		return nil, fmt.Errorf("swrve: keys: no messagePrototypePushKeys mapping (a file cut short while written?); " +
+			"\"messagePrototypePushKeys: {}\" maps nothing on purpose")
+	}
 	for proto, platforms := range m {
+		if len(platforms) == 0 {
+			return nil, fmt.Errorf("swrve: keys: prototype %q has no platform (a file cut short while written?)", proto)
+		}
 		for platform, key := range platforms {
 			if platform != "IOS" && platform != "ANDROID" {
 				return nil, fmt.Errorf("swrve: keys: prototype %q: platform %q is not IOS or ANDROID", proto, platform)

@@ -6,9 +6,11 @@
 //
 // Nodes are signalled by their PIDs only (through tools/cql/stop.sh, which
 // checks that the PID is a Cassandra daemon running from the node's
-// directory), never by name. Nodes run in sessions of their own: they
-// outlive the process that started them until Close (or
-// tools/cql/cluster-stop.sh with their directories).
+// directory), never by name. Nodes run in sessions of their own, each
+// watched for this process (start.sh's CQL_OWNER_PID): when it ends
+// without Close, SIGTERM or SIGKILL, its nodes are stopped by their PIDs
+// and their directories removed. A start cut short (its context ended)
+// is ended by SIGTERM, so that the scripts stop the nodes they started.
 package localcluster
 
 import (
@@ -25,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/autopush-go/autopush/internal/proc"
 )
@@ -79,7 +82,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.ScriptDir == "" {
 		o.ScriptDir = scriptDir()
 	}
-	env := []string{"CQL_NODES=" + strconv.Itoa(o.Nodes)}
+	env := []string{"CQL_NODES=" + strconv.Itoa(o.Nodes), owner()}
 	if o.Heap != "" {
 		env = append(env, "CQL_HEAP="+o.Heap)
 	}
@@ -169,7 +172,7 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	if n.pid != 0 {
 		return fmt.Errorf("localcluster: restart node %d: it runs (pid %d)", i+1, n.pid)
 	}
-	env := []string{"CQL_RESTART=1", "CQL_DIR=" + n.dir}
+	env := []string{"CQL_RESTART=1", "CQL_DIR=" + n.dir, owner()}
 	if c.heap != "" {
 		env = append(env, "CQL_HEAP="+c.heap)
 	} else {
@@ -216,9 +219,21 @@ func isNode(pid int, dir string) bool {
 		strings.Contains(cmd, "-Dcassandra.storagedir="+dir+" ")
 }
 
+// owner is the start scripts' CQL_OWNER_PID: this process.
+func owner() string { return "CQL_OWNER_PID=" + strconv.Itoa(os.Getpid()) }
+
+// scriptStopTime bounds a script's exit after SIGTERM: stop.sh gives a
+// node 30 s before SIGKILL, and a cluster's starts stop theirs at once.
+const scriptStopTime = 2 * time.Minute
+
 // script runs tools/cql/name with args, its stderr to log; its stdout.
+// When ctx ends first the script gets SIGTERM (not exec's SIGKILL, which
+// would leave the nodes it started running), then SIGKILL after
+// scriptStopTime.
 func script(ctx context.Context, dir, name string, env []string, log io.Writer, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(dir, name)}, args...)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = scriptStopTime
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout = &out
