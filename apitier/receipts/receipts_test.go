@@ -111,7 +111,7 @@ func TestWebhookGrammar(t *testing.T) {
 	a := New(Config{Enabled: true, Webhooks: true}, nil, nil, nil)
 	for _, ok := range []string{
 		"https://app.example/r", "https://app.example", "https://app.example:8443/a/b;c=d?x=1&y=%41/?#frag/?",
-		"https://1.2.3.4/r", "https://[2001:db8::1]:443/r", "https://a.b-c_d~e!$&'()*+,;=/p@q:r",
+		"https://1.2.3.4/r", "https://[2606:4700::1]:443/r", "https://a.b-c_d~e!$&'()*+,;=/p@q:r",
 	} {
 		if err := a.checkWebhook(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
