@@ -16,9 +16,9 @@ import (
 	"github.com/autopush-go/autopush/apitier/pushapi"
 	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/registration"
-	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/vapid"
+	"github.com/autopush-go/autopush/sender"
 )
 
 // The HTTP APIs beside WebPush live in packages of their own: the

@@ -9,10 +9,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/pushheader"
-	"github.com/autopush-go/autopush/apitier/sender"
-	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/sender"
+	"github.com/autopush-go/autopush/sender/bridge"
 	"github.com/autopush-go/autopush/storage"
 )
 

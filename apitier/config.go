@@ -19,7 +19,7 @@ import (
 // variables (AUTOENDPOINT__NAME too) and -name flags. The outbound
 // sender's settings (sender-*, swrve-*, fcm-*, apns-*) are not here:
 // who runs the sender beside the node composes them
-// (apitier/sender/node.Config), as autoendpoint's main and the
+// (sender/node.Config), as autoendpoint's main and the
 // single-node server do.
 type Config struct {
 	// Listen is the public HTTP address. Default ":8082".

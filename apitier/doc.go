@@ -35,7 +35,7 @@
 // import internal/pushcrypto, the sender's and user agent's side (its
 // tests may). It links the outbound sender's core (a bridged user's push
 // is handed to it: bridged.go) but no provider client: the binaries
-// compose the sender's node (apitier/sender/node) beside it
+// compose the sender's node (sender/node) beside it
 // (stack/deps_test.go). Its end-to-end tests with a connection node live in package
 // stack, and its benchmarks behind a whole stack are an external test
 // package (bench_test.go) on stack/stacktest. It must never answer

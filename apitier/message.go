@@ -10,7 +10,7 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/sender/bridge"
+	"github.com/autopush-go/autopush/sender/bridge"
 	"github.com/autopush-go/autopush/storage"
 )
 

@@ -18,11 +18,11 @@ import (
 	"github.com/autopush-go/autopush/apitier/pushapi"
 	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/registration"
-	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/sender/bridge"
 
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/cloudwego/hertz/pkg/app/server"

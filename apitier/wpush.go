@@ -18,11 +18,11 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/pushheader"
 	"github.com/autopush-go/autopush/apitier/routecache"
-	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/internal/vapid"
+	"github.com/autopush-go/autopush/sender/bridge"
 	"github.com/autopush-go/autopush/storage"
 )
 

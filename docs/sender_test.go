@@ -15,10 +15,10 @@ import (
 
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
-	"github.com/autopush-go/autopush/apitier/sender/node"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/promtext"
+	"github.com/autopush-go/autopush/sender/node"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
 

@@ -18,12 +18,12 @@ import (
 
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
-	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/sender/node"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 

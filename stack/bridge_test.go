@@ -19,10 +19,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/sender/sendertest/apnsfake"
+	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"

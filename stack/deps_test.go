@@ -75,7 +75,7 @@ func underAny(pkg string, prefixes ...string) bool {
 
 // testHelper reports a test double or helper package: one named ...test
 // (enginetest, apitiertest, stacktest, storagetest, cqltest, e2etest),
-// or below one (apitier/sender/sendertest/swrvefake). loadtest is the
+// or below one (sender/sendertest/swrvefake). loadtest is the
 // load tester, not a helper.
 func testHelper(pkg string) bool {
 	for e := range strings.SplitSeq(pkg, "/") {
@@ -112,15 +112,15 @@ var rules = []rule{
 	// node's wiring import neither the connection tier nor any HTTP tier
 	// code (the root, the APIs served by it, Hertz); the push API
 	// (apitier/pushapi) is the HTTP tier's, above the sender.
-	{from: "apitier/sender", banned: []string{"engine", "stack", "apitier/httpapi", "apitier/pushapi", "apitier/pushheader",
+	{from: "sender", banned: []string{"engine", "stack", "apitier/httpapi", "apitier/pushapi", "apitier/pushheader",
 		"apitier/registration", "apitier/apitiertest", "github.com/cloudwego/hertz"},
 		why: "the sender core imports no HTTP tier code and no engine"},
 	// The HTTP tier links no provider client: the sender's node wiring
-	// (apitier/sender/node, which builds the providers) is composed
+	// (sender/node, which builds the providers) is composed
 	// beside it by the binaries.
-	// (apitier/sender/apns/alert, the "aps" rules, is no client.)
-	{from: "apitier", except: []string{"apitier/sender"}, banned: []string{"apitier/sender/node", "apitier/sender/swrve",
-		"apitier/sender/fcm", "apitier/sender/logprovider"}, only: []string{"apitier/sender/apns"},
+	// (sender/apns/alert, the "aps" rules, is no client.)
+	{from: "apitier", except: []string{"sender"}, banned: []string{"sender/node", "sender/swrve",
+		"sender/fcm", "sender/logprovider"}, only: []string{"sender/apns"},
 		why: "the HTTP tier does not link the provider clients; the binaries compose the sender's config and node"},
 }
 
@@ -151,11 +151,11 @@ func checkRules(t *testing.T, g map[string]pkgInfo) {
 			}
 		}
 	}
-	// The HTTP tier's root, exactly: apitier/sender/... must not link it
-	// (the rule on "apitier/sender" bans its siblings; this one the root
+	// The HTTP tier's root, exactly: sender/... must not link it
+	// (the rule on "sender" bans its siblings; this one the root
 	// they are under).
 	for pkg, info := range g {
-		if under(pkg, "apitier/sender") && !testHelper(pkg) && slices.Contains(info.deps, "apitier") {
+		if under(pkg, "sender") && !testHelper(pkg) && slices.Contains(info.deps, "apitier") {
 			t.Errorf("%s links apitier, the HTTP tier's root: the sender core imports no HTTP tier code", pkg)
 		}
 	}
@@ -173,7 +173,7 @@ func checkRules(t *testing.T, g map[string]pkgInfo) {
 	// (autosender's operations routes); the push API is the HTTP tier's.
 	serves := regexp.MustCompile(`\bhttp\.(Server|ServeMux|NewServeMux|ListenAndServe|Serve|Handle|HandleFunc|Handler|HandlerFunc|ResponseWriter)\b`)
 	for pkg, info := range g {
-		if !under(pkg, "apitier/sender") || under(pkg, "apitier/sender/node") || testHelper(pkg) {
+		if !under(pkg, "sender") || under(pkg, "sender/node") || testHelper(pkg) {
 			continue
 		}
 		for _, src := range sources(t, info) {
@@ -203,7 +203,7 @@ func sources(t *testing.T, info pkgInfo) []source {
 
 // checkBinaries: no service binary (every cmd/ package but the load
 // tester's and the tools') links a fake provider or any other test
-// helper: the fakes (apitier/sender/sendertest/...) are for the tests and
+// helper: the fakes (sender/sendertest/...) are for the tests and
 // the load tester only.
 func checkBinaries(t *testing.T, g map[string]pkgInfo) {
 	n := 0

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/apnsfake"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/tcpfault"
+	"github.com/autopush-go/autopush/sender/sendertest/apnsfake"
+	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
+	"github.com/autopush-go/autopush/sender/sendertest/tcpfault"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"

@@ -15,11 +15,11 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	"github.com/autopush-go/autopush/apitier/receipts"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/sender/node"
 	"github.com/autopush-go/autopush/storage"
 )
 

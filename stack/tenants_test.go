@@ -15,8 +15,8 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 	"github.com/autopush-go/autopush/storage"

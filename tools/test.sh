@@ -75,7 +75,7 @@ if [ "$mode" = bench ]; then
 fi
 if [ "$mode" = sender-cluster ]; then
 	SENDER_CLUSTER_PUSHES=${SENDER_CLUSTER_PUSHES:-30000} go test -count=1 -v -timeout 40m \
-		-run '^TestNodesShareTheRate$' ./apitier/sender/ 2>&1 | grep -v ' WARN '
+		-run '^TestNodesShareTheRate$' ./sender/ 2>&1 | grep -v ' WARN '
 	exit "${PIPESTATUS[0]}"
 fi
 if [ "$mode" = sender-crash ]; then

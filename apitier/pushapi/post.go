@@ -12,8 +12,8 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
-	"github.com/autopush-go/autopush/apitier/sender"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/sender"
 	"github.com/autopush-go/autopush/storage"
 )
 

@@ -31,7 +31,7 @@
 // reference sends an empty body).
 //
 // The node (apitier) serves the routes, reads the bodies and answers the
-// errors (apitier/httpapi); the bridges (apitier/sender/bridge) say what
+// errors (apitier/httpapi); the bridges (sender/bridge) say what
 // a registration stores. It must never import apitier (the node imports
 // it), engine, or a provider's client.
 package registration

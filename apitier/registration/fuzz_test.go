@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/vapid"
+	"github.com/autopush-go/autopush/sender/bridge"
 	"github.com/autopush-go/autopush/storage"
 )
 

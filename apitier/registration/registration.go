@@ -14,17 +14,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
-	"github.com/autopush-go/autopush/apitier/sender/apns/alert"
-	"github.com/autopush-go/autopush/apitier/sender/bridge"
 	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/vapid"
+	"github.com/autopush-go/autopush/sender/apns/alert"
+	"github.com/autopush-go/autopush/sender/bridge"
 	"github.com/autopush-go/autopush/storage"
 )
 
 // Apps says which app ids each bridge serves: the bridges'
 // configuration (FCM projects, APNs release channels), owned by the
-// bridges (apitier/sender/bridge). Known must be safe for concurrent use.
+// bridges (sender/bridge). Known must be safe for concurrent use.
 // routerType is "fcm", "gcm" or "apns".
 type Apps interface {
 	Known(routerType, appID string) bool

@@ -8,7 +8,7 @@
 // accepted push accounted for. No user agents: it drives no workers.
 //
 // It is the only part of the load tester that links the fake providers
-// (apitier/sender/sendertest); no service binary does.
+// (sender/sendertest); no service binary does.
 package outbound
 
 import (
@@ -31,8 +31,6 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/loadtest/cluster"
 	"github.com/autopush-go/autopush/loadtest/hist"
@@ -41,6 +39,8 @@ import (
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/sender"
+	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 )
 
 // Run runs the sender scenario of cfg into the run's report (out.Sender,

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
+	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
 )
 
 // TestTransitSpread: calls at the gate's pace, some held up on their way

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/sender/node"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/storage"
 )

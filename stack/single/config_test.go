@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/engine"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/sender/node"
 )
 
 func names(list []settings.Setting) []string {

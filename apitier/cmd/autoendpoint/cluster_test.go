@@ -20,10 +20,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/promtext"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/scylla"
 	"github.com/autopush-go/autopush/tools/cql/localcluster"

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/storage/scylla/cqltest"
 )
 

@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/autopush-go/autopush/apitier"
-	"github.com/autopush-go/autopush/apitier/sender/node"
 	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
 	"github.com/autopush-go/autopush/internal/settings"
+	"github.com/autopush-go/autopush/sender/node"
 	"github.com/autopush-go/autopush/storage/open"
 )
 

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/promtext"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 )
 
 // binaryAndFake builds autoendpoint into a new directory and starts a

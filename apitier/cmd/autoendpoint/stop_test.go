@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/fcmfake"
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/promtext"
+	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 	"github.com/autopush-go/autopush/storage/scylla"

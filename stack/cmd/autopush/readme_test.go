@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/logprovider"
+	"github.com/autopush-go/autopush/sender/logprovider"
 	"github.com/autopush-go/autopush/stack/single"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/sender/sendertest/swrvefake"
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/promtext"
 	"github.com/autopush-go/autopush/internal/token"
+	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 )
 
 // TestSenderInTheServer: the single-node server runs the outbound
