@@ -6,7 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/autopush-go/autopush/internal/fanout"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/monitor"
@@ -209,14 +210,14 @@ func (r *run) inject(ctx context.Context, name string) (string, error) {
 		// killed at once would lose them from the cluster: the store's
 		// loss, not the tiers'. One replica killed is the replica fault.
 		n := cl.CQL.Nodes()
-		if err := fanout.Each(n, func(i int) error { return cl.CQL.Stop(ctx, i) }); err != nil {
+		if err := allNodes(n, func(i int) error { return cl.CQL.Stop(ctx, i) }); err != nil {
 			return "", err
 		}
 		if err := monitor.Sleep(ctx, cfg.Outage); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("all %d Cassandra nodes (SIGTERM) for %s", n, cfg.Outage),
-			fanout.Each(n, func(i int) error { return cl.CQL.Restart(ctx, i) })
+			allNodes(n, func(i int) error { return cl.CQL.Restart(ctx, i) })
 	}
 	return "", fmt.Errorf("unknown fault %q", name)
 }
@@ -278,4 +279,14 @@ func recovery(series []report.Sample, back, end float64, uas int) float64 {
 		}
 	}
 	return -1
+}
+
+// allNodes runs f for each of n nodes at once, and returns the first
+// error.
+func allNodes(n int, f func(i int) error) error {
+	var g errgroup.Group
+	for i := range n {
+		g.Go(func() error { return f(i) })
+	}
+	return g.Wait()
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/autopush-go/autopush/internal/bridgeauth"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/vapid"
-	"github.com/autopush-go/autopush/sender/apns/alert"
 	"github.com/autopush-go/autopush/sender/bridge"
+	"github.com/autopush-go/autopush/sender/bridge/aps"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -237,9 +237,9 @@ func parseRegistrationBody(body []byte, routerType string, withToken bool) (regi
 	}
 	if b.APS != nil && routerType == bridge.TypeAPNs && withToken {
 		var obj map[string]json.RawMessage
-		// alert.Check: the types the alert's derivation and autopush-rs's
+		// aps.Check: the types the alert's derivation and autopush-rs's
 		// registration ask for, so that a stored aps always derives.
-		if len(*b.APS) > maxAPS || json.Unmarshal([]byte(*b.APS), &obj) != nil || obj == nil || alert.Check(*b.APS) != nil {
+		if len(*b.APS) > maxAPS || json.Unmarshal([]byte(*b.APS), &obj) != nil || obj == nil || aps.Check(*b.APS) != nil {
 			return in, errRegAPS
 		}
 		in.aps = *b.APS

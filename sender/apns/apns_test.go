@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/sender/apns/alert"
+	"github.com/autopush-go/autopush/sender/bridge/aps"
 	"github.com/autopush-go/autopush/sender/provider"
 	"github.com/autopush-go/autopush/sender/sendertest/apnsfake"
 )
@@ -716,7 +716,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The registration's "aps" (carried in the data under alert.DataKey) gives the
+// The registration's "aps" (carried in the data under aps.DataKey) gives the
 // alert as autopush-rs derives it: its title, subtitle, body,
 // title_loc_key, title_loc_args, action_loc_key, loc_key, loc_args and
 // launch_image replace the default alert's, mutable-content stays 1,
@@ -739,7 +739,7 @@ func TestAPSFromRegistration(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			data := map[string]string{"chid": testCHID}
 			if c.aps != "" {
-				data[alert.DataKey] = c.aps
+				data[aps.DataKey] = c.aps
 			}
 			r, rec := e.send(t, notification(data))
 			want := `{"aps":{"alert":` + c.alert + `,"mutable-content":1},"chid":"` + testCHID + `","ver":"` + testID + `"}`
@@ -755,7 +755,7 @@ func TestAPSFromRegistration(t *testing.T) {
 	// checked it) fails the push unsent, naming the field.
 	before := e.fake.Count()
 	for _, bad := range []string{`{"title":5}`, `{"loc_args":["a",null]}`, `{"body":null}`, `{"mutable-content":"1"}`, `{"mutable-content":1.5}`, `[1]`} {
-		r := e.client.Send(context.Background(), notification(map[string]string{"chid": testCHID, alert.DataKey: bad}))
+		r := e.client.Send(context.Background(), notification(map[string]string{"chid": testCHID, aps.DataKey: bad}))
 		if r.Verdict != provider.Fail || r.Reason != "InvalidApsData" || !strings.Contains(r.Message, "aps") {
 			t.Errorf("aps %s: %+v", bad, r)
 		}

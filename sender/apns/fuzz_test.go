@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autopush-go/autopush/sender/apns/alert"
+	"github.com/autopush-go/autopush/sender/bridge/aps"
 	"github.com/autopush-go/autopush/sender/provider"
 )
 
@@ -163,7 +163,7 @@ func FuzzPayload(f *testing.F) {
 
 func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\ufffd") == s }
 
-// FuzzCheckAPS: whatever a device sends as "aps", alert.Check never panics,
+// FuzzCheckAPS: whatever a device sends as "aps", aps.Check never panics,
 // and what it accepts derives an alert (so a push to the registration
 // is sent) whose payload is JSON with mutable-content 1.
 func FuzzCheckAPS(f *testing.F) {
@@ -172,12 +172,12 @@ func FuzzCheckAPS(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if alert.Check(s) != nil {
+		if aps.Check(s) != nil {
 			return
 		}
-		b, err := payload(&provider.Notification{ID: "id", Data: map[string]string{alert.DataKey: s}})
+		b, err := payload(&provider.Notification{ID: "id", Data: map[string]string{aps.DataKey: s}})
 		if err != nil && s != "" {
-			t.Fatalf("alert.Check accepted %q, which does not derive: %v", s, err)
+			t.Fatalf("aps.Check accepted %q, which does not derive: %v", s, err)
 		}
 		var got struct {
 			APS struct {

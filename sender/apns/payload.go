@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/autopush-go/autopush/sender/apns/alert"
+	"github.com/autopush-go/autopush/sender/bridge/aps"
 	"github.com/autopush-go/autopush/sender/provider"
 )
 
@@ -17,7 +17,7 @@ import (
 var ErrPayloadTooLarge = errors.New("apns: payload too large")
 
 // Payload is the JSON body sent for n: {"aps": ...} (derived from the
-// registration's "aps" in n.Data[alert.DataKey], the default block when there
+// registration's "aps" in n.Data[aps.DataKey], the default block when there
 // is none or it cannot be derived) and n.Data's other fields at the top
 // level (chid; and with a body: body, con, and for aesgcm enc and
 // cryptokey), plus "ver", the message id, from n.Data or else n.ID.
@@ -27,7 +27,7 @@ func Payload(n *provider.Notification) []byte {
 	return b
 }
 
-// payload is Payload, and alert.ErrInvalid when the registration's "aps"
+// payload is Payload, and aps.ErrInvalid when the registration's "aps"
 // could not be derived (the bytes then carry the default block).
 func payload(n *provider.Notification) ([]byte, error) {
 	m := make(map[string]any, len(n.Data)+2)
@@ -37,7 +37,7 @@ func payload(n *provider.Notification) ([]byte, error) {
 	if _, ok := n.Data["ver"]; !ok && n.ID != "" {
 		m["ver"] = n.ID
 	}
-	block, err := alert.Derive(n.Data[alert.DataKey])
+	block, err := aps.Derive(n.Data[aps.DataKey])
 	m["aps"] = block
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

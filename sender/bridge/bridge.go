@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/sender"
-	"github.com/autopush-go/autopush/sender/apns/alert"
+	"github.com/autopush-go/autopush/sender/bridge/aps"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -229,9 +229,9 @@ func (b *Bridges) Request(u *storage.User, n *Notification) (sender.Request, err
 		return sender.Request{}, fmt.Errorf("%w: %s app id %q", ErrNotConfigured, u.RouterType, app)
 	}
 	data := Data(n)
-	if aps := u.RouterData[KeyAPS]; aps != "" && u.RouterType == TypeAPNs {
+	if dict := u.RouterData[KeyAPS]; dict != "" && u.RouterType == TypeAPNs {
 		// The provider derives the alert from it (apns.Payload).
-		data[alert.DataKey] = aps
+		data[aps.DataKey] = dict
 	}
 	if check := b.byProvider[prov].check; check != nil {
 		if err := check(data); err != nil {

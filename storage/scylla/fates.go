@@ -10,7 +10,6 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -159,7 +158,7 @@ func (s *Store) Track(ctx context.Context, f storage.Fate) error {
 	now := time.Now()
 	ttl := ttlUntil(expiryEnd(f.Expiry, now), now)
 	bucket := bucketOf(f.Expiry, now)
-	err := fanout.Each(2, func(i int) error {
+	err := each(2, func(i int) error {
 		if i == 0 {
 			return s.registerBucket(ctx, bucket, ttl)
 		}
@@ -464,7 +463,7 @@ func (s *Store) MilestoneCounts(ctx context.Context) (map[storage.Milestone]int6
 		out[m] = 0
 	}
 	var shards [countShards]map[string]int64
-	err := fanout.Each(countShards, func(i int) error {
+	err := each(countShards, func(i int) error {
 		got := map[string]int64{}
 		iter := s.query(ctx, qFateCounts, int8(i)).Iter()
 		var name string

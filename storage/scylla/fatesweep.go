@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -143,7 +142,7 @@ func (s *Store) dueEntries(ctx context.Context, bucket int64, cursor expiryEntry
 // Returns how many this call settled.
 func (s *Store) expireEntries(ctx context.Context, bucket int64, page []expiryEntry, now time.Time) (int, error) {
 	var won atomic.Int64
-	err := fanout.Each(len(page), func(i int) error {
+	err := each(len(page), func(i int) error {
 		e := page[i]
 		row, found, err := s.readFate(ctx, e.uaid, e.id, false)
 		if err != nil {

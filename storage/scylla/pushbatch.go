@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -125,7 +124,7 @@ func (s *Store) indexBatches(ctx context.Context, cql string, ps []*storage.Push
 	}
 	failed := map[uuid.UUID]error{}
 	var mu sync.Mutex
-	_ = fanout.Each(len(chunks), func(c int) error {
+	_ = each(len(chunks), func(c int) error {
 		b := s.batch(ctx, classMessageWrite)
 		for _, p := range chunks[c] {
 			if add {

@@ -15,7 +15,6 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -115,7 +114,7 @@ func (s *Store) SavePush(ctx context.Context, p storage.Push) error {
 	if err != nil {
 		return fmt.Errorf("scylla: save push: %w", err)
 	}
-	err = fanout.Each(2, func(i int) error {
+	err = each(2, func(i int) error {
 		if i == 0 {
 			return s.addIndex(ctx, &p)
 		}
@@ -334,7 +333,7 @@ func (s *Store) DuePushes(ctx context.Context, state storage.PushState, before i
 		return nil, err
 	}
 	var byShard [pushShards][]indexEntry
-	err := fanout.Each(pushShards, func(i int) error {
+	err := each(pushShards, func(i int) error {
 		shard := int8(i)
 		floor := s.floor(floorKey(state, shard))
 		got, err := scanEntries(s.query(ctx, qIndexDue, string(state), shard, floor, before, limit).Iter(), shard)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/internal/fanout"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -54,7 +53,7 @@ const openShards = 16
 // client's) with the push's TTL, in parallel.
 func (s *Store) putByKey(ctx context.Context, p *storage.Push) error {
 	clients := [2]string{p.Client, storage.AllClients}
-	return fanout.Each(2, func(i int) error {
+	return each(2, func(i int) error {
 		return s.query(ctx, qByKeyAdd, clients[i], p.PushKey, p.Created, uuidArg(p.ID), indexTTL(p)).Exec()
 	})
 }
@@ -164,7 +163,7 @@ func (s *Store) CountOpen(ctx context.Context, client string, limit int) (int, e
 	}
 	part := min(limit, 2*(limit/openShards)+1)
 	for {
-		err := fanout.Each(len(shards), func(i int) error {
+		err := each(len(shards), func(i int) error {
 			n, err := s.countShard(ctx, client, shards[i], part)
 			counts[shards[i]] = n
 			return err

@@ -1,4 +1,4 @@
-package fanout
+package scylla
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 func TestEachRunsAllAndJoinsErrors(t *testing.T) {
 	var ran [5]atomic.Bool
 	bad1, bad3 := errors.New("one"), errors.New("three")
-	err := Each(len(ran), func(i int) error {
+	err := each(len(ran), func(i int) error {
 		ran[i].Store(true)
 		switch i {
 		case 1:
@@ -27,7 +27,7 @@ func TestEachRunsAllAndJoinsErrors(t *testing.T) {
 	if !errors.Is(err, bad1) || !errors.Is(err, bad3) {
 		t.Fatalf("error %v, want both failures joined", err)
 	}
-	if err := Each(3, func(int) error { return nil }); err != nil {
+	if err := each(3, func(int) error { return nil }); err != nil {
 		t.Fatalf("no failure: %v", err)
 	}
 }

@@ -1,14 +1,13 @@
-// Package fanout runs a function over 0..n-1 at once and joins the errors.
-package fanout
+package scylla
 
 import (
 	"errors"
 	"sync"
 )
 
-// Each runs f(i) for i in 0..n-1, each in its own goroutine, waits for
+// each runs f(i) for i in 0..n-1, each in its own goroutine, waits for
 // all and returns their errors joined (nil when none failed).
-func Each(n int, f func(i int) error) error {
+func each(n int, f func(i int) error) error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {

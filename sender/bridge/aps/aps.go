@@ -1,4 +1,4 @@
-// Package alert is the "aps" dictionary of an APNs notification to
+// Package aps is the "aps" dictionary of an APNs notification to
 // Firefox for iOS: what a registration may store as its "aps" (Check,
 // which the registration API applies), and the "aps" block a push then
 // carries (Derive, as autopush-rs derives it), its alert localised by
@@ -7,7 +7,7 @@
 // It is pure: no I/O, and no import of the APNs client (sender/apns),
 // so that the API tier and the bridges can check and carry an "aps"
 // without linking the client.
-package alert
+package aps
 
 import (
 	"bytes"
