@@ -141,10 +141,13 @@ run() {
 		return 0
 	fi
 	cat "$log"
-	# CI shows the end of the output: repeat what failed, and the test
-	# files' own messages, last.
+	# CI shows only the head and the end of the output: repeat the test
+	# files' own messages, then what failed last, so that the names of
+	# the failed tests are never in the part it leaves out.
+	echo "== messages of the test files in $name (the last 40):"
+	grep -E -- '_test\.go:[0-9]+: ' "$log" | grep -v 'enginetest.go' | tail -40 || true
 	echo "== failures in $name:"
-	grep -E -- '--- FAIL|^FAIL|^panic:|WARNING: DATA RACE|_test\.go:[0-9]+: ' "$log" | grep -v 'enginetest.go' | tail -80 || true
+	grep -E -- '--- FAIL|^FAIL|^panic:|WARNING: DATA RACE|test timed out' "$log" | tail -40 || true
 	echo "FAILED: $name (log: $log)" >&2
 	return 1
 }
