@@ -36,8 +36,33 @@ mode=${1:-test}
 
 . tools/cql/owned.sh
 hogs=()
+# child is the step running now (fg): a process group of its own (setsid,
+# so its PID is the group's), run in the background and waited for. A
+# signal to this script alone (a make or a CI runner ending it) then ends
+# the step at once: bash runs a trap only once the foreground command it
+# waits for has ended, which a test run does after up to 25 minutes.
+child=""
+fg() {
+	setsid "$@" &
+	child=$!
+	local rc=0
+	wait "$child" || rc=$?
+	child=""
+	return "$rc"
+}
+# fg_filtered FILTER CMD...: fg CMD, its output through the shell command
+# FILTER; the status is CMD's.
+fg_filtered() {
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	fg bash -c 'filter=$1; shift; "$@" 2>&1 | eval "$filter"; exit "${PIPESTATUS[0]}"' _ "$@"
+}
 cleanup() {
-	# The hogs are this script's children: stopped by PID, never by name.
+	# The step, the hogs and the node are this script's: stopped by PID
+	# (the step by its group's), never by name.
+	if [ -n "$child" ]; then
+		kill -TERM -- "-$child" 2>/dev/null || true
+		wait "$child" 2>/dev/null || true
+	fi
 	if [ ${#hogs[@]} -gt 0 ]; then
 		kill "${hogs[@]}" 2>/dev/null || true
 	fi
@@ -59,9 +84,9 @@ fi
 
 if [ "$mode" = sender-cluster-faults ]; then
 	# Starts its own cluster (tools/cql/localcluster): no single node here.
-	AUTOPUSH_CLUSTER=1 SENDER_CLUSTER_FAULT_PUSHES=${SENDER_CLUSTER_FAULT_PUSHES:-20000} go test -count=1 -v -timeout 40m \
-		-run '^TestClusterSenderFaults$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
-	exit "${PIPESTATUS[0]}"
+	fg_filtered "grep -v ' WARN '" \
+		env AUTOPUSH_CLUSTER=1 SENDER_CLUSTER_FAULT_PUSHES=${SENDER_CLUSTER_FAULT_PUSHES:-20000} go test -count=1 -v -timeout 40m -run '^TestClusterSenderFaults$' ./apitier/cmd/autoendpoint/
+	exit
 fi
 
 if [ -z "${CQL_HOSTS:-}" ]; then
@@ -70,36 +95,36 @@ if [ -z "${CQL_HOSTS:-}" ]; then
 fi
 
 if [ "$mode" = bench ]; then
-	go test -run '^$' -bench . -benchmem -benchtime "${2:-1s}" ./storage/...
+	fg go test -run '^$' -bench . -benchmem -benchtime "${2:-1s}" ./storage/...
 	exit 0
 fi
 if [ "$mode" = sender-cluster ]; then
-	SENDER_CLUSTER_PUSHES=${SENDER_CLUSTER_PUSHES:-30000} go test -count=1 -v -timeout 40m \
-		-run '^TestNodesShareTheRate$' ./sender/ 2>&1 | grep -v ' WARN '
-	exit "${PIPESTATUS[0]}"
+	fg_filtered "grep -v ' WARN '" \
+		env SENDER_CLUSTER_PUSHES=${SENDER_CLUSTER_PUSHES:-30000} go test -count=1 -v -timeout 40m -run '^TestNodesShareTheRate$' ./sender/
+	exit
 fi
 if [ "$mode" = sender-crash ]; then
-	SENDER_CRASH_ROUNDS=${SENDER_CRASH_ROUNDS:-3} SENDER_CRASH_PUSHES=${SENDER_CRASH_PUSHES:-6000} go test -count=1 -v -timeout 60m \
-		-run '^TestCrashMidStream$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
-	exit "${PIPESTATUS[0]}"
+	fg_filtered "grep -v ' WARN '" \
+		env SENDER_CRASH_ROUNDS=${SENDER_CRASH_ROUNDS:-3} SENDER_CRASH_PUSHES=${SENDER_CRASH_PUSHES:-6000} go test -count=1 -v -timeout 60m -run '^TestCrashMidStream$' ./apitier/cmd/autoendpoint/
+	exit
 fi
 
 if [ "$mode" = sender-stop ]; then
-	SENDER_STOP_ROUNDS=${SENDER_STOP_ROUNDS:-5} SENDER_STOP_PUSHES=${SENDER_STOP_PUSHES:-5000} go test -count=1 -v -timeout 60m \
-		-run '^(TestStopHandsBack|TestKillTakeover)$' ./apitier/cmd/autoendpoint/ 2>&1 | grep -v ' WARN '
-	exit "${PIPESTATUS[0]}"
+	fg_filtered "grep -v ' WARN '" \
+		env SENDER_STOP_ROUNDS=${SENDER_STOP_ROUNDS:-5} SENDER_STOP_PUSHES=${SENDER_STOP_PUSHES:-5000} go test -count=1 -v -timeout 60m -run '^(TestStopHandsBack|TestKillTakeover)$' ./apitier/cmd/autoendpoint/
+	exit
 fi
 
 if [ "$mode" = burst ]; then
-	AUTOPUSH_BURST_PUSHES=${AUTOPUSH_BURST_PUSHES:-2000} AUTOPUSH_BURST_ROUNDS=${AUTOPUSH_BURST_ROUNDS:-10} go test -count=1 -v -timeout 60m \
-		-run '^TestE2EMsgLimitSparesAConnectedClient$' ./stack/ 2>&1 | grep -a -E '^\s*(--- |msglimit_test\.go|ok |FAIL|PASS$)'
-	exit "${PIPESTATUS[0]}"
+	fg_filtered "grep -a -E '^\s*(--- |msglimit_test\.go|ok |FAIL|PASS$)'" \
+		env AUTOPUSH_BURST_PUSHES=${AUTOPUSH_BURST_PUSHES:-2000} AUTOPUSH_BURST_ROUNDS=${AUTOPUSH_BURST_ROUNDS:-10} go test -count=1 -v -timeout 60m -run '^TestE2EMsgLimitSparesAConnectedClient$' ./stack/
+	exit
 fi
 
 if [ "$mode" = drain-loop ]; then
-	AUTOPUSH_DRAIN_ROUNDS=${AUTOPUSH_DRAIN_ROUNDS:-20} go test -count=1 -v -timeout 30m \
-		-run '^TestDrainLoop$' ./stack/cmd/autopush/ 2>&1 | grep -a -E '^\s*(--- |drain_test\.go|ok |FAIL|PASS$)'
-	exit "${PIPESTATUS[0]}"
+	fg_filtered "grep -a -E '^\s*(--- |drain_test\.go|ok |FAIL|PASS$)'" \
+		env AUTOPUSH_DRAIN_ROUNDS=${AUTOPUSH_DRAIN_ROUNDS:-20} go test -count=1 -v -timeout 30m -run '^TestDrainLoop$' ./stack/cmd/autopush/
+	exit
 fi
 
 # run NAME CMD...: runs a go test command with -v into a log, prints one
@@ -110,16 +135,19 @@ run() {
 	shift
 	log=$(mktemp)
 	echo "== $name" >&2
-	if "$@" >"$log" 2>&1; then
+	if fg "$@" >"$log" 2>&1; then
 		grep -E '^(\s*--- (PASS|FAIL|SKIP)|ok |FAIL|PASS$)' "$log" | grep -v -- '--- PASS: Fuzz.*/seed#' || true
 		rm -f "$log"
 		return 0
 	fi
 	cat "$log"
-	# CI shows the end of the output: repeat what failed, and the test
-	# files' own messages, last.
+	# CI shows only the head and the end of the output: repeat the test
+	# files' own messages, then what failed last, so that the names of
+	# the failed tests are never in the part it leaves out.
+	echo "== messages of the test files in $name (the last 40):"
+	grep -E -- '_test\.go:[0-9]+: ' "$log" | grep -v 'enginetest.go' | tail -40 || true
 	echo "== failures in $name:"
-	grep -E -- '--- FAIL|^FAIL|^panic:|WARNING: DATA RACE|_test\.go:[0-9]+: ' "$log" | grep -v 'enginetest.go' | tail -80 || true
+	grep -E -- '--- FAIL|^FAIL|^panic:|WARNING: DATA RACE|test timed out' "$log" | tail -40 || true
 	echo "FAILED: $name (log: $log)" >&2
 	return 1
 }
@@ -150,7 +178,7 @@ fi
 bash tools/e2e/firefox/install.sh nginx:nginx
 
 echo "== lint (go vet, staticcheck)" >&2
-make --no-print-directory lint
+fg make --no-print-directory lint
 run "go test -race (CQL_HOSTS=$CQL_HOSTS)" go test -race -count=1 -v -timeout 25m ./...
 if [ "$mode" = stress ]; then
 	run "go test -race -count=2 engine, API tier and stack (with the CPU hogs)" \
@@ -170,4 +198,4 @@ fi
 
 # A real Firefox end to end; make e2e installs firefox-esr when missing.
 echo "== make e2e (headless Firefox through the single-node server)" >&2
-make --no-print-directory e2e
+fg make --no-print-directory e2e

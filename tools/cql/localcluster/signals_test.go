@@ -50,6 +50,28 @@ func TestClusterScriptsStopTheirNodes(t *testing.T) {
 			t.Errorf("the node's directory %s is left (%v)", dir, err)
 		}
 	})
+	t.Run("test.sh SIGTERM to the script alone while a step runs", func(t *testing.T) {
+		// As make or a CI runner ends it: the signal reaches the script,
+		// not the go test it waits for. Before, the script ran its trap
+		// only once that step had ended (a test run: up to 25 minutes).
+		tmp := t.TempDir()
+		s := startScript(t, tmp, nil, "tools/test.sh", "bench")
+		s.waitReady(t, 1)
+		script := childOf(t, s.cmd.Process.Pid, "bash")
+		step := waitChild(t, script, "go") // the benchmarks, minutes long
+		if err := syscall.Kill(script, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.done:
+		case <-time.After(time.Minute): // a stop takes seconds; the step minutes
+			t.Fatalf("tools/test.sh still runs a minute after its SIGTERM:\n%s", s.out)
+		}
+		wantNoNodes(t, tmp, s)
+		if proc.Running(step) {
+			t.Errorf("the step (go, pid %d) still runs after the script ended", step)
+		}
+	})
 	t.Run("test.sh SIGKILL", func(t *testing.T) {
 		tmp := t.TempDir()
 		s := startScript(t, tmp, nil, "tools/test.sh", "bench")
@@ -305,4 +327,50 @@ func waitLines(out *apitiertest.SyncBuffer, re *regexp.Regexp, n int, d time.Dur
 		time.Sleep(100 * time.Millisecond)
 	}
 	return true
+}
+
+// childOf returns the PID of pid's child whose command name is comm.
+func childOf(t *testing.T, pid int, comm string) int {
+	t.Helper()
+	if c := children(pid, comm); len(c) > 0 {
+		return c[0]
+	}
+	t.Fatalf("pid %d has no child %q", pid, comm)
+	return 0
+}
+
+// waitChild waits (up to 5 minutes) until pid has a child named comm.
+func waitChild(t *testing.T, pid int, comm string) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
+		if c := children(pid, comm); len(c) > 0 {
+			return c[0]
+		}
+		time.Sleep(100 * time.Millisecond) // polling /proc
+	}
+	t.Fatalf("pid %d started no %q in 5 minutes", pid, comm)
+	return 0
+}
+
+// children lists pid's children named comm, from /proc.
+func children(pid int, comm string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(string(b[close+1:]))
+		if len(f) > 1 && string(b[open+1:close]) == comm && f[1] == strconv.Itoa(pid) {
+			c, _ := strconv.Atoi(e.Name())
+			out = append(out, c)
+		}
+	}
+	return out
 }
