@@ -20,8 +20,8 @@ var (
 	// errBridgeTooLarge: a bridged user's push whose data the mobile
 	// provider would refuse.
 	errBridgeTooLarge = errno.PayloadTooLarge.HTTPError("The data is over the limit of the subscription's mobile push service")
-	errBody           = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "The request body is incomplete or malformed"}
-	errBodyTimeout    = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
+	errBody           = errno.Unnumbered(http.StatusBadRequest, "The request body is incomplete or malformed")
+	errBodyTimeout    = errno.Unnumbered(http.StatusRequestTimeout, "The request body did not arrive within the time allowed")
 	errNoUser         = errno.InvalidSubscription.HTTPError("UAID not found")
 	errNoChannel      = errno.InvalidSubscription.HTTPError("No such subscription")
 	errUserDeleted    = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
@@ -30,7 +30,7 @@ var (
 	errInternal       = errno.Unknown.HTTPError("An unexpected server error occurred.")
 	errBadMessageID   = errno.InvalidEndpoint.HTTPError("Invalid message ID")
 	errNotFound       = errno.InvalidEndpoint.HTTPError("Not Found")
-	errNoMethod       = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
+	errNoMethod       = errno.Unnumbered(http.StatusMethodNotAllowed, "Method Not Allowed")
 )
 
 // RetryAfter is the Retry-After of a 503 (storage unavailable), seconds.

@@ -73,15 +73,14 @@ func statusError(code int) *errno.HTTPError {
 	if !ok {
 		msg = http.StatusText(code)
 	}
-	return &errno.HTTPError{Status: code, Errno: errno.None, Message: msg}
+	return errno.Unnumbered(code, msg)
 }
 
 // errTooManyConns is written to a connection over max-connections, and
 // errTooManyFromSource to one over max-connections-per-source.
 var (
 	errTooManyConns      = statusError(http.StatusServiceUnavailable)
-	errTooManyFromSource = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.None,
-		Message: "Too many connections from this address; retry later"}
+	errTooManyFromSource = errno.Unnumbered(http.StatusServiceUnavailable, "Too many connections from this address; retry later")
 )
 
 // rawAnswer is a whole HTTP/1.1 answer carrying e, closing the

@@ -69,7 +69,7 @@ func WriteJSON(c *app.RequestContext, code int, v any) {
 // BadRequest is a 400 with errno null: a field the reference's errno
 // table has no number for.
 func BadRequest(msg string) *errno.HTTPError {
-	return &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: msg}
+	return errno.Unnumbered(http.StatusBadRequest, msg)
 }
 
 // JSONProblem names what is wrong with a JSON body (a decoding error of

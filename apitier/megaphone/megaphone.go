@@ -84,8 +84,7 @@ const (
 
 var (
 	errAuth    = errno.InvalidAuth.HTTPError("Invalid Authentication")
-	errVersion = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: "the broadcaster must be 1 to 64 visible ASCII characters, the channel 1 to 128, the version 1 to 256"}
+	errVersion = errno.Unnumbered(http.StatusBadRequest, "the broadcaster must be 1 to 64 visible ASCII characters, the channel 1 to 128, the version 1 to 256")
 	errStorage = errno.RetryBackoff.HTTPError("Database error")
 )
 

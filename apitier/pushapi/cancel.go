@@ -53,5 +53,5 @@ func notCancelled(p *storage.Push) *errno.HTTPError {
 	if a := p.LastAttempt(); !p.State.Final() && a != nil && a.Status == storage.AttemptInProcess {
 		msg = "The push's call to its provider is in flight: it cannot be cancelled"
 	}
-	return &errno.HTTPError{Status: http.StatusConflict, Errno: errno.None, Message: msg}
+	return errno.Unnumbered(http.StatusConflict, msg)
 }

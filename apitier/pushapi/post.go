@@ -22,7 +22,7 @@ const IdempotencyTTL = 24 * time.Hour
 
 // tooMany is a 429: over a quota, retry after retryAfter seconds.
 func tooMany(x httpapi.Exchange, c *app.RequestContext, msg string, retryAfter int) {
-	x.Fail(&errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None, Message: msg})
+	x.Fail(errno.Unnumbered(http.StatusTooManyRequests, msg))
 	c.Response.Header.Set("Retry-After", strconv.Itoa(retryAfter))
 }
 

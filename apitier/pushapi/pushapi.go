@@ -202,15 +202,14 @@ func Serves(uri []byte) bool {
 
 var (
 	errPushAuth     = errno.InvalidAuth.HTTPError("Missing or invalid push API key")
-	errPushOff      = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.None, Message: "The push API is not enabled on this node"}
+	errPushOff      = errno.Unnumbered(http.StatusServiceUnavailable, "The push API is not enabled on this node")
 	errPushNotFound = errno.InvalidEndpoint.HTTPError("No such push")
 	errPushTooLarge = errno.PayloadTooLarge.HTTPError("The request body is over 32 KiB")
 )
 
 // forbidden is the 403 of a client without scope.
 func forbidden(c *clients.Client, s clients.Scope) *errno.HTTPError {
-	return &errno.HTTPError{Status: http.StatusForbidden, Errno: errno.None,
-		Message: fmt.Sprintf("client %s has no %s scope", c.Name, s)}
+	return errno.Unnumbered(http.StatusForbidden, fmt.Sprintf("client %s has no %s scope", c.Name, s))
 }
 
 // client returns the client whose bearer key the request carries.

@@ -185,30 +185,22 @@ func (a *API) Link() string {
 func (a *API) WriteMetrics(w io.Writer) { a.set.WritePrometheus(w) }
 
 var (
-	errOff = &errno.HTTPError{Status: http.StatusNotFound, Errno: errno.None,
-		Message: "delivery receipts are not served here"}
-	errNoSub = &errno.HTTPError{Status: http.StatusNotFound, Errno: errno.None,
-		Message: "no receipt subscription of this VAPID key has this id"}
-	errPushReceipt = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: "Push-Receipt names no receipt subscription of this push's VAPID key"}
-	errPushReceiptAuth = &errno.HTTPError{Status: http.StatusUnauthorized, Errno: errno.InvalidAuth,
-		Message: "Push-Receipt needs a VAPID Authorization"}
-	errBusy = &errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None,
-		Message: "too many receipt reads are waiting on this node: read again after Retry-After"}
-	errQuery = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: "wait must be whole seconds, 0 to 3600, and limit 1 to 1000"}
-	errAck = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: `the body must be {"ids": [...]} with 1 to 1000 receipt ids`}
-	errSubscribeBody = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: `the body must be empty or {"webhook": "<https URL>"}`}
+	errOff             = errno.Unnumbered(http.StatusNotFound, "delivery receipts are not served here")
+	errNoSub           = errno.Unnumbered(http.StatusNotFound, "no receipt subscription of this VAPID key has this id")
+	errPushReceipt     = errno.Unnumbered(http.StatusBadRequest, "Push-Receipt names no receipt subscription of this push's VAPID key")
+	errPushReceiptAuth = errno.InvalidAuth.HTTPError("Push-Receipt needs a VAPID Authorization")
+	errBusy            = errno.Unnumbered(http.StatusTooManyRequests, "too many receipt reads are waiting on this node: read again after Retry-After")
+	errQuery           = errno.Unnumbered(http.StatusBadRequest, "wait must be whole seconds, 0 to 3600, and limit 1 to 1000")
+	errAck             = errno.Unnumbered(http.StatusBadRequest, `the body must be {"ids": [...]} with 1 to 1000 receipt ids`)
+	errSubscribeBody   = errno.Unnumbered(http.StatusBadRequest, `the body must be empty or {"webhook": "<https URL>"}`)
 )
 
 // tooManyHooks is the 403 of a key at receipt-webhooks-per-key: a
 // subscription is never deleted, so waiting frees nothing (not a 429).
 func tooManyHooks(limit int) *errno.HTTPError {
-	return &errno.HTTPError{Status: http.StatusForbidden, Errno: errno.None,
-		Message: "this VAPID key has " + strconv.Itoa(limit) + " receipt subscriptions with a webhook, the most allowed (receipt-webhooks-per-key): " +
-			"name one of them in Push-Receipt, it takes the receipts of any number of pushes"}
+	return errno.Unnumbered(http.StatusForbidden, "this VAPID key has "+strconv.Itoa(limit)+
+		" receipt subscriptions with a webhook, the most allowed (receipt-webhooks-per-key): "+
+		"name one of them in Push-Receipt, it takes the receipts of any number of pushes")
 }
 
 // URL is the URL of subscription id.

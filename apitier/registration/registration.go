@@ -170,8 +170,7 @@ var (
 	errRegTooLarge  = errno.PayloadTooLarge.HTTPError("The request body is over 4 KiB")
 	// The reference has no channel limit, so no errno: null, as the
 	// answers the reference's table has no number for.
-	errRegChannels = &errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None,
-		Message: "Too many subscriptions: this registration has the most channels allowed (bridge-max-channels)"}
+	errRegChannels = errno.Unnumbered(http.StatusTooManyRequests, "Too many subscriptions: this registration has the most channels allowed (bridge-max-channels)")
 	// errRegNoUser: an unknown uaid (the reference's NoUser, errno 103);
 	// the push route's is "UAID not found" errno 106 (its NoSubscription).
 	errRegNoUser = errno.ExpiredEndpoint.HTTPError("UAID not found")
