@@ -39,8 +39,8 @@ const RetryAfter = 30
 var retryAfter = strconv.Itoa(RetryAfter)
 
 // writeError answers e as JSON. A 410 carries Cache-Control so that
-// caches and senders stop retrying for a day (reference), a 503
-// Retry-After, a 401 the VAPID challenge.
+// caches and application servers stop retrying for a day (reference), a
+// 503 Retry-After, a 401 the VAPID challenge.
 func (s *Server) writeError(c *app.RequestContext, st *reqState, e *errno.HTTPError) {
 	c.SetStatusCode(e.Status)
 	h := &c.Response.Header

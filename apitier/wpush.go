@@ -217,7 +217,7 @@ func (s *Server) track(ctx context.Context, c *app.RequestContext, st *reqState,
 }
 
 // fateOf is the milestone a tracked push reached by its route: an error
-// answered to its sender ends it as errored.
+// answered to its application server ends it as errored.
 func fateOf(outcome string, e *errno.HTTPError) storage.FateState {
 	switch {
 	case e != nil:

@@ -242,7 +242,9 @@ func (a *API) gate(c *app.RequestContext, x httpapi.Exchange, scope clients.Scop
 	return cl, true
 }
 
-// pushBody is the seed's POST /push body.
+// pushBody is POST /push's body (docs/sender.md), its field names those
+// of the Java service this sender replaces, so that its clients keep
+// their requests.
 type pushBody struct {
 	Platform            *string `json:"platform"`
 	MessagePrototypeKey *string `json:"messagePrototypeKey"`
@@ -258,8 +260,8 @@ func str(p *string) string {
 	return *p
 }
 
-// parseBody decodes the seed's POST /push body: one JSON object with
-// only the seed's fields, each a string or null (null and absent are "").
+// parseBody decodes POST /push's body: one JSON object with only
+// pushBody's fields, each a string or null (null and absent are "").
 // The field rules are the sender's (sender.Sender.Accept).
 func parseBody(body []byte) (sender.Request, *errno.HTTPError) {
 	var b pushBody

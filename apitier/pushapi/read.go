@@ -187,11 +187,12 @@ func (a *API) list(ctx context.Context, cl *clients.Client, state storage.PushSt
 	return a.store.PushesByKey(sctx, owner, pushKey, from, limit)
 }
 
-// view is a push as the API shows it: the seed's field names, times
-// in RFC 3339 (UTC, ms); a bridged push's device token masked unless
-// showToken, in its pushKey and wherever its attempts' texts hold it
-// (the providers and the sender keep it out of them, but an attempt
-// written before they did, or by a provider that slipped, may not).
+// view is a push as the API shows it: the Java service's field names
+// (docs/openapi.yaml), times in RFC 3339 (UTC, ms); a bridged push's
+// device token masked unless showToken, in its pushKey and wherever its
+// attempts' texts hold it (the providers and the sender keep it out of
+// them, but an attempt written before they did, or by a provider that
+// slipped, may not).
 func view(p *storage.Push, showToken bool) map[string]any {
 	var cron any
 	if p.CronExpression != "" {
