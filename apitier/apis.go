@@ -109,7 +109,7 @@ func (x *exchange) Fail(e *errno.HTTPError) { x.s.writeError(x.c, x.st, e) }
 
 func (x *exchange) ReadBody(limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
 	var buf []byte
-	b, e := readBodyUpTo(x.c, &buf, limit, tooLarge)
+	b, e := httpapi.ReadBody(x.c, &buf, limit, tooLarge)
 	if e == nil {
 		x.st.bodyRead = true
 	}

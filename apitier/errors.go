@@ -20,8 +20,6 @@ var (
 	// errBridgeTooLarge: a bridged user's push whose data the mobile
 	// provider would refuse.
 	errBridgeTooLarge = errno.PayloadTooLarge.HTTPError("The data is over the limit of the subscription's mobile push service")
-	errBody           = errno.Unnumbered(http.StatusBadRequest, "The request body is incomplete or malformed")
-	errBodyTimeout    = errno.Unnumbered(http.StatusRequestTimeout, "The request body did not arrive within the time allowed")
 	errNoUser         = errno.InvalidSubscription.HTTPError("UAID not found")
 	errNoChannel      = errno.InvalidSubscription.HTTPError("No such subscription")
 	errUserDeleted    = errno.EndpointUnavailable.HTTPError("User was deleted during routing")

@@ -148,7 +148,7 @@ func newVerifier(cfg Config) *vapid.Verifier {
 func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 	opts = append([]config.Option{
 		server.WithHostPorts(s.cfg.Listen),
-		// Bodies are streamed (the handler reads them: readBodyUpTo) with
+		// Bodies are streamed (the handler reads them: httpapi.ReadBody) with
 		// Hertz reading ahead at most the largest body any route takes.
 		// Hertz's stream mode reads ahead a Content-Length body of up to
 		// this size exactly (8 KiB of it at most; the handler reads the
