@@ -90,33 +90,11 @@ func (s *Server) apiRoutes() []routeDef {
 	for _, r := range all {
 		h := r.Handle
 		out = append(out, routeDef{Route{r.Method, r.Path}, r.Label, func(ctx context.Context, c *app.RequestContext, st *reqState) {
-			st.x = exchange{s: s, c: c, st: st}
 			h(ctx, c, &st.x)
 		}})
 	}
 	return out
 }
-
-// exchange is a request of a route of another package's API, as its
-// handler sees it (httpapi.Exchange).
-type exchange struct {
-	s  *Server
-	c  *app.RequestContext
-	st *reqState
-}
-
-func (x *exchange) Fail(e *errno.HTTPError) { x.s.writeError(x.c, x.st, e) }
-
-func (x *exchange) ReadBody(limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
-	var buf []byte
-	b, e := httpapi.ReadBody(x.c, &buf, limit, tooLarge)
-	if e == nil {
-		x.st.bodyRead = true
-	}
-	return b, e
-}
-
-var _ httpapi.Exchange = (*exchange)(nil)
 
 // apiNode is the node as the registration and receipt routes use it.
 type apiNode struct{ s *Server }

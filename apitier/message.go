@@ -35,7 +35,7 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 	id, err := s.keys.ParseMessageID(c.Param("message_id"))
 	if err != nil {
 		s.metrics.deleteInvalid.Inc()
-		s.writeError(c, st, errBadMessageID)
+		st.x.Fail(errBadMessageID)
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
@@ -45,7 +45,7 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 		withdrawn, err := s.pushes.Withdraw(sctx, bridgedPushID(&id), bridge.WithdrawCause)
 		s.metrics.storage(start, err)
 		if err != nil {
-			s.writeError(c, st, s.storageError("withdraw bridged push", err))
+			st.x.Fail(s.storageError("withdraw bridged push", err))
 			return
 		}
 		if withdrawn {
@@ -62,11 +62,11 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 	s.metrics.storage(start, err)
 	if errors.Is(err, storage.ErrInvalid) {
 		s.metrics.deleteInvalid.Inc()
-		s.writeError(c, st, errBadMessageID)
+		st.x.Fail(errBadMessageID)
 		return
 	}
 	if err != nil {
-		s.writeError(c, st, s.storageError("delete message", err))
+		st.x.Fail(s.storageError("delete message", err))
 		return
 	}
 	if s.tracker.On() {

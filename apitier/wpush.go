@@ -13,7 +13,6 @@ import (
 	"github.com/cloudwego/hertz/pkg/app"
 	"github.com/google/uuid"
 
-	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/apitier/pushheader"
 	"github.com/autopush-go/autopush/apitier/routecache"
 	"github.com/autopush-go/autopush/internal/errno"
@@ -26,7 +25,7 @@ import (
 
 // handlePush is POST /wpush/{v1|v2}/{token} and /wpush/{token} (v1): an
 // application server's push (RFC 8030 §5). The body is read first, whole
-// (readBody), so that nothing is looked up or stored for a body that
+// (httpapi.ReadBody), so that nothing is looked up or stored for a body that
 // never arrives complete and no storage deadline runs while a client
 // sends: a body not in by request-timeout gets 408, an
 // incomplete one 400. Then the checks run in this order, so a request
@@ -65,26 +64,23 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		pb.n = protocol.Notification{} // not the payload, until its next push
 		pushBufPool.Put(pb)
 	}()
-	body, bodyErr := s.readBody(c, pb)
-	switch {
-	case bodyErr == nil:
-		st.bodyRead = true
-	case bodyErr != errTooLarge:
-		s.writeError(c, st, bodyErr)
+	body, bodyErr := st.x.ReadBodyInto(&pb.body, s.cfg.MaxDataBytes, errTooLarge)
+	if bodyErr != nil && bodyErr != errTooLarge {
+		st.x.Fail(bodyErr)
 		return
 	}
 	ep, err := s.keys.ParseToken(version, c.Param("token"))
 	if err != nil {
 		var te *token.EndpointError
 		if errors.As(err, &te) {
-			s.writeError(c, st, te.HTTPError())
+			st.x.Fail(te.HTTPError())
 		} else {
-			s.writeError(c, st, errNotFound)
+			st.x.Fail(errNotFound)
 		}
 		return
 	}
 	if e := s.checkVAPID(c, st, &ep); e != nil {
-		s.writeError(c, st, e)
+		st.x.Fail(e)
 		return
 	}
 	// One deadline for every storage call of this push (node calls have
@@ -99,17 +95,17 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	var e *errno.HTTPError
 	if !fromCache {
 		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
-			s.writeError(c, st, e)
+			st.x.Fail(e)
 			return
 		}
 	}
 	if bodyErr != nil {
-		s.writeError(c, st, bodyErr)
+		st.x.Fail(bodyErr)
 		return
 	}
 	h, e := pushheader.Parse(&c.Request.Header, len(body) > 0)
 	if e != nil {
-		s.writeError(c, st, e)
+		st.x.Fail(e)
 		return
 	}
 
@@ -119,7 +115,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	if err != nil {
 		// The topic was checked with the same rule: cannot happen.
 		s.log.Error("make message id", "error", err)
-		s.writeError(c, st, errInternal)
+		st.x.Fail(errInternal)
 		return
 	}
 	// n lives in pb: handed to the node by an interface call (the
@@ -142,7 +138,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	st.encoding, st.dataLen = h.Encoding, len(n.Data)
 	if s.tracker.On() {
 		if e := s.track(sctx, c, st, uaid, n, now); e != nil {
-			s.writeError(c, st, e)
+			st.x.Fail(e)
 			return
 		}
 	}
@@ -154,7 +150,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	case fromCache:
 		// Not delivered on the cached route: route from storage.
 		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
-			s.writeError(c, st, e)
+			st.x.Fail(e)
 			return
 		}
 	}
@@ -177,7 +173,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		s.tracker.Reached(sctx, uaid, n, fateOf(outcome, e))
 	}
 	if e != nil {
-		s.writeError(c, st, e)
+		st.x.Fail(e)
 		return
 	}
 	if outcome == outcomeStored && n.Topic != "" && s.tracker.On() {
@@ -314,9 +310,3 @@ type pushBuf struct {
 }
 
 var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
-
-// readBody is the push's body, read whole (httpapi.ReadBody) into pb
-// and at most max-data-bytes.
-func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *errno.HTTPError) {
-	return httpapi.ReadBody(c, &pb.body, s.cfg.MaxDataBytes, errTooLarge)
-}

@@ -112,13 +112,13 @@ func (a *API) authorized(c *app.RequestContext, readOnly bool) bool {
 	return match
 }
 
-func refuse(c *app.RequestContext, x httpapi.Exchange) {
+func refuse(c *app.RequestContext, x *httpapi.Exchange) {
 	x.Fail(errAuth)
 	c.Response.Header.Set("WWW-Authenticate", `Bearer realm="broadcasts"`)
 }
 
 // publish sets a broadcast's version (Megaphone's PUT).
-func (a *API) publish(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) publish(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.authorized(c, false) {
 		refuse(c, x)
 		return
@@ -164,7 +164,7 @@ func (a *API) publish(ctx context.Context, c *app.RequestContext, x httpapi.Exch
 }
 
 // list lists every broadcast (Megaphone's GET).
-func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) list(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.authorized(c, true) {
 		refuse(c, x)
 		return

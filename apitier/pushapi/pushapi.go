@@ -224,7 +224,7 @@ func (a *API) client(c *app.RequestContext) (clients.Client, bool) {
 
 // gate answers the request when it cannot go on (no or a wrong key, no
 // scope for it, no service) and returns its client when it may.
-func (a *API) gate(c *app.RequestContext, x httpapi.Exchange, scope clients.Scope) (clients.Client, bool) {
+func (a *API) gate(c *app.RequestContext, x *httpapi.Exchange, scope clients.Scope) (clients.Client, bool) {
 	cl, ok := a.client(c)
 	if !ok {
 		x.Fail(errPushAuth)
@@ -292,7 +292,7 @@ var (
 )
 
 // storageError answers a failed storage call of op: 404, 400 or 503.
-func (a *API) storageError(x httpapi.Exchange, op storageOp, err error) {
+func (a *API) storageError(x *httpapi.Exchange, op storageOp, err error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		x.Fail(errPushNotFound)
 		return

@@ -54,7 +54,7 @@ func maskToken(t string) string {
 // readGate is gate for the read routes, which take the query
 // parameters params (reveal among them): another is refused, after the
 // key (a request without a valid key learns nothing of the route).
-func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange, params ...string) (clients.Client, bool, bool) {
+func (a *API) readGate(c *app.RequestContext, x *httpapi.Exchange, params ...string) (clients.Client, bool, bool) {
 	cl, ok := a.gate(c, x, clients.Read)
 	if !ok {
 		return cl, false, false
@@ -73,7 +73,7 @@ func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange, params ...stri
 
 // getOwn reads push id for cl: 404 (answered) when it is not there, or
 // not cl's to see.
-func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client, idText string, op storageOp) (storage.Push, bool) {
+func (a *API) getOwn(ctx context.Context, x *httpapi.Exchange, cl *clients.Client, idText string, op storageOp) (storage.Push, bool) {
 	id, err := uuid.Parse(idText)
 	if err != nil {
 		x.Fail(errPushNotFound)
@@ -91,7 +91,7 @@ func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client
 	return p, true
 }
 
-func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	cl, show, ok := a.readGate(c, x, "reveal")
 	if !ok {
 		return
@@ -105,7 +105,7 @@ func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 // device key (?pushKey=), the client's own only. The store lists a state
 // for every client, so a page may hold fewer than limit of the client's
 // pushes (none, even) while next still pages on.
-func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handleList(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	cl, show, ok := a.readGate(c, x, "state", "pushKey", "reveal", "cursor", "limit")
 	if !ok {
 		return

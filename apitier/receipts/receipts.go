@@ -314,7 +314,7 @@ func (a *API) PushReceipt(ctx context.Context, v string, key [32]byte, hasKey bo
 
 // subscribe is POST /receipts: a new receipt subscription of the
 // request's VAPID key; 201 with its URL as Location.
-func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.cfg.Enabled {
 		x.Fail(errOff)
 		return
@@ -401,7 +401,7 @@ type Receipt struct {
 // list is GET /receipts/{id}: the unacknowledged receipts, oldest first;
 // with none, it reads again until one comes or ?wait= seconds pass
 // (receipt-max-wait at most).
-func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) list(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	id, key, e := a.route(c)
 	if e != nil {
 		x.Fail(e)
@@ -472,7 +472,7 @@ func (a *API) receiptsJSON(got []storage.Receipt) []Receipt {
 
 // acknowledge is POST /receipts/{id}/ack: the receipts named are removed
 // (204); ids already removed, or never issued, are ignored.
-func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	body, e := x.ReadBody(AckBody, errAck)
 	if e != nil {
 		x.Fail(e)

@@ -272,7 +272,7 @@ func routerData(routerType, appID string, in *registrationInput) map[string]stri
 }
 
 // gate refuses every registration call when no key is configured.
-func (a *API) gate(c *app.RequestContext, x httpapi.Exchange) bool {
+func (a *API) gate(c *app.RequestContext, x *httpapi.Exchange) bool {
 	if len(a.cfg.AuthKeys) > 0 {
 		return true
 	}
@@ -280,7 +280,7 @@ func (a *API) gate(c *app.RequestContext, x httpapi.Exchange) bool {
 	return false
 }
 
-func (a *API) refuse(c *app.RequestContext, x httpapi.Exchange, e *errno.HTTPError, reason string) {
+func (a *API) refuse(c *app.RequestContext, x *httpapi.Exchange, e *errno.HTTPError, reason string) {
 	x.Fail(e)
 	c.Response.Header.Set("WWW-Authenticate", `Bearer realm="registration"`)
 	a.metrics.authFailure(reason)
@@ -300,7 +300,7 @@ func (a *API) knownApp(routerType, appID string) bool {
 // with the bridge token and one channel. The channel is written first
 // and the router record last, so a failure leaves no record without its
 // channel (a channel without a record is unreachable and is removed).
-func (a *API) handleRegister(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handleRegister(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.gate(c, x) {
 		return
 	}
@@ -344,7 +344,7 @@ func (a *API) handleRegister(ctx context.Context, c *app.RequestContext, x httpa
 // tokenInput parses a body with a token (POST registration, PUT) for
 // the path's type, and checks the path's app id; or answers and returns
 // false.
-func (a *API) tokenInput(c *app.RequestContext, x httpapi.Exchange, body []byte) (registrationInput, bool) {
+func (a *API) tokenInput(c *app.RequestContext, x *httpapi.Exchange, body []byte) (registrationInput, bool) {
 	routerType := c.Param("type")
 	in, e := parseRegistrationBody(body, routerType, true)
 	if e == nil && !a.knownApp(routerType, c.Param("app_id")) {
@@ -359,7 +359,7 @@ func (a *API) tokenInput(c *app.RequestContext, x httpapi.Exchange, body []byte)
 
 // newChannel picks the channel id (the body's, or a new one) and makes
 // its endpoint; or answers and returns false.
-func (a *API) newChannel(x httpapi.Exchange, uaid uuid.UUID, in *registrationInput) (string, bool) {
+func (a *API) newChannel(x *httpapi.Exchange, uaid uuid.UUID, in *registrationInput) (string, bool) {
 	if in.chid == uuid.Nil {
 		in.chid = uuid.New()
 	}
@@ -386,7 +386,7 @@ func (a *API) undoChannel(uaid, chid uuid.UUID) {
 // auth runs the checks of the routes under {uaid} that cost no I/O
 // (the package's doc): it returns the uaid, or answers and returns
 // false.
-func (a *API) auth(c *app.RequestContext, x httpapi.Exchange) (uuid.UUID, bool) {
+func (a *API) auth(c *app.RequestContext, x *httpapi.Exchange) (uuid.UUID, bool) {
 	if !a.gate(c, x) {
 		return uuid.Nil, false
 	}
@@ -413,7 +413,7 @@ func (a *API) auth(c *app.RequestContext, x httpapi.Exchange) (uuid.UUID, bool) 
 
 // lookup reads uaid's record and checks that its router type is the
 // path's, or answers and returns false. sctx bounds the storage call.
-func (a *API) lookup(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, uaid uuid.UUID) (storage.User, bool) {
+func (a *API) lookup(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, uaid uuid.UUID) (storage.User, bool) {
 	var u storage.User
 	var err error
 	a.node.Timed(func() error {
@@ -440,12 +440,12 @@ func (a *API) lookup(sctx context.Context, c *app.RequestContext, x httpapi.Exch
 // uaidHandler is a handler of a route under {uaid}, called once the
 // checks passed with the record, and the body (withBody routes); sctx
 // bounds its storage calls.
-type uaidHandler func(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, body []byte)
+type uaidHandler func(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, body []byte)
 
 // route runs auth, reads the body (withBody) before the record so that
 // no storage deadline runs while a client sends, runs lookup, then h.
 func (a *API) route(withBody bool, h uaidHandler) httpapi.Handler {
-	return func(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	return func(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
 		defer cancel()
 		uaid, ok := a.auth(c, x)
@@ -468,7 +468,7 @@ func (a *API) route(withBody bool, h uaidHandler) httpapi.Handler {
 
 // stored runs one storage call (timed); on failure it answers (503
 // errno 201 or 500) and returns false.
-func (a *API) stored(x httpapi.Exchange, what string, call func() error) bool {
+func (a *API) stored(x *httpapi.Exchange, what string, call func() error) bool {
 	if err := a.node.Timed(call); err != nil {
 		x.Fail(a.node.StorageError("registration: "+what, err))
 		return false
@@ -492,7 +492,7 @@ func (a *API) settle(ctx context.Context, uaid, chid uuid.UUID, reason storage.D
 // bridge has a new token for the client. A gcm record updated through
 // an fcm path becomes fcm (the reference stores the path's type). A
 // webpush record has no bridge data: nothing is written.
-func (a *API) handleUpdate(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, body []byte) {
+func (a *API) handleUpdate(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, body []byte) {
 	routerType, appID := c.Param("type"), c.Param("app_id")
 	in, ok := a.tokenInput(c, x, body)
 	if !ok {
@@ -524,7 +524,7 @@ func (a *API) refresh(ctx context.Context, u *storage.User) error {
 // channel ids. Mobile clients call it daily, so it also refreshes a
 // bridged record's expiry, as the reference does; a failed refresh is
 // logged, the list still answered.
-func (a *API) handleGet(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, _ []byte) {
+func (a *API) handleGet(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, _ []byte) {
 	if u.RouterType != storage.RouterWebPush {
 		if err := a.node.Timed(func() error { return a.refresh(sctx, &u) }); err != nil {
 			a.log.Warn("registration: refresh router record", "error", err)
@@ -543,7 +543,7 @@ func (a *API) handleGet(sctx context.Context, c *app.RequestContext, x httpapi.E
 
 // handleDelete is DELETE /v1/{type}/{app_id}/registration/{uaid}:
 // the record, its channels and stored messages go.
-func (a *API) handleDelete(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, _ []byte) {
+func (a *API) handleDelete(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, _ []byte) {
 	if !a.stored(x, "drop user", func() error { return a.store.DropUser(sctx, u.UAID) }) {
 		return
 	}
@@ -554,7 +554,7 @@ func (a *API) handleDelete(sctx context.Context, c *app.RequestContext, x httpap
 // handleSubscribe is POST .../registration/{uaid}/subscription: a
 // new channel (the body's channelID, or a new one), with a v2 endpoint
 // when the body has a key. The body may be empty.
-func (a *API) handleSubscribe(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, body []byte) {
+func (a *API) handleSubscribe(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, body []byte) {
 	in, e := parseRegistrationBody(body, u.RouterType, false)
 	if e != nil {
 		x.Fail(e)
@@ -577,7 +577,7 @@ func (a *API) handleSubscribe(sctx context.Context, c *app.RequestContext, x htt
 // bridge-max-channels: below the limit, or chid (given in the body) is
 // one it has already; else it answers 429 and returns false. It counts
 // up to the limit: one storage read per 5000 channels.
-func (a *API) roomForChannel(sctx context.Context, x httpapi.Exchange, uaid, chid uuid.UUID) bool {
+func (a *API) roomForChannel(sctx context.Context, x *httpapi.Exchange, uaid, chid uuid.UUID) bool {
 	limit := a.cfg.MaxChannels
 	if limit == 0 {
 		return true
@@ -602,7 +602,7 @@ func (a *API) roomForChannel(sctx context.Context, x httpapi.Exchange, uaid, chi
 // handleUnsubscribe is DELETE .../registration/{uaid}/subscription/{chid}.
 // A channel id that is not a UUID, or not subscribed, is 410 errno 106,
 // as in the reference.
-func (a *API) handleUnsubscribe(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, _ []byte) {
+func (a *API) handleUnsubscribe(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, _ []byte) {
 	chid, err := uuid.Parse(c.Param("chid"))
 	if err != nil || chid == uuid.Nil {
 		x.Fail(errNoChannel)
