@@ -43,8 +43,8 @@ type Store interface {
 	HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error)
 }
 
-// Node is what the routes use of the endpoint node they run on.
-type Node interface {
+// Host is what the routes use of the endpoint node that serves them.
+type Host interface {
 	// MakeEndpoint is a channel's push endpoint on this node: v2 for a
 	// VAPID public key (raw), else v1.
 	MakeEndpoint(uaid, chid uuid.UUID, key []byte) (string, error)
@@ -72,16 +72,16 @@ type Config struct {
 type API struct {
 	cfg     Config
 	store   Store
-	node    Node
+	host    Host
 	log     *slog.Logger
 	apps    atomic.Pointer[appsRef]
 	metrics *apiMetrics
 }
 
-// New returns the routes over store, on node. No app id is known until
-// SetApps.
-func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
-	return &API{cfg: cfg, store: store, node: node, log: log, metrics: newMetrics()}
+// New returns the routes over store, served by host. No app id is known
+// until SetApps.
+func New(cfg Config, store Store, host Host, log *slog.Logger) *API {
+	return &API{cfg: cfg, store: store, host: host, log: log, metrics: newMetrics()}
 }
 
 // SetApps wires the bridges' app ids. Safe at any time, from any
@@ -363,7 +363,7 @@ func (a *API) newChannel(x *httpapi.Exchange, uaid uuid.UUID, in *registrationIn
 	if in.chid == uuid.Nil {
 		in.chid = uuid.New()
 	}
-	endpoint, err := a.node.MakeEndpoint(uaid, in.chid, in.key)
+	endpoint, err := a.host.MakeEndpoint(uaid, in.chid, in.key)
 	if err != nil {
 		// The key was checked: this is a bug or a bad endpoint-url.
 		a.log.Error("registration: make endpoint", "error", err)
@@ -378,7 +378,7 @@ func (a *API) newChannel(x *httpapi.Exchange, uaid uuid.UUID, in *registrationIn
 func (a *API) undoChannel(uaid, chid uuid.UUID) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.StorageTimeout)
 	defer cancel()
-	if err := a.node.Timed(func() error { return a.store.RemoveChannel(ctx, uaid, chid) }); err != nil {
+	if err := a.host.Timed(func() error { return a.store.RemoveChannel(ctx, uaid, chid) }); err != nil {
 		a.log.Warn("registration: remove the channel of a failed registration", "error", err)
 	}
 }
@@ -416,7 +416,7 @@ func (a *API) auth(c *app.RequestContext, x *httpapi.Exchange) (uuid.UUID, bool)
 func (a *API) lookup(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, uaid uuid.UUID) (storage.User, bool) {
 	var u storage.User
 	var err error
-	a.node.Timed(func() error {
+	a.host.Timed(func() error {
 		u, err = a.store.GetUser(sctx, uaid)
 		if errors.Is(err, storage.ErrNotFound) {
 			return nil // an answer, not a storage failure
@@ -428,7 +428,7 @@ func (a *API) lookup(sctx context.Context, c *app.RequestContext, x *httpapi.Exc
 		x.Fail(errRegNoUser)
 		return u, false
 	case err != nil:
-		x.Fail(a.node.StorageError("registration: read router record", err))
+		x.Fail(a.host.StorageError("registration: read router record", err))
 		return u, false
 	case !sameBridge(u.RouterType, c.Param("type")):
 		x.Fail(errTypeMismatch)
@@ -469,8 +469,8 @@ func (a *API) route(withBody bool, h uaidHandler) httpapi.Handler {
 // stored runs one storage call (timed); on failure it answers (503
 // errno 201 or 500) and returns false.
 func (a *API) stored(x *httpapi.Exchange, what string, call func() error) bool {
-	if err := a.node.Timed(call); err != nil {
-		x.Fail(a.node.StorageError("registration: "+what, err))
+	if err := a.host.Timed(call); err != nil {
+		x.Fail(a.host.StorageError("registration: "+what, err))
 		return false
 	}
 	return true
@@ -480,7 +480,7 @@ func (a *API) stored(x *httpapi.Exchange, what string, call func() error) bool {
 // registration or channel (chid; uuid.Nil: all of them) as dropped for
 // reason. A failure is logged: they settle later, as expired.
 func (a *API) settle(ctx context.Context, uaid, chid uuid.UUID, reason storage.DropReason) {
-	if err := a.node.Timed(func() error {
+	if err := a.host.Timed(func() error {
 		_, err := a.store.SettleUser(ctx, uaid, chid, reason)
 		return err
 	}); err != nil {
@@ -526,7 +526,7 @@ func (a *API) refresh(ctx context.Context, u *storage.User) error {
 // logged, the list still answered.
 func (a *API) handleGet(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, _ []byte) {
 	if u.RouterType != storage.RouterWebPush {
-		if err := a.node.Timed(func() error { return a.refresh(sctx, &u) }); err != nil {
+		if err := a.host.Timed(func() error { return a.refresh(sctx, &u) }); err != nil {
 			a.log.Warn("registration: refresh router record", "error", err)
 		}
 	}
