@@ -68,14 +68,14 @@ func (s *Server) newAPIs() error {
 		return fmt.Errorf("apitier: %w", err)
 	}
 	s.regAPI = registration.New(registration.Config{AuthKeys: s.cfg.BridgeAuthKeys, MaxChannels: s.cfg.BridgeMaxChannels,
-		StorageTimeout: s.cfg.StorageTimeout}, s.store, apiNode{s}, s.log)
+		StorageTimeout: s.cfg.StorageTimeout}, s.store, host{s}, s.log)
 	s.megAPI = megaphone.New(megaphone.Config{Tokens: s.cfg.BroadcastTokens, ReaderTokens: s.cfg.BroadcastReaderTokens,
-		StorageTimeout: s.cfg.StorageTimeout}, s.store, apiNode{s}, s.log)
+		StorageTimeout: s.cfg.StorageTimeout}, s.store, host{s}, s.log)
 	s.recAPI = receipts.New(receipts.Config{Enabled: s.cfg.Receipts, EndpointURL: s.cfg.EndpointURL,
 		MaxWait: s.cfg.ReceiptMaxWait, MaxWaiting: s.cfg.ReceiptMaxWaiting, StorageTimeout: s.cfg.StorageTimeout, Webhooks: s.cfg.ReceiptWebhooks,
 		WebhookInterval: s.cfg.ReceiptWebhookInterval, WebhookInsecure: s.cfg.ReceiptWebhookInsecure,
 		WebhookTimeout: s.cfg.ReceiptWebhookTimeout, WebhookWorkers: s.cfg.ReceiptWebhookWorkers,
-		WebhooksPerKey: s.cfg.ReceiptWebhooksPerKey}, s.store, apiNode{s}, s.log)
+		WebhooksPerKey: s.cfg.ReceiptWebhooksPerKey}, s.store, host{s}, s.log)
 	return nil
 }
 
@@ -90,55 +90,34 @@ func (s *Server) apiRoutes() []routeDef {
 	for _, r := range all {
 		h := r.Handle
 		out = append(out, routeDef{Route{r.Method, r.Path}, r.Label, func(ctx context.Context, c *app.RequestContext, st *reqState) {
-			st.x = exchange{s: s, c: c, st: st}
 			h(ctx, c, &st.x)
 		}})
 	}
 	return out
 }
 
-// exchange is a request of a route of another package's API, as its
-// handler sees it (httpapi.Exchange).
-type exchange struct {
-	s  *Server
-	c  *app.RequestContext
-	st *reqState
+// host is the node as the APIs of their own packages use it: their
+// Host (registration.Host, receipts.Host, megaphone.Host).
+type host struct{ s *Server }
+
+func (h host) MakeEndpoint(uaid, chid uuid.UUID, key []byte) (string, error) {
+	return h.s.keys.MakeEndpoint(h.s.cfg.EndpointURL, uaid, chid, key)
 }
 
-func (x *exchange) Fail(e *errno.HTTPError) { x.s.writeError(x.c, x.st, e) }
-
-func (x *exchange) ReadBody(limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
-	var buf []byte
-	b, e := readBodyUpTo(x.c, &buf, limit, tooLarge)
-	if e == nil {
-		x.st.bodyRead = true
-	}
-	return b, e
-}
-
-var _ httpapi.Exchange = (*exchange)(nil)
-
-// apiNode is the node as the registration and receipt routes use it.
-type apiNode struct{ s *Server }
-
-func (n apiNode) MakeEndpoint(uaid, chid uuid.UUID, key []byte) (string, error) {
-	return n.s.keys.MakeEndpoint(n.s.cfg.EndpointURL, uaid, chid, key)
-}
-
-func (n apiNode) Timed(call func() error) error {
+func (h host) Timed(call func() error) error {
 	start := time.Now()
 	err := call()
-	n.s.metrics.storage(start, err)
+	h.s.metrics.storage(start, err)
 	return err
 }
 
-func (n apiNode) StorageError(op string, err error) *errno.HTTPError {
-	return n.s.storageError(op, err)
+func (h host) StorageError(op string, err error) *errno.HTTPError {
+	return h.s.storageError(op, err)
 }
 
-// VAPIDKey verifies a receipt route's VAPID Authorization (receipts.Node).
-func (n apiNode) VAPIDKey(c *app.RequestContext) ([32]byte, *errno.HTTPError) {
-	res, err := n.s.vapid.Verify(string(c.Request.Header.Peek("Authorization")), string(c.Request.Header.Peek("Crypto-Key")), n.s.audience)
+// VAPIDKey verifies a receipt route's VAPID Authorization (receipts.Host).
+func (h host) VAPIDKey(c *app.RequestContext) ([32]byte, *errno.HTTPError) {
+	res, err := h.s.vapid.Verify(string(c.Request.Header.Peek("Authorization")), string(c.Request.Header.Peek("Crypto-Key")), h.s.audience)
 	if err != nil {
 		var ve *vapid.Error
 		if errors.As(err, &ve) {
@@ -149,10 +128,10 @@ func (n apiNode) VAPIDKey(c *app.RequestContext) ([32]byte, *errno.HTTPError) {
 	return sha256.Sum256(res.PublicKey[:]), nil
 }
 
-func (n apiNode) Draining() bool { return n.s.draining.Load() }
+func (h host) Draining() bool { return h.s.draining.Load() }
 
 var (
-	_ registration.Node = apiNode{}
-	_ receipts.Node     = apiNode{}
-	_ megaphone.Node    = apiNode{}
+	_ registration.Host = host{}
+	_ receipts.Host     = host{}
+	_ megaphone.Host    = host{}
 )

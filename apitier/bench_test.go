@@ -18,10 +18,11 @@ import (
 
 // Benchmarks of a push through the API tier (docs/benchmarks.md):
 //
-//   - BenchmarkHandler*: the handler in process, no HTTP on the sender's
-//     side: a reused Hertz RequestContext goes through the router, so
-//     allocs/op are this tier's per request (plus, for Direct, the
-//     node call and the engine's handling of it, in the same process).
+//   - BenchmarkHandler*: the handler in process, no HTTP on the
+//     application server's side: a reused Hertz RequestContext goes
+//     through the router, so allocs/op are this tier's per request (plus,
+//     for Direct, the node call and the engine's handling of it, in the
+//     same process).
 //   - BenchmarkPost*: real HTTP over 127.0.0.1 with a keep-alive client,
 //     sequential and parallel; allocs/op include the client's.
 //

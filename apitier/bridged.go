@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"net/http"
 
 	"github.com/google/uuid"
 
@@ -34,7 +33,7 @@ func (s *Server) SetBridges(b *bridge.Bridges) {
 var (
 	errBridgeConfig = errno.BridgeConfig.HTTPError("This registration's bridge is not configured on this server")
 	errBridgeRecord = errno.InvalidSubscription.HTTPError("Registration without a bridge token")
-	errBridgeOff    = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.RetryBackoff, Message: "The bridges' sender is not running on this node"}
+	errBridgeOff    = errno.RetryBackoff.HTTPError("The bridges' sender is not running on this node")
 )
 
 // bridgedPushNS is the namespace of bridged pushes' ids (bridgedPushID).

@@ -134,8 +134,8 @@ type Config struct {
 	// reference's JWT library gives exp.
 	VAPIDSkew time.Duration `conf:"vapid-skew" help:"clock skew allowed on VAPID exp checks"`
 	// VAPIDCache is how many verified VAPID tokens are remembered until
-	// they expire, so a sender reusing a token pays one signature check.
-	// 0 turns the cache off. Default 65536.
+	// they expire, so an application server reusing a token pays one
+	// signature check. 0 turns the cache off. Default 65536.
 	VAPIDCache int `conf:"vapid-cache" help:"verified VAPID tokens cached until their exp (0: off)"`
 	// VAPIDAnySub accepts any VAPID sub claim, as the reference does. By
 	// default a sub, when present, must be a mailto: or http(s): URL.

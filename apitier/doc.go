@@ -32,15 +32,16 @@
 //
 // It must never import engine or stack; what both tiers share lives in
 // internal/ (protocol, token, vapid, errno, nodeapi), and it must never
-// import internal/pushcrypto, the sender's and user agent's side (its
-// tests may). It links the outbound sender's core (a bridged user's push
-// is handed to it: bridged.go) but no provider client: the binaries
-// compose the sender's node (sender/node) beside it
-// (stack/deps_test.go). Its end-to-end tests with a connection node live in package
-// stack, and its benchmarks behind a whole stack are an external test
-// package (bench_test.go) on stack/stacktest. It must never answer
-// 201 for a push it has neither handed to a client's node nor stored
-// (TTL 0 excepted: dropped when nobody is connected, as the reference).
+// import internal/pushcrypto, the application server's and user agent's
+// side (its tests may). It links the outbound sender's core (a bridged
+// user's push is handed to it: bridged.go) but no provider client: the
+// binaries compose the sender's node (sender/node) beside it
+// (stack/deps_test.go). Its end-to-end tests with a connection node live
+// in package stack, and its benchmarks behind a whole stack are an
+// external test package (bench_test.go) on stack/stacktest. It must never
+// answer 201 for a push it has neither handed to a client's node nor
+// stored (TTL 0 excepted: dropped when nobody is connected, as the
+// reference).
 //
 // Size: the push path (wpush.go, router.go, bridged.go) with the server,
 // its guards and metrics, and config.go, whose documented settings are

@@ -2,9 +2,6 @@ package apitier
 
 import (
 	"net/http"
-	"strconv"
-
-	"github.com/cloudwego/hertz/pkg/app"
 
 	"github.com/autopush-go/autopush/internal/errno"
 )
@@ -20,8 +17,6 @@ var (
 	// errBridgeTooLarge: a bridged user's push whose data the mobile
 	// provider would refuse.
 	errBridgeTooLarge = errno.PayloadTooLarge.HTTPError("The data is over the limit of the subscription's mobile push service")
-	errBody           = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "The request body is incomplete or malformed"}
-	errBodyTimeout    = &errno.HTTPError{Status: http.StatusRequestTimeout, Errno: errno.None, Message: "The request body did not arrive within the time allowed"}
 	errNoUser         = errno.InvalidSubscription.HTTPError("UAID not found")
 	errNoChannel      = errno.InvalidSubscription.HTTPError("No such subscription")
 	errUserDeleted    = errno.EndpointUnavailable.HTTPError("User was deleted during routing")
@@ -30,33 +25,5 @@ var (
 	errInternal       = errno.Unknown.HTTPError("An unexpected server error occurred.")
 	errBadMessageID   = errno.InvalidEndpoint.HTTPError("Invalid message ID")
 	errNotFound       = errno.InvalidEndpoint.HTTPError("Not Found")
-	errNoMethod       = &errno.HTTPError{Status: http.StatusMethodNotAllowed, Errno: errno.None, Message: "Method Not Allowed"}
+	errNoMethod       = errno.Unnumbered(http.StatusMethodNotAllowed, "Method Not Allowed")
 )
-
-// RetryAfter is the Retry-After of a 503 (storage unavailable), seconds.
-const RetryAfter = 30
-
-var retryAfter = strconv.Itoa(RetryAfter)
-
-// writeError answers e as JSON. A 410 carries Cache-Control so that
-// caches and senders stop retrying for a day (reference), a 503
-// Retry-After, a 401 the VAPID challenge.
-func (s *Server) writeError(c *app.RequestContext, st *reqState, e *errno.HTTPError) {
-	c.SetStatusCode(e.Status)
-	h := &c.Response.Header
-	h.SetContentTypeBytes(jsonType)
-	switch e.Status {
-	case http.StatusGone:
-		h.Set("Cache-Control", "max-age=86400")
-	case http.StatusServiceUnavailable:
-		h.Set("Retry-After", retryAfter)
-	case http.StatusUnauthorized:
-		h.Set("WWW-Authenticate", "vapid")
-	}
-	bb := c.Response.BodyBuffer()
-	bb.B = e.AppendJSON(bb.B[:0])
-	s.metrics.errno(e.Errno)
-	st.failed, st.errno = true, e.Errno
-}
-
-var jsonType = []byte("application/json")

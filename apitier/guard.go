@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloudwego/hertz/pkg/app"
 
+	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/listener"
 )
@@ -73,16 +74,17 @@ func statusError(code int) *errno.HTTPError {
 	if !ok {
 		msg = http.StatusText(code)
 	}
-	return &errno.HTTPError{Status: code, Errno: errno.None, Message: msg}
+	return errno.Unnumbered(code, msg)
 }
 
 // errTooManyConns is written to a connection over max-connections, and
 // errTooManyFromSource to one over max-connections-per-source.
 var (
 	errTooManyConns      = statusError(http.StatusServiceUnavailable)
-	errTooManyFromSource = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.None,
-		Message: "Too many connections from this address; retry later"}
+	errTooManyFromSource = errno.Unnumbered(http.StatusServiceUnavailable, "Too many connections from this address; retry later")
 )
+
+var jsonType = []byte("application/json")
 
 // rawAnswer is a whole HTTP/1.1 answer carrying e, closing the
 // connection, for the listener to write where no handler runs.
@@ -97,7 +99,9 @@ func rawAnswer(e *errno.HTTPError) []byte {
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, "\r\nConnection: close\r\nAccess-Control-Allow-Origin: *\r\n"...)
 	if e.Status == http.StatusServiceUnavailable {
-		b = append(b, "Retry-After: "+retryAfter+"\r\n"...)
+		b = append(b, "Retry-After: "...)
+		b = strconv.AppendInt(b, httpapi.RetryAfter, 10)
+		b = append(b, "\r\n"...)
 	}
 	b = append(b, "\r\n"...)
 	return append(b, body...)
@@ -129,7 +133,7 @@ func (s *Server) unhandled(p []byte, timedOut bool) []byte {
 // §15.5.6); OPTIONS, the CORS preflight, is taken on every path.
 func (s *Server) handleNoMethod(_ context.Context, c *app.RequestContext, st *reqState) {
 	c.Response.Header.Set("Allow", s.allow(string(c.Request.URI().Path())))
-	s.writeError(c, st, errNoMethod)
+	st.x.Fail(errNoMethod)
 }
 
 // allow lists the methods of the routes matching path, then OPTIONS.

@@ -11,7 +11,7 @@ import (
 
 // The in-process half of the API tier's benchmarks (bench_test.go has the
 // rest, run behind a whole stack): one request through the handlers, no
-// HTTP on the sender's side.
+// HTTP on the application server's side.
 
 // BenchBody is a typical encrypted payload, bytes.
 const BenchBody = 3000
@@ -48,9 +48,10 @@ func Outcomes(s *Server) (direct, stored uint64) {
 	return s.metrics.outcomes[outcomeDirect].Get(), s.metrics.outcomes[outcomeStored].Get()
 }
 
-// BenchmarkHandlerVAPID: a v2 push with VAPID, the token reused as senders
-// do (verified once, then from the cache), and with the cache off (one
-// signature check per push). TTL 0 and no client: no storage write.
+// BenchmarkHandlerVAPID: a v2 push with VAPID, the token reused as
+// application servers do (verified once, then from the cache), and with
+// the cache off (one signature check per push). TTL 0 and no client: no
+// storage write.
 func BenchmarkHandlerVAPID(b *testing.B) {
 	for _, c := range []struct {
 		name  string

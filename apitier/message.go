@@ -14,28 +14,28 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// handleDelete is DELETE /m/{message_id}: the sender cancels a push it
-// was given the Location of. The id is decrypted (ours, or the
+// handleDelete is DELETE /m/{message_id}: the application server cancels
+// a push it was given the Location of. The id is decrypted (ours, or the
 // reference's "01:"/"02:" ids); one that does not decrypt or parse is 404
 // errno 102 (the reference answers 400 with errno null; 404 102 is the
 // answer for an unknown URL; docs/errors.md). A bridged push still
-// waiting in the outbound sender (queued, pending or between retries)
-// is withdrawn: FAILED unsent (the reference sends bridged pushes inline
-// and has nothing to withdraw). Otherwise the stored message is deleted
-// (a topic message only while it is still the version the id names, so
-// a newer replacement survives). The answer is 204, also when there was
+// waiting in the outbound sender (queued, pending or between retries) is
+// withdrawn: FAILED unsent (the reference sends bridged pushes inline and
+// has nothing to withdraw). Otherwise the stored message is deleted (a
+// topic message only while it is still the version the id names, so a
+// newer replacement survives). The answer is 204, also when there was
 // nothing to delete: a message already delivered and acked, delivered
 // directly and never stored, or already handed to FCM or APNs, cannot be
 // recalled. With the sender wired, a DELETE costs one more read (the
 // push's), as the id does not say whether its user is bridged. A tracked
 // message's fate settles as dropped, withdrawn (tracking.Withdrawn; a
-// withdrawn bridged push's in bridge.Settled), which costs a read of
-// the fate.
+// withdrawn bridged push's in bridge.Settled), which costs a read of the
+// fate.
 func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *reqState) {
 	id, err := s.keys.ParseMessageID(c.Param("message_id"))
 	if err != nil {
 		s.metrics.deleteInvalid.Inc()
-		s.writeError(c, st, errBadMessageID)
+		st.x.Fail(errBadMessageID)
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
@@ -45,7 +45,7 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 		withdrawn, err := s.pushes.Withdraw(sctx, bridgedPushID(&id), bridge.WithdrawCause)
 		s.metrics.storage(start, err)
 		if err != nil {
-			s.writeError(c, st, s.storageError("withdraw bridged push", err))
+			st.x.Fail(s.storageError("withdraw bridged push", err))
 			return
 		}
 		if withdrawn {
@@ -62,11 +62,11 @@ func (s *Server) handleDelete(ctx context.Context, c *app.RequestContext, st *re
 	s.metrics.storage(start, err)
 	if errors.Is(err, storage.ErrInvalid) {
 		s.metrics.deleteInvalid.Inc()
-		s.writeError(c, st, errBadMessageID)
+		st.x.Fail(errBadMessageID)
 		return
 	}
 	if err != nil {
-		s.writeError(c, st, s.storageError("delete message", err))
+		st.x.Fail(s.storageError("delete message", err))
 		return
 	}
 	if s.tracker.On() {

@@ -35,9 +35,10 @@ import (
 //     (internal/owedcheck): the read and the notif are tried again every
 //     second until storage answers.
 //
-// Whatever happens after step 3, the message is stored and the sender gets
-// 201: the client finds it on its next check or connection. A user that
-// vanished between steps 1 and 4 gets 410 errno 105, as in the reference.
+// Whatever happens after step 3, the message is stored and the
+// application server gets 201: the client finds it on its next check or
+// connection. A user that vanished between steps 1 and 4 gets 410 errno
+// 105, as in the reference.
 //
 // ctx is the request's, sctx bounds its storage calls.
 func (s *Server) route(ctx, sctx context.Context, u *storage.User, n *protocol.Notification) (string, *errno.HTTPError) {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/apitier/megaphone"
 	"github.com/autopush-go/autopush/apitier/pushapi"
 	"github.com/autopush-go/autopush/apitier/receipts"
@@ -148,7 +149,7 @@ func newVerifier(cfg Config) *vapid.Verifier {
 func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 	opts = append([]config.Option{
 		server.WithHostPorts(s.cfg.Listen),
-		// Bodies are streamed (the handler reads them: readBodyUpTo) with
+		// Bodies are streamed (the handler reads them: httpapi.ReadBody) with
 		// Hertz reading ahead at most the largest body any route takes.
 		// Hertz's stream mode reads ahead a Content-Length body of up to
 		// this size exactly (8 KiB of it at most; the handler reads the
@@ -190,7 +191,7 @@ func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 		h.Handle(r.Method, r.Path, s.handle(r.label, r.fn))
 	}
 	h.NoRoute(s.handle(routeNotFound, func(_ context.Context, c *app.RequestContext, st *reqState) {
-		s.writeError(c, st, errNotFound)
+		st.x.Fail(errNotFound)
 	}))
 	h.NoMethod(s.handle(routeNoMethod, s.handleNoMethod))
 	return h
@@ -409,15 +410,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // metrics. Pooled: handlers must not keep it.
 type reqState struct {
 	route    string
-	errno    errno.Code
-	failed   bool
+	x        httpapi.Exchange // the handler's errors and body
 	outcome  string
 	vapid    bool
 	key      [32]byte // sha256 of the VAPID key verified, when fates are on
 	encoding string
 	dataLen  int
-	bodyRead bool     // the handler read the whole body
-	x        exchange // another package's handler's (apis.go)
 }
 
 var statePool = sync.Pool{New: func() any { return new(reqState) }}
@@ -430,11 +428,15 @@ func (s *Server) handle(route string, h handlerFunc) app.HandlerFunc {
 		start := time.Now()
 		st := statePool.Get().(*reqState)
 		*st = reqState{route: route}
+		st.x.Begin(c)
 		h(ctx, c, st)
-		if !st.bodyRead && hasBody(c) {
+		if !st.x.BodyRead() && hasBody(c) {
 			// Never drain a body nobody wants: close after the answer.
 			c.SetConnectionClose()
 			listener.FromContext(ctx).AbandonBody()
+		}
+		if code, failed := st.x.Failed(); failed {
+			s.metrics.errno(code)
 		}
 		s.finish(ctx, c, st, start)
 		statePool.Put(st)
@@ -460,10 +462,10 @@ func (s *Server) finish(ctx context.Context, c *app.RequestContext, st *reqState
 	if xff := c.Request.Header.Peek("X-Forwarded-For"); len(xff) > 0 {
 		attrs = append(attrs, slog.String("forwarded_for", string(xff)))
 	}
-	if st.failed {
+	if code, failed := st.x.Failed(); failed {
 		errnoText := "null"
-		if st.errno != errno.None {
-			errnoText = fmt.Sprint(int(st.errno))
+		if code != errno.None {
+			errnoText = fmt.Sprint(int(code))
 		}
 		attrs = append(attrs, slog.String("errno", errnoText))
 	}

@@ -5,10 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"io"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -28,7 +25,7 @@ import (
 
 // handlePush is POST /wpush/{v1|v2}/{token} and /wpush/{token} (v1): an
 // application server's push (RFC 8030 §5). The body is read first, whole
-// (readBody), so that nothing is looked up or stored for a body that
+// (httpapi.ReadBody), so that nothing is looked up or stored for a body that
 // never arrives complete and no storage deadline runs while a client
 // sends: a body not in by request-timeout gets 408, an
 // incomplete one 400. Then the checks run in this order, so a request
@@ -67,26 +64,23 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		pb.n = protocol.Notification{} // not the payload, until its next push
 		pushBufPool.Put(pb)
 	}()
-	body, bodyErr := s.readBody(c, pb)
-	switch {
-	case bodyErr == nil:
-		st.bodyRead = true
-	case bodyErr != errTooLarge:
-		s.writeError(c, st, bodyErr)
+	body, bodyErr := st.x.ReadBodyInto(&pb.body, s.cfg.MaxDataBytes, errTooLarge)
+	if bodyErr != nil && bodyErr != errTooLarge {
+		st.x.Fail(bodyErr)
 		return
 	}
 	ep, err := s.keys.ParseToken(version, c.Param("token"))
 	if err != nil {
 		var te *token.EndpointError
 		if errors.As(err, &te) {
-			s.writeError(c, st, te.HTTPError())
+			st.x.Fail(te.HTTPError())
 		} else {
-			s.writeError(c, st, errNotFound)
+			st.x.Fail(errNotFound)
 		}
 		return
 	}
 	if e := s.checkVAPID(c, st, &ep); e != nil {
-		s.writeError(c, st, e)
+		st.x.Fail(e)
 		return
 	}
 	// One deadline for every storage call of this push (node calls have
@@ -101,17 +95,17 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	var e *errno.HTTPError
 	if !fromCache {
 		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
-			s.writeError(c, st, e)
+			st.x.Fail(e)
 			return
 		}
 	}
 	if bodyErr != nil {
-		s.writeError(c, st, bodyErr)
+		st.x.Fail(bodyErr)
 		return
 	}
 	h, e := pushheader.Parse(&c.Request.Header, len(body) > 0)
 	if e != nil {
-		s.writeError(c, st, e)
+		st.x.Fail(e)
 		return
 	}
 
@@ -121,7 +115,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	if err != nil {
 		// The topic was checked with the same rule: cannot happen.
 		s.log.Error("make message id", "error", err)
-		s.writeError(c, st, errInternal)
+		st.x.Fail(errInternal)
 		return
 	}
 	// n lives in pb: handed to the node by an interface call (the
@@ -144,7 +138,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	st.encoding, st.dataLen = h.Encoding, len(n.Data)
 	if s.tracker.On() {
 		if e := s.track(sctx, c, st, uaid, n, now); e != nil {
-			s.writeError(c, st, e)
+			st.x.Fail(e)
 			return
 		}
 	}
@@ -156,7 +150,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	case fromCache:
 		// Not delivered on the cached route: route from storage.
 		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
-			s.writeError(c, st, e)
+			st.x.Fail(e)
 			return
 		}
 	}
@@ -179,7 +173,7 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		s.tracker.Reached(sctx, uaid, n, fateOf(outcome, e))
 	}
 	if e != nil {
-		s.writeError(c, st, e)
+		st.x.Fail(e)
 		return
 	}
 	if outcome == outcomeStored && n.Topic != "" && s.tracker.On() {
@@ -217,7 +211,7 @@ func (s *Server) track(ctx context.Context, c *app.RequestContext, st *reqState,
 }
 
 // fateOf is the milestone a tracked push reached by its route: an error
-// answered to its sender ends it as errored.
+// answered to its application server ends it as errored.
 func fateOf(outcome string, e *errno.HTTPError) storage.FateState {
 	switch {
 	case e != nil:
@@ -316,68 +310,3 @@ type pushBuf struct {
 }
 
 var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
-
-// readBody returns the request body, whole: every byte of its
-// Content-Length, or a chunked body up to its last chunk, and not one
-// byte past its end (what follows on the connection is the next
-// request). It refuses a body over max-data-bytes (413) without reading
-// more than one byte past the limit, one that has not arrived by the
-// request's deadline (request-timeout: 408), and one that ends early or
-// is malformed (400). On any error the connection closes after the
-// answer, the rest of the body unread.
-func (s *Server) readBody(c *app.RequestContext, pb *pushBuf) ([]byte, *errno.HTTPError) {
-	return readBodyUpTo(c, &pb.body, s.cfg.MaxDataBytes, errTooLarge)
-}
-
-// readBodyUpTo is readBody for any limit: buf is grown to limit+1 when
-// smaller, and tooLarge is the answer to a body over limit.
-func readBodyUpTo(c *app.RequestContext, buf *[]byte, limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError) {
-	cl := c.Request.Header.ContentLength()
-	if cl > limit {
-		return nil, tooLarge
-	}
-	if !c.Request.IsBodyStream() {
-		b := c.Request.Body()
-		if len(b) > limit {
-			return nil, tooLarge
-		}
-		return b, nil
-	}
-	if cap(*buf) < limit+1 {
-		*buf = make([]byte, limit+1)
-	}
-	// A Content-Length body is read into exactly its length: Hertz
-	// 0.10.6's stream reads the connection into all of the buffer it is
-	// given, past the body's end, taking the next request's bytes.
-	// (Its chunked reader stops at each chunk's end by itself.)
-	want := limit + 1
-	if cl >= 0 {
-		want = cl
-	}
-	b := (*buf)[:want]
-	r := c.RequestBodyStream()
-	for n := 0; ; {
-		if cl >= 0 && n == cl {
-			return b[:n], nil
-		}
-		m, err := r.Read(b[n:])
-		n += m
-		switch {
-		case n > limit:
-			return nil, tooLarge
-		case err == io.EOF: // the stream's end: the body is complete
-			return b[:n], nil
-		case err == nil:
-			continue
-		case isTimeout(err):
-			return nil, errBodyTimeout
-		}
-		return nil, errBody
-	}
-}
-
-// isTimeout reports a read deadline passing.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-}

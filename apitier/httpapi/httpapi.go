@@ -1,11 +1,14 @@
-// Package httpapi is the contract between the endpoint node (apitier)
-// and the handlers of its HTTP APIs that live in packages of their own
-// (apitier/pushapi, apitier/registration): a handler answers and reads
-// its request through an Exchange, so that the node counts and logs
-// every route's answers alike (errno metrics, the request summary line)
-// and never drains a body nobody read; and the helpers those APIs answer
-// with (JSON bodies, 400s with errno null, a JSON decoding problem in
-// words).
+// Package httpapi is what the endpoint node's HTTP handlers share: the
+// Exchange of a request, its body read whole, and the answers.
+//
+// The node (apitier) serves its own routes and those of the APIs in
+// packages of their own (apitier/pushapi, apitier/registration,
+// apitier/receipts, apitier/megaphone). Every handler answers its
+// errors and reads its body through an Exchange, so that the node
+// counts and logs every route's answers alike (errno metrics, the
+// request summary line) and never drains a body nobody read; and
+// answers with the helpers here (JSON bodies, errors with the headers of
+// their status, 400s with errno null, a JSON decoding problem in words).
 //
 // It must never import apitier or an API package: they import it.
 package httpapi
@@ -26,26 +29,8 @@ import (
 	"github.com/autopush-go/autopush/internal/errno"
 )
 
-// Exchange is a handler's side of one request, given by the node for
-// the handler's call only. Not safe for concurrent use.
-type Exchange interface {
-	// Fail answers e as JSON (errno.HTTPError's body), with the headers
-	// of its status (Retry-After on 503, Cache-Control on 410,
-	// WWW-Authenticate: vapid on 401, which a handler may replace
-	// after), and counts it by errno. Call it once, as the answer.
-	Fail(e *errno.HTTPError)
-	// ReadBody returns the request body, whole: every byte of its
-	// Content-Length, or a chunked body up to its last chunk, and not one
-	// byte past its end. A body over limit is tooLarge (read no more than
-	// one byte past the limit), one that has not arrived by the request's
-	// deadline 408, one that ends early or is malformed 400; after any of
-	// them the connection closes once answered. A body not read whole is
-	// never drained.
-	ReadBody(limit int, tooLarge *errno.HTTPError) ([]byte, *errno.HTTPError)
-}
-
 // Handler serves one route: it answers through c (and x for errors).
-type Handler func(ctx context.Context, c *app.RequestContext, x Exchange)
+type Handler func(ctx context.Context, c *app.RequestContext, x *Exchange)
 
 // Route is one route of an API: method and path pattern in Hertz's
 // syntax (":name" is a path parameter), the route label of the node's
@@ -69,7 +54,7 @@ func WriteJSON(c *app.RequestContext, code int, v any) {
 // BadRequest is a 400 with errno null: a field the reference's errno
 // table has no number for.
 func BadRequest(msg string) *errno.HTTPError {
-	return &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: msg}
+	return errno.Unnumbered(http.StatusBadRequest, msg)
 }
 
 // JSONProblem names what is wrong with a JSON body (a decoding error of

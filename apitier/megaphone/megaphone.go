@@ -37,8 +37,8 @@ type Store interface {
 	Broadcasts(ctx context.Context) (map[string]string, error)
 }
 
-// Node is what the routes use of the endpoint node they run on.
-type Node interface {
+// Host is what the routes use of the endpoint node that serves them.
+type Host interface {
 	// Timed runs one storage call, timed and counted in the node's
 	// storage metrics.
 	Timed(call func() error) error
@@ -56,13 +56,13 @@ type Config struct {
 type API struct {
 	cfg   Config
 	store Store
-	node  Node
+	host  Host
 	log   *slog.Logger
 }
 
 // New makes the routes.
-func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
-	return &API{cfg: cfg, store: store, node: node, log: log}
+func New(cfg Config, store Store, host Host, log *slog.Logger) *API {
+	return &API{cfg: cfg, store: store, host: host, log: log}
 }
 
 // Routes lists the routes, in the order the node registers them.
@@ -84,8 +84,7 @@ const (
 
 var (
 	errAuth    = errno.InvalidAuth.HTTPError("Invalid Authentication")
-	errVersion = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: "the broadcaster must be 1 to 64 visible ASCII characters, the channel 1 to 128, the version 1 to 256"}
+	errVersion = errno.Unnumbered(http.StatusBadRequest, "the broadcaster must be 1 to 64 visible ASCII characters, the channel 1 to 128, the version 1 to 256")
 	errStorage = errno.RetryBackoff.HTTPError("Database error")
 )
 
@@ -113,13 +112,13 @@ func (a *API) authorized(c *app.RequestContext, readOnly bool) bool {
 	return match
 }
 
-func refuse(c *app.RequestContext, x httpapi.Exchange) {
+func refuse(c *app.RequestContext, x *httpapi.Exchange) {
 	x.Fail(errAuth)
 	c.Response.Header.Set("WWW-Authenticate", `Bearer realm="broadcasts"`)
 }
 
 // publish sets a broadcast's version (Megaphone's PUT).
-func (a *API) publish(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) publish(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.authorized(c, false) {
 		refuse(c, x)
 		return
@@ -144,12 +143,12 @@ func (a *API) publish(ctx context.Context, c *app.RequestContext, x httpapi.Exch
 	// A read first, for Megaphone's 201 on a new broadcast: this is an
 	// operator's route, not the push path.
 	var current map[string]string
-	err := a.node.Timed(func() (err error) {
+	err := a.host.Timed(func() (err error) {
 		current, err = a.store.Broadcasts(ctx)
 		return err
 	})
 	if err == nil {
-		err = a.node.Timed(func() error { return a.store.PutBroadcast(ctx, id, version) })
+		err = a.host.Timed(func() error { return a.store.PutBroadcast(ctx, id, version) })
 	}
 	if err != nil {
 		a.log.Warn("publish broadcast: storage", "error", err)
@@ -165,7 +164,7 @@ func (a *API) publish(ctx context.Context, c *app.RequestContext, x httpapi.Exch
 }
 
 // list lists every broadcast (Megaphone's GET).
-func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) list(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.authorized(c, true) {
 		refuse(c, x)
 		return
@@ -173,7 +172,7 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
 	defer cancel()
 	var all map[string]string
-	err := a.node.Timed(func() (err error) {
+	err := a.host.Timed(func() (err error) {
 		all, err = a.store.Broadcasts(ctx)
 		return err
 	})

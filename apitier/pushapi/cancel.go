@@ -21,7 +21,7 @@ func CancelCause(client string) string { return "cancelled by client " + client 
 // ends FAILED, its cause in an attempt that made no call (the sender's
 // Withdraw). 204; 409 when it is final or its call is in flight; 404 when
 // it is not the client's.
-func (a *API) handleCancel(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handleCancel(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	cl, ok := a.gate(c, x, clients.Send)
 	if !ok {
 		return
@@ -53,5 +53,5 @@ func notCancelled(p *storage.Push) *errno.HTTPError {
 	if a := p.LastAttempt(); !p.State.Final() && a != nil && a.Status == storage.AttemptInProcess {
 		msg = "The push's call to its provider is in flight: it cannot be cancelled"
 	}
-	return &errno.HTTPError{Status: http.StatusConflict, Errno: errno.None, Message: msg}
+	return errno.Unnumbered(http.StatusConflict, msg)
 }

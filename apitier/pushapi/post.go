@@ -21,8 +21,8 @@ import (
 const IdempotencyTTL = 24 * time.Hour
 
 // tooMany is a 429: over a quota, retry after retryAfter seconds.
-func tooMany(x httpapi.Exchange, c *app.RequestContext, msg string, retryAfter int) {
-	x.Fail(&errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None, Message: msg})
+func tooMany(x *httpapi.Exchange, c *app.RequestContext, msg string, retryAfter int) {
+	x.Fail(errno.Unnumbered(http.StatusTooManyRequests, msg))
 	c.Response.Header.Set("Retry-After", strconv.Itoa(retryAfter))
 }
 
@@ -48,7 +48,7 @@ func idempotencyKey(c *app.RequestContext) (string, *errno.HTTPError) {
 // rate, then its outstanding quota (429 and nothing stored when over
 // either), then its Idempotency-Key (a repeat gets the first push's
 // Location), then the sender stores it.
-func (a *API) handlePost(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handlePost(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	cl, ok := a.gate(c, x, clients.Send)
 	if !ok {
 		if cl.Name != "" {
@@ -61,7 +61,7 @@ func (a *API) handlePost(ctx context.Context, c *app.RequestContext, x httpapi.E
 }
 
 // post serves an authorized POST /push and returns its result (mPosts).
-func (a *API) post(ctx context.Context, c *app.RequestContext, x httpapi.Exchange, cl *clients.Client) string {
+func (a *API) post(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange, cl *clients.Client) string {
 	body, herr := x.ReadBody(MaxBody, errPushTooLarge)
 	if herr != nil {
 		x.Fail(herr)
@@ -92,7 +92,7 @@ func (a *API) post(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 
 // admit serves a POST within its client's rate: the outstanding quota,
 // the Idempotency-Key, the sender.
-func (a *API) admit(ctx context.Context, c *app.RequestContext, x httpapi.Exchange, cl *clients.Client, q *quota,
+func (a *API) admit(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange, cl *clients.Client, q *quota,
 	req sender.Request, key string, now time.Time) string {
 	ok, err := q.reserveOpen(ctx, func(ctx context.Context, limit int) (int, error) {
 		sctx, cancel := a.storageCtx(ctx)

@@ -202,15 +202,14 @@ func Serves(uri []byte) bool {
 
 var (
 	errPushAuth     = errno.InvalidAuth.HTTPError("Missing or invalid push API key")
-	errPushOff      = &errno.HTTPError{Status: http.StatusServiceUnavailable, Errno: errno.None, Message: "The push API is not enabled on this node"}
+	errPushOff      = errno.Unnumbered(http.StatusServiceUnavailable, "The push API is not enabled on this node")
 	errPushNotFound = errno.InvalidEndpoint.HTTPError("No such push")
 	errPushTooLarge = errno.PayloadTooLarge.HTTPError("The request body is over 32 KiB")
 )
 
 // forbidden is the 403 of a client without scope.
 func forbidden(c *clients.Client, s clients.Scope) *errno.HTTPError {
-	return &errno.HTTPError{Status: http.StatusForbidden, Errno: errno.None,
-		Message: fmt.Sprintf("client %s has no %s scope", c.Name, s)}
+	return errno.Unnumbered(http.StatusForbidden, fmt.Sprintf("client %s has no %s scope", c.Name, s))
 }
 
 // client returns the client whose bearer key the request carries.
@@ -225,7 +224,7 @@ func (a *API) client(c *app.RequestContext) (clients.Client, bool) {
 
 // gate answers the request when it cannot go on (no or a wrong key, no
 // scope for it, no service) and returns its client when it may.
-func (a *API) gate(c *app.RequestContext, x httpapi.Exchange, scope clients.Scope) (clients.Client, bool) {
+func (a *API) gate(c *app.RequestContext, x *httpapi.Exchange, scope clients.Scope) (clients.Client, bool) {
 	cl, ok := a.client(c)
 	if !ok {
 		x.Fail(errPushAuth)
@@ -243,7 +242,9 @@ func (a *API) gate(c *app.RequestContext, x httpapi.Exchange, scope clients.Scop
 	return cl, true
 }
 
-// pushBody is the seed's POST /push body.
+// pushBody is POST /push's body (docs/sender.md), its field names those
+// of the Java service this sender replaces, so that its clients keep
+// their requests.
 type pushBody struct {
 	Platform            *string `json:"platform"`
 	MessagePrototypeKey *string `json:"messagePrototypeKey"`
@@ -259,8 +260,8 @@ func str(p *string) string {
 	return *p
 }
 
-// parseBody decodes the seed's POST /push body: one JSON object with
-// only the seed's fields, each a string or null (null and absent are "").
+// parseBody decodes POST /push's body: one JSON object with only
+// pushBody's fields, each a string or null (null and absent are "").
 // The field rules are the sender's (sender.Sender.Accept).
 func parseBody(body []byte) (sender.Request, *errno.HTTPError) {
 	var b pushBody
@@ -291,7 +292,7 @@ var (
 )
 
 // storageError answers a failed storage call of op: 404, 400 or 503.
-func (a *API) storageError(x httpapi.Exchange, op storageOp, err error) {
+func (a *API) storageError(x *httpapi.Exchange, op storageOp, err error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		x.Fail(errPushNotFound)
 		return

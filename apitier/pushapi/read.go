@@ -54,7 +54,7 @@ func maskToken(t string) string {
 // readGate is gate for the read routes, which take the query
 // parameters params (reveal among them): another is refused, after the
 // key (a request without a valid key learns nothing of the route).
-func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange, params ...string) (clients.Client, bool, bool) {
+func (a *API) readGate(c *app.RequestContext, x *httpapi.Exchange, params ...string) (clients.Client, bool, bool) {
 	cl, ok := a.gate(c, x, clients.Read)
 	if !ok {
 		return cl, false, false
@@ -73,7 +73,7 @@ func (a *API) readGate(c *app.RequestContext, x httpapi.Exchange, params ...stri
 
 // getOwn reads push id for cl: 404 (answered) when it is not there, or
 // not cl's to see.
-func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client, idText string, op storageOp) (storage.Push, bool) {
+func (a *API) getOwn(ctx context.Context, x *httpapi.Exchange, cl *clients.Client, idText string, op storageOp) (storage.Push, bool) {
 	id, err := uuid.Parse(idText)
 	if err != nil {
 		x.Fail(errPushNotFound)
@@ -91,7 +91,7 @@ func (a *API) getOwn(ctx context.Context, x httpapi.Exchange, cl *clients.Client
 	return p, true
 }
 
-func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	cl, show, ok := a.readGate(c, x, "reveal")
 	if !ok {
 		return
@@ -105,7 +105,7 @@ func (a *API) handleGet(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 // device key (?pushKey=), the client's own only. The store lists a state
 // for every client, so a page may hold fewer than limit of the client's
 // pushes (none, even) while next still pages on.
-func (a *API) handleList(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handleList(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	cl, show, ok := a.readGate(c, x, "state", "pushKey", "reveal", "cursor", "limit")
 	if !ok {
 		return
@@ -187,11 +187,12 @@ func (a *API) list(ctx context.Context, cl *clients.Client, state storage.PushSt
 	return a.store.PushesByKey(sctx, owner, pushKey, from, limit)
 }
 
-// view is a push as the API shows it: the seed's field names, times
-// in RFC 3339 (UTC, ms); a bridged push's device token masked unless
-// showToken, in its pushKey and wherever its attempts' texts hold it
-// (the providers and the sender keep it out of them, but an attempt
-// written before they did, or by a provider that slipped, may not).
+// view is a push as the API shows it: the Java service's field names
+// (docs/openapi.yaml), times in RFC 3339 (UTC, ms); a bridged push's
+// device token masked unless showToken, in its pushKey and wherever its
+// attempts' texts hold it (the providers and the sender keep it out of
+// them, but an attempt written before they did, or by a provider that
+// slipped, may not).
 func view(p *storage.Push, showToken bool) map[string]any {
 	var cron any
 	if p.CronExpression != "" {

@@ -69,7 +69,7 @@ var (
 	errTopicLength   = errno.InvalidTopic.HTTPError("Topic must be no greater than 32 characters")
 	errTopicChars    = errno.InvalidTopic.HTTPError("Topic must be URL and Filename safe Base64 alphabet")
 	errRepeatedTopic = errno.InvalidTopic.HTTPError("Topic must be sent once")
-	errUrgency       = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None, Message: "Urgency must be one of very-low, low, normal or high, sent once"}
+	errUrgency       = errno.Unnumbered(http.StatusBadRequest, "Urgency must be one of very-low, low, normal or high, sent once")
 )
 
 // Crypto header errors: a body whose encryption headers are missing or

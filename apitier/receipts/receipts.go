@@ -57,8 +57,8 @@ type Store interface {
 	CountReceiptHooks(ctx context.Context, key [32]byte, limit int) (int, error)
 }
 
-// Node is what the routes use of the endpoint node they run on.
-type Node interface {
+// Host is what the routes use of the endpoint node that serves them.
+type Host interface {
 	// VAPIDKey verifies the request's VAPID Authorization and returns
 	// the sha256 of its public key, or the 401 to answer.
 	VAPIDKey(c *app.RequestContext) ([32]byte, *errno.HTTPError)
@@ -115,7 +115,7 @@ type Config struct {
 type API struct {
 	cfg                Config
 	store              Store
-	node               Node
+	host               Host
 	log                *slog.Logger
 	base, loc, link    string
 	set                *metrics.Set
@@ -142,9 +142,9 @@ const mWaiting = "autoendpoint_receipt_reads_waiting"
 const DefaultMaxWaiting = 512
 
 // New makes the routes.
-func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
+func New(cfg Config, store Store, host Host, log *slog.Logger) *API {
 	base := strings.TrimRight(cfg.EndpointURL, "/")
-	a := &API{cfg: cfg, store: store, node: node, log: log, base: base + "/receipts", loc: base + "/m/", set: metrics.NewSet()}
+	a := &API{cfg: cfg, store: store, host: host, log: log, base: base + "/receipts", loc: base + "/m/", set: metrics.NewSet()}
 	a.link = "<" + a.base + `>; rel="` + Rel + `"`
 	a.created = a.set.NewCounter(mReceipts + `{result="subscribed"}`)
 	a.read = a.set.NewCounter(mReceipts + `{result="read"}`)
@@ -185,30 +185,22 @@ func (a *API) Link() string {
 func (a *API) WriteMetrics(w io.Writer) { a.set.WritePrometheus(w) }
 
 var (
-	errOff = &errno.HTTPError{Status: http.StatusNotFound, Errno: errno.None,
-		Message: "delivery receipts are not served here"}
-	errNoSub = &errno.HTTPError{Status: http.StatusNotFound, Errno: errno.None,
-		Message: "no receipt subscription of this VAPID key has this id"}
-	errPushReceipt = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: "Push-Receipt names no receipt subscription of this push's VAPID key"}
-	errPushReceiptAuth = &errno.HTTPError{Status: http.StatusUnauthorized, Errno: errno.InvalidAuth,
-		Message: "Push-Receipt needs a VAPID Authorization"}
-	errBusy = &errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None,
-		Message: "too many receipt reads are waiting on this node: read again after Retry-After"}
-	errQuery = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: "wait must be whole seconds, 0 to 3600, and limit 1 to 1000"}
-	errAck = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: `the body must be {"ids": [...]} with 1 to 1000 receipt ids`}
-	errSubscribeBody = &errno.HTTPError{Status: http.StatusBadRequest, Errno: errno.None,
-		Message: `the body must be empty or {"webhook": "<https URL>"}`}
+	errOff             = errno.Unnumbered(http.StatusNotFound, "delivery receipts are not served here")
+	errNoSub           = errno.Unnumbered(http.StatusNotFound, "no receipt subscription of this VAPID key has this id")
+	errPushReceipt     = errno.Unnumbered(http.StatusBadRequest, "Push-Receipt names no receipt subscription of this push's VAPID key")
+	errPushReceiptAuth = errno.InvalidAuth.HTTPError("Push-Receipt needs a VAPID Authorization")
+	errBusy            = errno.Unnumbered(http.StatusTooManyRequests, "too many receipt reads are waiting on this node: read again after Retry-After")
+	errQuery           = errno.Unnumbered(http.StatusBadRequest, "wait must be whole seconds, 0 to 3600, and limit 1 to 1000")
+	errAck             = errno.Unnumbered(http.StatusBadRequest, `the body must be {"ids": [...]} with 1 to 1000 receipt ids`)
+	errSubscribeBody   = errno.Unnumbered(http.StatusBadRequest, `the body must be empty or {"webhook": "<https URL>"}`)
 )
 
 // tooManyHooks is the 403 of a key at receipt-webhooks-per-key: a
 // subscription is never deleted, so waiting frees nothing (not a 429).
 func tooManyHooks(limit int) *errno.HTTPError {
-	return &errno.HTTPError{Status: http.StatusForbidden, Errno: errno.None,
-		Message: "this VAPID key has " + strconv.Itoa(limit) + " receipt subscriptions with a webhook, the most allowed (receipt-webhooks-per-key): " +
-			"name one of them in Push-Receipt, it takes the receipts of any number of pushes"}
+	return errno.Unnumbered(http.StatusForbidden, "this VAPID key has "+strconv.Itoa(limit)+
+		" receipt subscriptions with a webhook, the most allowed (receipt-webhooks-per-key): "+
+		"name one of them in Push-Receipt, it takes the receipts of any number of pushes")
 }
 
 // URL is the URL of subscription id.
@@ -237,7 +229,7 @@ func (a *API) own(ctx context.Context, id storage.ReceiptSubID, key [32]byte) *e
 	if !known {
 		var sub storage.ReceiptSub
 		missing := false
-		err := a.node.Timed(func() (err error) {
+		err := a.host.Timed(func() (err error) {
 			sub, err = a.store.GetReceiptSub(ctx, id)
 			if errors.Is(err, storage.ErrNotFound) {
 				missing = true
@@ -247,7 +239,7 @@ func (a *API) own(ctx context.Context, id storage.ReceiptSubID, key [32]byte) *e
 		})
 		switch {
 		case err != nil:
-			return a.node.StorageError("read receipt subscription", err)
+			return a.host.StorageError("read receipt subscription", err)
 		case missing:
 			return errNoSub
 		}
@@ -322,7 +314,7 @@ func (a *API) PushReceipt(ctx context.Context, v string, key [32]byte, hasKey bo
 
 // subscribe is POST /receipts: a new receipt subscription of the
 // request's VAPID key; 201 with its URL as Location.
-func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.cfg.Enabled {
 		x.Fail(errOff)
 		return
@@ -332,7 +324,7 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 		x.Fail(e)
 		return
 	}
-	key, e := a.node.VAPIDKey(c)
+	key, e := a.host.VAPIDKey(c)
 	if e != nil {
 		x.Fail(e)
 		return
@@ -362,8 +354,8 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x httpapi.Ex
 		x.Fail(e)
 		return
 	}
-	if err := a.node.Timed(func() error { return a.store.PutReceiptSub(ctx, sub) }); err != nil {
-		x.Fail(a.node.StorageError("create receipt subscription", err))
+	if err := a.host.Timed(func() error { return a.store.PutReceiptSub(ctx, sub) }); err != nil {
+		x.Fail(a.host.StorageError("create receipt subscription", err))
 		return
 	}
 	a.created.Inc()
@@ -386,8 +378,8 @@ func (a *API) roomForHook(ctx context.Context, sub *storage.ReceiptSub) *errno.H
 		return nil
 	}
 	var n int
-	if err := a.node.Timed(func() (err error) { n, err = a.store.CountReceiptHooks(ctx, sub.KeyHash, limit); return err }); err != nil {
-		return a.node.StorageError("count receipt webhooks", err)
+	if err := a.host.Timed(func() (err error) { n, err = a.store.CountReceiptHooks(ctx, sub.KeyHash, limit); return err }); err != nil {
+		return a.host.StorageError("count receipt webhooks", err)
 	}
 	if n >= limit {
 		return tooManyHooks(limit)
@@ -409,7 +401,7 @@ type Receipt struct {
 // list is GET /receipts/{id}: the unacknowledged receipts, oldest first;
 // with none, it reads again until one comes or ?wait= seconds pass
 // (receipt-max-wait at most).
-func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) list(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	id, key, e := a.route(c)
 	if e != nil {
 		x.Fail(e)
@@ -431,16 +423,16 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x httpapi.Exchang
 	var got []storage.Receipt
 	for waiting := false; ; {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
-		err := a.node.Timed(func() (err error) {
+		err := a.host.Timed(func() (err error) {
 			got, err = a.store.Receipts(sctx, id, limit)
 			return err
 		})
 		cancel()
 		if err != nil {
-			x.Fail(a.node.StorageError("read receipts", err))
+			x.Fail(a.host.StorageError("read receipts", err))
 			return
 		}
-		if len(got) > 0 || !time.Now().Add(pollEvery).Before(deadline) || a.node.Draining() {
+		if len(got) > 0 || !time.Now().Add(pollEvery).Before(deadline) || a.host.Draining() {
 			break
 		}
 		if !waiting {
@@ -480,7 +472,7 @@ func (a *API) receiptsJSON(got []storage.Receipt) []Receipt {
 
 // acknowledge is POST /receipts/{id}/ack: the receipts named are removed
 // (204); ids already removed, or never issued, are ignored.
-func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	body, e := x.ReadBody(AckBody, errAck)
 	if e != nil {
 		x.Fail(e)
@@ -504,8 +496,8 @@ func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x httpapi.
 		x.Fail(e)
 		return
 	}
-	if err := a.node.Timed(func() error { return a.store.AckReceipts(sctx, id, req.IDs) }); err != nil {
-		x.Fail(a.node.StorageError("acknowledge receipts", err))
+	if err := a.host.Timed(func() error { return a.store.AckReceipts(sctx, id, req.IDs) }); err != nil {
+		x.Fail(a.host.StorageError("acknowledge receipts", err))
 		return
 	}
 	a.ack.Add(len(req.IDs))
@@ -538,7 +530,7 @@ func (a *API) route(c *app.RequestContext) (storage.ReceiptSubID, [32]byte, *err
 	if !ok {
 		return id, [32]byte{}, errNoSub
 	}
-	key, e := a.node.VAPIDKey(c)
+	key, e := a.host.VAPIDKey(c)
 	return id, key, e
 }
 

@@ -249,7 +249,7 @@ func (d *dispatcher) round() {
 	for {
 		var subs []storage.ReceiptSub
 		ctx, cancel := context.WithTimeout(d.ctx, d.cfg.StorageTimeout)
-		err := d.a.node.Timed(func() (err error) {
+		err := d.a.host.Timed(func() (err error) {
 			subs, err = d.a.store.ReceiptHooks(ctx, after, hookPage)
 			return err
 		})
@@ -321,7 +321,7 @@ func (d *dispatcher) release(sub *storage.ReceiptSub, err error) {
 func (d *dispatcher) post(sub *storage.ReceiptSub) error {
 	var got []storage.Receipt
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.StorageTimeout)
-	err := d.a.node.Timed(func() (err error) {
+	err := d.a.host.Timed(func() (err error) {
 		got, err = d.a.store.Receipts(ctx, sub.ID, hookBatch)
 		return err
 	})
@@ -354,7 +354,7 @@ func (d *dispatcher) post(sub *storage.ReceiptSub) error {
 	// Acknowledged even when Stop came meanwhile: the webhook took them.
 	ctx, cancel = context.WithTimeout(context.Background(), d.cfg.StorageTimeout)
 	defer cancel()
-	if err := d.a.node.Timed(func() error { return d.a.store.AckReceipts(ctx, sub.ID, ids) }); err != nil {
+	if err := d.a.host.Timed(func() error { return d.a.store.AckReceipts(ctx, sub.ID, ids) }); err != nil {
 		return fmt.Errorf("acknowledge after the webhook took them: %w", err)
 	}
 	d.a.hooked.Add(len(got))

@@ -43,8 +43,8 @@ type Store interface {
 	HasChannel(ctx context.Context, uaid, chid uuid.UUID) (bool, error)
 }
 
-// Node is what the routes use of the endpoint node they run on.
-type Node interface {
+// Host is what the routes use of the endpoint node that serves them.
+type Host interface {
 	// MakeEndpoint is a channel's push endpoint on this node: v2 for a
 	// VAPID public key (raw), else v1.
 	MakeEndpoint(uaid, chid uuid.UUID, key []byte) (string, error)
@@ -72,16 +72,16 @@ type Config struct {
 type API struct {
 	cfg     Config
 	store   Store
-	node    Node
+	host    Host
 	log     *slog.Logger
 	apps    atomic.Pointer[appsRef]
 	metrics *apiMetrics
 }
 
-// New returns the routes over store, on node. No app id is known until
-// SetApps.
-func New(cfg Config, store Store, node Node, log *slog.Logger) *API {
-	return &API{cfg: cfg, store: store, node: node, log: log, metrics: newMetrics()}
+// New returns the routes over store, served by host. No app id is known
+// until SetApps.
+func New(cfg Config, store Store, host Host, log *slog.Logger) *API {
+	return &API{cfg: cfg, store: store, host: host, log: log, metrics: newMetrics()}
 }
 
 // SetApps wires the bridges' app ids. Safe at any time, from any
@@ -170,8 +170,7 @@ var (
 	errRegTooLarge  = errno.PayloadTooLarge.HTTPError("The request body is over 4 KiB")
 	// The reference has no channel limit, so no errno: null, as the
 	// answers the reference's table has no number for.
-	errRegChannels = &errno.HTTPError{Status: http.StatusTooManyRequests, Errno: errno.None,
-		Message: "Too many subscriptions: this registration has the most channels allowed (bridge-max-channels)"}
+	errRegChannels = errno.Unnumbered(http.StatusTooManyRequests, "Too many subscriptions: this registration has the most channels allowed (bridge-max-channels)")
 	// errRegNoUser: an unknown uaid (the reference's NoUser, errno 103);
 	// the push route's is "UAID not found" errno 106 (its NoSubscription).
 	errRegNoUser = errno.ExpiredEndpoint.HTTPError("UAID not found")
@@ -273,7 +272,7 @@ func routerData(routerType, appID string, in *registrationInput) map[string]stri
 }
 
 // gate refuses every registration call when no key is configured.
-func (a *API) gate(c *app.RequestContext, x httpapi.Exchange) bool {
+func (a *API) gate(c *app.RequestContext, x *httpapi.Exchange) bool {
 	if len(a.cfg.AuthKeys) > 0 {
 		return true
 	}
@@ -281,7 +280,7 @@ func (a *API) gate(c *app.RequestContext, x httpapi.Exchange) bool {
 	return false
 }
 
-func (a *API) refuse(c *app.RequestContext, x httpapi.Exchange, e *errno.HTTPError, reason string) {
+func (a *API) refuse(c *app.RequestContext, x *httpapi.Exchange, e *errno.HTTPError, reason string) {
 	x.Fail(e)
 	c.Response.Header.Set("WWW-Authenticate", `Bearer realm="registration"`)
 	a.metrics.authFailure(reason)
@@ -301,7 +300,7 @@ func (a *API) knownApp(routerType, appID string) bool {
 // with the bridge token and one channel. The channel is written first
 // and the router record last, so a failure leaves no record without its
 // channel (a channel without a record is unreachable and is removed).
-func (a *API) handleRegister(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+func (a *API) handleRegister(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 	if !a.gate(c, x) {
 		return
 	}
@@ -345,7 +344,7 @@ func (a *API) handleRegister(ctx context.Context, c *app.RequestContext, x httpa
 // tokenInput parses a body with a token (POST registration, PUT) for
 // the path's type, and checks the path's app id; or answers and returns
 // false.
-func (a *API) tokenInput(c *app.RequestContext, x httpapi.Exchange, body []byte) (registrationInput, bool) {
+func (a *API) tokenInput(c *app.RequestContext, x *httpapi.Exchange, body []byte) (registrationInput, bool) {
 	routerType := c.Param("type")
 	in, e := parseRegistrationBody(body, routerType, true)
 	if e == nil && !a.knownApp(routerType, c.Param("app_id")) {
@@ -360,11 +359,11 @@ func (a *API) tokenInput(c *app.RequestContext, x httpapi.Exchange, body []byte)
 
 // newChannel picks the channel id (the body's, or a new one) and makes
 // its endpoint; or answers and returns false.
-func (a *API) newChannel(x httpapi.Exchange, uaid uuid.UUID, in *registrationInput) (string, bool) {
+func (a *API) newChannel(x *httpapi.Exchange, uaid uuid.UUID, in *registrationInput) (string, bool) {
 	if in.chid == uuid.Nil {
 		in.chid = uuid.New()
 	}
-	endpoint, err := a.node.MakeEndpoint(uaid, in.chid, in.key)
+	endpoint, err := a.host.MakeEndpoint(uaid, in.chid, in.key)
 	if err != nil {
 		// The key was checked: this is a bug or a bad endpoint-url.
 		a.log.Error("registration: make endpoint", "error", err)
@@ -379,7 +378,7 @@ func (a *API) newChannel(x httpapi.Exchange, uaid uuid.UUID, in *registrationInp
 func (a *API) undoChannel(uaid, chid uuid.UUID) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.StorageTimeout)
 	defer cancel()
-	if err := a.node.Timed(func() error { return a.store.RemoveChannel(ctx, uaid, chid) }); err != nil {
+	if err := a.host.Timed(func() error { return a.store.RemoveChannel(ctx, uaid, chid) }); err != nil {
 		a.log.Warn("registration: remove the channel of a failed registration", "error", err)
 	}
 }
@@ -387,7 +386,7 @@ func (a *API) undoChannel(uaid, chid uuid.UUID) {
 // auth runs the checks of the routes under {uaid} that cost no I/O
 // (the package's doc): it returns the uaid, or answers and returns
 // false.
-func (a *API) auth(c *app.RequestContext, x httpapi.Exchange) (uuid.UUID, bool) {
+func (a *API) auth(c *app.RequestContext, x *httpapi.Exchange) (uuid.UUID, bool) {
 	if !a.gate(c, x) {
 		return uuid.Nil, false
 	}
@@ -414,10 +413,10 @@ func (a *API) auth(c *app.RequestContext, x httpapi.Exchange) (uuid.UUID, bool) 
 
 // lookup reads uaid's record and checks that its router type is the
 // path's, or answers and returns false. sctx bounds the storage call.
-func (a *API) lookup(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, uaid uuid.UUID) (storage.User, bool) {
+func (a *API) lookup(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, uaid uuid.UUID) (storage.User, bool) {
 	var u storage.User
 	var err error
-	a.node.Timed(func() error {
+	a.host.Timed(func() error {
 		u, err = a.store.GetUser(sctx, uaid)
 		if errors.Is(err, storage.ErrNotFound) {
 			return nil // an answer, not a storage failure
@@ -429,7 +428,7 @@ func (a *API) lookup(sctx context.Context, c *app.RequestContext, x httpapi.Exch
 		x.Fail(errRegNoUser)
 		return u, false
 	case err != nil:
-		x.Fail(a.node.StorageError("registration: read router record", err))
+		x.Fail(a.host.StorageError("registration: read router record", err))
 		return u, false
 	case !sameBridge(u.RouterType, c.Param("type")):
 		x.Fail(errTypeMismatch)
@@ -441,12 +440,12 @@ func (a *API) lookup(sctx context.Context, c *app.RequestContext, x httpapi.Exch
 // uaidHandler is a handler of a route under {uaid}, called once the
 // checks passed with the record, and the body (withBody routes); sctx
 // bounds its storage calls.
-type uaidHandler func(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, body []byte)
+type uaidHandler func(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, body []byte)
 
 // route runs auth, reads the body (withBody) before the record so that
 // no storage deadline runs while a client sends, runs lookup, then h.
 func (a *API) route(withBody bool, h uaidHandler) httpapi.Handler {
-	return func(ctx context.Context, c *app.RequestContext, x httpapi.Exchange) {
+	return func(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange) {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.StorageTimeout)
 		defer cancel()
 		uaid, ok := a.auth(c, x)
@@ -469,9 +468,9 @@ func (a *API) route(withBody bool, h uaidHandler) httpapi.Handler {
 
 // stored runs one storage call (timed); on failure it answers (503
 // errno 201 or 500) and returns false.
-func (a *API) stored(x httpapi.Exchange, what string, call func() error) bool {
-	if err := a.node.Timed(call); err != nil {
-		x.Fail(a.node.StorageError("registration: "+what, err))
+func (a *API) stored(x *httpapi.Exchange, what string, call func() error) bool {
+	if err := a.host.Timed(call); err != nil {
+		x.Fail(a.host.StorageError("registration: "+what, err))
 		return false
 	}
 	return true
@@ -481,7 +480,7 @@ func (a *API) stored(x httpapi.Exchange, what string, call func() error) bool {
 // registration or channel (chid; uuid.Nil: all of them) as dropped for
 // reason. A failure is logged: they settle later, as expired.
 func (a *API) settle(ctx context.Context, uaid, chid uuid.UUID, reason storage.DropReason) {
-	if err := a.node.Timed(func() error {
+	if err := a.host.Timed(func() error {
 		_, err := a.store.SettleUser(ctx, uaid, chid, reason)
 		return err
 	}); err != nil {
@@ -493,7 +492,7 @@ func (a *API) settle(ctx context.Context, uaid, chid uuid.UUID, reason storage.D
 // bridge has a new token for the client. A gcm record updated through
 // an fcm path becomes fcm (the reference stores the path's type). A
 // webpush record has no bridge data: nothing is written.
-func (a *API) handleUpdate(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, body []byte) {
+func (a *API) handleUpdate(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, body []byte) {
 	routerType, appID := c.Param("type"), c.Param("app_id")
 	in, ok := a.tokenInput(c, x, body)
 	if !ok {
@@ -525,9 +524,9 @@ func (a *API) refresh(ctx context.Context, u *storage.User) error {
 // channel ids. Mobile clients call it daily, so it also refreshes a
 // bridged record's expiry, as the reference does; a failed refresh is
 // logged, the list still answered.
-func (a *API) handleGet(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, _ []byte) {
+func (a *API) handleGet(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, _ []byte) {
 	if u.RouterType != storage.RouterWebPush {
-		if err := a.node.Timed(func() error { return a.refresh(sctx, &u) }); err != nil {
+		if err := a.host.Timed(func() error { return a.refresh(sctx, &u) }); err != nil {
 			a.log.Warn("registration: refresh router record", "error", err)
 		}
 	}
@@ -544,7 +543,7 @@ func (a *API) handleGet(sctx context.Context, c *app.RequestContext, x httpapi.E
 
 // handleDelete is DELETE /v1/{type}/{app_id}/registration/{uaid}:
 // the record, its channels and stored messages go.
-func (a *API) handleDelete(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, _ []byte) {
+func (a *API) handleDelete(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, _ []byte) {
 	if !a.stored(x, "drop user", func() error { return a.store.DropUser(sctx, u.UAID) }) {
 		return
 	}
@@ -555,7 +554,7 @@ func (a *API) handleDelete(sctx context.Context, c *app.RequestContext, x httpap
 // handleSubscribe is POST .../registration/{uaid}/subscription: a
 // new channel (the body's channelID, or a new one), with a v2 endpoint
 // when the body has a key. The body may be empty.
-func (a *API) handleSubscribe(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, body []byte) {
+func (a *API) handleSubscribe(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, body []byte) {
 	in, e := parseRegistrationBody(body, u.RouterType, false)
 	if e != nil {
 		x.Fail(e)
@@ -578,7 +577,7 @@ func (a *API) handleSubscribe(sctx context.Context, c *app.RequestContext, x htt
 // bridge-max-channels: below the limit, or chid (given in the body) is
 // one it has already; else it answers 429 and returns false. It counts
 // up to the limit: one storage read per 5000 channels.
-func (a *API) roomForChannel(sctx context.Context, x httpapi.Exchange, uaid, chid uuid.UUID) bool {
+func (a *API) roomForChannel(sctx context.Context, x *httpapi.Exchange, uaid, chid uuid.UUID) bool {
 	limit := a.cfg.MaxChannels
 	if limit == 0 {
 		return true
@@ -603,7 +602,7 @@ func (a *API) roomForChannel(sctx context.Context, x httpapi.Exchange, uaid, chi
 // handleUnsubscribe is DELETE .../registration/{uaid}/subscription/{chid}.
 // A channel id that is not a UUID, or not subscribed, is 410 errno 106,
 // as in the reference.
-func (a *API) handleUnsubscribe(sctx context.Context, c *app.RequestContext, x httpapi.Exchange, u storage.User, _ []byte) {
+func (a *API) handleUnsubscribe(sctx context.Context, c *app.RequestContext, x *httpapi.Exchange, u storage.User, _ []byte) {
 	chid, err := uuid.Parse(c.Param("chid"))
 	if err != nil || chid == uuid.Nil {
 		x.Fail(errNoChannel)

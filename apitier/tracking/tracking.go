@@ -132,8 +132,8 @@ func (t *Tracker) Track(ctx context.Context, uaid uuid.UUID, n *protocol.Notific
 
 // Reached records that the tracked push n reached state: handed to a
 // node, stored, or (terminal) dropped at TTL 0 as expired, or errored
-// when its sender was answered an error. A failure is logged and
-// counted: the push's answer stands, and its fate settles later.
+// when its application server was answered an error. A failure is logged
+// and counted: the push's answer stands, and its fate settles later.
 func (t *Tracker) Reached(ctx context.Context, uaid uuid.UUID, n *protocol.Notification, state storage.FateState) {
 	id := storage.NewFateID(n.Version)
 	var err error

@@ -115,6 +115,15 @@ func (e Code) HTTPError(message string) *HTTPError {
 	return &HTTPError{Status: in.Status, Errno: e, Message: message}
 }
 
+// Unnumbered builds an error response the reference's errno table has no
+// code for: its body carries "errno": null (None), status and message as
+// given. It is for answers this implementation adds (a limit the
+// reference does not have, an API of its own) and the HTTP layer's own
+// refusals; an answer the table has a code for takes Code.HTTPError.
+func Unnumbered(status int, message string) *HTTPError {
+	return &HTTPError{Status: status, Errno: None, Message: message}
+}
+
 // HTTPError is an error response: its body is the reference's
 //
 //	{"code":404,"errno":102,"error":"Not Found","message":"...","more_info":"..."}

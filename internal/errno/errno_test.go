@@ -68,7 +68,7 @@ func TestHTTPErrorJSON(t *testing.T) {
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	null := string((&HTTPError{Status: 400, Message: "Invalid message ID"}).AppendJSON([]byte("x")))
+	null := string(Unnumbered(400, "Invalid message ID").AppendJSON([]byte("x")))
 	if null != `x{"code":400,"errno":null,"error":"Bad Request","message":"Invalid message ID","more_info":"`+MoreInfo+`"}` {
 		t.Fatal(null)
 	}
@@ -99,6 +99,17 @@ func TestHTTPErrorJSON(t *testing.T) {
 					t.Errorf("%s != %s", sub, ref)
 				}
 			}
+		}
+	}
+}
+
+// TestUnnumbered: an answer without an errno keeps the status and
+// message it was given, whatever the table says of the status.
+func TestUnnumbered(t *testing.T) {
+	for _, status := range []int{400, 404, 408, 429, 503} {
+		e := Unnumbered(status, "m")
+		if *e != (HTTPError{Status: status, Errno: None, Message: "m"}) {
+			t.Errorf("Unnumbered(%d): %+v", status, e)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func (e *MessageIDError) Error() string { return "token: invalid message id: " +
 
 // errno.HTTPError is the response the reference gives for the error.
 func (e *MessageIDError) HTTPError() *errno.HTTPError {
-	return &errno.HTTPError{Status: 400, Errno: errno.None, Message: "Invalid message ID"}
+	return errno.Unnumbered(400, "Invalid message ID")
 }
 
 // The message id errors; ErrMessageIDInput is returned by MakeMessageID.
