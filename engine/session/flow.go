@@ -5,6 +5,7 @@ import (
 
 	"github.com/autopush-go/autopush/engine/ws"
 	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/notification"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -109,7 +110,7 @@ func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
 	}
 	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, n) })
 	c := n.Clone()
-	m := nodeapi.ToMessage(&c)
+	m := notification.ToMessage(&c)
 	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m, sentAt: x.monoNanos(x.Now()), tracked: m.Tracked})
 	if m.Tracked {
 		s.fate(x, m.Version, storage.FateTransmitted)
@@ -215,7 +216,7 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 				x.Metrics.Expired.Inc()
 				continue
 			}
-			n := nodeapi.ToNotification(m, hdrs[:0])
+			n := notification.FromMessage(m, hdrs[:0])
 			s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, &n) })
 			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt, tracked: m.Tracked})
 			if m.Tracked {
