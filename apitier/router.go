@@ -10,6 +10,7 @@ import (
 	"github.com/autopush-go/autopush/apitier/routecache"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/notification"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -125,7 +126,7 @@ func (s *Server) clearNode(ctx context.Context, u *storage.User, why error) {
 
 // save stores n; storage unavailable is 503 errno 201 (retry later).
 func (s *Server) save(ctx context.Context, uaid uuid.UUID, n *protocol.Notification) *errno.HTTPError {
-	m := nodeapi.ToMessage(n)
+	m := notification.ToMessage(n)
 	start := time.Now()
 	err := s.store.SaveMessage(ctx, uaid, m)
 	s.metrics.storage(start, err)

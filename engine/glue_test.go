@@ -196,8 +196,8 @@ func TestNoWriteAfterSynchronousClose(t *testing.T) {
 		}
 	}
 	lc := srv.begin(cn)
-	if code := cn.s.Check(&lc.Ctx); code != nodeapi.StatusChecking {
-		t.Fatalf("check %d", code)
+	if got := cn.s.Check(&lc.Ctx); got != session.Checking {
+		t.Fatalf("check: %v", got)
 	}
 	lc.end()
 	fc.fail = true
@@ -275,4 +275,46 @@ func TestFailedDirectWriteIsNotHere(t *testing.T) {
 
 func testCounter(srv *Server, name string) uint64 {
 	return srv.metrics.set.GetOrCreateCounter(name).Get()
+}
+
+// The node API answers each session outcome with its own status: a check
+// on an idle client reads now (200), one behind an unacked delivery
+// later (202), a delivery is 200 and an eviction of another connection
+// is 404 (engine/nodeapi.go's mapping; the endpoint acts on each code).
+func TestNodeAPIStatusOfEachOutcome(t *testing.T) {
+	srv, _ := glueServer(t)
+	fc, cn, uaid := readyConn(t, srv)
+	call := func(what string, f func() int) int {
+		t.Helper()
+		codes := make(chan int, 1)
+		go func() { codes <- f() }()
+		var code int
+		fc.loop.run(t, what, func() bool {
+			select {
+			case code = <-codes:
+				return true
+			default:
+				return false
+			}
+		})
+		return code
+	}
+	node := apiNode{srv}
+	if got := call("an idle check", func() int { return node.Check(uaid) }); got != nodeapi.StatusChecking {
+		t.Fatalf("check on an idle client: %d, want %d", got, nodeapi.StatusChecking)
+	}
+	fc.loop.run(t, "the check's read", cn.s.Idle)
+	notif := &protocol.Notification{ChannelID: uuid.NewString(), Version: "unacked", TTL: 60}
+	if got := call("a delivery", func() int { return node.Deliver(uaid, notif, 0) }); got != nodeapi.StatusDelivered {
+		t.Fatalf("delivery: %d, want %d", got, nodeapi.StatusDelivered)
+	}
+	if got := call("a check behind an unacked delivery", func() int { return node.Check(uaid) }); got != nodeapi.StatusCheckLater {
+		t.Fatalf("check behind an unacked delivery: %d, want %d", got, nodeapi.StatusCheckLater)
+	}
+	if got := call("an eviction of an older connection", func() int { return node.Drop(uaid, cn.s.ConnectedAt()-1) }); got != nodeapi.StatusNotHere {
+		t.Fatalf("eviction of another connection: %d, want %d", got, nodeapi.StatusNotHere)
+	}
+	if got := call("an eviction", func() int { return node.Drop(uaid, cn.s.ConnectedAt()) }); got != nodeapi.StatusDropped {
+		t.Fatalf("eviction: %d, want %d", got, nodeapi.StatusDropped)
+	}
 }

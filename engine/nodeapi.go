@@ -10,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/profiling"
 	"github.com/autopush-go/autopush/internal/protocol"
@@ -78,21 +79,21 @@ func (n apiNode) Deliver(uaid [16]byte, notif *protocol.Notification, connectedA
 			m.directStale.Inc()
 			return nodeapi.StatusStale
 		}
-		code := cn.s.Deliver(&lc.Ctx, notif)
-		if !lc.apply() && cn.s.Closed() && code == nodeapi.StatusDelivered {
+		got := cn.s.Deliver(&lc.Ctx, notif)
+		if !lc.apply() && cn.s.Closed() && got == session.Delivered {
 			// The write failed and closed the connection: the endpoint
 			// stores the message instead (the session's Close did not).
-			code = nodeapi.StatusNotHere
+			got = session.NotHere
 		}
-		switch code {
-		case nodeapi.StatusDelivered:
+		switch got {
+		case session.Delivered:
 			m.directOK.Inc()
-		case nodeapi.StatusBusy:
+		case session.Busy:
 			m.directBusy.Inc()
 		default:
 			m.directMiss.Inc()
 		}
-		return code
+		return status(got)
 	})
 }
 
@@ -102,9 +103,9 @@ func (n apiNode) Check(uaid [16]byte) int {
 		return nodeapi.StatusNotHere
 	}
 	return n.srv.onLoopWait(cn, func(lc *loopCtx) int {
-		code := cn.s.Check(&lc.Ctx)
+		got := cn.s.Check(&lc.Ctx)
 		lc.apply()
-		return code
+		return status(got)
 	})
 }
 
@@ -114,10 +115,27 @@ func (n apiNode) Drop(uaid [16]byte, connectedAt int64) int {
 		return nodeapi.StatusNotHere
 	}
 	return n.srv.onLoopWait(cn, func(lc *loopCtx) int {
-		code := cn.s.Evict(&lc.Ctx, connectedAt)
+		got := cn.s.Evict(&lc.Ctx, connectedAt)
 		lc.apply()
-		return code
+		return status(got)
 	})
+}
+
+// status is the node API's answer for what a session call did.
+func status(o session.Outcome) int {
+	switch o {
+	case session.Delivered:
+		return nodeapi.StatusDelivered
+	case session.Busy:
+		return nodeapi.StatusBusy
+	case session.Checking:
+		return nodeapi.StatusChecking
+	case session.CheckLater:
+		return nodeapi.StatusCheckLater
+	case session.Evicted:
+		return nodeapi.StatusDropped
+	}
+	return nodeapi.StatusNotHere
 }
 
 // onLoopWait runs fn as a transition on cn's event loop and returns its

@@ -114,6 +114,8 @@ var rules = []rule{
 		why: "the sender (a deployable of its own) imports no HTTP tier code, no Hertz and no engine"},
 	{from: "engine", banned: append([]string{"apitier", "sender", "stack", "loadtest", "tools"}, backends...),
 		why: "the connection tier links neither the endpoint tier nor the sender nor a storage backend"},
+	{from: "engine/session", banned: []string{"internal/nodeapi"},
+		why: "the I/O-free session core returns its own outcomes; engine/nodeapi.go answers them with the node API's statuses"},
 	{from: "apitier", banned: append([]string{"engine", "stack", "loadtest", "tools",
 		"sender/swrve", "sender/fcm", "sender/apns", "sender/logprovider", "sender/node"}, backends...),
 		why: "the endpoint tier links neither the connection tier nor a provider client nor a storage backend; the binaries compose the sender's node beside it"},

@@ -44,8 +44,8 @@ func BenchmarkSessionDeliverAck(b *testing.B) {
 	for b.Loop() {
 		x.Reset()
 		x.Env, x.Host = h.env, h
-		if code := h.s.Deliver(x, n); code != 200 {
-			b.Fatalf("deliver %d", code)
+		if got := h.s.Deliver(x, n); got != Delivered {
+			b.Fatalf("deliver: %v", got)
 		}
 		copy(buf, ackFrame)
 		h.s.Consume(x, buf)

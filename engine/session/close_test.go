@@ -16,7 +16,7 @@ import (
 // never reads back what was acked.
 func TestCloseWaitsForAckDeletes(t *testing.T) {
 	h := newHarness(t, nil).ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	sent := h.answerPage(h.job(JobCheck), 0, 2, 0)
 	h.send(ackMsg(sent...))
 	if len(h.jobs) != 2 || h.jobs[0].Kind != JobDelete {
@@ -26,8 +26,8 @@ func TestCloseWaitsForAckDeletes(t *testing.T) {
 	if len(h.out) != 0 || h.close || h.s.Closing() {
 		t.Fatalf("close answered before the deletes: %q", h.out)
 	}
-	if code := deliver(h, "late"); code != 503 {
-		t.Fatalf("a delivery to a closing client got %d, want 503 (stored)", code)
+	if got := deliver(h, "late"); got != Busy {
+		t.Fatalf("a delivery to a closing client was %v, want busy (stored)", got)
 	}
 	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
 	if len(h.out) != 0 || len(h.jobs) != 0 {
@@ -49,7 +49,7 @@ func TestCloseWaitsForAckDeletes(t *testing.T) {
 // client's close frame ends the connection once the deletes are done.
 func TestShutdownReadsAcksUntilTheClientCloses(t *testing.T) {
 	h := newHarness(t, nil).ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	sent := h.answerPage(h.job(JobCheck), 0, 2, 0)
 	h.send(ackMsg(sent[0]))
 	h.done(&Result{Job: h.job(JobDelete)})
@@ -57,8 +57,8 @@ func TestShutdownReadsAcksUntilTheClientCloses(t *testing.T) {
 	h.env.Draining.Store(true)
 	h.step(h.s.Shutdown)
 	h.wentAway()
-	if code := deliver(h, "late"); code == 200 || len(h.out) != 0 {
-		t.Fatalf("a delivery after the close frame got %d, wrote %q", code, h.out)
+	if got := deliver(h, "late"); got == Delivered || len(h.out) != 0 {
+		t.Fatalf("a delivery after the close frame was %v, wrote %q", got, h.out)
 	}
 	// What the client sends now: its ack (sent before it read our close)
 	// counts; nothing else is answered.
@@ -149,7 +149,7 @@ func TestAckThenImmediateClose(t *testing.T) {
 			// Pages of 3; the seventh message passes a limit of 6.
 			h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 6 })
 			h.ready(testUAID)
-			h.checkStatus()
+			h.askCheck()
 			check := lastCheck(t, h.jobs)
 			sent := h.answerPage(check, 0, 3, 0)
 			check = lastCheck(t, h.ackPage(sent))
@@ -202,7 +202,7 @@ func TestAckThenImmediateClose(t *testing.T) {
 func TestCloseDuringOwedRead(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 3 })
 	h.ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	check := lastCheck(t, h.ackPage(h.answerPage(h.job(JobCheck), 0, 3, 0)))
 	h.feed(clientFrame(gws.OpClose, gws.NewCloseFrameBody(1000, "")))
 	if h.close || len(h.out) != 0 {
@@ -214,7 +214,7 @@ func TestCloseDuringOwedRead(t *testing.T) {
 
 	h = newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 0 })
 	h.ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	check = lastCheck(t, h.ackPage(h.answerPage(h.job(JobCheck), 0, 3, 0)))
 	h.feed(clientFrame(gws.OpClose, gws.NewCloseFrameBody(1000, "")))
 	h.closedWith(1000)

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/engine/ws"
-	"github.com/autopush-go/autopush/internal/nodeapi"
+	"github.com/autopush-go/autopush/internal/notification"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -13,7 +13,7 @@ import (
 // when idle, so idle connections carry none of it.
 //
 // Ordering rules it keeps (docs/engine.md, Protocol):
-//   - at most MaxUnacked notifications unacked; beyond, deliveries get 503
+//   - at most MaxUnacked notifications unacked; beyond, deliveries are Busy
 //     and a storage check is owed (recheck);
 //   - a storage read never starts while acked messages are still being
 //     deleted, so an acked message is never read back and redelivered;
@@ -79,37 +79,37 @@ func (s *Session) idle() {
 // skew the ack latency).
 func (x *Ctx) monoNanos(now time.Time) int64 { return int64(now.Sub(x.Epoch)) }
 
-// Deliver sends a notification the endpoint tier routed here. Returns the
-// node API status: 200 written (into Ctx.Out), 503 busy (the endpoint
-// stores it and asks for a check, which is now owed), 404 not here.
-func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
+// Deliver sends a notification the endpoint tier routed here: Delivered
+// (written into Ctx.Out), Busy (the endpoint stores it and asks for a
+// check, which is now owed) or NotHere.
+func (s *Session) Deliver(x *Ctx, n *protocol.Notification) Outcome {
 	switch {
 	case s.state == stHelloing:
-		// Answering 404 would make the endpoint clear the node_id this
+		// Answering NotHere would make the endpoint clear the node_id this
 		// hello just wrote: busy instead, and the hello's check finds it.
 		s.flowState().recheck = true
-		return nodeapi.StatusBusy
+		return Busy
 	case s.state != stReady:
-		return nodeapi.StatusNotHere
+		return NotHere
 	case x.Draining.Load():
-		return nodeapi.StatusBusy
+		return Busy
 	case x.StorageDown.Load():
 		// Accepted now, it could not be kept should the client leave
 		// before acking it: the endpoint stores it or refuses it (503
 		// errno 201). No check is owed: if it is stored, the endpoint
 		// asks for one.
-		return nodeapi.StatusBusy
+		return Busy
 	case s.flow != nil && s.flow.dropping:
-		return nodeapi.StatusNotHere // the user is being dropped (msglimit.go)
+		return NotHere // the user is being dropped (msglimit.go)
 	}
 	f := s.flowState()
 	if f.checking || f.deleting > 0 || len(f.unacked) >= x.Config.MaxUnacked || f.closeAsked {
 		f.recheck = true
-		return nodeapi.StatusBusy
+		return Busy
 	}
 	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, n) })
 	c := n.Clone()
-	m := nodeapi.ToMessage(&c)
+	m := notification.ToMessage(&c)
 	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m, sentAt: x.monoNanos(x.Now()), tracked: m.Tracked})
 	if m.Tracked {
 		s.fate(x, m.Version, storage.FateTransmitted)
@@ -117,27 +117,28 @@ func (s *Session) Deliver(x *Ctx, n *protocol.Notification) int {
 	x.InFlight.Add(1)
 	x.SentDirect++
 	x.Pending++
-	return nodeapi.StatusDelivered
+	return Delivered
 }
 
-// Check asks for a storage read: now when idle (200), or once what is in
-// flight has drained (202); 404 when no client is registered here.
-func (s *Session) Check(x *Ctx) int {
+// Check asks for a storage read: now when idle (Checking), or once what
+// is in flight has drained (CheckLater); NotHere when no client is
+// registered here.
+func (s *Session) Check(x *Ctx) Outcome {
 	switch s.state {
 	case stHelloing:
 		s.flowState().recheck = true
-		return nodeapi.StatusCheckLater
+		return CheckLater
 	case stReady:
 	default:
-		return nodeapi.StatusNotHere
+		return NotHere
 	}
 	f := s.flowState()
 	if f.checking || f.deleting > 0 || len(f.unacked) > 0 || f.dropping {
 		f.recheck = true
-		return nodeapi.StatusCheckLater
+		return CheckLater
 	}
 	s.check(x)
-	return nodeapi.StatusChecking
+	return Checking
 }
 
 // checkRetry is how often a failed storage read is tried again.
@@ -215,7 +216,7 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 				x.Metrics.Expired.Inc()
 				continue
 			}
-			n := nodeapi.ToNotification(m, hdrs[:0])
+			n := notification.FromMessage(m, hdrs[:0])
 			s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, &n) })
 			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt, tracked: m.Tracked})
 			if m.Tracked {
@@ -363,7 +364,7 @@ func (s *Session) drained(x *Ctx) {
 // written because that write failed. For a registered session it returns
 // the Leave work: unacked direct notifications that were written are kept
 // (their sender was told they were delivered); those never written are
-// not (the node API answers their sender 404, and it stores them itself).
+// not (their sender is answered NotHere, and it stores them itself).
 // Safe to call once; later transitions do nothing.
 func (s *Session) Close(e *Env, unsent int) (Leave, bool) {
 	if s.asm != nil {

@@ -64,7 +64,10 @@ type fuzzModel struct {
 // with the msg-limit, while the page they made owed is unread. A user is
 // dropped exactly when a read takes the messages received before its
 // hello past the msg-limit: never for those received since, which reached
-// storage only because its window was full.
+// storage only because its window was full. Each call of the node API
+// has only its own outcomes: a delivery is Delivered exactly when it wrote
+// the notification, a check is Checking exactly when it asks a read, an
+// eviction is Evicted exactly when it asks the close.
 func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 1, 2, 0, 1, 5, 3, 1, 1, 6, 4, 9})
 	f.Add([]byte{0, 0, 1, 1, 3, 0, 5, 0, 3, 2, 1, 6, 1, 6, 3, 0, 3, 0, 9, 1})
@@ -87,6 +90,10 @@ func FuzzSession(f *testing.F) {
 		3, 6, 1, 5, 3, 0, 3, 0, 3, 0, 3, 0, 3, 6, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 3, 6})
 	// The drain's close, then the client's ack and its close.
 	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 6, 7, 2, 1, 5, 1, 14, 3, 0, 3, 0, 3, 0, 4, 20})
+	// An idle client: the node API's check reads now, a delivery is
+	// written, an older connection's eviction is not here, a newer one's
+	// closes it.
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 3, 0, 5, 0, 3, 0, 2, 1, 6, 0, 6, 1})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		h := newHarness(t, func(c *Config) {
 			c.MaxUnacked, c.MessagePage, c.MaxMessageSize, c.MsgLimit, c.MaxChannels = 3, 4, 1024, 5, 3
@@ -132,11 +139,12 @@ func (m *fuzzModel) apply(op, arg byte) {
 		m.versions++
 		n := protocol.Notification{ChannelID: uuid.NewString(), Version: fmt.Sprint("direct-", m.versions), TTL: int64(arg % 3 * 30),
 			Data: "ZGF0YQ", SortKey: uint64(h.now.UnixNano())}
-		var code int
-		m.step(func(x *Ctx) { code = h.s.Deliver(x, &n) })
+		var got Outcome
+		m.step(func(x *Ctx) { got = h.s.Deliver(x, &n) })
 		wrote := len(h.out) > 0
-		if (code == 200) != wrote || (code == 200 && h.s.state != stReady) {
-			h.t.Fatalf("delivery answered %d, wrote %v, state %d", code, wrote, h.s.state)
+		if got != Delivered && got != Busy && got != NotHere ||
+			(got == Delivered) != wrote || (got == Delivered && h.s.state != stReady) {
+			h.t.Fatalf("delivery was %v, wrote %v, state %d", got, wrote, h.s.state)
 		}
 	case 3:
 		m.answer(arg)
@@ -146,10 +154,9 @@ func (m *fuzzModel) apply(op, arg byte) {
 		m.step(h.s.Tick)
 		m.fanout = false
 	case 5:
-		m.step(func(x *Ctx) { h.s.Check(x) })
+		m.check()
 	case 6:
-		at := h.s.connectedAt + int64(arg%3) - 1
-		m.step(func(x *Ctx) { h.s.Evict(x, at) })
+		m.evict(h.s.connectedAt + int64(arg%3) - 1)
 	case 7:
 		m.step([]func(*Ctx){h.s.SlowReader, h.s.Overloaded, h.s.Shutdown}[arg%3])
 	case 8:
@@ -171,6 +178,30 @@ func (m *fuzzModel) apply(op, arg byte) {
 				h.t.Fatalf("Close left %d in flight", n)
 			}
 		}
+	}
+}
+
+// check asks for a storage read: Checking exactly when it asks for one,
+// CheckLater or NotHere otherwise.
+func (m *fuzzModel) check() {
+	h := m.h
+	var got Outcome
+	m.step(func(x *Ctx) { got = h.s.Check(x) })
+	reads := slices.ContainsFunc(h.jobs, func(j Job) bool { return j.Kind == JobCheck })
+	if got != Checking && got != CheckLater && got != NotHere || (got == Checking) != reads {
+		h.t.Fatalf("check was %v, asked a read: %v", got, reads)
+	}
+}
+
+// evict closes the connection for a newer one connected at: Evicted
+// asks the close, NotHere changes nothing.
+func (m *fuzzModel) evict(at int64) {
+	h := m.h
+	var got Outcome
+	m.step(func(x *Ctx) { got = h.s.Evict(x, at) })
+	if got != Evicted && got != NotHere || (got == Evicted) != h.close ||
+		got == NotHere && (len(h.out) > 0 || len(h.jobs) > 0) {
+		h.t.Fatalf("evict was %v, close asked %v, wrote %q, asked %+v", got, h.close, h.out, h.jobs)
 	}
 }
 

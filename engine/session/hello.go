@@ -120,14 +120,14 @@ func (s *Session) helloDone(x *Ctx, res *Result) {
 
 // Evict closes this connection because a newer one of the same user
 // agent exists (connectedAt is the newer one's, or the caller's bound).
-// Returns the node API status: 200 closed, 404 no such connection here.
-func (s *Session) Evict(x *Ctx, connectedAt int64) int {
+// Returns Evicted (closing) or NotHere (no such connection here).
+func (s *Session) Evict(x *Ctx, connectedAt int64) Outcome {
 	if s.state != stReady || s.connectedAt > connectedAt {
-		return 404
+		return NotHere
 	}
 	x.Metrics.Evictions.Inc()
 	s.closeWith(x, 4000, "connected elsewhere")
-	return 200
+	return Evicted
 }
 
 // NewUAID makes a random (version 4) uaid.

@@ -60,7 +60,7 @@ func TestMsgLimitDropsTheUser(t *testing.T) {
 	// Pages of 3; the seventh stored message passes a limit of 6.
 	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 6 })
 	h.ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	check := h.job(JobCheck)
 	next := 0
 	for range 2 {
@@ -83,8 +83,8 @@ func TestMsgLimitDropsTheUser(t *testing.T) {
 		t.Fatal("not counted")
 	}
 	// Nothing more is read while the drop runs.
-	if code := h.checkStatus(); code != 202 || len(h.jobs) != 0 {
-		t.Fatalf("check while dropping: %d %+v", code, h.jobs)
+	if got := h.askCheck(); got != CheckLater || len(h.jobs) != 0 {
+		t.Fatalf("check while dropping: %v %+v", got, h.jobs)
 	}
 	h.done(&Result{Job: drop})
 	h.closedWith(1000)
@@ -96,7 +96,7 @@ func TestMsgLimitDropsTheUser(t *testing.T) {
 func TestMsgLimitDropFails(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 2 })
 	h.ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	h.answerPage(h.job(JobCheck), 0, 3, 0)
 	drop := h.job(JobDrop)
 	h.done(&Result{Job: drop, Err: errors.New("down")})
@@ -106,7 +106,7 @@ func TestMsgLimitDropFails(t *testing.T) {
 func TestMsgLimitCountsOnlyOneDrain(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 4 })
 	h.ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	check := h.job(JobCheck)
 	// Expired messages do not count: 3 sent, 3 expired skipped.
 	sent := h.answerPage(check, 0, 3, 0)
@@ -115,7 +115,7 @@ func TestMsgLimitCountsOnlyOneDrain(t *testing.T) {
 	check = lastCheck(t, h.jobs)
 	// Storage found empty: the count starts again.
 	h.answerPage(check, 6, 0, 0)
-	h.checkStatus()
+	h.askCheck()
 	check = h.job(JobCheck)
 	sent = h.answerPage(check, 7, 3, 0)
 	if len(sent) != 3 || len(h.messages()) != 3 {
@@ -131,7 +131,7 @@ func TestMsgLimitCountsOnlyOneDrain(t *testing.T) {
 func TestMsgLimitOff(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 0 })
 	h.ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	check := h.job(JobCheck)
 	for i := range 10 {
 		sent := h.answerPage(check, 3*i, 3, 0)
@@ -180,7 +180,7 @@ func TestMsgLimitSparesAConnectedClient(t *testing.T) {
 	for i := range 20 {
 		h.now = h.now.Add(time.Second)
 		if i == 0 {
-			h.checkStatus()
+			h.askCheck()
 			check = h.job(JobCheck)
 		}
 		// A burst: every page full, storage never found empty.
@@ -216,7 +216,7 @@ func TestMsgLimitCountsTheBacklog(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxUnacked, c.MsgLimit = 3, 4 })
 	away := h.now.Add(-24 * time.Hour)
 	h.ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	check := h.job(JobCheck)
 	h.now = h.now.Add(time.Minute)
 	after := h.now.Add(-time.Second)

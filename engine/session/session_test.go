@@ -123,8 +123,8 @@ func TestHelloNewAndKnown(t *testing.T) {
 	if job := h.job(JobHello); job.UAID != testUAID || !h.enrolled {
 		t.Fatalf("known uaid: job %+v enrolled %v", job, h.enrolled)
 	}
-	if code := deliver(h, "early"); code != 503 {
-		t.Fatalf("a push during the hello got %d, want 503 (busy, check owed)", code)
+	if got := deliver(h, "early"); got != Busy {
+		t.Fatalf("a push during the hello was %v, want busy (check owed)", got)
 	}
 	h.done(&Result{Job: Job{Kind: JobHello}, UAID: testUAID, Cursor: 42})
 	if h.s.cursor != 42 || h.counter("HelloNewUAID") != 0 {
@@ -245,11 +245,11 @@ func TestRegisterUnregister(t *testing.T) {
 }
 
 // deliver routes a direct notification with version v to h's session.
-func deliver(h *harness, v string) int {
+func deliver(h *harness, v string) Outcome {
 	n := protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: v, TTL: 60, SortKey: uint64(h.now.UnixNano())}
-	var code int
-	h.step(func(x *Ctx) { code = h.s.Deliver(x, &n) })
-	return code
+	var got Outcome
+	h.step(func(x *Ctx) { got = h.s.Deliver(x, &n) })
+	return got
 }
 
 func ackMsg(versions ...string) string {
@@ -263,13 +263,13 @@ func ackMsg(versions ...string) string {
 func TestDeliverFlowControlAndAck(t *testing.T) {
 	h := newHarness(t, nil)
 	h.step(h.s.Open)
-	if code := deliver(h, "v"); code != 404 {
-		t.Fatalf("before hello: %d", code)
+	if got := deliver(h, "v"); got != NotHere {
+		t.Fatalf("before hello: %v", got)
 	}
 	h.ready(testUAID)
 	for i := range testConfig.MaxUnacked {
-		if code := deliver(h, fmt.Sprint("v", i)); code != 200 {
-			t.Fatalf("delivery %d: %d", i, code)
+		if got := deliver(h, fmt.Sprint("v", i)); got != Delivered {
+			t.Fatalf("delivery %d: %v", i, got)
 		}
 		if m := h.message(); m["messageType"] != "notification" || m["version"] != fmt.Sprint("v", i) {
 			t.Fatalf("notification %v", m)
@@ -281,8 +281,8 @@ func TestDeliverFlowControlAndAck(t *testing.T) {
 	if h.env.InFlight.Load() != int64(testConfig.MaxUnacked) {
 		t.Fatalf("in flight %d", h.env.InFlight.Load())
 	}
-	if code := deliver(h, "over"); code != 503 || len(h.out) != 0 {
-		t.Fatalf("beyond max-unacked: %d, wrote %q", code, h.out)
+	if got := deliver(h, "over"); got != Busy || len(h.out) != 0 {
+		t.Fatalf("beyond max-unacked: %v, wrote %q", got, h.out)
 	}
 	h.now = h.now.Add(20 * time.Millisecond)
 	h.send(ackMsg("v0", "v0", "never-sent"))
@@ -302,8 +302,8 @@ func TestDeliverFlowControlAndAck(t *testing.T) {
 
 	h.env.Draining.Store(true)
 	h.done(&Result{Job: Job{Kind: JobCheck}})
-	if code := deliver(h, "late"); code != 503 {
-		t.Fatalf("draining: %d, want 503", code)
+	if got := deliver(h, "late"); got != Busy {
+		t.Fatalf("draining: %v, want busy", got)
 	}
 }
 
@@ -315,15 +315,15 @@ func storedMsg(version, topic string, sortKey uint64, ttl int64) storage.Message
 func TestStoredDrain(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxUnacked = 2 })
 	h.ready(testUAID)
-	if code := h.checkStatus(); code != 200 {
-		t.Fatalf("check when idle: %d", code)
+	if got := h.askCheck(); got != Checking {
+		t.Fatalf("check when idle: %v", got)
 	}
 	check := h.job(JobCheck)
 	if check.Page != 2 || check.Cursor != 0 {
 		t.Fatalf("check %+v", check)
 	}
-	if code := h.checkStatus(); code != 202 {
-		t.Fatalf("check while checking: %d, want 202", code)
+	if got := h.askCheck(); got != CheckLater {
+		t.Fatalf("check while checking: %v, want check later", got)
 	}
 	old := uint64(h.now.Add(-2 * time.Hour).UnixNano())
 	expired := storedMsg("gone", "", old, 60)
@@ -337,8 +337,8 @@ func TestStoredDrain(t *testing.T) {
 	if h.counter("Expired") != 1 || h.x.SentStored != 2 {
 		t.Fatalf("expired %d sent %d", h.counter("Expired"), h.x.SentStored)
 	}
-	if code := deliver(h, "d"); code != 503 {
-		t.Fatalf("delivery while a page is unacked: %d", code)
+	if got := deliver(h, "d"); got != Busy {
+		t.Fatalf("delivery while a page is unacked: %v", got)
 	}
 	h.send(ackMsg("t1"))
 	if d := h.job(JobDelete); d.Message != topic.Key() || d.UAID != testUAID {
@@ -365,7 +365,7 @@ func TestStoredDrain(t *testing.T) {
 	// A check failure keeps everything stored, and reads again from Tick
 	// once the node holds storage reachable: a message stored meanwhile
 	// does not wait for the client's next reconnect.
-	h.checkStatus()
+	h.askCheck()
 	h.done(&Result{Job: Job{Kind: JobCheck}, Err: errors.New("down")})
 	if len(h.out) != 0 || h.close || h.s.flow == nil || !h.s.flow.retry {
 		t.Fatalf("failed check: wrote %q close %v, retry owed %v", h.out, h.close, h.s.flow != nil && h.s.flow.retry)
@@ -393,17 +393,17 @@ func TestStoredDrain(t *testing.T) {
 	}
 }
 
-func (h *harness) checkStatus() int {
-	var code int
-	h.step(func(x *Ctx) { code = h.s.Check(x) })
-	return code
+func (h *harness) askCheck() Outcome {
+	var got Outcome
+	h.step(func(x *Ctx) { got = h.s.Check(x) })
+	return got
 }
 
 // The cursor never comes closer to now than CursorLag: a message stamped
 // earlier may still be on its way to storage.
 func TestCursorLag(t *testing.T) {
 	h := newHarness(t, nil).ready(testUAID)
-	h.checkStatus()
+	h.askCheck()
 	recent := storedMsg("r", "", uint64(h.now.Add(-time.Second).UnixNano()), 60)
 	h.done(&Result{Job: h.job(JobCheck), Stamps: []storage.Message{recent}})
 	h.send(ackMsg("r"))
@@ -520,14 +520,14 @@ func TestMalformedInputCloses(t *testing.T) {
 
 func TestEvictSlowReaderOverloaded(t *testing.T) {
 	h := newHarness(t, nil).ready(testUAID)
-	var code int
-	h.step(func(x *Ctx) { code = h.s.Evict(x, h.s.connectedAt-1) })
-	if code != 404 || h.close {
-		t.Fatalf("evict by an older connection: %d", code)
+	var got Outcome
+	h.step(func(x *Ctx) { got = h.s.Evict(x, h.s.connectedAt-1) })
+	if got != NotHere || h.close {
+		t.Fatalf("evict by an older connection: %v", got)
 	}
-	h.step(func(x *Ctx) { code = h.s.Evict(x, h.s.connectedAt) })
-	if code != 200 || h.counter("Evictions") != 1 {
-		t.Fatalf("evict: %d", code)
+	h.step(func(x *Ctx) { got = h.s.Evict(x, h.s.connectedAt) })
+	if got != Evicted || h.counter("Evictions") != 1 {
+		t.Fatalf("evict: %v", got)
 	}
 	h.closedWith(4000)
 
@@ -572,8 +572,8 @@ func TestCloseLeavesUnackedDirect(t *testing.T) {
 	}
 	// Nothing runs once closed.
 	h.done(&Result{Job: Job{Kind: JobCheck}})
-	if code := deliver(h, "after"); code != 404 || len(h.out) != 0 {
-		t.Fatalf("after close: %d, wrote %q", code, h.out)
+	if got := deliver(h, "after"); got != NotHere || len(h.out) != 0 {
+		t.Fatalf("after close: %v, wrote %q", got, h.out)
 	}
 
 	// A session that never finished its hello leaves nothing to do.
@@ -598,7 +598,7 @@ func TestNothingWrittenWhileClosing(t *testing.T) {
 	h := newHarness(t, nil).ready(testUAID)
 	h.send(`{"messageType":"register","channelID":"` + uuid.NewString() + `"}`)
 	reg := h.job(JobRegister)
-	h.checkStatus()
+	h.askCheck()
 	check := h.job(JobCheck)
 	h.step(func(x *Ctx) { h.s.Evict(x, h.s.connectedAt) })
 	h.closedWith(4000)
@@ -772,7 +772,7 @@ func TestTrackedFates(t *testing.T) {
 	h.send(ackMsg("untracked"))
 	h.noJobs()
 
-	h.checkStatus()
+	h.askCheck()
 	check := h.job(JobCheck)
 	m := storedMsg("ts", "", uint64(h.now.UnixNano()), 3600)
 	m.Tracked = true

@@ -35,15 +35,15 @@ func TestStorageDown(t *testing.T) {
 
 	h = newHarness(t, nil).ready(testUAID)
 	h.env.StorageDown.Store(true)
-	if code := deliver(h, "v0"); code != 503 || len(h.out) != 0 {
-		t.Fatalf("delivery while storage is down: %d, wrote %q", code, h.out)
+	if got := deliver(h, "v0"); got != Busy || len(h.out) != 0 {
+		t.Fatalf("delivery while storage is down: %v, wrote %q", got, h.out)
 	}
 	if h.s.flow != nil {
 		t.Fatalf("a refused delivery left flow state (a check owed?): %+v", *h.s.flow)
 	}
 	h.env.StorageDown.Store(false)
-	if code := deliver(h, "v1"); code != 200 {
-		t.Fatalf("delivery once storage is up: %d", code)
+	if got := deliver(h, "v1"); got != Delivered {
+		t.Fatalf("delivery once storage is up: %v", got)
 	}
 	h.send(ackMsg("v1"))
 	h.noJobs() // nothing was owed by the refusal

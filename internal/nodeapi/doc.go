@@ -12,9 +12,10 @@
 //	                                    as connected_at: 200 closed, 404
 //
 // It holds the routes and what each status means, the notification body
-// of PUT /push and its codec, the conversion between a notification and a
-// stored message, the Client both tiers call nodes with, and the server
-// side (Routes) a connection node mounts on its internal listener.
+// of PUT /push and its codec, the Client both tiers call nodes with, and
+// the server side (Routes) a connection node mounts on its internal
+// listener. Converting a notification to a stored message and back is
+// internal/notification's.
 // docs/nodeapi.yaml documents the same contract and is checked against it.
 //
 // Callers authenticate with "Authorization: Bearer <node secret>"; with no

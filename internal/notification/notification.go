@@ -1,4 +1,4 @@
-package nodeapi
+package notification
 
 import (
 	"github.com/autopush-go/autopush/internal/protocol"
@@ -26,9 +26,9 @@ func ToMessage(n *protocol.Notification) storage.Message {
 	return m
 }
 
-// ToNotification is the wire form of a stored message; its headers are
+// FromMessage is the wire form of a stored message; its headers are
 // appended to hdrs (scratch the caller may reuse).
-func ToNotification(m *storage.Message, hdrs []protocol.Header) protocol.Notification {
+func FromMessage(m *storage.Message, hdrs []protocol.Header) protocol.Notification {
 	for k, v := range m.Headers {
 		hdrs = append(hdrs, protocol.Header{Name: k, Value: v})
 	}
