@@ -153,7 +153,7 @@ func (s *Sender) claimDue(ctx context.Context, job string, state storage.PushSta
 			full = true
 			break
 		}
-		tries = append(tries, s.claimed(l, &ps[i]))
+		tries = s.try(tries, l, &ps[i], true)
 	}
 	s.claimAll(ctx, job, tries)
 	return len(ps), full
@@ -171,25 +171,24 @@ type claimTry struct {
 	queue bool
 }
 
-// claimed is the claim of p into the slot reserved for it.
-func (s *Sender) claimed(l *lane, p *storage.Push) claimTry {
-	now := time.Now()
-	next := advance(p, storage.PushInMemory, now.Add(s.cfg.Lease).UnixMilli(), now)
-	next.Owner = s.node
-	queue := s.interrupted(l, &next, now)
-	return claimTry{l: l, prev: p, next: next, slot: true, queue: queue}
-}
-
-// pending is the hand-back of p, which has no queue slot, to the
-// SendPending job.
-func (s *Sender) pending(l *lane, p *storage.Push) claimTry {
-	now := time.Now()
-	next := advance(p, storage.PushPending, now.UnixMilli(), now)
-	s.interrupted(l, &next, now)
-	if !next.State.Final() {
-		next.State, next.At, next.TTL = storage.PushPending, now.UnixMilli(), 0
+// try adds to tries the claim of p into the slot reserved for it (slot),
+// or without one its hand-back to the SendPending job (recovery), counted
+// now. A claim the life cycle does not allow releases the slot.
+func (s *Sender) try(tries []claimTry, l *lane, p *storage.Push, slot bool) []claimTry {
+	var st step
+	if slot {
+		st = s.life.claimed(p, l.limits.Dedup, time.Now())
+	} else {
+		st = s.life.pending(p, l.limits.Dedup, time.Now())
 	}
-	return claimTry{l: l, prev: p, next: next}
+	if !st.ok {
+		if slot {
+			l.release(p.Client)
+		}
+		return tries
+	}
+	l.m.count(st.count)
+	return append(tries, claimTry{l: l, prev: p, next: st.next, slot: slot, queue: slot && st.next.State == storage.PushInMemory})
 }
 
 // claimBatch bounds the claims of one storage call: on CQL each is an LWT,
@@ -247,37 +246,6 @@ func (s *Sender) claimAll(ctx context.Context, job string, tries []claimTry) {
 	}
 }
 
-// interrupted handles a push whose last attempt is still IN_PROCESS: its
-// node stopped after writing the attempt row, which says when the call
-// was due (Called, kept), and before recording an answer, so the provider
-// may or may not have it. The attempt is marked INTERRUPTED. A provider
-// with a dedup key gets it again under the same key; otherwise the policy
-// decides: resend (default), or fail the push. An interrupted attempt
-// counts: a push that had no attempt left is GIVEN_UP. It reports whether
-// to queue n.
-func (s *Sender) interrupted(l *lane, n *storage.Push, now time.Time) bool {
-	a := n.LastAttempt()
-	if a == nil || a.Status != storage.AttemptInProcess {
-		return true
-	}
-	l.m.interrupted.Inc()
-	l.m.interruptedAttempts.Inc()
-	a.Status = storage.AttemptInterrupted
-	a.ErrorType = storage.ErrorOther
-	a.Cause = "node " + a.Node + " stopped before recording this attempt's answer: the provider may have received it"
-	switch {
-	case !l.limits.Dedup && s.cfg.Interrupted == PolicyFail:
-		a.Cause += "; not resent (sender-interrupted=fail)"
-		s.fail(l, n, now)
-		return false
-	case a.N >= s.cfg.MaxAttempts:
-		s.finish(n, storage.PushGivenUp, now)
-		l.m.givenUp.Inc()
-		return false
-	}
-	return true
-}
-
 // recover takes back, at start, the pushes this node had IN_MEMORY when it
 // stopped (queued or being sent), without waiting for their leases: it is
 // the only node that names itself so. Those that do not fit the queue go
@@ -315,13 +283,8 @@ func (s *Sender) recover(ctx context.Context) {
 	// clients' shares; those that find no slot go back to PENDING.
 	var tries []claimTry
 	for i := range own {
-		l := s.lanes[own[i].Provider]
-		switch {
-		case l == nil: // a provider this node does not have
-		case l.reserveSlot(own[i].Client):
-			tries = append(tries, s.claimed(l, &own[i]))
-		default:
-			tries = append(tries, s.pending(l, &own[i]))
+		if l := s.lanes[own[i].Provider]; l != nil { // else a provider this node does not have
+			tries = s.try(tries, l, &own[i], l.reserveSlot(own[i].Client))
 		}
 	}
 	s.claimAll(ctx, jobRecover, tries)

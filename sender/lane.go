@@ -156,29 +156,39 @@ func (l *lane) handBackQueue(ctx context.Context, jobsDone <-chan struct{}) stop
 			c.left += len(batch) + l.queue.len()
 			return c
 		}
-		now := time.Now()
-		updates := make([]storage.PushUpdate, len(batch))
-		for i := range batch {
-			updates[i] = storage.PushUpdate{Prev: &batch[i], Next: advance(&batch[i], storage.PushPending, now.UnixMilli(), now)}
+		l.handBack(ctx, batch, &c)
+	}
+}
+
+// handBack writes batch, pushes taken from the queue, back as PENDING in
+// one storage call within ctx, adding what became of each to c.
+func (l *lane) handBack(ctx context.Context, batch []storage.Push, c *stopCount) {
+	now := time.Now()
+	updates := make([]storage.PushUpdate, 0, len(batch))
+	for i := range batch {
+		if st := l.s.life.handedBack(&batch[i], now); st.ok {
+			updates = append(updates, storage.PushUpdate{Prev: &batch[i], Next: st.next})
+		} else {
+			c.changed++ // not this node's (never so for a push it queued)
 		}
-		var failed error
-		for i, err := range l.s.store.UpdatePushes(ctx, updates) {
-			switch {
-			case err == nil:
-				c.handed++
-			case errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound):
-				c.changed++
-			default:
-				c.left++
-				failed = err
-				if errors.Is(err, storage.ErrInvalid) {
-					l.s.log.Error("queued push not handed back", "push", batch[i].ID, "error", err)
-				}
+	}
+	var failed error
+	for i, err := range l.s.store.UpdatePushes(ctx, updates) {
+		switch {
+		case err == nil:
+			c.handed++
+		case errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound):
+			c.changed++
+		default:
+			c.left++
+			failed = err
+			if errors.Is(err, storage.ErrInvalid) {
+				l.s.log.Error("queued push not handed back", "push", updates[i].Prev.ID, "error", err)
 			}
 		}
-		if failed != nil {
-			l.s.m.storageError(stageQueue)
-			l.s.log.Warn("queued pushes not handed back; their leases will expire", "provider", l.p.Name(), "error", failed)
-		}
+	}
+	if failed != nil {
+		l.s.m.storageError(stageQueue)
+		l.s.log.Warn("queued pushes not handed back; their leases will expire", "provider", l.p.Name(), "error", failed)
 	}
 }

@@ -206,6 +206,28 @@ func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, 
 	return lm
 }
 
+// count adds what a step of the life cycle did (lifecycle.go).
+func (lm *laneMetrics) count(t tally) {
+	if t.called {
+		lm.verdict(t.verdict)
+	}
+	for _, c := range []struct {
+		did bool
+		n   *metrics.Counter
+	}{
+		{t.auth, lm.authFailures}, {t.sent, lm.sent}, {t.retryable, lm.attemptsFailed}, {t.givenUp, lm.givenUp},
+		{t.interrupted, lm.interrupted}, {t.interrupted, lm.interruptedAttempts}, {t.expired, lm.expired},
+		{t.withdrawn, lm.withdrawn}, {t.missed, lm.windowMissed},
+	} {
+		if c.did {
+			c.n.Inc()
+		}
+	}
+	if t.failed != "" {
+		lm.failed[t.failed].Inc()
+	}
+}
+
 func (lm *laneMetrics) verdict(v provider.Verdict) {
 	if int(v) >= 0 && int(v) < len(lm.verdicts) {
 		lm.verdicts[v].Inc()

@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/autopush-go/autopush/sender/cron"
 	"github.com/autopush-go/autopush/sender/provider"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -36,36 +35,8 @@ import (
 // One at 5 is retried while the lease holds (record); if it persists,
 // the push is found IN_PROCESS after the lease and handled as interrupted.
 func (s *Sender) send(l *lane, p storage.Push) {
-	now := time.Now()
-	n, ok := notification(&p, now)
+	n, started, at, ok := s.prepare(l, &p)
 	if !ok {
-		l.passed() // no call
-		s.expire(l, &p, now)
-		return
-	}
-	if c, ok := l.p.(provider.Checker); ok {
-		if res, ok := c.Check(n); !ok {
-			l.passed()
-			s.refuse(l, &p, res, now)
-			return
-		}
-	}
-	at, resv, err := l.gate.plan(s.ctx)
-	if err != nil { // stopping: any node sends it
-		l.passed()
-		s.handBack(&p, nil)
-		return
-	}
-	if open, next, err := s.window(&p, at); !open {
-		resv.Cancel()
-		l.passed()
-		s.missedWindow(l, &p, next, err)
-		return
-	}
-	started, at, ok := s.begin(l, &p, at)
-	if !ok {
-		resv.Cancel()
-		l.passed()
 		return
 	}
 	// Called at its planned time, or, woken too late for it, at the next
@@ -79,9 +50,10 @@ func (s *Sender) send(l *lane, p storage.Push) {
 			break
 		}
 		l.m.replanned.Inc()
-		if at, _, err = l.gate.plan(s.ctx); err != nil {
+		var err error
+		if at, _, err = l.gate.plan(s.ctx); err != nil { // stopping: the call is not made
 			l.passed()
-			s.handBack(&started, errors.New("node stopping"))
+			s.handBack(&started)
 			return
 		}
 	}
@@ -94,7 +66,7 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	if time.Until(time.UnixMilli(started.At)) < l.limits.Timeout {
 		l.m.leaseLost.Inc()
 		s.log.Warn("send held up until too little of its lease was left for the call; not sent, handed back", "push", p.ID)
-		s.handBack(&started, errors.New("too little lease left"))
+		s.handBack(&started)
 		return
 	}
 	res := callProvider(l.p, n, l.limits.Timeout)
@@ -106,13 +78,64 @@ func (s *Sender) send(l *lane, p storage.Push) {
 	}
 	took := time.Since(at)
 	l.m.sendSeconds.Update(took.Seconds())
-	next := s.outcome(l, &started, res, at, took, time.Now())
-	s.record(&started, next)
-	if res.Verdict == provider.DeviceGone && p.Bridge != nil && s.gone != nil {
+	st := s.life.outcome(&started, res, at, took, time.Now())
+	if res.Auth {
+		s.log.Error("the provider refused our credentials", "provider", l.p.Name(), "push", p.ID,
+			"status", res.Status, "reason", res.Reason, "message", res.Message, "error", res.Err)
+	}
+	s.settle(l, &started, st)
+	if st.ok && res.Verdict == provider.DeviceGone && p.Bridge != nil && s.gone != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
-		s.gone(ctx, next)
+		s.gone(ctx, st.next)
 		cancel()
 	}
+}
+
+// prepare is send's steps 1 to 3: the notification for p, its call's
+// planned time, and its attempt row written (started). It reports false
+// when no call is to be made; then its look-ahead place is passed on and
+// what p became is written.
+func (s *Sender) prepare(l *lane, p *storage.Push) (n *provider.Notification, started storage.Push, at time.Time, ok bool) {
+	now := time.Now()
+	if n, ok = notification(p, now); !ok {
+		l.passed() // no call
+		s.settle(l, p, s.life.expired(p, now))
+		return nil, started, at, false
+	}
+	if c, is := l.p.(provider.Checker); is {
+		if res, can := c.Check(n); !can {
+			l.passed()
+			s.settle(l, p, s.life.refused(p, res, now))
+			return nil, started, at, false
+		}
+	}
+	at, resv, err := l.gate.plan(s.ctx)
+	if err != nil { // stopping: any node sends it
+		l.passed()
+		s.handBack(p)
+		return nil, started, at, false
+	}
+	if open, next, err := s.life.window(p, at); !open {
+		resv.Cancel()
+		l.passed()
+		s.missedWindow(l, p, next, err)
+		return nil, started, at, false
+	}
+	if started, at, ok = s.begin(l, p, at); !ok {
+		resv.Cancel()
+		l.passed()
+		return nil, started, at, false
+	}
+	return n, started, at, true
+}
+
+// settle counts st and records its next version (record), when it applies.
+func (s *Sender) settle(l *lane, prev *storage.Push, st step) {
+	if !st.ok {
+		return
+	}
+	l.m.count(st.count)
+	s.record(prev, st.next)
 }
 
 // begin writes p's attempt row, IN_PROCESS with the call planned at at
@@ -124,26 +147,12 @@ func (s *Sender) send(l *lane, p storage.Push) {
 func (s *Sender) begin(l *lane, p *storage.Push, at time.Time) (storage.Push, time.Time, bool) {
 	now := time.Now()
 	at = later(at, now)
-	a := storage.Attempt{N: len(p.Attempts) + 1, Status: storage.AttemptInProcess, Node: s.node,
-		Started: now.UnixMilli(), Called: at.UnixMilli()}
-	if l.limits.Dedup {
-		a.DedupKey = p.ID.String()
+	st := s.life.attemptStarted(p, l.limits.Dedup, at, now)
+	if !st.ok {
+		s.log.Error("queued push not this node's to send; not sent", "push", p.ID, "state", p.State)
+		return storage.Push{}, at, false
 	}
-	lease := p.At
-	if time.UnixMilli(lease).Sub(now) < s.cfg.Lease/2 {
-		lease = now.Add(s.cfg.Lease).UnixMilli()
-	}
-	started := advance(p, storage.PushInMemory, lease, now)
-	started.Owner = s.node
-	started.Attempts = append(started.Attempts, a)
-	return started, at, s.attemptWritten(l, p, started)
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return st.next, at, s.attemptWritten(l, p, st.next)
 }
 
 // attemptWritten writes next over prev before a call, reporting whether
@@ -165,74 +174,28 @@ func (s *Sender) attemptWritten(l *lane, prev *storage.Push, next storage.Push) 
 
 // handBack gives p, which this node holds and has not called the
 // provider for, back to SendPending, so that any node sends it now
-// rather than after the lease: the node is stopping. An attempt row
-// written for the call that was not made is dropped (why says why).
-func (s *Sender) handBack(p *storage.Push, why error) {
-	now := time.Now()
-	next := advance(p, storage.PushPending, now.UnixMilli(), now)
-	if why != nil {
-		next.Attempts = next.Attempts[:len(next.Attempts)-1]
+// rather than after the lease: the node is stopping, or too little of
+// the lease is left for the call. An attempt row written for the call
+// that was not made is dropped.
+func (s *Sender) handBack(p *storage.Push) {
+	st := s.life.handedBack(p, time.Now())
+	if !st.ok {
+		return
 	}
-	if err := s.update(p, next); err != nil && !errors.Is(err, storage.ErrConflict) {
+	if err := s.update(p, st.next); err != nil && !errors.Is(err, storage.ErrConflict) {
 		s.log.Warn("push not handed back; its lease will expire", "push", p.ID, "error", err)
 	}
-}
-
-// refuse finishes p without a call: the provider said before any call
-// that it cannot be sent (res: no prototype key). FAILED, with res in an
-// attempt that made no call.
-func (s *Sender) refuse(l *lane, p *storage.Push, res provider.Result, now time.Time) {
-	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
-	next.Attempts = append(next.Attempts, storage.Attempt{
-		N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorPrototypeKey,
-		Node: s.node, Started: now.UnixMilli(), ProviderMessage: res.Message,
-	})
-	s.fail(l, &next, now)
-	s.record(p, next)
-}
-
-// window reports whether p may be called at t: always without a cron
-// expression; with one, when the expression allows a second at most
-// WindowGrace before t. When it may not, next is the start of its next
-// window, or err says there is none.
-func (s *Sender) window(p *storage.Push, t time.Time) (bool, time.Time, error) {
-	if p.CronExpression == "" {
-		return true, time.Time{}, nil
-	}
-	sched, err := cron.Parse(p.CronExpression)
-	if err != nil {
-		return true, time.Time{}, nil // accepted by an older parser: its window is unknown, so now
-	}
-	if first, err := sched.Next(t.Add(-s.cfg.WindowGrace), s.loc); err == nil && !first.After(t) {
-		return true, time.Time{}, nil
-	}
-	next, err := sched.Next(t, s.loc)
-	return false, next, err
 }
 
 // missedWindow puts p, whose cron window closed before its call's turn
 // came, back to wait for its next window (SCHEDULED, or RETRY when it
 // has attempts), or FAILs it when its expression allows no later time.
-func (s *Sender) missedWindow(l *lane, p *storage.Push, next time.Time, none error) {
-	now := time.Now()
-	l.m.windowMissed.Inc()
-	if none != nil {
-		n := advance(p, storage.PushInMemory, now.UnixMilli(), now)
-		n.Attempts = append(n.Attempts, storage.Attempt{
-			N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther, Node: s.node,
-			Started: now.UnixMilli(), Cause: "its cron window closed before it could be sent, and the expression allows no later time",
-		})
-		s.fail(l, &n, now)
-		s.record(p, n)
-		return
+func (s *Sender) missedWindow(l *lane, p *storage.Push, next time.Time, noNext error) {
+	st := s.life.windowMissed(p, next, noNext, time.Now())
+	if st.ok && noNext == nil {
+		s.log.Info("cron window closed before the push's turn; it waits for the next", "push", p.ID, "next", next)
 	}
-	state := storage.PushScheduled
-	if len(p.Attempts) > 0 {
-		state = storage.PushRetry
-	}
-	n := advance(p, state, next.UnixMilli(), now)
-	s.log.Info("cron window closed before the push's turn; it waits for the next", "push", p.ID, "next", next)
-	s.record(p, n)
+	s.settle(l, p, st)
 }
 
 // notification is what the provider is given for p at now; false when p
@@ -256,20 +219,6 @@ func notification(p *storage.Push, now time.Time) (*provider.Notification, bool)
 		n.TTL = max(left.Truncate(time.Second), time.Second)
 	}
 	return n, true
-}
-
-// expire finishes a bridged push whose TTL passed before it could be sent
-// (it waited in a queue, or for retries): FAILED, with the cause in an
-// attempt that made no call, so GET /push/{id} says why.
-func (s *Sender) expire(l *lane, p *storage.Push, now time.Time) {
-	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
-	next.Attempts = append(next.Attempts, storage.Attempt{
-		N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther,
-		Node: s.node, Started: now.UnixMilli(), Cause: "the notification's TTL passed before it could be sent",
-	})
-	s.fail(l, &next, now)
-	l.m.expired.Inc()
-	s.record(p, next)
 }
 
 // OnFinal sets fn, called after a push's final state (SENT, FAILED,
@@ -304,75 +253,6 @@ func callProvider(p provider.Provider, n *provider.Notification, timeout time.Du
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return p.Send(ctx, n)
-}
-
-// outcome applies the seed's rules to res: the push's next state and its
-// attempt's record, and counts it.
-func (s *Sender) outcome(l *lane, p *storage.Push, res provider.Result, called time.Time, took time.Duration, now time.Time) storage.Push {
-	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
-	a := next.LastAttempt()
-	a.Called, a.Millis = called.UnixMilli(), max(took.Milliseconds(), 0)
-	a.Status = storage.AttemptError
-	a.ProviderCode, a.ProviderReason, a.ProviderMessage = res.Status, res.Reason, res.Message
-	if res.Err != nil {
-		a.Cause = res.Err.Error()
-	}
-	l.m.verdict(res.Verdict)
-	if res.Auth {
-		l.m.authFailures.Inc()
-		s.log.Error("the provider refused our credentials", "provider", l.p.Name(), "push", p.ID,
-			"status", res.Status, "reason", res.Reason, "message", res.Message, "error", res.Err)
-	}
-	switch res.Verdict {
-	case provider.Sent:
-		a.Status, a.ProviderMessage = storage.AttemptOK, ""
-		s.finish(&next, storage.PushSent, now)
-		l.m.sent.Inc()
-	case provider.Retry:
-		a.ErrorType = storage.ErrorProvider
-		if res.Status == 0 {
-			a.ErrorType = storage.ErrorOther // no answer: timeout, reset, refused
-		}
-		l.m.attemptsFailed.Inc()
-		if a.N >= s.cfg.MaxAttempts {
-			s.finish(&next, storage.PushGivenUp, now)
-			l.m.givenUp.Inc()
-			break
-		}
-		wait := max(s.cfg.RetryDelay, res.RetryAfter)
-		next.State, next.At = storage.PushRetry, s.due(p, now.Add(wait)).UnixMilli()
-	case provider.Fail, provider.DeviceGone:
-		a.ErrorType = storage.ErrorProvider
-		s.fail(l, &next, now)
-	case provider.NoPrototypeKey:
-		a.ErrorType = storage.ErrorPrototypeKey
-		s.fail(l, &next, now)
-	default: // Broken
-		a.ErrorType = storage.ErrorOther
-		if a.Cause == "" {
-			a.Cause = res.Message
-		}
-		s.fail(l, &next, now)
-	}
-	return next
-}
-
-func (s *Sender) fail(l *lane, n *storage.Push, now time.Time) {
-	s.finish(n, storage.PushFailed, now)
-	l.m.failed[n.LastAttempt().ErrorType].Inc()
-}
-
-// due is when a push may next be sent at or after t: t itself, or for a
-// push with a cron expression the first time its window allows.
-func (s *Sender) due(p *storage.Push, t time.Time) time.Time {
-	if p.CronExpression == "" {
-		return t
-	}
-	next, err := nextAllowed(p.CronExpression, s.loc, t)
-	if err != nil {
-		return t // it was valid when accepted; a window in the past sends now
-	}
-	return next
 }
 
 // record writes the outcome. A write the store could not make (storage

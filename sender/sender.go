@@ -26,6 +26,7 @@ type Sender struct {
 	log   *slog.Logger
 	loc   *time.Location
 	node  string
+	life  lifecycle // the life cycle's rules (lifecycle.go)
 	lanes map[string]*lane
 	first string // the provider of requests that name none
 	m     *senderMetrics
@@ -72,7 +73,7 @@ func New(cfg Config, store storage.PushStore, providers []provider.Provider, log
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sender{cfg: cfg, store: store, log: log.With("component", "sender"), loc: loc, node: node,
-		lanes: map[string]*lane{}, first: providers[0].Name(), m: newMetrics(), ctx: ctx, cancel: cancel,
+		life: newLifecycle(cfg, node, loc), lanes: map[string]*lane{}, first: providers[0].Name(), m: newMetrics(), ctx: ctx, cancel: cancel,
 		ready: make(chan struct{}), discards: make(chan struct{}, discardConcurrency)}
 	for _, p := range providers {
 		if err := cfg.ValidateFor(p.Name(), p.Limits()); err != nil {
@@ -360,23 +361,9 @@ func (s *Sender) Accept(ctx context.Context, r Request) (storage.Push, error) {
 			return storage.Push{}, fmt.Errorf("sender: push id: %w", err)
 		}
 	}
-	now := start.UnixMilli()
-	p := storage.Push{
-		ID: id, Provider: r.Provider, Platform: r.Platform, PrototypeKey: r.PrototypeKey, PushKey: r.PushKey,
-		Message: r.Message, CronExpression: r.CronExpression, Created: now, Updated: now, Version: 1,
-		Bridge: r.Bridge, Client: r.Client,
-	}
 	l := s.lanes[r.Provider]
-	queued := false
-	switch {
-	case r.CronExpression != "":
-		p.State, p.At = storage.PushScheduled, due.UnixMilli()
-	case l.reserve(r.Client) == slotTaken:
-		queued = true
-		p.State, p.Owner, p.At = storage.PushInMemory, s.node, start.Add(s.cfg.Lease).UnixMilli()
-	default:
-		p.State, p.At = storage.PushPending, now
-	}
+	queued := r.CronExpression == "" && l.reserve(r.Client) == slotTaken
+	p := s.life.accepted(&r, id, due, queued, start)
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
 	if err := s.store.SavePush(sctx, p); err != nil {
@@ -427,13 +414,11 @@ const discardConcurrency = 256
 // PENDING that a node claimed first is sent, and logged; so is one whose
 // update keeps failing.
 func (s *Sender) discard(p *storage.Push) {
-	now := time.Now()
-	next := advance(p, storage.PushInMemory, now.UnixMilli(), now)
-	next.Attempts = append(next.Attempts, storage.Attempt{
-		N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther, Node: s.node,
-		Started: now.UnixMilli(), Cause: "refused when it was received (a storage error: the client was answered 503); not sent",
-	})
-	s.finish(&next, storage.PushFailed, now)
+	st := s.life.discarded(p, time.Now())
+	if !st.ok {
+		return
+	}
+	next := st.next
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
 	defer cancel()
 	delay := 100 * time.Millisecond
@@ -498,23 +483,17 @@ func (s *Sender) Withdraw(ctx context.Context, id uuid.UUID, cause string) (bool
 		if err != nil {
 			return false, fmt.Errorf("sender: withdraw: %w", err)
 		}
-		if a := p.LastAttempt(); p.State.Final() || (a != nil && a.Status == storage.AttemptInProcess) {
+		st := s.life.withdrawn(&p, cause, time.Now())
+		if !st.ok {
 			return false, nil
 		}
-		now := time.Now()
-		next := advance(&p, storage.PushFailed, now.UnixMilli(), now)
-		next.Attempts = append(next.Attempts, storage.Attempt{
-			N: len(p.Attempts) + 1, Status: storage.AttemptError, ErrorType: storage.ErrorOther,
-			Node: s.node, Started: now.UnixMilli(), Cause: cause,
-		})
-		s.finish(&next, storage.PushFailed, now)
-		err = s.store.UpdatePush(ctx, &p, next)
+		err = s.store.UpdatePush(ctx, &p, st.next)
 		switch {
 		case err == nil:
 			if l := s.lanes[p.Provider]; l != nil {
-				l.m.withdrawn.Inc()
+				l.m.count(st.count)
 			}
-			s.finished(&next)
+			s.finished(&st.next)
 			return true, nil
 		case !errors.Is(err, storage.ErrConflict):
 			return false, fmt.Errorf("sender: withdraw: %w", err)
@@ -532,18 +511,4 @@ func (s *Sender) update(prev *storage.Push, next storage.Push) error {
 		s.finished(&next)
 	}
 	return err
-}
-
-// advance returns p one version on, into state at (ms), stamped now.
-func advance(p *storage.Push, state storage.PushState, at int64, now time.Time) storage.Push {
-	n := *p
-	n.Attempts = append([]storage.Attempt(nil), p.Attempts...)
-	n.State, n.At, n.Version, n.Updated, n.Owner = state, at, p.Version+1, now.UnixMilli(), ""
-	return n
-}
-
-// finish makes n final: kept for the retention, then gone.
-func (s *Sender) finish(n *storage.Push, state storage.PushState, now time.Time) {
-	n.State, n.At, n.Owner = state, now.UnixMilli(), ""
-	n.TTL = int64(s.cfg.Retention / time.Second)
 }
