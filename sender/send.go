@@ -9,6 +9,7 @@ import (
 
 	"github.com/autopush-go/autopush/sender/cron"
 	"github.com/autopush-go/autopush/sender/provider"
+	"github.com/autopush-go/autopush/sender/ratelimit"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -27,7 +28,7 @@ import (
 //     unchanged lease leaves the push's index entry where it is, two
 //     index writes fewer per push on CQL;
 //  4. the provider is called at the planned time; a call that could not
-//     be made within callSlack of it waits for the next time the gate
+//     be made within ratelimit.CallSlack of it waits for the next time the gate
 //     gives; a call the lease no longer covers is not made;
 //  5. the outcome (attempt OK or ERROR, the push's next state) is written.
 //
@@ -50,7 +51,7 @@ func (s *Sender) send(l *lane, p storage.Push) {
 			return
 		}
 	}
-	at, resv, err := l.gate.plan(s.ctx)
+	at, resv, err := l.gate.Plan(s.ctx)
 	if err != nil { // stopping: any node sends it
 		l.passed()
 		s.handBack(&p, nil)
@@ -75,11 +76,11 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		if wait := time.Until(at); wait > 0 {
 			time.Sleep(wait) // the planned call time: the provider's pace
 		}
-		if time.Since(at) <= callSlack {
+		if time.Since(at) <= ratelimit.CallSlack {
 			break
 		}
 		l.m.replanned.Inc()
-		if at, _, err = l.gate.plan(s.ctx); err != nil {
+		if at, _, err = l.gate.Plan(s.ctx); err != nil {
 			l.passed()
 			s.handBack(&started, errors.New("node stopping"))
 			return
