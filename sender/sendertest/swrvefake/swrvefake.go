@@ -40,6 +40,10 @@ type Fault struct {
 	Until <-chan struct{}
 	// Message is the error text (default: the status text).
 	Message string
+	// Body, when not nil, is the answer's body as is, in place of
+	// Swrve's JSON (an answer from something other than Swrve: a proxy's
+	// page, a cut or malformed body).
+	Body []byte
 }
 
 // Fake is the fake push API. Its methods are safe for concurrent use.
@@ -193,6 +197,10 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			msg = "OK"
 		}
 	}
+	if fault.Body != nil {
+		replyRaw(w, fault.Status, fault.Body, fault.RetryAfter)
+		return
+	}
 	reply(w, fault.Status, msg, fault.RetryAfter)
 }
 
@@ -203,12 +211,16 @@ func (f *Fake) record(rec Received) {
 func reply(w http.ResponseWriter, status int, msg, retryAfter string) {
 	b, _ := json.Marshal(answer{Code: status, Message: msg})
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	replyRaw(w, status, b, retryAfter)
+}
+
+func replyRaw(w http.ResponseWriter, status int, body []byte, retryAfter string) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 	w.WriteHeader(status)
-	w.Write(b)
+	w.Write(body)
 }
 
 // reset closes the connection with an RST (SO_LINGER 0), so the client
