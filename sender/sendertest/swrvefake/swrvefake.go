@@ -240,13 +240,13 @@ func reset(w http.ResponseWriter) {
 	conn.Close()
 }
 
-// SeedLatency draws answer times from a log-normal distribution with the
-// seed's measured median (983 ms) and 99th percentile (5,956 ms), within
-// its measured minimum (233 ms) and maximum (7,701 ms): Swrve's answer
-// times under load. (Unbounded, the log-normal's tail would reach past a
-// sender's 30 s timeout about once in 100,000 draws, which the seed never
-// saw.)
-func SeedLatency(r *rand.Rand) func() time.Duration {
+// MeasuredLatency draws answer times as Swrve's measured under load: a
+// log-normal distribution with their median (983 ms) and 99th
+// percentile (5,956 ms), within their minimum (233 ms) and maximum
+// (7,701 ms). (Unbounded, the log-normal's tail would reach past a
+// sender's 30 s timeout about once in 100,000 draws, which Swrve's
+// measured answers never did.)
+func MeasuredLatency(r *rand.Rand) func() time.Duration {
 	const (
 		median = 983 * time.Millisecond
 		p99    = 5956 * time.Millisecond
