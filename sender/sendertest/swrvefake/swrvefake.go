@@ -146,6 +146,35 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := Received{At: time.Now(), PushKey: r.Form.Get("push_key"), User: r.Form.Get("user"), Message: r.Form.Get("message")}
+	fault, delay := f.decide(rec)
+	rec.Status = fault.Status
+	if fault.Reset {
+		rec.Status = 0
+	}
+	f.record(rec)
+	if !wait(r, delay, fault.Until) {
+		return
+	}
+	switch {
+	case fault.Reset:
+		reset(w)
+	case fault.Body != nil:
+		replyRaw(w, fault.Status, fault.Body, fault.RetryAfter)
+	default:
+		msg := fault.Message
+		if msg == "" {
+			msg = http.StatusText(fault.Status)
+			if fault.Status == http.StatusOK {
+				msg = "OK"
+			}
+		}
+		reply(w, fault.Status, msg, fault.RetryAfter)
+	}
+}
+
+// decide is the fault of a request (Swrve's own checks first, then
+// SetFaults's; a status of 0 is 200) and the delay of its answer.
+func (f *Fake) decide(rec Received) (Fault, time.Duration) {
 	f.mu.Lock()
 	faults, latency, keys := f.faults, f.latency, f.keys
 	f.mu.Unlock()
@@ -163,45 +192,31 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if fault.Status == 0 && !fault.Reset {
 		fault.Status = http.StatusOK
 	}
-	rec.Status = fault.Status
-	if fault.Reset {
-		rec.Status = 0
-	}
-	f.record(rec)
 	d := fault.Delay
 	if latency != nil {
 		d += latency()
 	}
+	return fault, d
+}
+
+// wait waits d, then until closes (nil: not at all); false when the
+// client gave up first.
+func wait(r *http.Request, d time.Duration, until <-chan struct{}) bool {
 	if d > 0 {
 		select {
 		case <-time.After(d):
 		case <-r.Context().Done():
-			return
+			return false
 		}
 	}
-	if fault.Until != nil {
+	if until != nil {
 		select {
-		case <-fault.Until:
+		case <-until:
 		case <-r.Context().Done():
-			return
+			return false
 		}
 	}
-	if fault.Reset {
-		reset(w)
-		return
-	}
-	msg := fault.Message
-	if msg == "" {
-		msg = http.StatusText(fault.Status)
-		if fault.Status == http.StatusOK {
-			msg = "OK"
-		}
-	}
-	if fault.Body != nil {
-		replyRaw(w, fault.Status, fault.Body, fault.RetryAfter)
-		return
-	}
-	reply(w, fault.Status, msg, fault.RetryAfter)
+	return true
 }
 
 func (f *Fake) record(rec Received) {
