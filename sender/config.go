@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/sender/provider"
+	"github.com/autopush-go/autopush/sender/ratelimit"
 )
 
 // Config of the sender. The settings package fills it (flags -sender-*,
@@ -113,9 +114,9 @@ func (c *Config) Validate() error {
 		return errors.New("sender: config: sender-store-timeout must be positive")
 	case c.WindowGrace < time.Second:
 		return errors.New("sender: config: sender-window-grace must be >= 1s")
-	case c.ShareHold < 2*shareMargin+planHorizon+shareInterval:
+	case c.ShareHold < ratelimit.MinShareHold:
 		return fmt.Errorf("sender: config: sender-share-hold must be >= %s (two margins, the plan horizon and a renewal)",
-			2*shareMargin+planHorizon+shareInterval)
+			ratelimit.MinShareHold)
 	case c.ScheduledStart < 0 || c.PendingStart < 0 || c.ScheduledInterval <= 0 || c.PendingInterval <= 0:
 		return errors.New("sender: config: job start delays must be >= 0 and intervals > 0")
 	case c.ScheduledPortion < 1 || c.PendingPortion < 1:

@@ -22,10 +22,9 @@
 // known to be interrupted and is resent with the same dedup key, or under
 // the configured policy when the provider has none (send.go).
 //
-// Size: the life cycle, the queue, the pace and the leases all act on
-// one push's state and version, and a stop, a claim or a send crosses
-// them all; the pace (gate.go, share.go) is the part that could stand on
-// its own.
+// Size: the life cycle, the queue and the leases all act on one push's
+// state and version, and a stop, a claim or a send crosses them all; the
+// pace of the provider's calls stands on its own (sender/ratelimit).
 //
 // It must never import the API tier (apitier), a concrete provider, or a
 // storage backend: the binaries wire those in. Every exported method of

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/autopush-go/autopush/sender/ratelimit"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -47,7 +48,7 @@ func (s *Sender) fed(ctx context.Context, max time.Duration) {
 	low := (s.portion(min(s.cfg.PendingPortion, s.cfg.ScheduledPortion)) + 1) / 2
 	for time.Now().Before(deadline) {
 		for _, l := range s.lanes {
-			if l.gate.open() && l.queue.len() < low {
+			if l.gate.Open() && l.queue.len() < low {
 				return
 			}
 		}
@@ -109,12 +110,9 @@ func (s *Sender) sendPending(ctx context.Context) bool {
 func (s *Sender) portion(n int) int {
 	most := 0
 	for _, l := range s.lanes {
-		if l.gate.open() {
-			parts, _ := l.gate.share()
-			most = max(most, parts)
-		}
+		most = max(most, l.gate.Parts())
 	}
-	return (n*most + shareParts - 1) / shareParts
+	return (n*most + ratelimit.ShareParts - 1) / ratelimit.ShareParts
 }
 
 // claimDue reads up to limit due pushes of state, oldest first, and

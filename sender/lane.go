@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/sender/provider"
+	"github.com/autopush-go/autopush/sender/ratelimit"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -26,8 +27,8 @@ type lane struct {
 	queue   *queue
 	pool    chan struct{}
 	busy    atomic.Int64 // sends in flight in the pool
-	gate    *gate
-	share   *share
+	gate    *ratelimit.CallGate
+	share   *ratelimit.NodeShare
 	running atomic.Bool // the queue is open: reserve may succeed
 	m       *laneMetrics
 }
@@ -38,9 +39,13 @@ func newLane(s *Sender, p provider.Provider) *lane {
 		s: s, p: p, limits: lim,
 		queue: newQueue(s.cfg.QueueCapacity),
 		pool:  make(chan struct{}, poolSize(lim)),
-		gate:  newGate(lim.Pace()),
+		gate:  ratelimit.NewCallGate(lim.Pace()),
 	}
-	l.share = newShare(l, s.cfg.ShareHold)
+	l.share = ratelimit.NewNodeShare(ratelimit.ShareConfig{Store: s.store, Node: s.node, Account: p.Name(),
+		Hold: s.cfg.ShareHold, StoreTimeout: s.cfg.StoreTimeout, Failed: func(err error) {
+			s.m.storageError(stageShare)
+			s.log.Warn("rate share not renewed", "provider", p.Name(), "error", err)
+		}}, l.gate)
 	l.m = s.m.lane(p.Name(), l.queue.len, &l.busy, cap(l.pool), l.gate)
 	return l
 }
@@ -57,7 +62,7 @@ func poolSize(l provider.Limits) int { return l.PoolSize() + max(1, int(l.Pace()
 // node without one leaves pushes to the others; a closed queue reads as
 // full).
 func (l *lane) reserve(client string) slot {
-	if !l.running.Load() || !l.gate.open() {
+	if !l.running.Load() || !l.gate.Open() {
 		return queueFull
 	}
 	return l.queue.reserve(client, true)
@@ -69,7 +74,7 @@ func (l *lane) reserveSlot(client string) bool { return l.queue.reserve(client, 
 
 // passed frees the look-ahead place of a send that called, or will not
 // call, the provider.
-func (l *lane) passed() { l.gate.passed() }
+func (l *lane) passed() { l.gate.Passed() }
 
 // release gives back client's slot that will not be filled.
 func (l *lane) release(client string) { l.queue.release(client) }
@@ -93,12 +98,12 @@ func (l *lane) read() {
 	defer l.s.jobs.Done()
 	ctx := l.s.ctx
 	for {
-		if !l.gate.enter(ctx) {
+		if !l.gate.Enter(ctx) {
 			return
 		}
 		p, ok := l.queue.nextPush(ctx)
 		if !ok {
-			l.gate.passed()
+			l.gate.Passed()
 			return
 		}
 		l.s.sends.Add(1)

@@ -8,6 +8,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/autopush-go/autopush/sender/provider"
+	"github.com/autopush-go/autopush/sender/ratelimit"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -169,7 +170,7 @@ type laneMetrics struct {
 	sendSeconds                                                       *metrics.PrometheusHistogram
 }
 
-func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, poolSize int, g *gate) *laneMetrics {
+func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, poolSize int, g *ratelimit.CallGate) *laneMetrics {
 	s, l := m.set, `{provider="`+name+`"}`
 	lm := &laneMetrics{
 		sent: s.NewCounter(mSent + l), attemptsFailed: s.NewCounter(mAttemptsFailed + l),
@@ -194,15 +195,8 @@ func (m *senderMetrics) lane(name string, queue func() int, busy *atomic.Int64, 
 	s.NewGauge(mQueueSize+l, func() float64 { return float64(queue()) })
 	s.NewGauge(mPoolBusy+l, func() float64 { return float64(busy.Load()) })
 	s.NewGauge(mPoolSize+l, func() float64 { return float64(poolSize) })
-	usable := func() int {
-		if !g.open() {
-			return 0
-		}
-		parts, _ := g.share()
-		return parts
-	}
-	s.NewGauge(mShareParts+l, func() float64 { return float64(usable()) })
-	s.NewGauge(mSharePace+l, func() float64 { return g.pace * float64(usable()) / shareParts })
+	s.NewGauge(mShareParts+l, func() float64 { return float64(g.Parts()) })
+	s.NewGauge(mSharePace+l, g.Pace)
 	return lm
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/sender/provider"
+	"github.com/autopush-go/autopush/sender/ratelimit"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -26,7 +27,7 @@ import (
 //     unchanged lease leaves the push's index entry where it is, two
 //     index writes fewer per push on CQL;
 //  4. the provider is called at the planned time; a call that could not
-//     be made within callSlack of it waits for the next time the gate
+//     be made within ratelimit.CallSlack of it waits for the next time the gate
 //     gives; a call the lease no longer covers is not made;
 //  5. the outcome (attempt OK or ERROR, the push's next state) is written.
 //
@@ -46,12 +47,12 @@ func (s *Sender) send(l *lane, p storage.Push) {
 		if wait := time.Until(at); wait > 0 {
 			time.Sleep(wait) // the planned call time: the provider's pace
 		}
-		if time.Since(at) <= callSlack {
+		if time.Since(at) <= ratelimit.CallSlack {
 			break
 		}
 		l.m.replanned.Inc()
 		var err error
-		if at, _, err = l.gate.plan(s.ctx); err != nil { // stopping: the call is not made
+		if at, _, err = l.gate.Plan(s.ctx); err != nil { // stopping: the call is not made
 			l.passed()
 			s.handBack(&started)
 			return
@@ -109,7 +110,7 @@ func (s *Sender) prepare(l *lane, p *storage.Push) (n *provider.Notification, st
 			return nil, started, at, false
 		}
 	}
-	at, resv, err := l.gate.plan(s.ctx)
+	at, resv, err := l.gate.Plan(s.ctx)
 	if err != nil { // stopping: any node sends it
 		l.passed()
 		s.handBack(p)

@@ -119,7 +119,7 @@ func (s *Sender) Start() error {
 			s.jobs.Add(1)
 			go func() {
 				defer s.jobs.Done()
-				l.share.run(s.ctx, shared.Done)
+				l.share.Run(s.ctx, shared.Done)
 			}()
 		}
 		shared.Wait()
@@ -156,9 +156,9 @@ func (s *Sender) Ready() <-chan struct{} { return s.ready }
 // Stop ends the sender within ctx, all at once:
 //   - the queues close (Accept stores immediate pushes PENDING) and the
 //     gates plan no call again (those planned are made, within
-//     planHorizon);
+//     ratelimit.PlanHorizon);
 //   - this node's rate shares are given up, so the other nodes pace at
-//     the whole account's rate a settle later (share.release);
+//     the whole account's rate a settle later (NodeShare.Release);
 //   - the pushes still queued are handed back as PENDING, in batches, for
 //     any node to send now;
 //   - the sends in flight finish and record their outcome.
@@ -175,7 +175,7 @@ func (s *Sender) Stop(ctx context.Context) error {
 	start := time.Now()
 	for _, l := range s.lanes {
 		l.running.Store(false)
-		l.gate.close()
+		l.gate.Close()
 	}
 	jobsDone := make(chan struct{})
 	go func() { s.jobs.Wait(); close(jobsDone) }()
@@ -184,7 +184,7 @@ func (s *Sender) Stop(ctx context.Context) error {
 	var total stopCount
 	for _, l := range s.lanes {
 		wg.Add(2)
-		go func() { defer wg.Done(); l.share.release(ctx) }()
+		go func() { defer wg.Done(); l.share.Release(ctx) }()
 		go func() {
 			defer wg.Done()
 			c := l.handBackQueue(ctx, jobsDone)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/sender/provider/providertest"
 	"github.com/autopush-go/autopush/sender/sendertest/apnsfake"
 	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/sender/sendertest/tcpfault"
@@ -71,22 +72,6 @@ func kinds(front *tcpfault.Front, answer func(token string, quote bool)) []failu
 	}
 }
 
-// startFront starts a front for the fake at rawURL and returns it with
-// rawURL pointed at it.
-func startFront(t *testing.T, rawURL string) (*tcpfault.Front, string) {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := tcpfault.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f, strings.Replace(rawURL, u.Host, f.Addr(), 1)
-}
-
 var apnsEndpoint = regexp.MustCompile(`"endpoint":"([^"]+)"`)
 
 // TestNoDeviceTokenAfterProviderFailures: whatever way a bridged push's
@@ -107,13 +92,13 @@ func TestNoDeviceTokenAfterProviderFailures(t *testing.T) {
 				c.API.RequestLog, c.API.Receipts = true, true
 				c.Sender.SenderConfig.RetryDelay = time.Second
 				c.Sender.FCMConfig.Timeout, c.Sender.APNsConfig.Timeout = time.Second, time.Second
-				fcmFront, c.Sender.FCMConfig.URL = startFront(t, c.Sender.FCMConfig.URL)
+				fcmFront, c.Sender.FCMConfig.URL = providertest.StartFront(t, c.Sender.FCMConfig.URL)
 				m := apnsEndpoint.FindStringSubmatch(c.Sender.APNsConfig.Apps)
 				if m == nil {
 					t.Fatalf("no endpoint in apns-apps %s", c.Sender.APNsConfig.Apps)
 				}
 				var to string
-				apnsFront, to = startFront(t, m[1])
+				apnsFront, to = providertest.StartFront(t, m[1])
 				c.Sender.APNsConfig.Apps = strings.Replace(c.Sender.APNsConfig.Apps, m[1], to, 1)
 			}})
 		// A push that goes through, for the receipt subscribe resource.

@@ -458,7 +458,7 @@ func ValidatePushUpdate(prev *Push, next *Push) error {
 // RateShares is one provider account's rate divided among the sender nodes
 // that send through it: a small record every node reads and changes by
 // compare-and-set, about once a second (the sender's shares,
-// sender/share.go, docs/sender.md).
+// sender/ratelimit.NodeShare, docs/sender.md).
 type RateShares struct {
 	// Account names the provider account ("swrve").
 	Account string

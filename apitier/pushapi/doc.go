@@ -11,8 +11,8 @@
 // (apitier/pushapi/clients: push-clients-file and push-api-keys; none
 // configured closes the API, 401), with the scope of the route (send,
 // read; admin sees every client's pushes and device tokens, masked unless
-// asked). POST /push keeps each client to its quotas (quota.go: 429, and
-// nothing stored) and its Idempotency-Key (post.go). The body and field
+// asked). POST /push keeps each client to its quotas (sender/ratelimit's
+// ClientQuota: 429, and nothing stored) and its Idempotency-Key (post.go). The body and field
 // rules are the sender's (sender.Sender.Accept); the node (apitier)
 // serves the routes, reads the bodies and answers the errors
 // (apitier/httpapi).

@@ -4,6 +4,8 @@ import (
 	"io"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/autopush-go/autopush/sender/ratelimit"
 )
 
 // Metric names of the push API (docs/metrics.md). The node's other series
@@ -46,15 +48,12 @@ func newMetrics() *apiMetrics {
 // client serves a client's series (from its load on): every result, and
 // its open count when it has an outstanding quota. Names are metric-safe
 // (clients.ValidName).
-func (m *apiMetrics) client(name string, q *quota) {
+func (m *apiMetrics) client(name string, q *ratelimit.ClientQuota) {
 	for _, r := range postResults {
 		m.set.GetOrCreateCounter(mPosts + `{client="` + name + `",result="` + r + `"}`)
 	}
-	q.mu.Lock()
-	limited := q.outstanding > 0
-	q.mu.Unlock()
-	if limited {
-		m.set.GetOrCreateGauge(mOutstanding+`{client="`+name+`"}`, q.openCount)
+	if q.Outstanding() > 0 {
+		m.set.GetOrCreateGauge(mOutstanding+`{client="`+name+`"}`, q.OpenCount)
 	}
 }
 

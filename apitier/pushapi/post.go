@@ -14,6 +14,7 @@ import (
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/sender"
+	"github.com/autopush-go/autopush/sender/ratelimit"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -76,25 +77,25 @@ func (a *API) post(ctx context.Context, c *app.RequestContext, x *httpapi.Exchan
 		x.Fail(herr)
 		return postRefused
 	}
-	q := a.quotas.of(cl)
+	q := a.quotas.Of(cl.Name, cl.Rate, cl.Outstanding)
 	now := time.Now()
-	ok, wait := q.takeRate(now)
+	ok, wait := q.TakePost(now)
 	if !ok {
 		tooMany(x, c, "Over the client's rate of "+strconv.FormatFloat(cl.Rate, 'g', -1, 64)+" pushes a second", wait)
 		return postOverRate
 	}
 	result := a.admit(ctx, c, x, cl, q, req, key, now)
 	if result != postAccepted {
-		q.giveBack()
+		q.RefundPost()
 	}
 	return result
 }
 
 // admit serves a POST within its client's rate: the outstanding quota,
 // the Idempotency-Key, the sender.
-func (a *API) admit(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange, cl *clients.Client, q *quota,
+func (a *API) admit(ctx context.Context, c *app.RequestContext, x *httpapi.Exchange, cl *clients.Client, q *ratelimit.ClientQuota,
 	req sender.Request, key string, now time.Time) string {
-	ok, err := q.reserveOpen(ctx, func(ctx context.Context, limit int) (int, error) {
+	ok, err := q.ReserveOpen(ctx, func(ctx context.Context, limit int) (int, error) {
 		sctx, cancel := a.storageCtx(ctx)
 		defer cancel()
 		return a.store.CountOpen(sctx, cl.Name, limit)
@@ -111,19 +112,19 @@ func (a *API) admit(ctx context.Context, c *app.RequestContext, x *httpapi.Excha
 	if key != "" {
 		first, err := a.claim(ctx, cl.Name, key, &req)
 		if err != nil {
-			q.unreserve()
+			q.Unreserve()
 			a.storageError(x, opClaim, err)
 			return postRefused
 		}
 		if first != req.ID {
-			q.unreserve() // nothing new stored
+			q.Unreserve() // nothing new stored
 			created(c, first)
 			return postRepeat
 		}
 	}
 	p, err := a.pushes.Accept(ctx, req)
 	if err != nil {
-		q.unreserve()
+		q.Unreserve()
 		if key != "" {
 			a.release(cl.Name, key, req.ID)
 		}

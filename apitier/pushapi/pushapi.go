@@ -18,6 +18,7 @@ import (
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/sender"
+	"github.com/autopush-go/autopush/sender/ratelimit"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -66,7 +67,7 @@ type API struct {
 	store   Store
 	pushes  Service
 	log     *slog.Logger
-	quotas  quotas
+	quotas  *ratelimit.ClientQuotas
 	cursors *cursors
 	metrics *apiMetrics
 	stop    context.CancelFunc
@@ -91,7 +92,7 @@ func New(cfg Config, store Store, log *slog.Logger) (*API, error) {
 		return nil, err
 	}
 	a := &API{cfg: cfg, clients: reg, store: store, log: log, cursors: cur, metrics: newMetrics()}
-	a.quotas = quotas{by: map[string]*quota{}, limited: a.metrics.client}
+	a.quotas = ratelimit.NewClientQuotas(a.metrics.client)
 	if len(cfg.Keys) > 0 {
 		log.Warn("push-api-keys is kept for compatibility: each key is an admin client without quotas (key-1, key-2, ...); "+
 			"give each team a client of its own in push-clients-file (tools/cmd/pushclient mints keys)", "keys", len(cfg.Keys))
@@ -111,7 +112,7 @@ func (a *API) loaded() {
 	names := make([]string, 0, set.Len())
 	named := make(map[[32]byte]string, set.Len())
 	for _, c := range set.List() {
-		a.quotas.of(&c)
+		a.quotas.Of(c.Name, c.Rate, c.Outstanding)
 		names = append(names, c.Name)
 		named[c.KeyHash] = c.Name
 		if was, ok := a.named[c.KeyHash]; ok && was != c.Name {

@@ -212,7 +212,7 @@ func (l *latencies) summary() hist.Latency {
 func latencyFunc(latency string) (func() time.Duration, *latencies) {
 	draw := func() time.Duration { return 0 }
 	if latency == "seed" {
-		draw = swrvefake.SeedLatency(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+		draw = swrvefake.MeasuredLatency(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	} else if d, err := time.ParseDuration(latency); err == nil {
 		draw = func() time.Duration { return d }
 	}

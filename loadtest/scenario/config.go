@@ -623,7 +623,7 @@ func (c *Config) validateSender() error {
 }
 
 // ProviderLatencyFunc parses ProviderLatency: the seed's distribution
-// (nil: the caller draws from swrvefake.SeedLatency), or a fixed answer
+// (nil: the caller draws from swrvefake.MeasuredLatency), or a fixed answer
 // time.
 func (c *Config) ProviderLatencyFunc() (fixed *time.Duration, err error) {
 	if c.ProviderLatency == "seed" {

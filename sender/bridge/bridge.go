@@ -25,7 +25,7 @@ const (
 	TypeAPNs    = "apns"
 )
 
-// Router data keys, the reference's: FCM registrations keep "token" and
+// Router data keys, autopush-rs's: FCM registrations keep "token" and
 // "app_id", APNs ones "token", "rel_channel" (the release channel, its
 // app id) and, when the device sent one, "aps" (JSON text, from which
 // the alert is derived).
@@ -196,7 +196,7 @@ type Notification struct {
 }
 
 // Data is the notification's data as Firefox for Android and iOS read it
-// (the reference's keys): chid, and with a payload body, con and, for
+// (autopush-rs's keys): chid, and with a payload body, con and, for
 // aesgcm, enc and cryptokey.
 func Data(n *Notification) map[string]string {
 	d := map[string]string{"chid": n.CHID.String()}

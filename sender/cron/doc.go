@@ -1,5 +1,5 @@
-// Package cron reads Quartz cron expressions (the dialect of the seed's
-// Java service) and finds their next fire time in a time zone.
+// Package cron reads Quartz cron expressions (the dialect pushes' send
+// windows are written in) and finds their next fire time in a time zone.
 //
 // Its own code, not a library's: go-quartz v0.15.2 recursed without end
 // on a day that never comes ("0 0 0 ? 2 MON#5 2027": a stack overflow

@@ -9,5 +9,6 @@
 // answer (Retry-After, a send without answer) and keeping device tokens
 // out of what a send returns (token.go); it must never import the
 // sender, a provider, a tier or storage, so that every provider and the
-// sender can import it.
+// sender can import it. Every provider's tests run the contract's suite,
+// providertest, against the provider's fake.
 package provider

@@ -25,15 +25,15 @@ type Limits struct {
 	// any second, from every sender node sharing the store together (they
 	// divide the account between them: docs/sender.md).
 	Rate float64
-	// Delay is the time between two calls of the account (the seed's
-	// delayMillis): the nodes together call at 1/Delay. It must leave
+	// Delay is the time between two calls of the account (also known
+	// as delayMillis): the nodes together call at 1/Delay. It must leave
 	// headroom under Rate (Pace <= Headroom × Rate) for what pacing
 	// cannot make exact: a call made up to the gate's slack late, and
 	// each node's one call of burst.
 	Delay time.Duration
-	// AverageLatency is the expected average answer time; with Delay it
-	// sizes the pool of concurrent sends (the seed's
-	// averageProcessingMillis / delayMillis).
+	// AverageLatency is the expected average answer time (also known as
+	// averageProcessingMillis); with Delay it sizes the pool of
+	// concurrent sends (PoolSize).
 	AverageLatency time.Duration
 	// Timeout bounds one send.
 	Timeout time.Duration
@@ -53,8 +53,9 @@ const Headroom = 0.95
 // Pace is the account's calls per second: 1/Delay.
 func (l Limits) Pace() float64 { return float64(time.Second) / float64(l.Delay) }
 
-// PoolSize is the seed's bound on concurrent sends: AverageLatency / Delay,
-// at least 1.
+// PoolSize bounds the concurrent sends: AverageLatency / Delay, the sends
+// in flight when calls start every Delay and each takes the average
+// latency; at least 1.
 func (l Limits) PoolSize() int {
 	return max(1, int(l.AverageLatency/l.Delay))
 }
@@ -93,9 +94,9 @@ type Priority int
 
 // Priorities. The zero value is Default: no urgency was given.
 const (
-	// Default leaves the priority to the provider's default, as the
-	// reference does: FCM is sent no priority (FCM's default for data
-	// messages, normal); APNs gets 10, which the reference always sends.
+	// Default leaves the priority to the provider's default, as
+	// autopush-rs does: FCM is sent no priority (FCM's default for data
+	// messages, normal); APNs gets 10, which autopush-rs always sends.
 	Default Priority = iota
 	Normal
 	High
@@ -147,8 +148,10 @@ type Notification struct {
 // Verdict classifies the outcome of one send.
 type Verdict int
 
-// Verdicts. The seed's rules decide them: 429, 500, 502, 503 and 504 are
-// Retry; any other 4xx or 5xx is Fail.
+// Verdicts. An answer's status decides them: 429, 500, 502, 503 and 504
+// are Retry; any other 4xx or 5xx is Fail, but for the answers a provider
+// knows to mean more (a device gone, our credentials refused, FCM's and
+// APNs's other retryable 5xx). providertest holds every provider to it.
 const (
 	// Sent: the service accepted the notification.
 	Sent Verdict = iota
@@ -163,10 +166,11 @@ const (
 	// registration.
 	DeviceGone
 	// NoPrototypeKey: the provider has no mapping for the push's
-	// prototype and platform (the seed's MESSAGE_PROTOTYPE_KEY error).
+	// prototype and platform (recorded as error type
+	// MESSAGE_PROTOTYPE_KEY).
 	NoPrototypeKey
-	// Broken: a runtime error on our side (the seed's OTHER); the push is
-	// FAILED with Err as the cause.
+	// Broken: a runtime error on our side (recorded as error type
+	// OTHER); the push is FAILED with Err as the cause.
 	Broken
 )
 

@@ -6,8 +6,8 @@
 // message. The answer is JSON {"code": ..., "message": ...}; 2xx is sent,
 // 429/500/502/503/504 retry (honouring Retry-After), anything else fails.
 //
-// The prototype-to-campaign mapping is a YAML file in the seed's shape
-// (keys.go), reloaded on SIGHUP (Reload) and when the file changes.
+// The prototype-to-campaign mapping is a YAML file (keys.go: prototype,
+// then platform, to push_key), reloaded on SIGHUP (Reload) and when the file changes.
 //
 // It must never import the sender or storage: it only speaks the
 // provider contract. Swrve takes no dedup or collapse key, so Limits

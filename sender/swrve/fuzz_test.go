@@ -10,7 +10,7 @@ import (
 	"github.com/autopush-go/autopush/sender/provider"
 )
 
-const seedKeys = `swrve:
+const exampleKeys = `swrve:
   messagePrototypePushKeys:
     'Hello':
       IOS: d36ae023-010c-4f3a-9bd7-9924a754b4b4
@@ -24,7 +24,7 @@ const seedKeys = `swrve:
 // mapping it accepts has only IOS and ANDROID entries with a push_key.
 func FuzzParseKeys(f *testing.F) {
 	for _, s := range []string{
-		seedKeys,
+		exampleKeys,
 		"messagePrototypePushKeys:\n  Hello: {IOS: a}\n",
 		"swrve:\n  messagePrototypePushKeys: {}\n",
 		"swrve:\n  messagePrototypePushKeys:\n    Hello:\n      WINDOWS: k\n",
@@ -59,7 +59,8 @@ func FuzzParseKeys(f *testing.F) {
 }
 
 // FuzzClassify: whatever Swrve answers (status, Retry-After, body), the
-// verdict follows the seed's rules, the recorded message is bounded, and
+// verdict follows the retry rules (429, 500, 502, 503, 504 retry; any
+// other 4xx or 5xx fails), the recorded message is bounded, and
 // the wait is within a day.
 func FuzzClassify(f *testing.F) {
 	for _, c := range []struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // Keys maps (message prototype, platform) to the push_key of the Swrve
-// campaign, as the seed's properties file does:
+// campaign, in a YAML file of this shape:
 //
 //	swrve:
 //	  messagePrototypePushKeys:

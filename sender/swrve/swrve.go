@@ -31,18 +31,18 @@ type Config struct {
 	// Default 300.
 	Rate float64 `conf:"swrve-rate" help:"most calls a second the Swrve account accepts, from all sender nodes together (its rate limit)"`
 	// Delay is the time between two calls of the account, all nodes
-	// together (the seed's delayMillis); at most 95% of Rate, for
+	// together (also known as delayMillis); at most 95% of Rate, for
 	// headroom. Default 4ms (250 calls a second).
 	Delay time.Duration `conf:"swrve-delay" help:"time between two calls to Swrve, all sender nodes together (the pace; leaves headroom under swrve-rate)"`
-	// AverageLatency is the expected average answer time; the sending
-	// pool holds AverageLatency/Delay sends (the seed's
-	// averageProcessingMillis/delayMillis) and the look-ahead. Default
+	// AverageLatency is the expected average answer time (also known as
+	// averageProcessingMillis); the sending pool holds
+	// AverageLatency/Delay sends and the look-ahead. Default
 	// 2s (pool 500 + 62).
 	AverageLatency time.Duration `conf:"swrve-average-latency" help:"expected average Swrve answer time (sizes the sending pool)"`
 	// Timeout bounds one send, answer included. Default 30s.
 	Timeout time.Duration `conf:"swrve-timeout" help:"timeout of one send to Swrve"`
 	// KeysFile is the YAML mapping of message prototypes to campaign
-	// push keys (the seed's messagePrototypePushKeys). Reloaded on SIGHUP
+	// push keys (messagePrototypePushKeys, keys.go). Reloaded on SIGHUP
 	// and when it changes. Default "" (no mapping: every push fails with
 	// MESSAGE_PROTOTYPE_KEY).
 	KeysFile string `conf:"swrve-keys-file" help:"YAML file mapping message prototypes to Swrve push keys (reloaded on SIGHUP and change)"`
@@ -177,7 +177,8 @@ func (c *Client) Send(ctx context.Context, n *provider.Notification) provider.Re
 	return classify(resp.StatusCode, resp.Header.Get("Retry-After"), body, time.Now())
 }
 
-// classify applies the seed's rules to an answer.
+// classify maps an answer to a verdict: 2xx is sent, 429, 500, 502, 503
+// and 504 retry (after the Retry-After sent), any other status fails.
 func classify(status int, retryAfter string, body []byte, now time.Time) provider.Result {
 	r := provider.Result{Status: status}
 	var a answer

@@ -60,6 +60,10 @@ type Fault struct {
 	Delay time.Duration
 	// Reset aborts the stream without an answer (after Delay).
 	Reset bool
+	// Body, when not nil, is the answer's body as is, in place of
+	// APNs's JSON (an answer from something other than APNs: a proxy's
+	// page, a malformed body).
+	Body []byte
 }
 
 // Options configure the fake.
@@ -522,6 +526,11 @@ func (f *Fake) reply(w http.ResponseWriter, rec Received, fault Fault) {
 	w.Header().Set("apns-id", id)
 	if fault.RetryAfter != "" {
 		w.Header().Set("Retry-After", fault.RetryAfter)
+	}
+	if fault.Body != nil {
+		w.WriteHeader(fault.Status)
+		w.Write(fault.Body)
+		return
 	}
 	if fault.Status == http.StatusOK {
 		w.WriteHeader(http.StatusOK)

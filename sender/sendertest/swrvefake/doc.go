@@ -5,7 +5,8 @@
 // Faults are injected per request: any status (429 with or without
 // Retry-After, 5xx, 4xx), a delay (slowness, or longer than the client's
 // timeout), a connection reset, and an answer latency drawn from a
-// distribution (the seed's measured one: p50 about 1 s, p99 about 6 s).
+// distribution (MeasuredLatency: Swrve's measured answer times, p50
+// about 1 s, p99 about 6 s).
 //
 // It is a test helper: only tests and the load tester import it, never a
 // service binary (stack/deps_test.go). It listens only on loopback.

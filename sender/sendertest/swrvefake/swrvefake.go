@@ -40,6 +40,10 @@ type Fault struct {
 	Until <-chan struct{}
 	// Message is the error text (default: the status text).
 	Message string
+	// Body, when not nil, is the answer's body as is, in place of
+	// Swrve's JSON (an answer from something other than Swrve: a proxy's
+	// page, a cut or malformed body).
+	Body []byte
 }
 
 // Fake is the fake push API. Its methods are safe for concurrent use.
@@ -142,6 +146,35 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := Received{At: time.Now(), PushKey: r.Form.Get("push_key"), User: r.Form.Get("user"), Message: r.Form.Get("message")}
+	fault, delay := f.decide(rec)
+	rec.Status = fault.Status
+	if fault.Reset {
+		rec.Status = 0
+	}
+	f.record(rec)
+	if !wait(r, delay, fault.Until) {
+		return
+	}
+	switch {
+	case fault.Reset:
+		reset(w)
+	case fault.Body != nil:
+		replyRaw(w, fault.Status, fault.Body, fault.RetryAfter)
+	default:
+		msg := fault.Message
+		if msg == "" {
+			msg = http.StatusText(fault.Status)
+			if fault.Status == http.StatusOK {
+				msg = "OK"
+			}
+		}
+		reply(w, fault.Status, msg, fault.RetryAfter)
+	}
+}
+
+// decide is the fault of a request (Swrve's own checks first, then
+// SetFaults's; a status of 0 is 200) and the delay of its answer.
+func (f *Fake) decide(rec Received) (Fault, time.Duration) {
 	f.mu.Lock()
 	faults, latency, keys := f.faults, f.latency, f.keys
 	f.mu.Unlock()
@@ -159,41 +192,31 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if fault.Status == 0 && !fault.Reset {
 		fault.Status = http.StatusOK
 	}
-	rec.Status = fault.Status
-	if fault.Reset {
-		rec.Status = 0
-	}
-	f.record(rec)
 	d := fault.Delay
 	if latency != nil {
 		d += latency()
 	}
+	return fault, d
+}
+
+// wait waits d, then until closes (nil: not at all); false when the
+// client gave up first.
+func wait(r *http.Request, d time.Duration, until <-chan struct{}) bool {
 	if d > 0 {
 		select {
 		case <-time.After(d):
 		case <-r.Context().Done():
-			return
+			return false
 		}
 	}
-	if fault.Until != nil {
+	if until != nil {
 		select {
-		case <-fault.Until:
+		case <-until:
 		case <-r.Context().Done():
-			return
+			return false
 		}
 	}
-	if fault.Reset {
-		reset(w)
-		return
-	}
-	msg := fault.Message
-	if msg == "" {
-		msg = http.StatusText(fault.Status)
-		if fault.Status == http.StatusOK {
-			msg = "OK"
-		}
-	}
-	reply(w, fault.Status, msg, fault.RetryAfter)
+	return true
 }
 
 func (f *Fake) record(rec Received) {
@@ -203,12 +226,16 @@ func (f *Fake) record(rec Received) {
 func reply(w http.ResponseWriter, status int, msg, retryAfter string) {
 	b, _ := json.Marshal(answer{Code: status, Message: msg})
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	replyRaw(w, status, b, retryAfter)
+}
+
+func replyRaw(w http.ResponseWriter, status int, body []byte, retryAfter string) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 	w.WriteHeader(status)
-	w.Write(b)
+	w.Write(body)
 }
 
 // reset closes the connection with an RST (SO_LINGER 0), so the client
@@ -228,13 +255,13 @@ func reset(w http.ResponseWriter) {
 	conn.Close()
 }
 
-// SeedLatency draws answer times from a log-normal distribution with the
-// seed's measured median (983 ms) and 99th percentile (5,956 ms), within
-// its measured minimum (233 ms) and maximum (7,701 ms): Swrve's answer
-// times under load. (Unbounded, the log-normal's tail would reach past a
-// sender's 30 s timeout about once in 100,000 draws, which the seed never
-// saw.)
-func SeedLatency(r *rand.Rand) func() time.Duration {
+// MeasuredLatency draws answer times as Swrve's measured under load: a
+// log-normal distribution with their median (983 ms) and 99th
+// percentile (5,956 ms), within their minimum (233 ms) and maximum
+// (7,701 ms). (Unbounded, the log-normal's tail would reach past a
+// sender's 30 s timeout about once in 100,000 draws, which Swrve's
+// measured answers never did.)
+func MeasuredLatency(r *rand.Rand) func() time.Duration {
 	const (
 		median = 983 * time.Millisecond
 		p99    = 5956 * time.Millisecond

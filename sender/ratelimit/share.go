@@ -1,4 +1,4 @@
-package sender
+package ratelimit
 
 import (
 	"context"
@@ -9,42 +9,71 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// An account's pace is divided into shareParts parts; each sender node
+// An account's pace is divided into ShareParts parts; each sender node
 // holds a whole number of them, by an entry in the account's record
 // (storage.RateShares) that it renews every shareInterval. The rules
 // that keep the sum of the nodes' calls under the account's rate in every
 // sliding second, whatever the number of nodes (docs/sender.md, "One
 // account, several nodes"):
 //
-//   - the record's entries never add up to more than shareParts: a node
+//   - the record's entries never add up to more than ShareParts: a node
 //     takes only parts no live entry holds, by compare-and-set;
 //   - a node uses more parts only after its entry says so, and its entry
 //     keeps saying it holds parts it gave up for shareSettle afterwards
 //     (a second, plus the plans already made at the old pace), so no
 //     second sees both its old pace and another node's use of the parts;
 //   - a node plans calls only before its entry's Until less shareMargin
-//     and planHorizon, and others treat the entry as lapsed only
+//     and PlanHorizon, and others treat the entry as lapsed only
 //     shareMargin after Until: a node that died or lost the store leaves
 //     a gap of two margins, which covers the last second of its calls
 //     when clocks agree within half a second.
 const (
-	shareParts = 120 // divides evenly among 2, 3, 4, 5, 6, 8, 10 and 12 nodes
+	// ShareParts is how many parts an account's pace is divided into.
+	ShareParts = 120 // divides evenly among 2, 3, 4, 5, 6, 8, 10 and 12 nodes
 	// shareMargin is the clock skew the rules tolerate, twice over.
 	shareMargin = time.Second
 	// shareSettle is how long parts given up stay published.
-	shareSettle = time.Second + planHorizon + callSlack
+	shareSettle = time.Second + PlanHorizon + CallSlack
 	// shareInterval is how often a node renews its entry.
 	shareInterval = time.Second
+	// MinShareHold is the shortest life an entry may have: two margins,
+	// the plan horizon and a renewal (a shorter one lapses before its
+	// node may use it).
+	MinShareHold = 2*shareMargin + PlanHorizon + shareInterval
 )
 
-// share keeps one lane's entry in its account's record and gives the gate
-// the parts it may use. One goroutine (run) drives it.
-type share struct {
-	l       *lane
-	account string
-	hold    time.Duration // an entry's life (Config.ShareHold)
-	used    int           // parts the gate uses
-	lowered []lowered     // parts given up lately, still published
+// ShareStore is the part of the store a NodeShare uses: the accounts'
+// records of rate shares (storage.PushStore).
+type ShareStore interface {
+	GetRateShares(ctx context.Context, account string) (storage.RateShares, error)
+	PutRateShares(ctx context.Context, prev int64, next storage.RateShares) error
+}
+
+// ShareConfig is what a NodeShare is made of; the sender fills it from
+// its own, validated, Config.
+type ShareConfig struct {
+	Store ShareStore
+	// Node is this node's name in the record (the sender's lease owner).
+	Node string
+	// Account is the provider account whose pace is shared ("swrve").
+	Account string
+	// Hold is an entry's life (sender-share-hold), at least MinShareHold.
+	Hold time.Duration
+	// StoreTimeout bounds each storage call (sender-store-timeout).
+	StoreTimeout time.Duration
+	// Failed is told of each renewal that failed (nil: nobody).
+	Failed func(error)
+}
+
+// NodeShare limits this node to its part of an account's pace, whatever
+// the number of sender nodes: it keeps the node's entry in the account's
+// record and gives the gate the parts it may use. One goroutine (Run)
+// drives it; Release may be called from another.
+type NodeShare struct {
+	cfg     ShareConfig
+	gate    *CallGate
+	used    int       // parts the gate uses
+	lowered []lowered // parts given up lately, still published
 }
 
 type lowered struct {
@@ -52,23 +81,25 @@ type lowered struct {
 	until time.Time
 }
 
-func newShare(l *lane, hold time.Duration) *share {
-	return &share{l: l, account: l.p.Name(), hold: hold}
+// NewNodeShare makes the share that gives gate its parts.
+func NewNodeShare(cfg ShareConfig, gate *CallGate) *NodeShare {
+	return &NodeShare{cfg: cfg, gate: gate}
 }
 
-// run renews the entry every shareInterval until ctx ends. A node started
+// Run renews the entry every shareInterval until ctx ends. A node started
 // again under the same name takes its earlier run's entry back, which may
 // have been in use until a moment ago, so it keeps publishing those parts
 // until they settle.
 // It calls tried after the first attempt, whatever its outcome.
-func (sh *share) run(ctx context.Context, tried func()) {
+func (sh *NodeShare) Run(ctx context.Context, tried func()) {
 	first := true
 	t := time.NewTicker(shareInterval)
 	defer t.Stop()
 	for {
 		if err := sh.tick(ctx, first); err != nil && ctx.Err() == nil {
-			sh.l.s.m.storageError(stageShare)
-			sh.l.s.log.Warn("rate share not renewed", "provider", sh.account, "error", err)
+			if sh.cfg.Failed != nil {
+				sh.cfg.Failed(err)
+			}
 		} else {
 			first = false
 		}
@@ -92,7 +123,7 @@ func (sh *share) run(ctx context.Context, tried func()) {
 // on it, so trying again is safe. Several nodes renewing one record every
 // second contend on it, and a share that misses renewals for its hold
 // lapses (its node then accepts pushes PENDING).
-func (sh *share) tick(ctx context.Context, first bool) error {
+func (sh *NodeShare) tick(ctx context.Context, first bool) error {
 	var err error
 	for range 4 {
 		err = sh.renew(ctx, first)
@@ -103,11 +134,11 @@ func (sh *share) tick(ctx context.Context, first bool) error {
 	return err
 }
 
-func (sh *share) renew(ctx context.Context, first bool) error {
-	s := sh.l.s
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+func (sh *NodeShare) renew(ctx context.Context, first bool) error {
+	c := &sh.cfg
+	rctx, cancel := context.WithTimeout(ctx, c.StoreTimeout)
 	defer cancel()
-	rec, err := s.store.GetRateShares(rctx, sh.account)
+	rec, err := c.Store.GetRateShares(rctx, c.Account)
 	if err != nil {
 		return err
 	}
@@ -116,7 +147,7 @@ func (sh *share) renew(ctx context.Context, first bool) error {
 	held := 0
 	for _, e := range rec.Nodes {
 		switch {
-		case e.Node == s.node:
+		case e.Node == c.Node:
 			if first && e.Until > now.UnixMilli() {
 				sh.lowered = append(sh.lowered, lowered{e.Parts, now.Add(shareSettle)})
 			}
@@ -125,8 +156,8 @@ func (sh *share) renew(ctx context.Context, first bool) error {
 			held += e.Parts
 		}
 	}
-	want := min(fairParts(s.node, others), max(0, shareParts-held))
-	if _, usable := sh.l.gate.share(); sh.used > 0 && now.Sub(usable) > shareSettle {
+	want := min(fairParts(c.Node, others), max(0, ShareParts-held))
+	if _, usable := sh.gate.share(); sh.used > 0 && now.Sub(usable) > shareSettle {
 		// The share lapsed (the store was out of reach) long enough ago
 		// that its last calls have settled: nothing of it is in use, and
 		// others may hold its parts by now.
@@ -140,36 +171,36 @@ func (sh *share) renew(ctx context.Context, first bool) error {
 	for _, x := range sh.lowered {
 		pub = max(pub, x.parts)
 	}
-	until := now.Add(sh.hold)
-	next := storage.RateShares{Account: sh.account, Version: rec.Version + 1,
-		Nodes: append(others, storage.RateShare{Node: s.node, Parts: pub, Until: until.UnixMilli()})}
-	if err := s.store.PutRateShares(rctx, rec.Version, next); err != nil {
+	until := now.Add(c.Hold)
+	next := storage.RateShares{Account: c.Account, Version: rec.Version + 1,
+		Nodes: append(others, storage.RateShare{Node: c.Node, Parts: pub, Until: until.UnixMilli()})}
+	if err := c.Store.PutRateShares(rctx, rec.Version, next); err != nil {
 		return err
 	}
 	sh.used = want
-	sh.l.gate.set(want, until.Add(-shareMargin-planHorizon))
+	sh.gate.set(want, until.Add(-shareMargin-PlanHorizon))
 	return nil
 }
 
-// release publishes, once the lane's last calls are made, that this node
-// gives its parts up: its entry lapses a settle later, when no second can
-// hold both its calls and another node's.
-func (sh *share) release(ctx context.Context) {
-	s := sh.l.s
-	sh.l.gate.set(0, time.Time{})
+// Release publishes that this node gives its parts up (it stops): its
+// entry lapses a settle later, when no second can hold both its calls
+// and another node's.
+func (sh *NodeShare) Release(ctx context.Context) {
+	c := &sh.cfg
+	sh.gate.set(0, time.Time{})
 	for range 4 {
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-		rec, err := s.store.GetRateShares(rctx, sh.account)
+		rctx, cancel := context.WithTimeout(ctx, c.StoreTimeout)
+		rec, err := c.Store.GetRateShares(rctx, c.Account)
 		if err == nil {
 			now := time.Now()
-			next := storage.RateShares{Account: sh.account, Version: rec.Version + 1}
+			next := storage.RateShares{Account: c.Account, Version: rec.Version + 1}
 			for _, e := range rec.Nodes {
-				if e.Node == s.node {
+				if e.Node == c.Node {
 					e.Until = min(e.Until, now.Add(shareSettle-shareMargin).UnixMilli())
 				}
 				next.Nodes = append(next.Nodes, e)
 			}
-			err = s.store.PutRateShares(rctx, rec.Version, next)
+			err = c.Store.PutRateShares(rctx, rec.Version, next)
 		}
 		cancel()
 		if !errors.Is(err, storage.ErrConflict) {
@@ -178,7 +209,7 @@ func (sh *share) release(ctx context.Context) {
 	}
 }
 
-// fairParts is node's fair part of shareParts among itself and others:
+// fairParts is node's fair part of ShareParts among itself and others:
 // an equal part each, the remainder to the first nodes by name.
 func fairParts(node string, others []storage.RateShare) int {
 	n := len(others) + 1
@@ -188,8 +219,8 @@ func fairParts(node string, others []storage.RateShare) int {
 			rank++
 		}
 	}
-	part := shareParts / n
-	if rank < shareParts%n {
+	part := ShareParts / n
+	if rank < ShareParts%n {
 		part++
 	}
 	return part

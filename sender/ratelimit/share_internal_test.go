@@ -1,4 +1,4 @@
-package sender
+package ratelimit
 
 import (
 	"fmt"
@@ -11,12 +11,12 @@ import (
 // parts themselves, adds up to the whole, and no two differ by more
 // than one, whatever order the entries come in.
 func TestFairParts(t *testing.T) {
-	for n := 1; n <= shareParts; n++ {
+	for n := 1; n <= ShareParts; n++ {
 		names := make([]string, n)
 		for i := range names {
 			names[i] = fmt.Sprintf("node-%03d", (i*7919)%n) // a permutation (7919 is prime): not in name order
 		}
-		sum, least, most := 0, shareParts, 0
+		sum, least, most := 0, ShareParts, 0
 		for _, me := range names {
 			var others []storage.RateShare
 			for _, o := range names {
@@ -27,8 +27,8 @@ func TestFairParts(t *testing.T) {
 			p := fairParts(me, others)
 			sum, least, most = sum+p, min(least, p), max(most, p)
 		}
-		if sum != shareParts || most-least > 1 {
-			t.Fatalf("%d nodes: parts add up to %d (want %d), from %d to %d", n, sum, shareParts, least, most)
+		if sum != ShareParts || most-least > 1 {
+			t.Fatalf("%d nodes: parts add up to %d (want %d), from %d to %d", n, sum, ShareParts, least, most)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package sender
+package ratelimit
 
 import (
 	"context"
@@ -10,38 +10,39 @@ import (
 
 // Timing of the gate (docs/sender.md, "Gate").
 const (
-	// planHorizon is the furthest ahead a call is planned: a plan further
+	// PlanHorizon is the furthest ahead a call is planned: a plan further
 	// out waits. It bounds how long a lowered share's old pace lasts
 	// (shareSettle).
-	planHorizon = 500 * time.Millisecond
-	// callSlack is how late a call may be made after its planned time;
+	PlanHorizon = 500 * time.Millisecond
+	// CallSlack is how late a call may be made after its planned time;
 	// later (its attempt row took longer to write than the plan's lead,
 	// or the process got no CPU for a moment), it waits for a new time
 	// from the gate, so late calls never bunch. A node's calls in any
-	// second are at most its pace × (1 + callSlack/1s) + 1.
-	callSlack = 20 * time.Millisecond
+	// second are at most its pace × (1 + CallSlack/1s) + 1.
+	CallSlack = 20 * time.Millisecond
 )
 
-// gate paces one lane's provider calls at this node's share of the
-// account's pace, and bounds the sends planned ahead of their calls.
+// CallGate limits one provider's calls from this node: it paces them at
+// this node's share of the account's pace (NodeShare), and bounds the
+// sends planned ahead of their calls.
 //
-// Each call's time is planned (plan) before its attempt row is written,
+// Each call's time is planned (Plan) before its attempt row is written,
 // and the row records it (Attempt.Called): an attempt found IN_PROCESS
 // after a crash says when its call was due (a call woken too late for its
-// time takes a later one, so the row's time is a lower bound). The limiter's burst is one
-// call, and it keeps its schedule whatever the goroutines' wake-ups: a
+// time takes a later one, so the row's time is a lower bound). The
+// limiter's burst is one call, and it keeps its schedule whatever the goroutines' wake-ups: a
 // plan is a reservation at a time, not a wait.
 //
 // Safe for concurrent use.
-type gate struct {
+type CallGate struct {
 	pace float64 // the account's calls per second, all nodes together
 
 	mu      sync.Mutex
 	lim     *rate.Limiter
-	parts   int           // this node's parts of the account's pace (of shareParts)
+	parts   int           // this node's parts of the account's pace (of ShareParts)
 	until   time.Time     // calls are planned only before this: the share's validity
 	changed chan struct{} // closed and replaced when parts or until change
-	closed  bool          // by Stop: no call is planned again
+	closed  bool          // by Close: no call is planned again
 
 	// The sends ahead: handed on by the reader and not yet called (or
 	// dropped), at most aheadMax: a quarter of a second of this node's
@@ -52,19 +53,22 @@ type gate struct {
 	freed           chan struct{} // closed and replaced when a send ahead is called or dropped
 }
 
-func newGate(pace float64) *gate {
-	return &gate{pace: pace, lim: rate.NewLimiter(0, 1), changed: make(chan struct{}), freed: make(chan struct{}), aheadMax: 1}
+// NewCallGate makes the gate of an account whose calls, all nodes
+// together, are paced at pace a second. It holds no share until its
+// NodeShare gives it one: until then it plans no call.
+func NewCallGate(pace float64) *CallGate {
+	return &CallGate{pace: pace, lim: rate.NewLimiter(0, 1), changed: make(chan struct{}), freed: make(chan struct{}), aheadMax: 1}
 }
 
-// set gives the gate this node's share: parts of shareParts, usable to
+// set gives the gate this node's share: parts of ShareParts, usable to
 // plan calls before until.
-func (g *gate) set(parts int, until time.Time) {
+func (g *CallGate) set(parts int, until time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return
 	}
-	local := g.pace * float64(parts) / shareParts
+	local := g.pace * float64(parts) / ShareParts
 	if parts != g.parts {
 		g.lim.SetLimit(rate.Limit(local))
 	}
@@ -76,11 +80,11 @@ func (g *gate) set(parts int, until time.Time) {
 	g.freed = make(chan struct{})
 }
 
-// close ends the planning of calls for good (the node stops): from now
+// Close ends the planning of calls for good (the node stops): from now
 // on the gate holds no share, and a renewal that was under way cannot
 // give it one back. Calls planned before are made at their time, within
-// planHorizon.
-func (g *gate) close() {
+// PlanHorizon.
+func (g *CallGate) Close() {
 	g.set(0, time.Time{})
 	g.mu.Lock()
 	g.closed = true
@@ -88,21 +92,35 @@ func (g *gate) close() {
 }
 
 // share returns the parts this node holds and until when.
-func (g *gate) share() (int, time.Time) {
+func (g *CallGate) share() (int, time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.parts, g.until
 }
 
-// open reports whether the gate may plan calls now.
-func (g *gate) open() bool {
+// Open reports whether the gate may plan calls now.
+func (g *CallGate) Open() bool {
 	parts, until := g.share()
 	return parts > 0 && time.Now().Before(until)
 }
 
-// enter takes a place among the sends ahead, waiting while they are all
+// Parts is how many parts of the account's pace (of ShareParts) this node
+// may use now: none when it holds no share or its share lapsed.
+func (g *CallGate) Parts() int {
+	parts, until := g.share()
+	if time.Now().Before(until) {
+		return parts
+	}
+	return 0
+}
+
+// Pace is the calls a second this node may make now: its parts of the
+// account's pace.
+func (g *CallGate) Pace() float64 { return g.pace * float64(g.Parts()) / ShareParts }
+
+// Enter takes a place among the sends ahead, waiting while they are all
 // taken; false when ctx ended first.
-func (g *gate) enter(ctx context.Context) bool {
+func (g *CallGate) Enter(ctx context.Context) bool {
 	for {
 		g.mu.Lock()
 		if g.ahead < g.aheadMax {
@@ -120,9 +138,9 @@ func (g *gate) enter(ctx context.Context) bool {
 	}
 }
 
-// passed gives back the place of a send that called, or will not call,
+// Passed gives back the place of a send that called, or will not call,
 // the provider.
-func (g *gate) passed() {
+func (g *CallGate) Passed() {
 	g.mu.Lock()
 	g.ahead--
 	close(g.freed)
@@ -130,11 +148,11 @@ func (g *gate) passed() {
 	g.mu.Unlock()
 }
 
-// plan reserves the next call's time: the earliest the pace allows,
-// within planHorizon, while the share is valid. It waits for a share when
+// Plan reserves the next call's time: the earliest the pace allows,
+// within PlanHorizon, while the share is valid. It waits for a share when
 // the node holds none (or it lapsed), and returns ctx's error when ctx
 // ends first. The reservation is cancelled when the call is not made.
-func (g *gate) plan(ctx context.Context) (time.Time, *rate.Reservation, error) {
+func (g *CallGate) Plan(ctx context.Context) (time.Time, *rate.Reservation, error) {
 	for {
 		g.mu.Lock()
 		now := time.Now()
@@ -142,13 +160,13 @@ func (g *gate) plan(ctx context.Context) (time.Time, *rate.Reservation, error) {
 		if g.parts > 0 && now.Before(g.until) {
 			r := g.lim.ReserveN(now, 1)
 			at := now.Add(r.DelayFrom(now))
-			if r.OK() && at.Before(g.until) && at.Sub(now) <= planHorizon {
+			if r.OK() && at.Before(g.until) && at.Sub(now) <= PlanHorizon {
 				g.mu.Unlock()
 				return at, r, nil
 			}
 			r.CancelAt(now)
 			if r.OK() && at.Before(g.until) {
-				wait = at.Sub(now) - planHorizon
+				wait = at.Sub(now) - PlanHorizon
 			}
 		}
 		ch := g.changed
