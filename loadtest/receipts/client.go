@@ -17,7 +17,7 @@ import (
 	api "github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
-	"github.com/autopush-go/autopush/loadtest/sender"
+	"github.com/autopush-go/autopush/loadtest/appserver"
 )
 
 // Client is the application server's side of receipts: the run's VAPID
@@ -116,7 +116,7 @@ func (c *Client) page(ctx context.Context, sub string, wait int) (int, error) {
 		Receipts []api.Receipt `json:"receipts"`
 	}
 	if status != http.StatusOK {
-		return 0, fmt.Errorf("GET: %s", sender.StatusReason(status, body))
+		return 0, fmt.Errorf("GET: %s", appserver.StatusReason(status, body))
 	}
 	if err := json.Unmarshal(body, &got); err != nil {
 		return 0, fmt.Errorf("GET: %w", err)
@@ -138,7 +138,7 @@ func (c *Client) page(ctx context.Context, sub string, wait int) (int, error) {
 	case err != nil:
 		return 0, fmt.Errorf("ack: %w", err)
 	case status != http.StatusNoContent:
-		return 0, fmt.Errorf("ack: %s", sender.StatusReason(status, body))
+		return 0, fmt.Errorf("ack: %s", appserver.StatusReason(status, body))
 	}
 	return len(got.Receipts), nil
 }
@@ -205,7 +205,7 @@ func (c *Client) Drain(ctx context.Context) error {
 
 func (c *Client) failed(err error) {
 	c.mu.Lock()
-	c.errs[sender.TransportReason(err)]++
+	c.errs[appserver.TransportReason(err)]++
 	c.mu.Unlock()
 }
 

@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/appserver"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/probe"
-	"github.com/autopush-go/autopush/loadtest/sender"
 )
 
 // IsWorker reports whether this process was started as a worker (Env set);
@@ -84,7 +84,7 @@ type worker struct {
 	logw   io.Writer
 	logMu  sync.Mutex
 	agents *agent.Set
-	sender *sender.Sender
+	sender *appserver.Sender
 	ledger ledger.Ledger
 	quit   chan struct{}
 	closed bool
@@ -169,10 +169,10 @@ func (w *worker) start(a Setup) error {
 	}
 	var vapidPublic string
 	if a.Keys {
-		s, err := sender.New(sender.Settings{Run: a.Run, Worker: a.Index, SourceIPs: a.SourceIPs, VAPIDPrivate: a.VAPIDPrivate,
+		s, err := appserver.New(appserver.Settings{Run: a.Run, Worker: a.Index, SourceIPs: a.SourceIPs, VAPIDPrivate: a.VAPIDPrivate,
 			VAPIDSubject: a.VAPIDSubject, VAPIDReuse: a.VAPIDReuse, FreshKeys: a.FreshKeys, NetHTTP: a.NetHTTP, PayloadSize: a.PayloadSize, TTL: a.TTL, Conns: a.SenderConns,
 			MaxInFlight: a.MaxInFlight, Timeout: a.PushTimeout, PushReceipt: a.PushReceipt},
-			sender.Env{Clock: w.clock, Ledger: &w.ledger, Response: w.resp, Lag: w.lag, Tracef: w.tracef})
+			appserver.Env{Clock: w.clock, Ledger: &w.ledger, Response: w.resp, Lag: w.lag, Tracef: w.tracef})
 		if err != nil {
 			return err
 		}
@@ -224,7 +224,7 @@ func (w *worker) send(a Send) SendResult {
 	lo := w.ledger.Len()
 	before := w.agents.Problems()
 	errsBefore := w.sender.Errors()
-	sched := sender.Schedule{Start: w.clock.Now() + int64(time.Millisecond), Period: 1e9 / a.Rate, Count: count, Pick: a.Pick}
+	sched := appserver.Schedule{Start: w.clock.Now() + int64(time.Millisecond), Period: 1e9 / a.Rate, Count: count, Pick: a.Pick}
 	end := sched.End()
 	from := sched.Start + int64(a.Warmup)
 	w.lat.StartStage(from, end+1)

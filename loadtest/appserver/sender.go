@@ -1,4 +1,4 @@
-package sender
+package appserver
 
 import (
 	"bytes"

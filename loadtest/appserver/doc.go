@@ -9,4 +9,4 @@
 // time. It must never wait for the server to pace the offered rate (a push
 // over the in-flight cap is counted as an error, not delayed), and never
 // post to an endpoint a user agent of this run did not register.
-package sender
+package appserver
