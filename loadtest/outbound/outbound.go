@@ -284,7 +284,7 @@ type poster struct {
 type clientCounts struct{ posted, accepted, tooMany, failed int64 }
 
 func newPoster(cfg *scenario.Config, endpointURL string, keys []string) *poster {
-	tr := &http.Transport{MaxConnsPerHost: cfg.SenderConns, MaxIdleConnsPerHost: cfg.SenderConns, IdleConnTimeout: time.Minute}
+	tr := &http.Transport{MaxConnsPerHost: cfg.AppServerConns, MaxIdleConnsPerHost: cfg.AppServerConns, IdleConnTimeout: time.Minute}
 	p := &poster{client: &http.Client{Transport: tr, Timeout: cfg.PushTimeout}, url: endpointURL, auth: "Bearer " + keys[0],
 		max: int64(cfg.MaxInFlight), errs: map[string]int64{}, total: hist.New(), interval: hist.New()}
 	clients := keys[:1]
