@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/appserver"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/receipts"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
-	"github.com/autopush-go/autopush/loadtest/sender"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
@@ -46,7 +46,7 @@ func (r *run) delivery(ctx context.Context) error {
 		evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
 			share := cfg.Messages*(wp.first+wp.uas)/cfg.UAs - cfg.Messages*wp.first/cfg.UAs
 			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate * float64(wp.uas) / float64(cfg.UAs),
-				Count: share, Pick: sender.PickRoundRobin, Keep: true}}
+				Count: share, Pick: appserver.PickRoundRobin, Keep: true}}
 		})
 	} else {
 		if _, err := r.pool.all(ctx, churnCmd(true, cfg)); err != nil {
@@ -59,7 +59,7 @@ func (r *run) delivery(ctx context.Context) error {
 		start := time.Now()
 		evs, err = r.pool.all(ctx, func(wp *workerProc) worker.Command {
 			return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate / float64(len(r.pool.ws)), Duration: cfg.Duration,
-				Pick: sender.PickRandom, Keep: true}}
+				Pick: appserver.PickRandom, Keep: true}}
 		})
 		after := r.pool.counters()
 		d.ChurnConnects, d.ChurnCloses = after.Connects-before.Connects, after.Closes-before.Closes

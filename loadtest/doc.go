@@ -1,8 +1,7 @@
 // Package loadtest measures the push service's capacity and latency the
 // way operators size a cluster: many virtual user agents speaking the
-// Mozilla push protocol over real websockets, application-server senders
-// posting VAPID-signed, aes128gcm-encrypted pushes at an open-loop offered
-// rate, every message accounted for, and the connection nodes' memory
+// Mozilla push protocol over real websockets, application servers posting
+// VAPID-signed, aes128gcm-encrypted pushes at an open-loop offered rate, every message accounted for, and the connection nodes' memory
 // sampled from outside while connections grow.
 //
 // This package is the coordinator: Run runs one scenario (scenario.Config;
@@ -21,7 +20,7 @@
 //	outbound  the sender scenario (the only one linking the fake providers)
 //	worker    the worker process and the JSON-lines protocol that drives it
 //	agent     the virtual user agents on their epoll loops
-//	sender    the application server (open-loop POSTs)
+//	appserver the application server (open-loop POSTs)
 //	ledger    every push's fate, and the payload that names it
 //	receipts  the application server's delivery receipts (-receipts), checked against the ledgers
 //	hist      latency histograms and the worker clock they are read on
@@ -32,7 +31,7 @@
 //
 //	coordinator (Run) ──stdin/stdout JSON lines──▶ worker processes (this binary, re-executed)
 //	   │  starts autoendpoint, then autoconnect ×E    │ epoll event loops own the user agents
-//	   │  samples /proc/<pid> and /metrics            │ an open-loop sender per worker
+//	   │  samples /proc/<pid> and /metrics            │ an open-loop application server per worker
 //	   └─ progress, JSON + HTML report                 └ ledger: every push's fate
 //
 // Child processes (engines, endpoint, workers) run through internal/proc:
@@ -40,7 +39,7 @@
 // also when a later one fails to start (the run then reports that failure).
 // Latency is measured from a push's intended send time (the open-loop
 // schedule), so a slow server cannot hide its queueing by slowing the
-// sender (no coordinated omission).
+// application server (no coordinated omission).
 //
 // It must never talk to a non-loopback address it was not given, never
 // stop a process it did not start, and never wait on the server to pace

@@ -9,11 +9,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/autopush-go/autopush/internal/proc"
+	"github.com/autopush-go/autopush/loadtest/appserver"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
-	"github.com/autopush-go/autopush/loadtest/sender"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
@@ -67,7 +67,7 @@ func (r *run) faultPhase(ctx context.Context, name string, before ledger.Account
 		for {
 			evs, err := r.pool.all(ctx, func(wp *workerProc) worker.Command {
 				return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: cfg.PushRate / float64(len(r.pool.ws)),
-					Duration: sendChunk, Pick: sender.PickRandom, Keep: true}}
+					Duration: sendChunk, Pick: appserver.PickRandom, Keep: true}}
 			})
 			all = append(all, evs...)
 			b := back.Load()

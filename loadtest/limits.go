@@ -30,18 +30,18 @@ func checkKernel(cfg *scenario.Config, read probe.ReadFunc) error {
 func kernelNeeds(cfg *scenario.Config) probe.Needs {
 	e, w := int64(cfg.EngineCount()), int64(cfg.WorkerCount())
 	uas := int64(cfg.UAs)
-	var senders int64 // the workers' push API connections
+	var posts int64 // each worker's application server's connections
 	if cfg.Sends() {
-		senders = int64(cfg.SenderConns)
+		posts = int64(cfg.AppServerConns)
 	}
 	perEngine := ceilDiv(uas, e) + engineOwnFiles
-	perWorker := ceilDiv(uas, w) + senders + workerOwnFiles
+	perWorker := ceilDiv(uas, w) + posts + workerOwnFiles
 	return probe.Needs{
-		Files:       2*(uas+w*senders) + e*engineOwnFiles + w*workerOwnFiles,
+		Files:       2*(uas+w*posts) + e*engineOwnFiles + w*workerOwnFiles,
 		PerProcess:  max(perEngine, perWorker),
 		PerPortPair: int64(cfg.PerSource()),
 		Pending:     int64(cfg.MaxPending),
-		Conns:       uas + w*senders,
+		Conns:       uas + w*posts,
 	}
 }
 

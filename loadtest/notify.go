@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/autopush-go/autopush/loadtest/appserver"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/report"
-	"github.com/autopush-go/autopush/loadtest/sender"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
@@ -72,7 +72,7 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.D
 	}
 	workers := float64(len(r.pool.ws))
 	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
-		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: d, Pick: sender.PickRoundRobin,
+		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: d, Pick: appserver.PickRoundRobin,
 			Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
 	})
 	close(stop)

@@ -168,9 +168,9 @@ func (r *run) setupWorkers(ctx context.Context, subs []string) error {
 		ConnectRetries: r.cfg.ConnectRetries, PingInterval: r.cfg.PingInterval, SampleEvery: r.cfg.SampleEvery}
 	if r.cfg.Sends() {
 		a.Keys, a.VAPIDPrivate, a.VAPIDSubject = true, r.signer.Private(), r.signer.Subject
-		a.VAPIDReuse, a.FreshKeys, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.FreshSenderKeys, r.cfg.PayloadSize, r.cfg.TTL
+		a.VAPIDReuse, a.FreshKeys, a.PayloadSize, a.TTL = r.cfg.VAPIDReuse, r.cfg.FreshAppServerKeys, r.cfg.PayloadSize, r.cfg.TTL
 		a.NetHTTP = r.cfg.NetHTTP
-		a.SenderConns, a.MaxInFlight, a.PushTimeout = r.cfg.SenderConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
+		a.AppServerConns, a.MaxInFlight, a.PushTimeout = r.cfg.AppServerConns, r.cfg.MaxInFlight, r.cfg.PushTimeout
 		a.Trace = r.cfg.Trace
 	}
 	if r.cfg.Broadcasts > 0 {

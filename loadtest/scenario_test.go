@@ -385,7 +385,7 @@ func TestStoredSmall(t *testing.T) {
 	// As the web-push libraries encrypt (the other scenarios' tests reuse
 	// a sender key per subscription), with net/http's client (the others:
 	// loadtest/h1).
-	cfg.FreshSenderKeys, cfg.NetHTTP = true, true
+	cfg.FreshAppServerKeys, cfg.NetHTTP = true, true
 	rep := runScenario(t, cfg)
 	checkDelivery(t, rep, int64(cfg.Messages))
 	if rep.Delivery.DrainSeconds <= 0 || rep.Delivery.DrainRate <= 0 {

@@ -19,6 +19,7 @@ import (
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/internal/receiptwire"
 	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
@@ -54,7 +55,7 @@ func receiptStack(t *testing.T, backend string, tracker *pushcrypto.VAPIDSigner,
 }
 
 // receipt is one receipt as the GET and the webhooks send it.
-type receipt = receipts.Receipt
+type receipt = receiptwire.Receipt
 
 // app is an application server with a receipt subscription.
 type app struct {

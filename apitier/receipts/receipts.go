@@ -21,6 +21,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/receiptwire"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -361,11 +362,7 @@ func (a *API) subscribe(ctx context.Context, c *app.RequestContext, x *httpapi.E
 	a.created.Inc()
 	u := a.URL(sub.ID)
 	c.Response.Header.Set("Location", u)
-	out := map[string]string{"receipts": u}
-	if sub.Webhook != "" {
-		out["webhook"], out["webhook_secret"] = sub.Webhook, sub.WebhookSecret
-	}
-	httpapi.WriteJSON(c, http.StatusCreated, out)
+	httpapi.WriteJSON(c, http.StatusCreated, receiptwire.Subscription{Receipts: u, Webhook: sub.Webhook, WebhookSecret: sub.WebhookSecret})
 }
 
 // roomForHook refuses a subscription with a webhook whose key has
@@ -385,17 +382,6 @@ func (a *API) roomForHook(ctx context.Context, sub *storage.ReceiptSub) *errno.H
 		return tooManyHooks(limit)
 	}
 	return nil
-}
-
-// Receipt is one receipt as GET /receipts/{id} and the webhooks send it.
-type Receipt struct {
-	ID        string `json:"id"`
-	MessageID string `json:"message_id"`
-	Location  string `json:"location"` // the push's Location
-	State     string `json:"state"`
-	Delivered bool   `json:"delivered"`
-	Reason    string `json:"reason,omitempty"`
-	At        int64  `json:"at"` // ms since the epoch
 }
 
 // list is GET /receipts/{id}: the unacknowledged receipts, oldest first;
@@ -451,16 +437,14 @@ func (a *API) list(ctx context.Context, c *app.RequestContext, x *httpapi.Exchan
 		time.Sleep(pollEvery)
 	}
 	a.read.Add(len(got))
-	httpapi.WriteJSON(c, http.StatusOK, struct {
-		Receipts []Receipt `json:"receipts"`
-	}{a.receiptsJSON(got)})
+	httpapi.WriteJSON(c, http.StatusOK, receiptwire.List{Receipts: a.receiptsJSON(got)})
 }
 
 // receiptsJSON is receipts as the GET and the webhooks send them.
-func (a *API) receiptsJSON(got []storage.Receipt) []Receipt {
-	out := make([]Receipt, 0, len(got))
+func (a *API) receiptsJSON(got []storage.Receipt) []receiptwire.Receipt {
+	out := make([]receiptwire.Receipt, 0, len(got))
 	for _, r := range got {
-		j := Receipt{ID: r.ID, MessageID: r.MessageID, Location: a.loc + r.MessageID, State: r.State.String(),
+		j := receiptwire.Receipt{ID: r.ID, MessageID: r.MessageID, Location: a.loc + r.MessageID, State: r.State.String(),
 			Delivered: r.State == storage.FateDelivered, At: r.At.UnixMilli()}
 		if r.State == storage.FateDropped {
 			j.Reason = r.Reason.String()
@@ -483,9 +467,7 @@ func (a *API) acknowledge(ctx context.Context, c *app.RequestContext, x *httpapi
 		x.Fail(e)
 		return
 	}
-	var req struct {
-		IDs []string `json:"ids"`
-	}
+	var req receiptwire.Ack
 	if httpapi.DecodeObject(body, &req, true) != nil || len(req.IDs) == 0 || len(req.IDs) > ackMax || slices.ContainsFunc(req.IDs, notReceiptID) {
 		x.Fail(errAck)
 		return

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/receiptwire"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -329,9 +330,7 @@ func (d *dispatcher) post(sub *storage.ReceiptSub) error {
 	if err != nil || len(got) == 0 {
 		return err
 	}
-	body, _ := json.Marshal(struct {
-		Receipts []Receipt `json:"receipts"`
-	}{d.a.receiptsJSON(got)})
+	body, _ := json.Marshal(receiptwire.List{Receipts: d.a.receiptsJSON(got)})
 	req, err := http.NewRequestWithContext(d.ctx, http.MethodPost, sub.Webhook, bytes.NewReader(body))
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 
 	et "github.com/autopush-go/autopush/engine/enginetest"
 	"github.com/autopush-go/autopush/internal/errno"
+	"github.com/autopush-go/autopush/internal/receiptwire"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/autopush-go/autopush/storage/embedded"
 )
@@ -181,7 +182,7 @@ func TestWebhookSlowDoesNotHoldOthers(t *testing.T) {
 	var mu sync.Mutex
 	var took []string
 	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ Receipts []Receipt }
+		var body receiptwire.List
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return

@@ -172,7 +172,7 @@ func sockaddr(hostport string) (unix.Sockaddr, error) {
 }
 
 // publish makes a registered user agent's subscription visible to the
-// sender. Called on the user agent's loop.
+// application server. Called on the user agent's loop.
 func (s *Set) publish(u *ua) {
 	if u.keys == nil {
 		return

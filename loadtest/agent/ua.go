@@ -68,7 +68,8 @@ type ua struct {
 }
 
 // uaKeys are a subscription's RFC 8291 keys, made at setup and then
-// read-only (the sender reads pub and auth from other goroutines).
+// read-only (the application server reads pub and auth from other
+// goroutines).
 type uaKeys struct {
 	priv *ecdh.PrivateKey
 	pub  []byte
@@ -76,8 +77,8 @@ type uaKeys struct {
 	dec  *pushcrypto.Decrypter // made at the first push; the loop's alone
 }
 
-// decrypt decrypts a push's body, remembering the last sender key's
-// derivation (one ECDH per sender key, not per push).
+// decrypt decrypts a push's body, remembering the derivation for the
+// last application-server key (one ECDH per key, not per push).
 func (k *uaKeys) decrypt(body []byte) ([]byte, error) {
 	if k.dec == nil {
 		d, err := pushcrypto.NewDecrypter(k.priv, k.auth)

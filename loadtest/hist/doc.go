@@ -5,6 +5,6 @@
 // into percentiles.
 //
 // A latency counts from a push's scheduled send time, never from when the
-// sender got round to it, so a slow server cannot hide its queueing. This
+// application server got round to it, so a slow server cannot hide its queueing. This
 // package must never read the wall clock into a latency.
 package hist

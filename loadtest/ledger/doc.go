@@ -5,7 +5,7 @@
 // worker, user agent, seq, scheduled time) and pads it with bytes derived
 // from that name, so the receiving user agent can check every byte.
 //
-// One Ledger belongs to one worker process, shared by its sender and its
-// user agents' event loops (goroutine-safe). It must never decide a verdict
+// One Ledger belongs to one worker process, shared by its application
+// server and its user agents' event loops (goroutine-safe). It must never decide a verdict
 // (the coordinator does) nor do I/O.
 package ledger

@@ -4,7 +4,8 @@ import "sync"
 
 // Ledger is one worker's record of every push it sent: what the endpoint
 // answered, how often it arrived, and whether and where it was acked.
-// Goroutine-safe: senders and event loops share it.
+// Goroutine-safe: the application server's goroutines and the event
+// loops share it.
 //
 // A push that arrives again after an ack is a server bug, unless the ack
 // may never have reached the server. An ack is certain once the connection

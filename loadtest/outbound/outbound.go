@@ -32,13 +32,13 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/autopush-go/autopush/internal/promtext"
+	"github.com/autopush-go/autopush/loadtest/appserver"
 	"github.com/autopush-go/autopush/loadtest/cluster"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/scenario"
-	"github.com/autopush-go/autopush/loadtest/sender"
 	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 )
@@ -284,7 +284,7 @@ type poster struct {
 type clientCounts struct{ posted, accepted, tooMany, failed int64 }
 
 func newPoster(cfg *scenario.Config, endpointURL string, keys []string) *poster {
-	tr := &http.Transport{MaxConnsPerHost: cfg.SenderConns, MaxIdleConnsPerHost: cfg.SenderConns, IdleConnTimeout: time.Minute}
+	tr := &http.Transport{MaxConnsPerHost: cfg.AppServerConns, MaxIdleConnsPerHost: cfg.AppServerConns, IdleConnTimeout: time.Minute}
 	p := &poster{client: &http.Client{Transport: tr, Timeout: cfg.PushTimeout}, url: endpointURL, auth: "Bearer " + keys[0],
 		max: int64(cfg.MaxInFlight), errs: map[string]int64{}, total: hist.New(), interval: hist.New()}
 	clients := keys[:1]
@@ -347,7 +347,7 @@ func (p *poster) post(i int, at time.Time) {
 	p.mu.Unlock()
 	client := p.events[i].client
 	if err != nil {
-		p.count("transport: " + sender.TransportReason(err))
+		p.count("transport: " + appserver.TransportReason(err))
 		p.clientCount(client, func(c *clientCounts) { c.failed++ })
 		return
 	}
@@ -356,11 +356,11 @@ func (p *poster) post(i int, at time.Time) {
 	loc := resp.Header.Get("Location")
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		p.count(sender.StatusReason(resp.StatusCode, reply))
+		p.count(appserver.StatusReason(resp.StatusCode, reply))
 		p.clientCount(client, func(c *clientCounts) { c.tooMany++ })
 		return
 	case resp.StatusCode != http.StatusCreated:
-		p.count(sender.StatusReason(resp.StatusCode, reply))
+		p.count(appserver.StatusReason(resp.StatusCode, reply))
 		p.clientCount(client, func(c *clientCounts) { c.failed++ })
 		return
 	case p.endpoints != nil && strings.Contains(loc, "/m/"):
@@ -369,7 +369,7 @@ func (p *poster) post(i int, at time.Time) {
 	case strings.HasPrefix(loc, "/push/"):
 		p.ids[i] = strings.TrimPrefix(loc, "/push/")
 	default:
-		p.count(sender.StatusReason(resp.StatusCode, reply))
+		p.count(appserver.StatusReason(resp.StatusCode, reply))
 		p.clientCount(client, func(c *clientCounts) { c.failed++ })
 		return
 	}

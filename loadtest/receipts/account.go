@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sort"
 
-	api "github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
+	"github.com/autopush-go/autopush/internal/receiptwire"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 )
 
@@ -59,7 +59,7 @@ type Account struct {
 
 // Compare counts receipts (distinct by ID: a receipt read again before
 // its ack is the same receipt) against the ledgers' fates.
-func Compare(fates []ledger.Fates, receipts []api.Receipt) Account {
+func Compare(fates []ledger.Fates, receipts []receiptwire.Receipt) Account {
 	acked := map[string]bool{} // by Location; false: accepted, never acked
 	for _, f := range fates {
 		for _, loc := range f.Acked {
@@ -121,14 +121,14 @@ func Compare(fates []ledger.Fates, receipts []api.Receipt) Account {
 
 // outcome names a not-delivered receipt: its state, and its reason when
 // the state has several.
-func outcome(r api.Receipt) string {
+func outcome(r receiptwire.Receipt) string {
 	if r.Reason != "" {
 		return r.State + ":" + r.Reason
 	}
 	return r.State
 }
 
-func malformed(r api.Receipt) bool {
+func malformed(r receiptwire.Receipt) bool {
 	switch r.State {
 	case StateDelivered, StateExpired, StateErrored:
 		return r.Delivered != (r.State == StateDelivered)

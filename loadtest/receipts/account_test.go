@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	api "github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
+	"github.com/autopush-go/autopush/internal/receiptwire"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 )
 
@@ -30,12 +30,12 @@ func ledgerOf(n int, acked ...int) ledger.Fates {
 
 func loc(i int) string { return fmt.Sprintf("http://127.0.0.1:1/m/msg%d", i) }
 
-func delivered(id string, i int) api.Receipt {
-	return api.Receipt{ID: id, Location: loc(i), State: StateDelivered, Delivered: true, At: 1}
+func delivered(id string, i int) receiptwire.Receipt {
+	return receiptwire.Receipt{ID: id, Location: loc(i), State: StateDelivered, Delivered: true, At: 1}
 }
 
-func notDelivered(id string, i int, state, reason string) api.Receipt {
-	return api.Receipt{ID: id, Location: loc(i), State: state, Reason: reason, At: 1}
+func notDelivered(id string, i int, state, reason string) receiptwire.Receipt {
+	return receiptwire.Receipt{ID: id, Location: loc(i), State: state, Reason: reason, At: 1}
 }
 
 // settled is the milestones of a service that settled n pushes, d of
@@ -49,7 +49,7 @@ func settled(n, d int64) *tracking.Milestones {
 // and each count right.
 func TestCompareAgrees(t *testing.T) {
 	a, b := ledgerOf(3, 0, 1), ledger.Fates{Acked: []string{loc(10)}}
-	rs := []api.Receipt{delivered("r0", 0), delivered("r1", 1), notDelivered("r2", 2, StateExpired, ""), delivered("r10", 10),
+	rs := []receiptwire.Receipt{delivered("r0", 0), delivered("r1", 1), notDelivered("r2", 2, StateExpired, ""), delivered("r10", 10),
 		delivered("r0", 0)}
 	got := Compare([]ledger.Fates{a, b}, rs)
 	got.Milestones = settled(4, 3)
@@ -68,25 +68,25 @@ func TestCompareDisagrees(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		fates    ledger.Fates
-		receipts []api.Receipt
+		receipts []receiptwire.Receipt
 		count    func(Account) int64
 		problem  string
 	}{
-		{"acked push without a receipt", ledgerOf(2, 0, 1), []api.Receipt{delivered("r0", 0)},
+		{"acked push without a receipt", ledgerOf(2, 0, 1), []receiptwire.Receipt{delivered("r0", 0)},
 			func(a Account) int64 { return a.MissingDelivered }, "acked pushes without a receipt"},
-		{"acked push receipted expired", ledgerOf(1, 0), []api.Receipt{notDelivered("r0", 0, StateExpired, "")},
+		{"acked push receipted expired", ledgerOf(1, 0), []receiptwire.Receipt{notDelivered("r0", 0, StateExpired, "")},
 			func(a Account) int64 { return a.AckedNotDelivered }, "receipted as not delivered"},
-		{"delivered receipt, never acked", ledgerOf(1), []api.Receipt{delivered("r0", 0)},
+		{"delivered receipt, never acked", ledgerOf(1), []receiptwire.Receipt{delivered("r0", 0)},
 			func(a Account) int64 { return a.DeliveredNotAcked }, "no user agent acked"},
-		{"two receipts for one push", ledgerOf(1, 0), []api.Receipt{delivered("r0", 0), delivered("r0b", 0)},
+		{"two receipts for one push", ledgerOf(1, 0), []receiptwire.Receipt{delivered("r0", 0), delivered("r0b", 0)},
 			func(a Account) int64 { return a.Duplicated }, "second receipts"},
-		{"delivered, then expired", ledgerOf(1, 0), []api.Receipt{delivered("r0", 0), notDelivered("r0b", 0, StateExpired, "")},
+		{"delivered, then expired", ledgerOf(1, 0), []receiptwire.Receipt{delivered("r0", 0), notDelivered("r0b", 0, StateExpired, "")},
 			func(a Account) int64 { return a.Duplicated }, "second receipts"},
-		{"receipt for no accepted push", ledgerOf(1, 0), []api.Receipt{delivered("r0", 0), delivered("rx", 7)},
+		{"receipt for no accepted push", ledgerOf(1, 0), []receiptwire.Receipt{delivered("r0", 0), delivered("rx", 7)},
 			func(a Account) int64 { return a.Unknown }, "no accepted push"},
-		{"dropped without a reason", ledgerOf(1), []api.Receipt{notDelivered("r0", 0, StateDropped, "")},
+		{"dropped without a reason", ledgerOf(1), []receiptwire.Receipt{notDelivered("r0", 0, StateDropped, "")},
 			func(a Account) int64 { return a.Malformed }, "malformed"},
-		{"delivered flag on an expired receipt", ledgerOf(1), []api.Receipt{{ID: "r0", Location: loc(0), State: StateExpired, Delivered: true}},
+		{"delivered flag on an expired receipt", ledgerOf(1), []receiptwire.Receipt{{ID: "r0", Location: loc(0), State: StateExpired, Delivered: true}},
 			func(a Account) int64 { return a.Malformed }, "malformed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestCompareDisagrees(t *testing.T) {
 // a problem of the receipts; a not-delivered one is counted by state and
 // reason.
 func TestComparePending(t *testing.T) {
-	a := Compare([]ledger.Fates{ledgerOf(3)}, []api.Receipt{notDelivered("r1", 1, StateDropped, "topic_replaced")})
+	a := Compare([]ledger.Fates{ledgerOf(3)}, []receiptwire.Receipt{notDelivered("r1", 1, StateDropped, "topic_replaced")})
 	if a.Pending != 2 || a.NotDelivered["dropped:topic_replaced"] != 1 || a.Outcomes() != "dropped:topic_replaced 1" {
 		t.Errorf("%+v", a)
 	}
@@ -119,7 +119,7 @@ func TestComparePending(t *testing.T) {
 // TestMilestonesConserved: the milestone counts must match the ledgers
 // and add up.
 func TestMilestonesConserved(t *testing.T) {
-	a := Compare([]ledger.Fates{ledgerOf(2, 0, 1)}, []api.Receipt{delivered("r0", 0), delivered("r1", 1)})
+	a := Compare([]ledger.Fates{ledgerOf(2, 0, 1)}, []receiptwire.Receipt{delivered("r0", 0), delivered("r1", 1)})
 	for _, c := range []struct {
 		m    *tracking.Milestones
 		want string

@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	api "github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
-	"github.com/autopush-go/autopush/loadtest/sender"
+	"github.com/autopush-go/autopush/internal/receiptwire"
+	"github.com/autopush-go/autopush/loadtest/appserver"
 )
 
 // Client is the application server's side of receipts: the run's VAPID
@@ -29,7 +29,7 @@ type Client struct {
 
 	mu   sync.Mutex
 	subs []string
-	got  map[string]api.Receipt // by receipt id
+	got  map[string]receiptwire.Receipt // by receipt id
 	errs map[string]int64
 }
 
@@ -46,7 +46,7 @@ const (
 func New(endpointURL string, signer *pushcrypto.VAPIDSigner) *Client {
 	return &Client{endpoint: strings.TrimRight(endpointURL, "/"), signer: signer,
 		http: &http.Client{Timeout: time.Duration(followWait+30) * time.Second},
-		got:  map[string]api.Receipt{}, errs: map[string]int64{}}
+		got:  map[string]receiptwire.Receipt{}, errs: map[string]int64{}}
 }
 
 // authorization is a freshly signed VAPID header for the endpoint.
@@ -93,9 +93,7 @@ func (c *Client) Subscribe(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("loadtest: receipts: subscribe: %w", err)
 	}
-	var sub struct {
-		Receipts string `json:"receipts"`
-	}
+	var sub receiptwire.Subscription
 	if status != http.StatusCreated || json.Unmarshal(body, &sub) != nil || sub.Receipts == "" {
 		return "", fmt.Errorf("loadtest: receipts: subscribe: %d %s", status, body)
 	}
@@ -112,11 +110,9 @@ func (c *Client) page(ctx context.Context, sub string, wait int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var got struct {
-		Receipts []api.Receipt `json:"receipts"`
-	}
+	var got receiptwire.List
 	if status != http.StatusOK {
-		return 0, fmt.Errorf("GET: %s", sender.StatusReason(status, body))
+		return 0, fmt.Errorf("GET: %s", appserver.StatusReason(status, body))
 	}
 	if err := json.Unmarshal(body, &got); err != nil {
 		return 0, fmt.Errorf("GET: %w", err)
@@ -132,13 +128,13 @@ func (c *Client) page(ctx context.Context, sub string, wait int) (int, error) {
 		ids[i] = r.ID
 	}
 	c.mu.Unlock()
-	ack, _ := json.Marshal(map[string][]string{"ids": ids})
+	ack, _ := json.Marshal(receiptwire.Ack{IDs: ids})
 	status, body, err = c.do(ctx, http.MethodPost, sub+"/ack", ack)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("ack: %w", err)
 	case status != http.StatusNoContent:
-		return 0, fmt.Errorf("ack: %s", sender.StatusReason(status, body))
+		return 0, fmt.Errorf("ack: %s", appserver.StatusReason(status, body))
 	}
 	return len(got.Receipts), nil
 }
@@ -205,15 +201,15 @@ func (c *Client) Drain(ctx context.Context) error {
 
 func (c *Client) failed(err error) {
 	c.mu.Lock()
-	c.errs[sender.TransportReason(err)]++
+	c.errs[appserver.TransportReason(err)]++
 	c.mu.Unlock()
 }
 
 // Receipts are the distinct receipts read so far.
-func (c *Client) Receipts() []api.Receipt {
+func (c *Client) Receipts() []receiptwire.Receipt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]api.Receipt, 0, len(c.got))
+	out := make([]receiptwire.Receipt, 0, len(c.got))
 	for _, r := range c.got {
 		out = append(out, r)
 	}

@@ -81,7 +81,7 @@ type Sample struct {
 	Acked       int64              `json:"acked"`
 	Latency     *hist.Latency      `json:"latency,omitempty"`    // delivery, this interval
 	Response    *hist.Latency      `json:"response,omitempty"`   // POST answer, this interval
-	Lag         *hist.Latency      `json:"sender_lag,omitempty"` // scheduled to actual send
+	Lag         *hist.Latency      `json:"sender_lag,omitempty"` // the application server's, scheduled to actual send (key named before loadtest/appserver)
 	Handshake   *hist.Latency      `json:"handshake,omitempty"`
 }
 

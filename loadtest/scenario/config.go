@@ -233,24 +233,26 @@ type Config struct {
 	PayloadSize int `conf:"payload" for:"notify,stored,churn,broadcast,faults" help:"push plaintext bytes (encrypted with aes128gcm)"`
 	// TTL of each push, seconds. Default 3600.
 	TTL int `conf:"ttl" for:"notify,stored,churn,broadcast,faults" help:"push TTL, seconds"`
-	// VAPIDReuse is how long a sender reuses one signed VAPID JWT. 0: a
-	// new signature per push, as the web-push libraries do. Default 0.
+	// VAPIDReuse is how long the application server reuses one signed
+	// VAPID JWT. 0: a new signature per push, as the web-push libraries
+	// do. Default 0.
 	VAPIDReuse time.Duration `conf:"vapid-reuse" for:"notify,stored,churn,broadcast,faults" help:"reuse a VAPID JWT this long (0: sign every push)"`
-	// FreshSenderKeys encrypts each push with a new sender key pair, as
-	// the web-push libraries do: an ECDH per push on the sender's side and
-	// on the user agent's. false: one sender key pair per subscription
-	// (pushcrypto.Encrypter), each push still with its own salt: the
-	// service's work is the same (it does not decrypt) and the load
-	// generators' CPU goes to sending. Default false.
-	FreshSenderKeys bool `conf:"fresh-sender-keys" for:"notify,stored,churn,broadcast,faults" help:"a new sender ECDH key pair per push, as web-push libraries (false: one per subscription, fresh salt per push)"`
+	// FreshAppServerKeys encrypts each push with a new application-server
+	// key pair, as the web-push libraries do: an ECDH per push on the
+	// application server's side and on the user agent's. false: one key
+	// pair per subscription (pushcrypto.Encrypter), each push still with
+	// its own salt: the service's work is the same (it does not decrypt)
+	// and the load generators' CPU goes to sending. Default false.
+	FreshAppServerKeys bool `conf:"fresh-appserver-keys" for:"notify,stored,churn,broadcast,faults" help:"a new application-server ECDH key pair per push, as web-push libraries (false: one per subscription, fresh salt per push)"`
 	// NetHTTP sends the pushes with net/http's client instead of the load
 	// tester's own HTTP/1.1 client (loadtest/h1), which costs the
 	// generator less CPU a push. Default false.
 	NetHTTP bool `conf:"net-http" for:"notify,stored,churn,broadcast,faults" help:"send pushes with net/http's client (false: the load tester's own, cheaper HTTP/1.1 client)"`
-	// SenderConns bounds HTTP connections per worker. Default 64.
-	SenderConns int `conf:"sender-conns" for:"notify,stored,churn,broadcast,sender,faults" help:"HTTP connections to the endpoint per worker"`
+	// AppServerConns bounds the application server's HTTP connections per
+	// worker (the sender scenario's: its POST /push client's). Default 64.
+	AppServerConns int `conf:"appserver-conns" for:"notify,stored,churn,broadcast,sender,faults" help:"HTTP connections to the endpoint per worker"`
 	// MaxInFlight bounds pushes in flight per worker; a push due beyond
-	// it is not sent and counted as an error ("sender: in-flight cap"),
+	// it is not sent and counted as an error ("appserver: in-flight cap"),
 	// so the schedule never waits. Default 4,096.
 	MaxInFlight int `conf:"max-in-flight" for:"notify,stored,churn,broadcast,sender,faults" help:"pushes in flight per worker (beyond: counted as errors, not sent)"`
 	// PushTimeout bounds one POST. Default 10s.
@@ -425,7 +427,7 @@ func Default(scenario string) Config {
 		OfflineMean:     2 * time.Second,
 		PayloadSize:     512,
 		TTL:             3600,
-		SenderConns:     64,
+		AppServerConns:  64,
 		MaxInFlight:     4096,
 		PushTimeout:     10 * time.Second,
 		ProviderRate:    300,
@@ -523,8 +525,8 @@ func (c *Config) Validate() error {
 
 	case c.Sends() && (c.PayloadSize < minPayload || c.PayloadSize > ledger.MaxPayload):
 		return fmt.Errorf("loadtest: -payload must be %d..%d bytes", minPayload, ledger.MaxPayload)
-	case c.Sends() && (c.TTL < 1 || c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
-		return errors.New("loadtest: -ttl, -sender-conns, -max-in-flight and -push-timeout must be positive, -vapid-reuse not negative")
+	case c.Sends() && (c.TTL < 1 || c.AppServerConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.VAPIDReuse < 0):
+		return errors.New("loadtest: -ttl, -appserver-conns, -max-in-flight and -push-timeout must be positive, -vapid-reuse not negative")
 	case c.Broadcasts < 0 || c.Broadcasts > 100 || c.Broadcasts > 0 && c.BroadcastPoll < 100*time.Millisecond:
 		return errors.New("loadtest: -broadcasts must be 0..100, -broadcast-poll at least 100ms")
 	case c.Scenario == Broadcast && (c.Broadcasts < 1 || c.Changes < 1 || c.PushRate <= 0 || c.StageTime <= c.Warmup || c.Warmup < 0 || c.DeliveryGrace <= 0):
@@ -601,8 +603,8 @@ func (c *Config) validateSender() error {
 		return errors.New("loadtest: sender: -clients must be 1..100, -client-rate positive, -flood-quota not negative")
 	case c.Clients > 1 && c.Provider != "swrve":
 		return errors.New("loadtest: sender: -clients above 1 posts to POST /push: -provider swrve")
-	case c.SenderConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.DrainTimeout <= 0:
-		return errors.New("loadtest: sender: -sender-conns, -max-in-flight, -push-timeout and -drain-timeout must be positive")
+	case c.AppServerConns < 1 || c.MaxInFlight < 1 || c.PushTimeout <= 0 || c.DrainTimeout <= 0:
+		return errors.New("loadtest: sender: -appserver-conns, -max-in-flight, -push-timeout and -drain-timeout must be positive")
 	case c.Progress != "auto" && c.Progress != "bar" && c.Progress != "lines" && c.Progress != "off" || c.Out == "":
 		return errors.New("loadtest: -progress must be auto, bar, lines or off, and -out is required")
 	}

@@ -136,3 +136,17 @@ func TestSenderFlags(t *testing.T) {
 		}
 	}
 }
+
+// The flags that said "sender" for the application server are read under
+// their former names too, so older command lines still run.
+func TestFormerFlagNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"-sender-conns", "3", "-fresh-sender-keys"},
+		{"-appserver-conns", "3", "-fresh-appserver-keys"},
+	} {
+		cfg, err := ParseFlags(Notify, args, io.Discard)
+		if err != nil || cfg.AppServerConns != 3 || !cfg.FreshAppServerKeys {
+			t.Errorf("ParseFlags(notify, %q): conns %d, fresh keys %v, %v; want 3, true", args, cfg.AppServerConns, cfg.FreshAppServerKeys, err)
+		}
+	}
+}

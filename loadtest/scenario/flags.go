@@ -19,6 +19,11 @@ func ParseFlags(scenario string, args []string, usage io.Writer) (Config, error)
 	fs := flag.NewFlagSet("loadtest "+scenario, flag.ContinueOnError)
 	fs.SetOutput(usage)
 	settings.Flags(fs, &cfg, ReadBy(scenario))
+	for old, name := range formerNames {
+		if f := fs.Lookup(name); f != nil {
+			fs.Var(f.Value, old, "former name of -"+name)
+		}
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "usage: loadtest %s [flags]\n\n%s\n\nflags:\n", scenario, scenarioHelp[scenario])
 		fs.PrintDefaults()
@@ -30,6 +35,14 @@ func ParseFlags(scenario string, args []string, usage io.Writer) (Config, error)
 		return cfg, fmt.Errorf("loadtest %s: unexpected arguments %q", scenario, fs.Args())
 	}
 	return cfg, cfg.Validate()
+}
+
+// formerNames are flags' earlier names, still read so that older command
+// lines run: the "sender" they named was the application server the load
+// tester plays, not the outbound sender of the sender scenario.
+var formerNames = map[string]string{
+	"sender-conns":      "appserver-conns",
+	"fresh-sender-keys": "fresh-appserver-keys",
 }
 
 // ReadBy selects the Config fields scenario reads (for settings.Flags and

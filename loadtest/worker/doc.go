@@ -1,6 +1,6 @@
 // Package worker is a load-test worker process: the load tester's binary
 // re-executed with Env set, holding a share of the user agents (package
-// agent) and an application server (package sender) that pushes to them,
+// agent) and an application server (package appserver) that pushes to them,
 // with one ledger that sees both ends. The coordinator drives it with JSON
 // lines on stdin (Command) and reads Events on stdout; stderr is its log.
 //

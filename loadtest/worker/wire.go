@@ -65,18 +65,18 @@ type Setup struct {
 	SampleEvery    time.Duration `json:"sample_every"`
 
 	// Push settings; Keys is false for hold (no subscription keys).
-	Keys         bool          `json:"keys"`
-	VAPIDPrivate string        `json:"vapid_private,omitempty"`
-	VAPIDSubject string        `json:"vapid_subject,omitempty"`
-	VAPIDReuse   time.Duration `json:"vapid_reuse"`
-	FreshKeys    bool          `json:"fresh_keys"`
-	NetHTTP      bool          `json:"net_http"`
-	PayloadSize  int           `json:"payload_size"`
-	TTL          int           `json:"ttl"`
-	SenderConns  int           `json:"sender_conns"`
-	MaxInFlight  int           `json:"max_in_flight"`
-	PushTimeout  time.Duration `json:"push_timeout"`
-	Trace        bool          `json:"trace"`
+	Keys           bool          `json:"keys"`
+	VAPIDPrivate   string        `json:"vapid_private,omitempty"`
+	VAPIDSubject   string        `json:"vapid_subject,omitempty"`
+	VAPIDReuse     time.Duration `json:"vapid_reuse"`
+	FreshKeys      bool          `json:"fresh_keys"`
+	NetHTTP        bool          `json:"net_http"`
+	PayloadSize    int           `json:"payload_size"`
+	TTL            int           `json:"ttl"`
+	AppServerConns int           `json:"appserver_conns"`
+	MaxInFlight    int           `json:"max_in_flight"`
+	PushTimeout    time.Duration `json:"push_timeout"`
+	Trace          bool          `json:"trace"`
 	// PushReceipt is the receipt subscription every push names ("":
 	// none).
 	PushReceipt string `json:"push_receipt,omitempty"`
@@ -89,7 +89,7 @@ type Send struct {
 	Rate     float64       `json:"rate"`     // this worker's share
 	Duration time.Duration `json:"duration"` // schedule length; or Count
 	Count    int           `json:"count"`    // pushes to schedule (0: Rate × Duration)
-	Pick     string        `json:"pick"`     // sender.PickRoundRobin or PickRandom
+	Pick     string        `json:"pick"`     // appserver.PickRoundRobin or PickRandom
 	// Warmup: pushes scheduled in the first Warmup are left out of the
 	// stage histogram.
 	Warmup time.Duration `json:"warmup"`
@@ -164,8 +164,8 @@ type Stats struct {
 	// Why handshakes failed and connections dropped (cumulative).
 	Reasons map[string]int64 `json:"reasons,omitempty"`
 	// Latencies since the last report: delivery (scheduled send to
-	// arrival), POST answer, sender lag (scheduled to actual send) and
-	// handshake (connect to the last register reply).
+	// arrival), POST answer, the application server's lag (scheduled to
+	// actual send) and handshake (connect to the last register reply).
 	Lat       []byte `json:"lat,omitempty"`
 	Resp      []byte `json:"resp,omitempty"`
 	Lag       []byte `json:"lag,omitempty"`

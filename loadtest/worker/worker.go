@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/autopush-go/autopush/loadtest/agent"
+	"github.com/autopush-go/autopush/loadtest/appserver"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/ledger"
 	"github.com/autopush-go/autopush/loadtest/probe"
-	"github.com/autopush-go/autopush/loadtest/sender"
 )
 
 // IsWorker reports whether this process was started as a worker (Env set);
@@ -75,7 +75,7 @@ func Run(in io.Reader, out, logw io.Writer) error {
 }
 
 // worker is one worker process: its user agents on their loops, its
-// sender, its ledger and its latency recorders.
+// application server, its ledger and its latency recorders.
 type worker struct {
 	setup  Setup
 	clock  hist.Clock
@@ -84,7 +84,7 @@ type worker struct {
 	logw   io.Writer
 	logMu  sync.Mutex
 	agents *agent.Set
-	sender *sender.Sender
+	app    *appserver.Server
 	ledger ledger.Ledger
 	quit   chan struct{}
 	closed bool
@@ -132,7 +132,7 @@ func (w *worker) do(c Command) (Event, error) {
 		w.agents.DisconnectAll()
 		return Event{}, nil
 	case OpSend:
-		if w.sender == nil {
+		if w.app == nil {
 			return Event{}, errors.New("loadtest: send without subscription keys")
 		}
 		r := w.send(*c.Send)
@@ -161,22 +161,23 @@ func (w *worker) do(c Command) (Event, error) {
 	return Event{}, fmt.Errorf("loadtest: unknown command %q", c.Op)
 }
 
-// start builds the worker's sender and user agents and starts its loops.
+// start builds the worker's application server and user agents and
+// starts its loops.
 func (w *worker) start(a Setup) error {
 	w.setup = a
-	if err := fdRoom(a.UAs + a.SenderConns + 128); err != nil {
+	if err := fdRoom(a.UAs + a.AppServerConns + 128); err != nil {
 		return err
 	}
 	var vapidPublic string
 	if a.Keys {
-		s, err := sender.New(sender.Settings{Run: a.Run, Worker: a.Index, SourceIPs: a.SourceIPs, VAPIDPrivate: a.VAPIDPrivate,
-			VAPIDSubject: a.VAPIDSubject, VAPIDReuse: a.VAPIDReuse, FreshKeys: a.FreshKeys, NetHTTP: a.NetHTTP, PayloadSize: a.PayloadSize, TTL: a.TTL, Conns: a.SenderConns,
+		s, err := appserver.New(appserver.Settings{Run: a.Run, Worker: a.Index, SourceIPs: a.SourceIPs, VAPIDPrivate: a.VAPIDPrivate,
+			VAPIDSubject: a.VAPIDSubject, VAPIDReuse: a.VAPIDReuse, FreshKeys: a.FreshKeys, NetHTTP: a.NetHTTP, PayloadSize: a.PayloadSize, TTL: a.TTL, Conns: a.AppServerConns,
 			MaxInFlight: a.MaxInFlight, Timeout: a.PushTimeout, PushReceipt: a.PushReceipt},
-			sender.Env{Clock: w.clock, Ledger: &w.ledger, Response: w.resp, Lag: w.lag, Tracef: w.tracef})
+			appserver.Env{Clock: w.clock, Ledger: &w.ledger, Response: w.resp, Lag: w.lag, Tracef: w.tracef})
 		if err != nil {
 			return err
 		}
-		w.sender, vapidPublic = s, s.VAPIDPublic()
+		w.app, vapidPublic = s, s.VAPIDPublic()
 	}
 	agents, err := agent.New(agent.Settings{Run: a.Run, Worker: a.Index, First: a.First, UAs: a.UAs, Engines: a.Engines,
 		SourceIPs: a.SourceIPs, Channels: a.Channels, Loops: a.Loops, MaxPending: a.MaxPending, ConnectTimeout: a.ConnectTimeout,
@@ -215,7 +216,7 @@ func fdRoom(n int) error {
 func (w *worker) send(a Send) SendResult {
 	subs := w.agents.Subscriptions()
 	if len(subs) == 0 {
-		return SendResult{Errors: map[string]int64{"sender: no registered user agent": 1}}
+		return SendResult{Errors: map[string]int64{"appserver: no registered user agent": 1}}
 	}
 	count := a.Count
 	if count == 0 {
@@ -223,14 +224,14 @@ func (w *worker) send(a Send) SendResult {
 	}
 	lo := w.ledger.Len()
 	before := w.agents.Problems()
-	errsBefore := w.sender.Errors()
-	sched := sender.Schedule{Start: w.clock.Now() + int64(time.Millisecond), Period: 1e9 / a.Rate, Count: count, Pick: a.Pick}
+	errsBefore := w.app.Errors()
+	sched := appserver.Schedule{Start: w.clock.Now() + int64(time.Millisecond), Period: 1e9 / a.Rate, Count: count, Pick: a.Pick}
 	end := sched.End()
 	from := sched.Start + int64(a.Warmup)
 	w.lat.StartStage(from, end+1)
 	w.resp.StartStage(from, end)
 	w.lag.StartStage(from, end)
-	w.sender.Run(sched, subs)
+	w.app.Run(sched, subs)
 	hi := w.ledger.Len()
 	res := SendResult{Scheduled: int64(count), Seconds: float64(w.clock.Now()-sched.Start) / 1e9}
 	if a.Grace > 0 {
@@ -248,7 +249,7 @@ func (w *worker) send(a Send) SendResult {
 	after := w.agents.Problems()
 	after.Sub(before)
 	res.Account.AddProblems(after)
-	res.Errors = diffCounts(w.sender.Errors(), errsBefore)
+	res.Errors = diffCounts(w.app.Errors(), errsBefore)
 	return res
 }
 
@@ -302,10 +303,10 @@ func (w *worker) stats() *Stats {
 		Lat: w.lat.TakeInterval(), Resp: w.resp.TakeInterval(), Handshake: w.handshake.TakeInterval(),
 		Lag: w.lag.TakeInterval(), Reasons: c.Reasons, Pings: c.Pings,
 	}
-	if w.sender != nil {
+	if w.app != nil {
 		s.Sent = int64(w.ledger.Len())
-		s.PostErrors = w.sender.ErrorTotal()
-		s.Accepted = w.sender.Accepted()
+		s.PostErrors = w.app.ErrorTotal()
+		s.Accepted = w.app.Accepted()
 	}
 	s.RSS, _ = probe.ProcRSS(os.Getpid())
 	return s

@@ -120,7 +120,7 @@ func inspect(ctx context.Context, store storage.Store, ep token.Endpoint, limit 
 	case err == nil:
 		rep.User = &u
 	case errors.Is(err, storage.ErrNotFound):
-		rep.UserError = "no router record: the user agent expired or was dropped (senders get 410)"
+		rep.UserError = "no router record: the user agent expired or was dropped (application servers get 410)"
 	default:
 		return err
 	}

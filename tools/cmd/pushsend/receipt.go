@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
+	"github.com/autopush-go/autopush/internal/receiptwire"
 )
 
 // Delivery receipts (docs/receipts.md): send -receipt creates a receipt
@@ -22,7 +22,7 @@ import (
 // it, and long-polls it until the push's receipt comes.
 
 // receipt is one receipt as GET /receipts/{id} returns it.
-type receipt struct{ receipts.Receipt }
+type receipt struct{ receiptwire.Receipt }
 
 // receiptSub talks to one receipt subscription with one VAPID key.
 type receiptSub struct {

@@ -29,17 +29,17 @@ type subscription struct {
 	} `json:"keys"`
 }
 
-// sender pushes to one subscription with the npm web-push package and
+// appServer pushes to one subscription with the npm web-push package and
 // with webpush-go, both signing with the application server's VAPID key
 // the subscription was made with.
-type sender struct {
+type appServer struct {
 	node string // tools/webpush-node
 	keys e2etest.VAPIDKeys
 	sub  subscription
 }
 
 // npm sends payload (nil: no payload) with web-push through send.js.
-func (s *sender) npm(payload *string, topic string) (e2etest.SendResult, error) {
+func (s *appServer) npm(payload *string, topic string) (e2etest.SendResult, error) {
 	var res e2etest.SendResult
 	err := e2etest.RunNodeJSON(s.node, "send.js", map[string]any{
 		"endpoint": s.sub.Endpoint, "p256dh": s.sub.Keys.P256dh, "auth": s.sub.Keys.Auth,
@@ -50,7 +50,7 @@ func (s *sender) npm(payload *string, topic string) (e2etest.SendResult, error) 
 }
 
 // golang sends payload with webpush-go and returns the status code.
-func (s *sender) golang(payload []byte, topic string) (int, error) {
+func (s *appServer) golang(payload []byte, topic string) (int, error) {
 	resp, err := webpushgo.SendNotification(payload, &webpushgo.Subscription{
 		Endpoint: s.sub.Endpoint, Keys: webpushgo.Keys{P256dh: s.sub.Keys.P256dh, Auth: s.sub.Keys.Auth},
 	}, &webpushgo.Options{Subscriber: "ops@example.com", VAPIDPublicKey: s.keys.Public,
@@ -101,7 +101,7 @@ func TestFirefox(t *testing.T) {
 	ff := launch(t, ffBin, profile, pg.url(), filepath.Join(logs, "firefox.log"))
 	t.Logf("firefox started (pgid %d), page %s", ff.p.PID(), pg.url())
 
-	s := &sender{node: nodeDir}
+	s := &appServer{node: nodeDir}
 	e2etest.NodeJSON(t, nodeDir, "keys.js", nil, &s.keys)
 
 	var summary []string
@@ -248,7 +248,7 @@ func brief(list []string) string {
 
 // burst sends n pushes at once with webpush-go; each must reach the
 // service worker once, and Firefox must ack every one.
-func burst(t *testing.T, d *server, pg *page, s *sender, n int) {
+func burst(t *testing.T, d *server, pg *page, s *appServer, n int) {
 	const acked, inFlight = "autoconnect_notifications_acked_total", "autoconnect_notifications_in_flight"
 	m0, err := d.metrics()
 	if err != nil {
@@ -308,7 +308,7 @@ func burst(t *testing.T, d *server, pg *page, s *sender, n int) {
 // Topic replacement, the uaid surviving in Firefox across its reconnect
 // backoff, and delivery from storage to a service worker. (Killing
 // Firefox instead would test profile persistence, not the server.)
-func offline(t *testing.T, d *server, pg *page, s *sender, ff *browser) {
+func offline(t *testing.T, d *server, pg *page, s *appServer, ff *browser) {
 	from := pg.mark()
 	d.stop(t)
 	d.start(t, et.FreeAddr(t))

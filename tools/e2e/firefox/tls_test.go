@@ -234,7 +234,7 @@ func TestFirefoxTLS(t *testing.T) {
 	ff := launch(t, ffBin, profile, pg.url(), filepath.Join(logs, "firefox.log"))
 	t.Logf("firefox started (pgid %d), push server wss://%s/", ff.p.PID(), public)
 
-	s := &sender{node: nodeDir}
+	s := &appServer{node: nodeDir}
 	e2etest.NodeJSON(t, nodeDir, "keys.js", nil, &s.keys)
 	if err := pg.do("subscribe", map[string]any{"key": s.keys.Public}, 90*time.Second, &s.sub); err != nil {
 		t.Fatalf("subscribe over wss:// through nginx: %v", err)

@@ -1,4 +1,4 @@
-package sender
+package appserver
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ type Settings struct {
 	VAPIDPrivate string
 	VAPIDSubject string
 	VAPIDReuse   time.Duration // 0: a new signature per push
-	FreshKeys    bool          // a new sender key pair per push (else one per subscription)
+	FreshKeys    bool          // a new application-server key pair per push (else one per subscription)
 	NetHTTP      bool          // net/http's client (else package h1's)
 	PayloadSize  int
 	TTL          int // seconds
@@ -46,7 +46,7 @@ type Settings struct {
 	PushReceipt string
 }
 
-// Env is what the sender shares with its worker.
+// Env is what the application server shares with its worker.
 type Env struct {
 	Clock    hist.Clock
 	Ledger   *ledger.Ledger
@@ -55,13 +55,13 @@ type Env struct {
 	Tracef   func(format string, args ...any)
 }
 
-// Sender is a worker's application server: it posts pushes to the
+// Server is a worker's application server: it posts pushes to the
 // subscriptions of the worker's own user agents, so one ledger sees both
 // ends. The schedule is open loop: each push has a time fixed in advance,
 // is sent then on its own goroutine whatever happened to the ones before,
 // and its latency counts from that time. Goroutine-safe; one Run at a
 // time.
-type Sender struct {
+type Server struct {
 	cfg      Settings
 	env      Env
 	client   *http.Client
@@ -104,13 +104,13 @@ type Schedule struct {
 // End is when the schedule's last push would be due after the last.
 func (s Schedule) End() int64 { return s.Start + int64(float64(s.Count)*s.Period) }
 
-// New makes the sender and its HTTP client.
-func New(cfg Settings, env Env) (*Sender, error) {
+// New makes the application server and its HTTP client.
+func New(cfg Settings, env Env) (*Server, error) {
 	signer, err := pushcrypto.ParseVAPIDSigner(cfg.VAPIDPrivate, cfg.VAPIDSubject)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: sender: %w", err)
+		return nil, fmt.Errorf("loadtest: appserver: %w", err)
 	}
-	s := &Sender{cfg: cfg, env: env, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{},
+	s := &Server{cfg: cfg, env: env, signer: signer, tokens: map[string]vapidToken{}, errors: map[string]int64{},
 		ttl: strconv.Itoa(cfg.TTL)}
 	tr := &http.Transport{
 		// Each connection from its own 127.0.0.x, like the user agents.
@@ -127,12 +127,12 @@ func New(cfg Settings, env Env) (*Sender, error) {
 
 // VAPIDPublic is the application server's public key, which the user
 // agents register their channels with.
-func (s *Sender) VAPIDPublic() string { return s.signer.Public }
+func (s *Server) VAPIDPublic() string { return s.signer.Public }
 
 // Run sends sched to subs and returns once every push was answered (or
 // not sent: a push due while MaxInFlight are in flight is counted as an
 // error, so the schedule never waits).
-func (s *Sender) Run(sched Schedule, subs []*agent.Subscription) {
+func (s *Server) Run(sched Schedule, subs []*agent.Subscription) {
 	clock, led := s.env.Clock, s.env.Ledger
 	for i := range sched.Count {
 		at := sched.Start + int64(float64(i)*sched.Period)
@@ -145,7 +145,7 @@ func (s *Sender) Run(sched Schedule, subs []*agent.Subscription) {
 		seq := led.Add(sub.UA)
 		if s.inFlight.Load() >= int64(s.cfg.MaxInFlight) {
 			led.Answered(seq, ledger.StatusNotSent, "")
-			s.count("sender: in-flight cap")
+			s.count("appserver: in-flight cap")
 			continue
 		}
 		s.inFlight.Add(1)
@@ -163,9 +163,10 @@ func pick(how string, i, n int) int {
 }
 
 // post sends one push: encrypt for the subscription (RFC 8291, with the
-// subscription's sender key, or a fresh one with FreshKeys; a fresh salt
-// each time), sign or reuse a VAPID JWT, POST, record.
-func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
+// key pair this application server keeps for the subscription, or a
+// fresh one with FreshKeys; a fresh salt each time), sign or reuse a
+// VAPID JWT, POST, record.
+func (s *Server) post(sub *agent.Subscription, seq uint64, at int64) {
 	defer s.wg.Done()
 	defer s.inFlight.Add(-1)
 	clock := s.env.Clock
@@ -180,13 +181,13 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 	plain := ledger.AppendPayload(make([]byte, 0, s.cfg.PayloadSize), id, s.cfg.PayloadSize)
 	body, err := s.encrypt(sub, plain)
 	if err != nil {
-		s.count("sender: encrypt: " + err.Error())
+		s.count("appserver: encrypt: " + err.Error())
 		return
 	}
 	endpoint := sub.Endpoints[int(seq)%len(sub.Endpoints)]
 	auth, err := s.authorization(endpoint)
 	if err != nil {
-		s.count("sender: vapid: " + err.Error())
+		s.count("appserver: vapid: " + err.Error())
 		return
 	}
 	r, err := s.do(endpoint, auth, body)
@@ -209,7 +210,7 @@ func (s *Sender) post(sub *agent.Subscription, seq uint64, at int64) {
 
 // do POSTs a push body to endpoint: the answer's status, Location,
 // Retry-After and (the start of) its body.
-func (s *Sender) do(endpoint, auth string, body []byte) (h1.Response, error) {
+func (s *Server) do(endpoint, auth string, body []byte) (h1.Response, error) {
 	if s.cfg.NetHTTP {
 		req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
 		if err != nil {
@@ -245,11 +246,11 @@ func (s *Sender) do(endpoint, auth string, body []byte) (h1.Response, error) {
 
 // h1For is the connection pool to endpoint's server (made at its first
 // push) and endpoint's path.
-func (s *Sender) h1For(endpoint string) (*h1.Client, string, error) {
+func (s *Server) h1For(endpoint string) (*h1.Client, string, error) {
 	rest, ok := strings.CutPrefix(endpoint, "http://")
 	i := strings.IndexByte(rest, '/')
 	if !ok || i <= 0 {
-		return nil, "", fmt.Errorf("sender: endpoint %q is not http://host/path", endpoint)
+		return nil, "", fmt.Errorf("appserver: endpoint %q is not http://host/path", endpoint)
 	}
 	host, path := rest[:i], rest[i:]
 	if c, ok := s.pools.Load(host); ok {
@@ -264,7 +265,7 @@ func (s *Sender) h1For(endpoint string) (*h1.Client, string, error) {
 
 // dial connects from the next of the run's 127.0.0.x, like the user
 // agents.
-func (s *Sender) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (s *Server) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	i := s.srcIndex.Add(1)
 	d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+int(i)%s.cfg.SourceIPs))}
@@ -272,7 +273,7 @@ func (s *Sender) dial(ctx context.Context, network, addr string) (net.Conn, erro
 }
 
 // encrypt is plain's aes128gcm body for sub.
-func (s *Sender) encrypt(sub *agent.Subscription, plain []byte) ([]byte, error) {
+func (s *Server) encrypt(sub *agent.Subscription, plain []byte) ([]byte, error) {
 	if s.cfg.FreshKeys {
 		return pushcrypto.EncryptAES128GCM(plain, sub.P256dh, sub.Auth)
 	}
@@ -289,7 +290,7 @@ func (s *Sender) encrypt(sub *agent.Subscription, plain []byte) ([]byte, error) 
 
 // authorization returns the VAPID header for endpoint's origin: a fresh
 // signature, or one reused for VAPIDReuse.
-func (s *Sender) authorization(endpoint string) (string, error) {
+func (s *Server) authorization(endpoint string) (string, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return "", err
@@ -318,7 +319,7 @@ func (s *Sender) authorization(endpoint string) (string, error) {
 	return auth, nil
 }
 
-func (s *Sender) count(key string) {
+func (s *Server) count(key string) {
 	s.mu.Lock()
 	s.errors[key]++
 	s.mu.Unlock()
@@ -326,7 +327,7 @@ func (s *Sender) count(key string) {
 
 // Errors are the pushes not accepted so far, by cause: HTTP status and
 // errno, or transport error.
-func (s *Sender) Errors() map[string]int64 {
+func (s *Server) Errors() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := make(map[string]int64, len(s.errors))
@@ -337,7 +338,7 @@ func (s *Sender) Errors() map[string]int64 {
 }
 
 // ErrorTotal is how many pushes were not accepted so far.
-func (s *Sender) ErrorTotal() int64 {
+func (s *Server) ErrorTotal() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
@@ -379,4 +380,4 @@ func TransportReason(err error) string {
 }
 
 // Accepted is how many pushes were answered 201 so far.
-func (s *Sender) Accepted() int64 { return s.accepted.Load() }
+func (s *Server) Accepted() int64 { return s.accepted.Load() }
