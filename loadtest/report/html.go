@@ -36,12 +36,8 @@ svg{background:#fff;border:1px solid #ddd;margin:6px 0}
 	if c := latencyOverTime(r); c != "" {
 		b.WriteString("<h2>Delivery latency over time (scheduled send to arrival, per interval)</h2>\n" + c)
 	}
-	if r.Notify != nil && len(r.Notify.Stages) > 0 {
-		b.WriteString("<h2>Latency against offered rate</h2>\n" + latencyByRate(r.Notify))
-	}
-	if r.Hold != nil && len(r.Hold.Points) > 1 {
-		b.WriteString("<h2>Engine memory against connections (measured points and the fitted slope)</h2>\n" + memoryAgainstConns(r.Hold))
-		b.WriteString("<h2>Engine memory per connection against connections</h2>\n" + perConnAgainstConns(r.Hold))
+	for _, f := range figures(r) {
+		b.WriteString("<h2>" + html.EscapeString(f.heading) + "</h2>\n" + f.svg)
 	}
 	if r.Sender != nil {
 		b.WriteString(senderCharts(r))
@@ -54,6 +50,27 @@ svg{background:#fff;border:1px solid #ddd;margin:6px 0}
 	b.WriteString("</body></html>\n")
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// figure is a chart a reader may want on its own (docs/benchmarks.md
+// shows them): Write saves each as <scenario>-<name>.svg beside the page.
+type figure struct {
+	name, heading, svg string
+}
+
+// figures are the run's latency ladder and its memory against
+// connections, when it has them.
+func figures(r *Report) []figure {
+	var fs []figure
+	if r.Notify != nil && len(r.Notify.Stages) > 0 {
+		fs = append(fs, figure{"latency-by-rate", "Latency against offered rate", latencyByRate(r.Notify)})
+	}
+	if r.Hold != nil && len(r.Hold.Points) > 1 {
+		fs = append(fs,
+			figure{"memory", "Engine memory against connections (measured points and the fitted slope)", memoryAgainstConns(r.Hold)},
+			figure{"memory-per-connection", "Engine memory per connection against connections", perConnAgainstConns(r.Hold)})
+	}
+	return fs
 }
 
 func hasPushes(r *Report) bool {
@@ -267,7 +284,10 @@ func (c chart) svg() string {
 		return chartH - padB - (y-ylo)/(yhi-ylo)*(chartH-padT-padB)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-size="11">`, chartW, chartH)
+	// The white ground and the font are the chart's own, so a chart
+	// written as a file (figures) reads the same on any page.
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-size="11" font-family="sans-serif">`+
+		`<rect width="100%%" height="100%%" fill="#fff"/>`, chartW, chartH)
 	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="13">%s</text>`, padL, html.EscapeString(c.title))
 	for _, t := range yticks {
 		y := py(t)

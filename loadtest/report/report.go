@@ -218,6 +218,13 @@ func (r *Report) Write(dir string) ([]string, error) {
 	if err := writeHTML(f, r); err != nil {
 		return nil, fmt.Errorf("loadtest: report: %w", err)
 	}
+	for _, fig := range figures(r) {
+		p := filepath.Join(dir, r.Scenario+"-"+fig.name+".svg")
+		if err := os.WriteFile(p, []byte(fig.svg), 0o644); err != nil {
+			return nil, fmt.Errorf("loadtest: report: %w", err)
+		}
+		r.Files = append(r.Files, p)
+	}
 	return r.Files, nil
 }
 

@@ -1,7 +1,12 @@
 package report
 
 import (
+	"bytes"
+	"encoding/xml"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,5 +170,65 @@ func TestKernelSlopes(t *testing.T) {
 	h.Points[1].Kernel = probe.Kernel{}
 	if h.Slopes(); h.Kernel != nil {
 		t.Errorf("a point without the kernel's figures: %+v", h.Kernel)
+	}
+}
+
+// Write saves the latency ladder and the memory charts as SVG files a
+// page can show (docs/benchmarks.md): each a whole SVG document with its
+// own white ground, the same chart the HTML page holds; a run with
+// neither writes none.
+func TestWriteFigures(t *testing.T) {
+	n := &NotifyReport{P99Limit: 50}
+	for i, rate := range []float64{1000, 2000, 4000} {
+		s := Stage{Offered: rate}
+		s.Latency.P50, s.Latency.P99, s.Latency.Max = float64(2+i), float64(10*(i+1)), float64(40*(i+1))
+		n.Stages = append(n.Stages, s)
+	}
+	h := &HoldReport{}
+	for _, c := range []int{0, 1000, 2000, 3000} {
+		p := MemPoint{Connections: c}
+		p.Engine.RSS, p.Engine.Anon = int64(30<<20+900*c), int64(7<<20+880*c)
+		h.Points = append(h.Points, p)
+	}
+	h.Slopes()
+	dir := t.TempDir()
+	r := &Report{Scenario: "ladder", Notify: n, Hold: h, Config: scenario.Default(scenario.Hold), Pass: true}
+	files, err := r.Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "ladder.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svgs []string
+	for _, f := range files {
+		if strings.HasSuffix(f, ".svg") {
+			svgs = append(svgs, filepath.Base(f))
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				XMLName xml.Name
+				Rects   []struct {
+					Fill string `xml:"fill,attr"`
+				} `xml:"rect"`
+			}
+			if err := xml.Unmarshal(b, &doc); err != nil || doc.XMLName.Local != "svg" || len(doc.Rects) == 0 || doc.Rects[0].Fill != "#fff" {
+				t.Errorf("%s: not an SVG document on a white ground (%v): %.200s", f, err, b)
+			}
+			if !bytes.Contains(page, b) {
+				t.Errorf("%s is not the chart the page shows", f)
+			}
+		}
+	}
+	want := []string{"ladder-latency-by-rate.svg", "ladder-memory.svg", "ladder-memory-per-connection.svg"}
+	if !slices.Equal(svgs, want) {
+		t.Errorf("figures written: %v, want %v", svgs, want)
+	}
+	r = &Report{Scenario: "notify", Config: scenario.Default(scenario.Hold), Pass: true}
+	if files, err := r.Write(t.TempDir()); err != nil || len(files) != 2 {
+		t.Errorf("a run with no ladder and no hold: %v %v, want its JSON and HTML only", files, err)
 	}
 }
