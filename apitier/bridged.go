@@ -52,6 +52,18 @@ func bridgedPushID(m *token.MessageID) uuid.UUID {
 	return uuid.NewSHA1(bridgedPushNS, name[:])
 }
 
+// bridgedRouter routes a bridged user's push: queued to the sender
+// (routeBridged), a tracked one with its message id for its fate.
+type bridgedRouter struct{ s *Server }
+
+func (r bridgedRouter) route(_, sctx context.Context, p *push) (string, *errno.HTTPError) {
+	fate := ""
+	if p.n.Tracked {
+		fate = p.n.Version
+	}
+	return outcomeBridged, r.s.routeBridged(sctx, &p.user, &p.mid, &p.h, p.n.Data, fate)
+}
+
 // routeBridged queues the notification m names for u, a bridged user,
 // through the sender.
 //

@@ -15,6 +15,36 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
+// A router delivers an accepted push p to its user agent and names the
+// outcome: the websocket router (wsRouter, below) through a connection
+// node or storage, the bridged router (bridgedRouter, bridged.go)
+// through the sender's queue. ctx is the request's, sctx bounds the
+// storage calls.
+type router interface {
+	route(ctx, sctx context.Context, p *push) (outcome string, e *errno.HTTPError)
+}
+
+// routerOf is the router of u's router type: subscription lets through
+// only webpush and the bridged types.
+func (s *Server) routerOf(u *storage.User) router {
+	if u.RouterType == storage.RouterWebPush {
+		return wsRouter{s}
+	}
+	return bridgedRouter{s}
+}
+
+// wsRouter routes a websocket (webpush) user's push (Server.route); one
+// delivered directly teaches the route cache its channel's route.
+type wsRouter struct{ s *Server }
+
+func (r wsRouter) route(ctx, sctx context.Context, p *push) (string, *errno.HTTPError) {
+	outcome, e := r.s.route(ctx, sctx, &p.user, &p.n)
+	if outcome == outcomeDirect {
+		r.s.routes.Learn(p.key, &p.user, p.now)
+	}
+	return outcome, e
+}
+
 // Routing a push (docs/architecture.md, Flows: the reference's "Push
 // Characteristics"):
 //

@@ -297,6 +297,25 @@ func (s *Server) Start() error {
 	s.h = s.newHertz(server.WithListener(ln), server.WithTransport(standard.NewTransporter))
 	s.started = time.Now()
 	go func() { s.done <- s.h.Run() }()
+	if err := s.waitRunning(ln); err != nil {
+		return err
+	}
+	s.pushAPI.Start() // watches push-clients-file
+	s.owed.Start()
+	if s.tracker.On() {
+		s.fateStop = make(chan struct{})
+		go s.tracker.Sweep(s.fateStop)
+	}
+	s.recAPI.Start() // the receipt webhooks, when on
+	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
+		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
+	return nil
+}
+
+// waitRunning waits, up to 10 s, for the Hertz server Start started on
+// ln to run; one that stopped or never runs has its listener and the
+// operations server closed.
+func (s *Server) waitRunning(ln *listener.Listener) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for !s.h.IsRunning() {
 		select {
@@ -314,15 +333,6 @@ func (s *Server) Start() error {
 			return fmt.Errorf("apitier: serve %s: not running after 10s", ln.Addr())
 		}
 	}
-	s.pushAPI.Start() // watches push-clients-file
-	s.owed.Start()
-	if s.tracker.On() {
-		s.fateStop = make(chan struct{})
-		go s.tracker.Sweep(s.fateStop)
-	}
-	s.recAPI.Start() // the receipt webhooks, when on
-	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
-		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
 }
 

@@ -44,42 +44,19 @@ import (
 //  4. the body is at most max-data-bytes: else 413 errno 104;
 //  5. the headers (apitier/pushheader): else 400.
 //
-// An accepted push is routed (router.go; a bridged user's is queued to
-// the sender, bridged.go) and answered 201 Created with
-// Location: {endpoint-url}/m/{message id} and the effective TTL, whether
-// it was delivered, stored or (TTL 0, nobody connected) dropped, as the
-// reference answers.
+// An accepted push becomes a message (its id and notification), is
+// tracked when its VAPID key or Push-Receipt asks (track), then routed:
+// on its cached route, else by its user's router (router.go; a bridged
+// user's is queued to the sender, bridged.go). It is answered 201
+// Created with Location: {endpoint-url}/m/{message id} and the effective
+// TTL, whether it was delivered, stored or (TTL 0, nobody connected)
+// dropped, as the reference answers.
 func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqState) {
 	version := c.Param("version")
-	switch version {
-	case "", "v1":
-		st.route = routeWPushV1
-	case "v2":
-		st.route = routeWPushV2
-	default:
-		st.route = routeWPushBad
-	}
-	pb := pushBufPool.Get().(*pushBuf)
-	defer func() {
-		pb.n = protocol.Notification{} // not the payload, until its next push
-		pushBufPool.Put(pb)
-	}()
-	body, bodyErr := st.x.ReadBodyInto(&pb.body, s.cfg.MaxDataBytes, errTooLarge)
-	if bodyErr != nil && bodyErr != errTooLarge {
-		st.x.Fail(bodyErr)
-		return
-	}
-	ep, err := s.keys.ParseToken(version, c.Param("token"))
-	if err != nil {
-		var te *token.EndpointError
-		if errors.As(err, &te) {
-			st.x.Fail(te.HTTPError())
-		} else {
-			st.x.Fail(errNotFound)
-		}
-		return
-	}
-	if e := s.checkVAPID(c, st, &ep); e != nil {
+	st.route = pushRoute(version)
+	p := pushPool.Get().(*push)
+	defer p.release()
+	if e := s.parsePush(c, st, p, version); e != nil {
 		st.x.Fail(e)
 		return
 	}
@@ -87,115 +64,180 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 	// their own).
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StorageTimeout)
 	defer cancel()
-	uaid := uuid.UUID(ep.UAID)
-	now := time.Now()
-	key := routecache.NewKey(ep.UAID, ep.CHID)
-	cached, fromCache := s.routes.Get(key, now)
-	var user storage.User
-	var e *errno.HTTPError
-	if !fromCache {
-		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
-			st.x.Fail(e)
-			return
-		}
-	}
-	if bodyErr != nil {
-		st.x.Fail(bodyErr)
-		return
-	}
-	h, e := pushheader.Parse(&c.Request.Header, len(body) > 0)
-	if e != nil {
+	if e := s.checkPush(sctx, c, p); e != nil {
 		st.x.Fail(e)
 		return
 	}
+	if e := s.message(st, p); e != nil {
+		st.x.Fail(e)
+		return
+	}
+	if e := s.track(sctx, c, st, p); e != nil {
+		st.x.Fail(e)
+		return
+	}
+	outcome, e := s.routeCachedPush(ctx, sctx, p)
+	if e != nil {
+		// The router record that would route it is gone: no fate is
+		// recorded for a tracked push.
+		st.x.Fail(e)
+		return
+	}
+	if outcome == "" {
+		outcome, e = s.routerOf(&p.user).route(ctx, sctx, p)
+	}
+	if e := s.settle(sctx, p, outcome, e); e != nil {
+		st.x.Fail(e)
+		return
+	}
+	s.answer(c, st, p, outcome)
+}
 
+// pushRoute is the request summary's route of a push to an endpoint of
+// version (the path's; "" is v1).
+func pushRoute(version string) string {
+	switch version {
+	case "", "v1":
+		return routeWPushV1
+	case "v2":
+		return routeWPushV2
+	}
+	return routeWPushBad
+}
+
+// parsePush checks what needs no storage, in the order handlePush
+// documents: the body (read whole; one over max-data-bytes is kept in
+// p.bodyErr and answered after the subscription check), the token
+// (endpoint) and VAPID.
+func (s *Server) parsePush(c *app.RequestContext, st *reqState, p *push, version string) *errno.HTTPError {
+	var e *errno.HTTPError
+	p.body, e = st.x.ReadBodyInto(&p.buf, s.cfg.MaxDataBytes, errTooLarge)
+	if e != nil && e != errTooLarge {
+		return e
+	}
+	p.bodyErr = e
+	if e := s.endpoint(c, version, p); e != nil {
+		return e
+	}
+	return s.checkVAPID(c, st, &p.ep)
+}
+
+// endpoint decrypts the path's subscription token into p.ep: one that
+// does not decrypt, or whose version is not the path's, is 404 errno 102.
+func (s *Server) endpoint(c *app.RequestContext, version string, p *push) *errno.HTTPError {
+	var err error
+	if p.ep, err = s.keys.ParseToken(version, c.Param("token")); err == nil {
+		return nil
+	}
+	var te *token.EndpointError
+	if errors.As(err, &te) {
+		return te.HTTPError()
+	}
+	return errNotFound
+}
+
+// checkPush runs the checks that read storage, in handlePush's order: the
+// subscription (lookup), the body's size, the headers. ctx bounds the
+// storage calls.
+func (s *Server) checkPush(ctx context.Context, c *app.RequestContext, p *push) *errno.HTTPError {
+	p.uaid = uuid.UUID(p.ep.UAID)
+	p.now = time.Now()
+	if e := s.lookup(ctx, p); e != nil {
+		return e
+	}
+	if p.bodyErr != nil {
+		return p.bodyErr
+	}
+	var e *errno.HTTPError
+	p.h, e = pushheader.Parse(&c.Request.Header, len(p.body) > 0)
+	return e
+}
+
+// lookup finds where p goes: its channel's route when the route cache
+// (apitier/routecache) holds it, else its router record, which must hold
+// the channel (subscription). ctx bounds the storage calls.
+func (s *Server) lookup(ctx context.Context, p *push) *errno.HTTPError {
+	p.key = routecache.NewKey(p.ep.UAID, p.ep.CHID)
+	if p.cached, p.fromCache = s.routes.Get(p.key, p.now); p.fromCache {
+		return nil
+	}
+	var e *errno.HTTPError
+	p.user, e = s.subscription(ctx, p.uaid, p.ep.CHID)
+	return e
+}
+
+// message makes p's message id and its notification, p.n: it lives in
+// p because it is handed to the node by an interface call (the
+// single-node server's local delivery), where a local would escape to the
+// heap on every push.
+func (s *Server) message(st *reqState, p *push) *errno.HTTPError {
 	sortKey := storage.NewSortKey()
-	mid := token.MessageID{UAID: ep.UAID, CHID: ep.CHID, Topic: h.Topic, SortKey: sortKey}
-	msgID, err := s.keys.MakeMessageID(mid)
+	p.mid = token.MessageID{UAID: p.ep.UAID, CHID: p.ep.CHID, Topic: p.h.Topic, SortKey: sortKey}
+	msgID, err := s.keys.MakeMessageID(p.mid)
 	if err != nil {
 		// The topic was checked with the same rule: cannot happen.
 		s.log.Error("make message id", "error", err)
-		st.x.Fail(errInternal)
-		return
+		return errInternal
 	}
-	// n lives in pb: handed to the node by an interface call (the
-	// single-node server's local delivery), a local would escape to the
-	// heap on every push.
-	n := &pb.n
-	*n = protocol.Notification{
-		ChannelID: string(protocol.AppendChannelID(pb.chid[:0], ep.CHID)),
+	p.n = protocol.Notification{
+		ChannelID: string(protocol.AppendChannelID(p.chid[:0], p.ep.CHID)),
 		Version:   msgID,
-		TTL:       h.TTL,
-		Topic:     h.Topic,
-		Timestamp: now.Unix(),
+		TTL:       p.h.TTL,
+		Topic:     p.h.Topic,
+		Timestamp: p.now.Unix(),
 		SortKey:   sortKey,
-		Headers:   h.Append(pb.hdrs[:0]),
+		Headers:   p.h.Append(p.hdrs[:0]),
 	}
-	if len(body) > 0 {
-		pb.b64 = base64.RawURLEncoding.AppendEncode(pb.b64[:0], body)
-		n.Data = string(pb.b64)
+	if len(p.body) > 0 {
+		p.b64 = base64.RawURLEncoding.AppendEncode(p.b64[:0], p.body)
+		p.n.Data = string(p.b64)
 	}
-	st.encoding, st.dataLen = h.Encoding, len(n.Data)
-	if s.tracker.On() {
-		if e := s.track(sctx, c, st, uaid, n, now); e != nil {
-			st.x.Fail(e)
-			return
-		}
-	}
+	st.encoding, st.dataLen = p.h.Encoding, len(p.n.Data)
+	return nil
+}
 
-	var outcome string
-	switch {
-	case fromCache && s.routeCached(ctx, key, cached, uaid, n):
-		outcome = outcomeDirect
-	case fromCache:
-		// Not delivered on the cached route: route from storage.
-		if user, e = s.subscription(sctx, uaid, ep.CHID); e != nil {
-			st.x.Fail(e)
-			return
-		}
+// routeCachedPush pushes p on its cached route, if it has one:
+// outcomeDirect when delivered. Otherwise it reads the router record
+// whose router routes p instead, and the outcome is "". ctx is the
+// request's, sctx bounds the storage calls.
+func (s *Server) routeCachedPush(ctx, sctx context.Context, p *push) (string, *errno.HTTPError) {
+	if !p.fromCache {
+		return "", nil
 	}
-	switch {
-	case outcome == outcomeDirect:
-	case user.RouterType == storage.RouterWebPush:
-		outcome, e = s.route(ctx, sctx, &user, n)
-		if outcome == outcomeDirect {
-			s.routes.Learn(key, &user, now)
-		}
-	default:
-		outcome = outcomeBridged
-		fate := ""
-		if n.Tracked {
-			fate = n.Version
-		}
-		e = s.routeBridged(sctx, &user, &mid, &h, n.Data, fate)
+	if s.routeCached(ctx, p.key, p.cached, p.uaid, &p.n) {
+		return outcomeDirect, nil
 	}
-	if n.Tracked {
-		s.tracker.Reached(sctx, uaid, n, fateOf(outcome, e))
-	}
-	if e != nil {
-		st.x.Fail(e)
-		return
-	}
-	if outcome == outcomeStored && n.Topic != "" && s.tracker.On() {
-		s.tracker.Replaced(sctx, uaid, n)
-	}
+	// Not delivered on the cached route: route from storage.
+	var e *errno.HTTPError
+	p.user, e = s.subscription(sctx, p.uaid, p.ep.CHID)
+	return "", e
+}
+
+// answer is 201 Created for a push that reached outcome: the request
+// summary's and the push metrics, Location (its message's URL), its
+// effective TTL and, with receipts on, their Link.
+func (s *Server) answer(c *app.RequestContext, st *reqState, p *push, outcome string) {
 	st.outcome = outcome
-	s.metrics.outcome(outcome, len(n.Data))
-	s.metrics.encoding(h.Encoding)
+	s.metrics.outcome(outcome, len(p.n.Data))
+	s.metrics.encoding(p.h.Encoding)
 	c.SetStatusCode(http.StatusCreated)
 	rh := &c.Response.Header
-	pb.loc = append(append(pb.loc[:0], s.location...), msgID...)
-	rh.SetBytesV("Location", pb.loc)
-	rh.SetBytesV("TTL", strconv.AppendInt(pb.ttl[:0], h.TTL, 10))
+	p.loc = append(append(p.loc[:0], s.location...), p.n.Version...)
+	rh.SetBytesV("Location", p.loc)
+	rh.SetBytesV("TTL", strconv.AppendInt(p.ttl[:0], p.h.TTL, 10))
 	if s.receiptLink != "" {
 		rh.Set("Link", s.receiptLink)
 	}
 }
 
-// track decides whether the push n is tracked (its VAPID key is one of
-// tracking-keys, or it names a receipt subscription of that key) and if
-// so records its fate (apitier/tracking).
-func (s *Server) track(ctx context.Context, c *app.RequestContext, st *reqState, uaid uuid.UUID, n *protocol.Notification, now time.Time) *errno.HTTPError {
+// track is tracking and receipts, one step: with fates on (apitier/
+// tracking), the push p is tracked when its VAPID key is one of
+// tracking-keys or it names a receipt subscription of that key
+// (Push-Receipt, apitier/receipts), and then its fate is recorded.
+func (s *Server) track(ctx context.Context, c *app.RequestContext, st *reqState, p *push) *errno.HTTPError {
+	if !s.tracker.On() {
+		return nil
+	}
 	hasKey := st.key != [32]byte{}
 	sub, e := s.recAPI.PushReceipt(ctx, string(c.Request.Header.Peek("Push-Receipt")), st.key, hasKey)
 	if e != nil {
@@ -204,8 +246,24 @@ func (s *Server) track(ctx context.Context, c *app.RequestContext, st *reqState,
 	if sub == (storage.ReceiptSubID{}) && !(hasKey && s.tracker.Tracks(st.key)) {
 		return nil
 	}
-	if err := s.tracker.Track(ctx, uaid, n, sub, now); err != nil {
+	if err := s.tracker.Track(ctx, p.uaid, &p.n, sub, p.now); err != nil {
 		return s.storageError("track a push", err)
+	}
+	return nil
+}
+
+// settle records the fate a tracked push reached by its route (fateOf)
+// and returns the route's error; a stored push with a topic replaced the
+// message stored with it, whose fate ends so (tracking.Replaced).
+func (s *Server) settle(ctx context.Context, p *push, outcome string, e *errno.HTTPError) *errno.HTTPError {
+	if p.n.Tracked {
+		s.tracker.Reached(ctx, p.uaid, &p.n, fateOf(outcome, e))
+	}
+	if e != nil {
+		return e
+	}
+	if outcome == outcomeStored && p.n.Topic != "" && s.tracker.On() {
+		s.tracker.Replaced(ctx, p.uaid, &p.n)
 	}
 	return nil
 }
@@ -298,15 +356,37 @@ func (s *Server) storageError(what string, err error) *errno.HTTPError {
 	return errInternal
 }
 
-// pushBuf is one push's working memory, pooled.
-type pushBuf struct {
-	body []byte // the raw body, max-data-bytes + 1
+// push is one push's working state from parse to answer, pooled: the
+// steps of handlePush hand it on, and through the router interface a
+// pointer into a local would escape to the heap on every push.
+type push struct {
+	ep        token.Endpoint
+	uaid      uuid.UUID
+	now       time.Time
+	body      []byte           // the raw body, in buf
+	bodyErr   *errno.HTTPError // errTooLarge, answered after lookup
+	key       routecache.Key
+	cached    routecache.Route // when fromCache
+	fromCache bool
+	user      storage.User // the router record, unless fromCache
+	h         pushheader.Headers
+	mid       token.MessageID
+	n         protocol.Notification
+
+	// Buffers, kept across pushes.
+	buf  []byte // max-data-bytes + 1
 	b64  []byte
 	chid [36]byte
 	hdrs [4]protocol.Header
 	loc  []byte
 	ttl  [20]byte
-	n    protocol.Notification
 }
 
-var pushBufPool = sync.Pool{New: func() any { return new(pushBuf) }}
+var pushPool = sync.Pool{New: func() any { return new(push) }}
+
+// release returns p to the pool with nothing of its push (not the
+// payload's notification, until the next push) but its buffers.
+func (p *push) release() {
+	*p = push{buf: p.buf, b64: p.b64, loc: p.loc}
+	pushPool.Put(p)
+}

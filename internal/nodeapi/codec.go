@@ -89,20 +89,7 @@ func DecodeNotification(buf []byte, n *protocol.Notification) error {
 		case "timestamp":
 			return wantUint(&s, &n.Timestamp, key)
 		case "sortkey_timestamp":
-			if s.Peek() == 'n' && s.ReadNull() {
-				n.SortKey = 0
-				return nil
-			}
-			at := s.Pos()
-			mag, neg, integral, overflow, err := s.ReadNumber()
-			if err != nil {
-				return err
-			}
-			if neg && mag != 0 || !integral || overflow {
-				return s.FailAt(at, protocol.ErrInvalidField, "sortkey_timestamp is not an unsigned 64-bit integer")
-			}
-			n.SortKey = mag
-			return nil
+			return wantUint64(&s, &n.SortKey)
 		case "tracked":
 			var err error
 			n.Tracked, _, err = s.ReadLiteral() // null: false
@@ -208,5 +195,24 @@ func wantUint(s *jsonscan.Scanner, dst *int64, key string) error {
 		return s.Fail(protocol.ErrInvalidField, key+" is not a non-negative integer")
 	}
 	*dst = v
+	return nil
+}
+
+// wantUint64 reads sortkey_timestamp: an unsigned 64-bit integer, or null
+// (0).
+func wantUint64(s *jsonscan.Scanner, dst *uint64) error {
+	if s.Peek() == 'n' && s.ReadNull() {
+		*dst = 0
+		return nil
+	}
+	at := s.Pos()
+	mag, neg, integral, overflow, err := s.ReadNumber()
+	if err != nil {
+		return err
+	}
+	if neg && mag != 0 || !integral || overflow {
+		return s.FailAt(at, protocol.ErrInvalidField, "sortkey_timestamp is not an unsigned 64-bit integer")
+	}
+	*dst = mag
 	return nil
 }

@@ -21,36 +21,54 @@ func parseAuthorization(authorization, cryptoKey string) (authHeader, *Error) {
 	if i := strings.IndexAny(h, " \t"); i >= 0 {
 		scheme, rest = h[:i], trim(h[i+1:])
 	}
-	switch {
-	case strings.EqualFold(scheme, "vapid"):
-		a.scheme = "vapid"
-	case strings.EqualFold(scheme, "webpush"):
-		a.scheme = "webpush"
-	case strings.EqualFold(scheme, "bearer"):
-		a.scheme = "bearer"
-	default:
+	if a.scheme = schemeOf(scheme); a.scheme == "" {
 		return a, errScheme
 	}
 	if rest == "" {
 		return a, errNoToken
 	}
 	if a.scheme != "vapid" {
-		a.token = rest
-		for s := cryptoKey; s != ""; {
-			var name, value string
-			name, value, s = NextParam(s)
-			if strings.EqualFold(name, "p256ecdsa") {
-				a.key = value
-				break
-			}
-		}
+		a.token, a.key = rest, cryptoKeyP256(cryptoKey)
 		if a.key == "" {
 			return a, errNoCryptoKey
 		}
 		return a, nil
 	}
-	// RFC 8292 §3: auth-params t and k, in any order; names are
-	// case-insensitive (RFC 9110 §11.2), values may be quoted.
+	verr := vapidParams(&a, rest)
+	return a, verr
+}
+
+// schemeOf is the Authorization scheme's name in lower case, "" when it
+// is none of vapid, WebPush and Bearer.
+func schemeOf(scheme string) string {
+	switch {
+	case strings.EqualFold(scheme, "vapid"):
+		return "vapid"
+	case strings.EqualFold(scheme, "webpush"):
+		return "webpush"
+	case strings.EqualFold(scheme, "bearer"):
+		return "bearer"
+	}
+	return ""
+}
+
+// cryptoKeyP256 is the draft schemes' key: the Crypto-Key header's first
+// p256ecdsa= parameter, "" when there is none.
+func cryptoKeyP256(cryptoKey string) string {
+	for s := cryptoKey; s != ""; {
+		var name, value string
+		name, value, s = NextParam(s)
+		if strings.EqualFold(name, "p256ecdsa") {
+			return value
+		}
+	}
+	return ""
+}
+
+// vapidParams reads the vapid scheme's parameters into a. RFC 8292 §3:
+// auth-params t and k, in any order; names are case-insensitive (RFC
+// 9110 §11.2), values may be quoted.
+func vapidParams(a *authHeader, rest string) *Error {
 	var haveT, haveK bool
 	for s := rest; s != ""; {
 		var name, value string
@@ -58,23 +76,23 @@ func parseAuthorization(authorization, cryptoKey string) (authHeader, *Error) {
 		switch {
 		case strings.EqualFold(name, "t"):
 			if haveT {
-				return a, errDupParam
+				return errDupParam
 			}
 			a.token, haveT = value, true
 		case strings.EqualFold(name, "k"):
 			if haveK {
-				return a, errDupParam
+				return errDupParam
 			}
 			a.key, haveK = value, true
 		}
 	}
 	if a.token == "" {
-		return a, errNoT
+		return errNoT
 	}
 	if a.key == "" {
-		return a, errNoK
+		return errNoK
 	}
-	return a, nil
+	return nil
 }
 
 // NextParam returns the first name=value item of a parameter list

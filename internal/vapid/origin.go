@@ -28,48 +28,67 @@ func normalizeOrigin(s string, withPath bool) (string, bool) {
 	if hostport == "" || strings.ContainsAny(hostport, "@ \t\r\n\\") {
 		return "", false
 	}
-	host, port := hostport, ""
-	if hostport[0] == '[' {
-		j := strings.IndexByte(hostport, ']')
-		if j < 0 {
-			return "", false
-		}
-		host = hostport[:j+1]
-		if after := hostport[j+1:]; after != "" {
-			if after[0] != ':' {
-				return "", false
-			}
-			port = after[1:]
-		}
-	} else if j := strings.IndexByte(hostport, ':'); j >= 0 {
-		host, port = hostport[:j], hostport[j+1:]
-		if strings.IndexByte(port, ':') >= 0 {
-			return "", false
-		}
-	}
-	if host == "" || host == "[]" {
+	host, port, ok := splitHostPort(hostport)
+	if !ok {
 		return "", false
 	}
 	host = strings.ToLower(host)
-	if port != "" {
-		for k := 0; k < len(port); k++ {
-			if port[k] < '0' || port[k] > '9' {
-				return "", false
-			}
-		}
-		n, err := strconv.Atoi(port)
-		if err != nil || n > 65535 {
-			return "", false
-		}
-		if (scheme == "https" && n == 443) || (scheme == "http" && n == 80) {
-			port = ""
-		} else {
-			port = strconv.Itoa(n)
-		}
+	if port, ok = normalizePort(scheme, port); !ok {
+		return "", false
 	}
 	out := scheme + "://" + host
 	if port != "" {
 		out += ":" + port
 	}
 	return out, true
+}
+
+// splitHostPort splits an authority without userinfo into its host (an
+// IPv6 literal keeps its brackets) and port ("" when none); false when
+// it is malformed or the host is empty.
+func splitHostPort(hostport string) (host, port string, ok bool) {
+	host = hostport
+	if hostport[0] == '[' {
+		j := strings.IndexByte(hostport, ']')
+		if j < 0 {
+			return "", "", false
+		}
+		host = hostport[:j+1]
+		if after := hostport[j+1:]; after != "" {
+			if after[0] != ':' {
+				return "", "", false
+			}
+			port = after[1:]
+		}
+	} else if j := strings.IndexByte(hostport, ':'); j >= 0 {
+		host, port = hostport[:j], hostport[j+1:]
+		if strings.IndexByte(port, ':') >= 0 {
+			return "", "", false
+		}
+	}
+	if host == "" || host == "[]" {
+		return "", "", false
+	}
+	return host, port, true
+}
+
+// normalizePort checks a port's digits and range, and drops the scheme's
+// default port (and leading zeros); "" stays "".
+func normalizePort(scheme, port string) (string, bool) {
+	if port == "" {
+		return "", true
+	}
+	for k := 0; k < len(port); k++ {
+		if port[k] < '0' || port[k] > '9' {
+			return "", false
+		}
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n > 65535 {
+		return "", false
+	}
+	if (scheme == "https" && n == 443) || (scheme == "http" && n == 80) {
+		return "", true
+	}
+	return strconv.Itoa(n), true
 }

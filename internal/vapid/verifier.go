@@ -139,52 +139,75 @@ func (v *Verifier) Verify(authorization, cryptoKey, audience string) (Result, er
 	if v.shards != nil {
 		id = cacheID(a.token, a.key)
 		sh = &v.shards[id[0]%shardCount]
-		sh.mu.Lock()
-		e, hit := sh.m[id]
-		expired := hit && e.exp+skew <= now
-		if expired {
-			delete(sh.m, id)
-		}
-		sh.mu.Unlock()
-		if hit {
+		if e, hit, expired := sh.get(id, now, skew); hit {
 			res.PublicKey, res.Claims = e.key, Claims{Aud: e.aud, Exp: e.exp, Sub: e.sub}
-			if expired {
-				return res, errExpPast
-			}
-			// Only exp-far can still fail here (a clock that went back).
-			if verr := checkTime(e.exp, now, skew); verr != nil {
+			if verr := checkCached(&e, expired, now, skew, want); verr != nil {
 				return res, verr
-			}
-			if e.aud != want {
-				return res, audMismatch(e.aud, want)
 			}
 			return res, nil
 		}
 	}
+	if verr := v.verifyNew(&res, &a, want, now, skew); verr != nil {
+		return res, verr
+	}
+	if sh != nil {
+		c := &res.Claims
+		sh.put(id, entry{key: res.PublicKey, aud: c.Aud, exp: c.Exp, sub: c.Sub}, now, skew)
+	}
+	return res, nil
+}
 
+// checkCached checks a cached token's exp and aud again: expired (found
+// past exp+skew, and dropped, by shard.get) or not, only exp-far can
+// still fail the time check (a clock that went back).
+func checkCached(e *entry, expired bool, now, skew int64, want string) *Error {
+	if expired {
+		return errExpPast
+	}
+	if verr := checkTime(e.exp, now, skew); verr != nil {
+		return verr
+	}
+	if e.aud != want {
+		return audMismatch(e.aud, want)
+	}
+	return nil
+}
+
+// verifyNew checks a token the cache does not hold: its key, signature
+// and claims; on success res holds its key and claims.
+func (v *Verifier) verifyNew(res *Result, a *authHeader, want string, now, skew int64) *Error {
 	key, err := DecodeKey(a.key)
 	if err != nil {
-		return res, errBadKey
+		return errBadKey
 	}
 	copy(res.PublicKey[:], key)
 	c, verr := v.verifyJWT(a.token, key)
 	if verr != nil {
-		return res, verr
+		return verr
 	}
 	if verr := checkTime(c.Exp, now, skew); verr != nil {
-		return res, verr
+		return verr
 	}
 	if c.Aud != want {
-		return res, audMismatch(c.Aud, want)
+		return audMismatch(c.Aud, want)
 	}
 	if c.hasSub && !v.AnySub && !subOK(c.Sub) {
-		return res, errSub
+		return errSub
 	}
 	res.Claims = Claims{Aud: c.Aud, Exp: c.Exp, Sub: c.Sub}
-	if sh != nil {
-		sh.put(id, entry{key: res.PublicKey, aud: c.Aud, exp: c.Exp, sub: c.Sub}, now, skew)
+	return nil
+}
+
+// get looks id up; an entry found expired is dropped (and reported).
+func (s *shard) get(id [32]byte, now, skew int64) (e entry, hit, expired bool) {
+	s.mu.Lock()
+	e, hit = s.m[id]
+	expired = hit && e.exp+skew <= now
+	if expired {
+		delete(s.m, id)
 	}
-	return res, nil
+	s.mu.Unlock()
+	return e, hit, expired
 }
 
 func (v *Verifier) init() {
