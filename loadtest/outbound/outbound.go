@@ -141,7 +141,8 @@ type receipt struct {
 }
 
 // startFake starts the fake provider answering after latency ("seed":
-// the seed's measured distribution; else a fixed duration).
+// Swrve's measured distribution, swrvefake.MeasuredLatency; else a fixed
+// duration).
 func startFake(name, latency string) (*providerFake, *latencies, error) {
 	draw, l := latencyFunc(latency)
 	if name == "fcm" {
@@ -207,7 +208,7 @@ func (l *latencies) summary() hist.Latency {
 	return hist.Summarize(l.h)
 }
 
-// latencyFunc is a fake's answer time ("seed": the seed's measured
+// latencyFunc is a fake's answer time ("seed": Swrve's measured
 // distribution; else a fixed duration), each drawn recorded in l.
 func latencyFunc(latency string) (func() time.Duration, *latencies) {
 	draw := func() time.Duration { return 0 }
@@ -420,9 +421,9 @@ func (p *poster) clientReports(cfg *scenario.Config, receipts []receipt) []repor
 	return out
 }
 
-// request is the i-th push: the seed's POST /push, or a WebPush POST to a
-// bridged phone whose payload (opaque to the service, as an encrypted one
-// is) names the push, so the provider's receipts can be matched.
+// request is the i-th push: a POST /push to the sender, or a WebPush POST
+// to a bridged phone whose payload (opaque to the service, as an encrypted
+// one is) names the push, so the provider's receipts can be matched.
 func (p *poster) request(i int) (*http.Request, error) {
 	if p.endpoints != nil {
 		req, err := http.NewRequest(http.MethodPost, p.endpoints[i%len(p.endpoints)], strings.NewReader(pushPayload(i)))

@@ -22,7 +22,7 @@ const (
 	// pushes' latency.
 	Broadcast = "broadcast"
 	// Sender is the outbound sender (docs/sender.md): POST /push above the
-	// provider's rate limit against a fake Swrve with the seed's latency.
+	// provider's rate limit against a fake Swrve with Swrve's measured latency.
 	Sender = "sender"
 	// Faults runs the replicated cluster (its own Cassandra nodes,
 	// engines, endpoints behind nginx) through node loss and restarts
@@ -266,8 +266,8 @@ type Config struct {
 
 	// --- sender (the outbound sender and its fake provider)
 
-	// Provider is what the sender scenario sends through: "swrve" (the
-	// seed's POST /push to a fake Swrve) or "fcm" (WebPush POSTs to phones
+	// Provider is what the sender scenario sends through: "swrve" (POST
+	// /push, sent to a fake Swrve) or "fcm" (WebPush POSTs to phones
 	// registered through the bridge registration API, sent through the
 	// FCM bridge to a fake FCM: make bridge-bench). Default "swrve".
 	Provider string `conf:"provider" for:"sender" help:"swrve (POST /push, fake Swrve) or fcm (WebPush to bridged phones, fake FCM)"`
@@ -280,16 +280,17 @@ type Config struct {
 	// must never receive more in any second. Default 300 (Swrve's).
 	ProviderRate float64 `conf:"provider-rate" for:"sender" help:"the provider account's rate limit (swrve-rate): never exceeded in any second"`
 	// ProviderDelay is the sender's pace (swrve-delay, fcm-delay): one
-	// call every ProviderDelay. Default 4ms (the seed's delayMillis:
+	// call every ProviderDelay. Default 4ms (the Java sender's delayMillis:
 	// 250/s).
 	ProviderDelay time.Duration `conf:"provider-delay" for:"sender" help:"the sender's time between calls (swrve-delay): its pace, measured"`
 	// ProviderLatency is how the fake provider delays each answer: "seed"
-	// (log-normal with the seed's measured p50 983 ms and p99 5,956 ms)
+	// (log-normal with Swrve's measured p50 983 ms and p99 5,956 ms)
 	// or a fixed duration. Default "seed".
 	ProviderLatency string `conf:"provider-latency" for:"sender" help:"fake provider answer time: seed (p50 983ms, p99 5956ms) or a fixed duration"`
 	// AverageLatency sizes the sender's pool (swrve-average-latency): the
 	// pool holds AverageLatency / ProviderDelay sends and a quarter of a
-	// second of calls. Default 2s (500 + 62 at 4 ms, the seed's sizing).
+	// second of calls. Default 2s (500 + 62 at 4 ms; the Java sender's
+	// averageProcessingMillis).
 	AverageLatency time.Duration `conf:"average-latency" for:"sender" help:"the sender's expected provider latency (swrve-average-latency; sizes its pool)"`
 	// Clients is how many push API clients the sender scenario posts as,
 	// each with its own key. Above 1 it is the flood run
@@ -624,7 +625,7 @@ func (c *Config) validateSender() error {
 	return nil
 }
 
-// ProviderLatencyFunc parses ProviderLatency: the seed's distribution
+// ProviderLatencyFunc parses ProviderLatency: Swrve's measured distribution
 // (nil: the caller draws from swrvefake.MeasuredLatency), or a fixed answer
 // time.
 func (c *Config) ProviderLatencyFunc() (fixed *time.Duration, err error) {
