@@ -128,7 +128,7 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// ValidateFor checks the seed's rules against one provider's limits:
+// ValidateFor checks the sizing rules against one provider's limits:
 // each job's portion is smaller than the queue, and a portion is sent
 // within the job's interval at the provider's pace (its Delay).
 func (c *Config) ValidateFor(name string, l provider.Limits) error {

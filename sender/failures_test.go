@@ -96,7 +96,7 @@ func (f *ourFaults) UpdatePush(ctx context.Context, prev *storage.Push, next sto
 }
 
 // panicky is a provider whose Send panics for the device "panic": a
-// runtime error on our side while sending (the seed's OTHER).
+// runtime error on our side while sending (error type OTHER).
 type panicky struct{ provider.Provider }
 
 func (p panicky) Send(ctx context.Context, n *provider.Notification) provider.Result {

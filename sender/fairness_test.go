@@ -51,7 +51,7 @@ func TestFairBetweenClients(t *testing.T) {
 		sc := swrveConfig(fake.URL())
 		sc.Rate, sc.Delay = 60, 20*time.Millisecond
 		cfg := testConfig("node-a")
-		// The seed's rule: a portion within an interval at the pace.
+		// The sizing rule: a portion is sent within an interval at the pace.
 		cfg.QueueCapacity, cfg.PendingPortion, cfg.ScheduledPortion = 200, 4, 4
 		r := &rig{s: launchSwrve(t, newStore(t), sc, cfg), fake: fake}
 		<-r.s.Ready()
@@ -128,7 +128,7 @@ func TestJobsSkipAFullShare(t *testing.T) {
 		store := newStore(t)
 		fake := startFake(t)
 		// 5 calls a second (one at a time ahead), portions of 30 every 7 s
-		// (30 × 200 ms = 6 s < 7 s, the seed's rule).
+		// (30 × 200 ms = 6 s < 7 s: portion × delay < interval).
 		sc := swrveConfig(fake.URL())
 		sc.Rate, sc.Delay, sc.AverageLatency = 6, 200*time.Millisecond, 200*time.Millisecond
 		cfg := testConfig("node-out")

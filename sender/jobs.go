@@ -12,10 +12,10 @@ import (
 )
 
 // loop runs fn after start, then again every interval after each run ends
-// (a fixed delay, as the seed's jobs), until Stop. A run that reports a
-// backlog (it moved a whole portion: more are due) is followed as soon as
-// the queues run low (fed), so that a backlog is sent at the provider's
-// pace rather than a portion per interval.
+// (a fixed delay, as the Java sender's jobs ran), until Stop. A run that
+// reports a backlog (it moved a whole portion: more are due) is followed
+// as soon as the queues run low (fed), so that a backlog is sent at the
+// provider's pace rather than a portion per interval.
 func (s *Sender) loop(name string, start, interval time.Duration, fn func(context.Context) bool) {
 	t := time.NewTimer(start)
 	defer t.Stop()
@@ -60,12 +60,12 @@ func (s *Sender) fed(ctx context.Context, max time.Duration) {
 	}
 }
 
-// sendScheduled is the seed's SendScheduledJob: it queues up to a portion
-// of due pushes: SCHEDULED ones whose window came, RETRY ones whose delay
-// passed, and IN_MEMORY ones whose node's lease expired (the node died or
-// stalled: taken over). It stops as soon as a queue is full, and skips
-// the pushes of a client that holds its share of the queue. It reports
-// whether it moved a whole portion.
+// sendScheduled does what the Java sender's SendScheduledJob did: it
+// queues up to a portion of due pushes: SCHEDULED ones whose window came,
+// RETRY ones whose delay passed, and IN_MEMORY ones whose node's lease
+// expired (the node died or stalled: taken over). It stops as soon as a
+// queue is full, and skips the pushes of a client that holds its share of
+// the queue. It reports whether it moved a whole portion.
 func (s *Sender) sendScheduled(ctx context.Context) bool {
 	left := s.portion(s.cfg.ScheduledPortion)
 	if left <= 0 {
@@ -94,9 +94,10 @@ func (s *Sender) sendScheduled(ctx context.Context) bool {
 	return false
 }
 
-// sendPending is the seed's SendPendingJob: it queues up to a portion of
-// PENDING pushes, stopping as soon as a queue is full, skipping a client's
-// that holds its share. It reports whether it moved a whole portion.
+// sendPending does what the Java sender's SendPendingJob did: it queues up
+// to a portion of PENDING pushes, stopping as soon as a queue is full,
+// skipping a client's that holds its share. It reports whether it moved a
+// whole portion.
 func (s *Sender) sendPending(ctx context.Context) bool {
 	portion := s.portion(s.cfg.PendingPortion)
 	n, full := s.claimDue(ctx, jobPending, storage.PushPending, portion)
@@ -105,8 +106,9 @@ func (s *Sender) sendPending(ctx context.Context) bool {
 
 // portion is this node's part of a job's portion: the portion times its
 // largest share of a provider's pace, so that the nodes together move a
-// portion per interval, as the seed's rule assumes of one node; none
-// while it holds no share (it would queue pushes it cannot send).
+// portion per interval (portion × delay < interval holds for all of them
+// as for one node); none while it holds no share (it would queue pushes it
+// cannot send).
 func (s *Sender) portion(n int) int {
 	most := 0
 	for _, l := range s.lanes {

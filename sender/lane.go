@@ -50,9 +50,9 @@ func newLane(s *Sender, p provider.Provider) *lane {
 	return l
 }
 
-// poolSize is the seed's pool (AverageLatency / Delay), plus the sends
-// ahead at the whole account's pace: those wait for their planned call
-// holding a slot, and a pool they fill makes the reader send itself
+// poolSize is AverageLatency / Delay (the Java sender's pool), plus the
+// sends ahead at the whole account's pace: those wait for their planned
+// call holding a slot, and a pool they fill makes the reader send itself
 // (caller runs), which stops it for a whole answer time.
 func poolSize(l provider.Limits) int { return l.PoolSize() + max(1, int(l.Pace()/4)) }
 
@@ -85,10 +85,10 @@ func (l *lane) put(p storage.Push) { l.queue.put(p) }
 // read is the lane's one reader: it takes pushes in turn (one of each
 // client's in a round, each client's in order), no more than the gate's
 // look-ahead ahead of their calls (so, in steady state, at this node's
-// pace), and hands the send to the pool, or makes it itself when the
-// pool is full (the seed's CallerRunsPolicy: the pool never grows, and
-// while the reader sends, no new send starts). The calls' times are
-// planned by the gate in send.
+// pace), and hands the send to the pool, or makes it itself when the pool
+// is full (caller runs, as the Java sender's CallerRunsPolicy: the pool
+// never grows, and while the reader sends, no new send starts). The calls'
+// times are planned by the gate in send.
 //
 // It waits for a place in the look-ahead before it takes a push, so the
 // client whose turn it is is chosen when the push can go on, among the

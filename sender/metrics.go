@@ -12,9 +12,9 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Metric names of the sender, one place (docs/metrics.md and the
-// dashboard are checked against them). Each names the seed's metric it
-// carries; labelled families are listed by their name.
+// Metric names of the sender, one place (docs/metrics.md and the dashboard
+// are checked against them). Each names the original Java sender's metric
+// it carries; labelled families are listed by their name.
 const (
 	// mReceived{kind="immediate"|"scheduled"}: pushes accepted
 	// (immediatePushReceived, scheduledPushReceived).
@@ -29,9 +29,9 @@ const (
 	mSent = "autosender_sent_total"
 	// mSendSeconds{provider}: provider answer time (sendingTime).
 	mSendSeconds = "autosender_send_seconds"
-	// mFailed{provider,error_type}: pushes FAILED, by error type
-	// PROVIDER, MESSAGE_PROTOTYPE_KEY, OTHER (their sum is sendingFail;
-	// each is providerSendingError — the seed's swrveSendingError —,
+	// mFailed{provider,error_type}: pushes FAILED, by error type PROVIDER,
+	// MESSAGE_PROTOTYPE_KEY, OTHER (their sum is sendingFail; each is
+	// providerSendingError, also known as swrveSendingError,
 	// messagePrototypeKeySendingError, otherSendingError).
 	mFailed = "autosender_failed_total"
 	// mAttemptsFailed{provider}: attempts that failed with an error that
@@ -119,7 +119,7 @@ const (
 )
 
 // secondsBuckets: receive times (sub-ms on local disk) up to provider
-// answers (the seed saw up to 7.7 s) and timeouts.
+// answers (Swrve's measured answers took up to 7.7 s) and timeouts.
 var secondsBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 4, 5, 6, 8, 10, 15, 30}
 
 type senderMetrics struct {

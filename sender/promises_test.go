@@ -191,10 +191,10 @@ func TestPrototypeKeyBeforeTheRate(t *testing.T) {
 	})
 }
 
-// TestStartupRules: the seed's rules, checked at start with the seed's
-// own numbers (a 4 ms delay under Swrve's 300/s, portions of 200 a second,
-// the queue of 10,000) accepted, and each rule's breach refused naming
-// its settings.
+// TestStartupRules: the sizing rules, checked at start with the Java
+// sender's own numbers (a 4 ms delay under Swrve's 300/s, portions of 200
+// a second, the queue of 10,000) accepted, and each rule's breach refused
+// naming its settings.
 func TestStartupRules(t *testing.T) {
 	build := func(cfg sender.Config, sc swrve.Config) error {
 		client, err := swrve.New(sc, swrve.NewKeys(nil))
@@ -204,12 +204,12 @@ func TestStartupRules(t *testing.T) {
 		_, err = sender.New(cfg, nil, []provider.Provider{client}, quiet()) // never started: no store needed
 		return err
 	}
-	seed := sender.DefaultConfig()
-	seed.Node = "rules"
+	defaults := sender.DefaultConfig()
+	defaults.Node = "rules"
 	sc := swrve.DefaultConfig()
 	sc.URL = "http://127.0.0.1:9/push"
-	if err := build(seed, sc); err != nil {
-		t.Fatalf("the seed's numbers (delay %s, portions %d, queue %d) refused: %v", sc.Delay, seed.PendingPortion, seed.QueueCapacity, err)
+	if err := build(defaults, sc); err != nil {
+		t.Fatalf("the Java sender's numbers (delay %s, portions %d, queue %d) refused: %v", sc.Delay, defaults.PendingPortion, defaults.QueueCapacity, err)
 	}
 	for name, c := range map[string]struct {
 		cfg  func(*sender.Config)
@@ -223,7 +223,7 @@ func TestStartupRules(t *testing.T) {
 		"no grace":                               {func(c *sender.Config) { c.WindowGrace = 0 }, nil, "sender-window-grace"},
 		"share hold too short":                   {func(c *sender.Config) { c.ShareHold = time.Second }, nil, "sender-share-hold"},
 	} {
-		cfg, s := seed, sc
+		cfg, s := defaults, sc
 		if c.cfg != nil {
 			c.cfg(&cfg)
 		}

@@ -244,7 +244,7 @@ func (s *Sender) finished(next *storage.Push) {
 func (s *Sender) OnDeviceGone(fn func(ctx context.Context, p storage.Push)) { s.gone = fn }
 
 // callProvider calls Send with its timeout, turning a panic into a Broken
-// verdict (the seed's "RuntimeException while sending").
+// verdict (error type OTHER: a runtime error on our side while sending).
 func callProvider(p provider.Provider, n *provider.Notification, timeout time.Duration) (res provider.Result) {
 	defer func() {
 		if r := recover(); r != nil {

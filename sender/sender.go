@@ -46,7 +46,7 @@ type Sender struct {
 	discards     chan struct{} // a slot per discard running (discardLater)
 }
 
-// New checks cfg against every provider's limits (the seed's rules) and
+// New checks cfg against every provider's limits (Config.ValidateFor) and
 // prepares a sender; Start runs its workers. The first provider is the
 // one requests without a provider go to.
 func New(cfg Config, store storage.PushStore, providers []provider.Provider, log *slog.Logger) (*Sender, error) {
@@ -227,7 +227,7 @@ func waitDone(ctx context.Context, done <-chan struct{}) error {
 	}
 }
 
-// Request is a push to accept: the seed's POST /push body.
+// Request is a push to accept: the POST /push body (docs/openapi.yaml).
 type Request struct {
 	Platform       string
 	PrototypeKey   string

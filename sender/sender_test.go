@@ -69,7 +69,8 @@ const (
 	keyHelloAndroid = "f31690cb-a763-4259-af18-6aed41afd9ed"
 )
 
-// testConfig is fast enough for tests and keeps the seed's rules.
+// testConfig is fast enough for tests and keeps the sizing rules
+// (Config.ValidateFor).
 func testConfig(node string) sender.Config {
 	c := sender.DefaultConfig()
 	c.Node = node

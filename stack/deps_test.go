@@ -3,6 +3,7 @@ package stack_test
 import (
 	"bufio"
 	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,12 +126,13 @@ var rules = []rule{
 
 // TestLayers checks the module's import graph: the rules, prefix by
 // prefix; no service binary links a fake; no package is over maxLines
-// without a reason.
+// without a reason; no non-test file is over maxFileLines.
 func TestLayers(t *testing.T) {
 	g := graph(t)
 	t.Run("rules", func(t *testing.T) { checkRules(t, g) })
 	t.Run("no fake in a service binary", func(t *testing.T) { checkBinaries(t, g) })
 	t.Run("package size", func(t *testing.T) { checkSizes(t, g) })
+	t.Run("file size", func(t *testing.T) { checkFileSizes(t, "..") })
 }
 
 // checkRules checks the rules, and that no non-test package links a
@@ -248,5 +250,48 @@ func checkSizes(t *testing.T, g map[string]pkgInfo) {
 		if !sizeReason.Match(doc) {
 			t.Errorf("%s has %d non-test lines, over %d, and its doc.go gives no reason (a paragraph \"Size: ...\")", pkg, lines, maxLines)
 		}
+	}
+}
+
+// maxFileLines is the most lines a non-test Go file may have: past it, a
+// file usually holds more than one concept. Test helper packages
+// (storagetest, enginetest, ...) count; _test.go files do not.
+const maxFileLines = 650
+
+// checkFileSizes: no Go file under root but the _test.go ones (testdata,
+// and directories the go tool ignores, aside) has over maxFileLines lines,
+// every line counted.
+func checkFileSizes(t *testing.T, root string) {
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		n++
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if lines := bytes.Count(b, []byte("\n")); lines > maxFileLines {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s has %d lines, over %d: split it along a seam, a file for each concept", rel, lines, maxFileLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 100 {
+		t.Fatalf("%d non-test Go files found under %s: the rule checks nothing", n, root)
 	}
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // PushState is where an outbound push (the sender's, docs/sender.md) is in its
-// life cycle. The names are the seed's, and so is the meaning of each.
+// life cycle. The names and their meanings are the original Java sender's.
 type PushState string
 
-// The seed's states. Final ones (GIVEN_UP, SENT, FAILED) never change again.
+// The Java sender's states. Final ones (GIVEN_UP, SENT, FAILED) never
+// change again.
 const (
 	// PushScheduled waits for its cron window (At is the next fire time).
 	PushScheduled PushState = "SCHEDULED"
@@ -38,7 +39,7 @@ const (
 // PushStates lists every state, in life-cycle order.
 var PushStates = []PushState{PushScheduled, PushPending, PushInMemory, PushRetry, PushGivenUp, PushSent, PushFailed}
 
-// Valid reports whether s is one of the seed's states.
+// Valid reports whether s is one of the states above.
 func (s PushState) Valid() bool {
 	for _, v := range PushStates {
 		if s == v {
@@ -51,8 +52,8 @@ func (s PushState) Valid() bool {
 // Final reports whether s is a state a push never leaves.
 func (s PushState) Final() bool { return s == PushGivenUp || s == PushSent || s == PushFailed }
 
-// AttemptStatus is the status of one send attempt (the seed's
-// SEND_ATTEMPTS.STATUS, plus INTERRUPTED).
+// AttemptStatus is the status of one send attempt (the Java sender's
+// SEND_ATTEMPTS.STATUS column, plus INTERRUPTED).
 type AttemptStatus string
 
 // Attempt statuses.
@@ -66,8 +67,8 @@ const (
 	AttemptInterrupted AttemptStatus = "INTERRUPTED"
 )
 
-// ErrorType classifies a failed attempt (the seed's ERROR_TYPE; its SWRVE
-// is PROVIDER here, since providers are pluggable).
+// ErrorType classifies a failed attempt (the Java sender's ERROR_TYPE; its
+// SWRVE is PROVIDER here, since providers are pluggable).
 type ErrorType string
 
 // Error types.
@@ -77,7 +78,8 @@ const (
 	ErrorOther        ErrorType = "OTHER"
 )
 
-// Attempt is one try to send a push: the seed's SEND_ATTEMPTS row.
+// Attempt is one try to send a push: a row of the Java sender's
+// SEND_ATTEMPTS.
 type Attempt struct {
 	// N numbers the push's attempts from 1.
 	N      int           `json:"n"`

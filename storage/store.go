@@ -47,8 +47,8 @@ type Store interface {
 	// ClearNode clears the record's node_id only if its ConnectedAt still
 	// equals connectedAt, so an older connection (or an endpoint that read
 	// an older record) can never clear a newer one. It reports no outcome:
-	// callers that need to know re-read the record (seed "Push
-	// Characteristics"). A missing user is not an error. 1 RT.
+	// callers that need to know re-read the record (and notify the newer
+	// node, as autopush does). A missing user is not an error. 1 RT.
 	ClearNode(ctx context.Context, uaid uuid.UUID, connectedAt int64) error
 
 	// DropUser removes the router record, the channels and every stored

@@ -34,7 +34,7 @@ func TestErrnoTable(t *testing.T) {
 	if !sort.SliceIsSorted(table, func(i, j int) bool { return table[i].Errno < table[j].Errno }) {
 		t.Error("table not in errno order")
 	}
-	// Every errno the seeds' "Error Codes" list and autopush-rs define, with
+	// Every errno autopush's error-code table and autopush-rs define, with
 	// the status they give it; and none they do not define.
 	want := map[Code]int{
 		101: 400, 102: 404, 103: 410, 104: 413, 105: 410, 106: 410, 108: 400,

@@ -126,7 +126,7 @@ func (c *Cluster) startSender(ctx context.Context, logDir string, prov Provider)
 		}
 		auth = "AUTOEND__PUSH_CLIENTS_FILE=" + file
 	}
-	// The jobs' portions keep the seed's rule (portion × delay < their
+	// The jobs' portions keep the sizing rule (portion × delay < their
 	// 1 s interval) at any -provider-delay.
 	portion := strconv.Itoa(max(1, min(200, int(0.8*cfg.Pace()))))
 	env := append(c.storageEnv("AUTOEND", "data"),

@@ -114,7 +114,8 @@ func TestSenderFlags(t *testing.T) {
 		}
 	}
 	// The embedded store unless -cql-hosts says otherwise, whatever
-	// CQL_HOSTS; the seed's figures by default.
+	// CQL_HOSTS; the Java sender's settings and Swrve's measured latency by
+	// default.
 	cfg, err := ParseFlags(Sender, nil, io.Discard)
 	if err != nil || len(cfg.CQLHosts) != 0 || cfg.ProviderRate != 300 || cfg.ProviderDelay != 4*time.Millisecond || cfg.PushRate != 500 || cfg.ProviderLatency != "seed" ||
 		cfg.Measure != time.Minute || cfg.RateTolerance != 0.01 {

@@ -120,19 +120,20 @@ pushes are accounted for as in churn: answered 201 and never delivered,
 duplicated after ack, refusals by status (503 must carry Retry-After),
 and the time from the fault's end until pushes and connections were back
 to normal.`,
-	Sender: `sender: the outbound sender (seed 002). autoendpoint (embedded store,
-or -cql-hosts) runs its workers against a fake Swrve in this process,
-paced at -provider-delay (4 ms: 250/s) under the account's limit
--provider-rate (300/s), its pool sized by -average-latency; the fake
-answers after -provider-latency (seed: p50 983 ms, p99 5,956 ms). POST
-/push is offered at -push-rate for -duration, above the pace, so the queue
-stays full. Measured: the provider's sends per second over -measure after
--warmup (must hold the pace within -rate-tolerance), the most the provider
-received in any sliding second (never above -provider-rate), the pool never
-above its bound (the sender's pool gauge and the fake's concurrency), POST
-/push latency from its scheduled time (HDR: p50, p99), and every accepted
-push SENT and received once. -provider fcm (make bridge-bench) does the
-same for the mobile bridges: -devices phones register through the bridge
-registration API, WebPush POSTs go to their endpoints, and the sender
-paces the FCM bridge (fcm-delay under fcm-rate) against a fake FCM.`,
+	Sender: `sender: the outbound sender (docs/sender.md). autoendpoint
+(embedded store, or -cql-hosts) runs its workers against a fake Swrve in
+this process, paced at -provider-delay (4 ms: 250/s) under the account's
+limit -provider-rate (300/s), its pool sized by -average-latency; the fake
+answers after -provider-latency (seed: Swrve's measured p50 983 ms, p99
+5,956 ms). POST /push is offered at -push-rate for -duration, above the
+pace, so the queue stays full. Measured: the provider's sends per second
+over -measure after -warmup (must hold the pace within -rate-tolerance),
+the most the provider received in any sliding second (never above
+-provider-rate), the pool never above its bound (the sender's pool gauge
+and the fake's concurrency), POST /push latency from its scheduled time
+(HDR: p50, p99), and every accepted push SENT and received once. -provider
+fcm (make bridge-bench) does the same for the mobile bridges: -devices
+phones register through the bridge registration API, WebPush POSTs go to
+their endpoints, and the sender paces the FCM bridge (fcm-delay under
+fcm-rate) against a fake FCM.`,
 }

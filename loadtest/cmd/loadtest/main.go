@@ -82,7 +82,7 @@ Scenarios (each one's -help lists its flags):
   stored    pushes to offline user agents, reconnect and drain; exactly-once accounting
   churn     connects and disconnects while pushes flow; exactly-once accounting
   broadcast broadcast version changes fanned out while pushes flow; push latency with and without
-  sender    the outbound sender above its provider's rate limit (fake Swrve, the seed's latency; -provider fcm: the FCM bridge)
+  sender    the outbound sender above its provider's rate limit (fake Swrve with Swrve's measured latency; -provider fcm: the FCM bridge)
   faults    the replicated cluster (3 Cassandra nodes, engines, endpoints behind nginx) through node loss and restarts
   capacity  the standard profile (hold, notify, stored, churn); writes docs/capacity.md
   cluster   start that replicated cluster and keep it until SIGTERM (make cluster, make cluster-down)
