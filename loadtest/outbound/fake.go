@@ -11,6 +11,7 @@ import (
 
 	"github.com/autopush-go/autopush/loadtest/cluster"
 	"github.com/autopush-go/autopush/loadtest/hist"
+	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/sender/sendertest/fcmfake"
 	"github.com/autopush-go/autopush/sender/sendertest/swrvefake"
 )
@@ -34,7 +35,7 @@ type receipt struct {
 	key string
 }
 
-// startFake starts the fake provider answering after latency ("seed":
+// startFake starts the fake provider answering after latency (scenario.MeasuredSwrve:
 // Swrve's measured distribution, swrvefake.MeasuredLatency; else a fixed
 // duration).
 func startFake(name, latency string) (*providerFake, *latencies, error) {
@@ -102,11 +103,11 @@ func (l *latencies) summary() hist.Latency {
 	return hist.Summarize(l.h)
 }
 
-// latencyFunc is a fake's answer time ("seed": Swrve's measured
+// latencyFunc is a fake's answer time (scenario.MeasuredSwrve: Swrve's measured
 // distribution; else a fixed duration), each drawn recorded in l.
 func latencyFunc(latency string) (func() time.Duration, *latencies) {
 	draw := func() time.Duration { return 0 }
-	if latency == "seed" {
+	if latency == scenario.MeasuredSwrve {
 		draw = swrvefake.MeasuredLatency(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	} else if d, err := time.ParseDuration(latency); err == nil {
 		draw = func() time.Duration { return d }

@@ -279,10 +279,10 @@ type Config struct {
 	// call every ProviderDelay. Default 4ms (the Java sender's delayMillis:
 	// 250/s).
 	ProviderDelay time.Duration `conf:"provider-delay" for:"sender" help:"the sender's time between calls (swrve-delay): its pace, measured"`
-	// ProviderLatency is how the fake provider delays each answer: "seed"
-	// (log-normal with Swrve's measured p50 983 ms and p99 5,956 ms)
-	// or a fixed duration. Default "seed".
-	ProviderLatency string `conf:"provider-latency" for:"sender" help:"fake provider answer time: seed (p50 983ms, p99 5956ms) or a fixed duration"`
+	// ProviderLatency is how the fake provider delays each answer:
+	// MeasuredSwrve (log-normal with Swrve's measured p50 983 ms and p99
+	// 5,956 ms) or a fixed duration. Default MeasuredSwrve.
+	ProviderLatency string `conf:"provider-latency" for:"sender" help:"fake provider answer time: swrve (Swrve's measured latency, p50 983ms, p99 5956ms) or a fixed duration"`
 	// AverageLatency sizes the sender's pool (swrve-average-latency): the
 	// pool holds AverageLatency / ProviderDelay sends and a quarter of a
 	// second of calls. Default 2s (500 + 62 at 4 ms; the Java sender's
@@ -429,7 +429,7 @@ func Default(scenario string) Config {
 		PushTimeout:     10 * time.Second,
 		ProviderRate:    300,
 		ProviderDelay:   4 * time.Millisecond,
-		ProviderLatency: "seed",
+		ProviderLatency: MeasuredSwrve,
 		Provider:        "swrve",
 		Devices:         1000,
 		Clients:         1,
@@ -482,16 +482,20 @@ const GoroutineSlack = 8
 // Pace is the sender's calls a second: 1 / ProviderDelay.
 func (c *Config) Pace() float64 { return float64(time.Second) / float64(c.ProviderDelay) }
 
+// MeasuredSwrve is ProviderLatency's value for answers drawn from Swrve's
+// measured latency (swrvefake.MeasuredLatency).
+const MeasuredSwrve = "swrve"
+
 // ProviderLatencyFunc parses ProviderLatency: Swrve's measured distribution
 // (nil: the caller draws from swrvefake.MeasuredLatency), or a fixed answer
 // time.
 func (c *Config) ProviderLatencyFunc() (fixed *time.Duration, err error) {
-	if c.ProviderLatency == "seed" {
+	if c.ProviderLatency == MeasuredSwrve {
 		return nil, nil
 	}
 	d, err := time.ParseDuration(c.ProviderLatency)
 	if err != nil || d < 0 {
-		return nil, fmt.Errorf("loadtest: sender: -provider-latency %q is not seed or a duration", c.ProviderLatency)
+		return nil, fmt.Errorf("loadtest: sender: -provider-latency %q is not %s or a duration", c.ProviderLatency, MeasuredSwrve)
 	}
 	return &d, nil
 }

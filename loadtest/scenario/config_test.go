@@ -117,7 +117,7 @@ func TestSenderFlags(t *testing.T) {
 	// CQL_HOSTS; the Java sender's settings and Swrve's measured latency by
 	// default.
 	cfg, err := ParseFlags(Sender, nil, io.Discard)
-	if err != nil || len(cfg.CQLHosts) != 0 || cfg.ProviderRate != 300 || cfg.ProviderDelay != 4*time.Millisecond || cfg.PushRate != 500 || cfg.ProviderLatency != "seed" ||
+	if err != nil || len(cfg.CQLHosts) != 0 || cfg.ProviderRate != 300 || cfg.ProviderDelay != 4*time.Millisecond || cfg.PushRate != 500 || cfg.ProviderLatency != MeasuredSwrve ||
 		cfg.Measure != time.Minute || cfg.RateTolerance != 0.01 {
 		t.Errorf("sender defaults %+v %v", cfg, err)
 	}

@@ -124,7 +124,7 @@ to normal.`,
 (embedded store, or -cql-hosts) runs its workers against a fake Swrve in
 this process, paced at -provider-delay (4 ms: 250/s) under the account's
 limit -provider-rate (300/s), its pool sized by -average-latency; the fake
-answers after -provider-latency (seed: Swrve's measured p50 983 ms, p99
+answers after -provider-latency (swrve: Swrve's measured p50 983 ms, p99
 5,956 ms). POST /push is offered at -push-rate for -duration, above the
 pace, so the queue stays full. Measured: the provider's sends per second
 over -measure after -warmup (must hold the pace within -rate-tolerance),
