@@ -41,7 +41,9 @@ up)
 	# Ended before the cluster is up (SIGTERM, SIGINT, SIGHUP): stop what
 	# was started, as a failed start does.
 	for sig in HUP INT TERM; do
-		trap 'echo "interrupted: stopping what up started" >&2; "$0" down >&2 || true; exit 1' "$sig"
+		# The stop ignores a second signal (timeout(1) signals the child,
+		# then its whole group): it is not cut short.
+		trap 'trap "" HUP INT TERM; echo "interrupted: stopping what up started" >&2; "$0" down >&2 || true; exit 1' "$sig"
 	done
 	# Its own session: the cluster outlives this script and the terminal.
 	# shellcheck disable=SC2086

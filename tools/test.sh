@@ -58,7 +58,9 @@ fg_filtered() {
 }
 cleanup() {
 	# The step, the hogs and the node are this script's: stopped by PID
-	# (the step by its group's), never by name.
+	# (the step by its group's), never by name. A second signal must not
+	# cut this short (timeout(1) signals the child, then its whole group).
+	trap '' HUP INT TERM
 	if [ -n "$child" ]; then
 		kill -TERM -- "-$child" 2>/dev/null || true
 		wait "$child" 2>/dev/null || true

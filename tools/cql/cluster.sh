@@ -80,6 +80,9 @@ ok=0
 # PID its directory names, and the directory removed.
 cleanup() {
   [[ $ok == 1 ]] && return
+  # A second signal must not cut the cleanup short: timeout(1) sends its
+  # signal to the child and then to the whole process group again.
+  trap '' HUP INT TERM
   local p d
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done

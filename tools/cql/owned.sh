@@ -34,6 +34,9 @@ start_owned_cql() {
 # removes its directory.
 stop_owned_cql() {
 	[ -n "$owned_cql_dir" ] || return 0
+	# Run as an EXIT trap: a second signal (timeout(1) signals the child,
+	# then its whole group) must not cut the stop short.
+	trap '' HUP INT TERM
 	bash tools/cql/stop.sh "" "$owned_cql_dir" >&2 || true
 	rmdir "$owned_cql_dir" 2>/dev/null || true # left empty by a start that failed early
 }

@@ -140,6 +140,9 @@ alive() {  # PID exists and is not a zombie
 }
 cleanup() {
   [[ $ok == 1 ]] && return
+  # A second signal must not cut the cleanup short: timeout(1) sends its
+  # signal to the child and then to the whole process group again.
+  trap '' HUP INT TERM
   if [[ -n "$PID" ]] && alive; then
     kill -TERM "$PID" 2>/dev/null || true
     for _ in $(seq 1 40); do alive || break; sleep 0.25; done
