@@ -181,11 +181,18 @@ func logFindings(t *testing.T, out string) {
 
 var uaidField = regexp.MustCompile(`uaid ([0-9a-f]{32})`)
 
-// checkFiles: the JSON report reads back, the HTML page is whole.
+// checkFiles: the JSON report reads back, the HTML page is whole, and
+// the charts written beside them (a ladder's, a hold's) are SVG files.
 func checkFiles(t *testing.T, rep *report.Report) {
 	t.Helper()
-	if len(rep.Files) != 2 {
+	if len(rep.Files) < 2 {
 		t.Fatalf("report files %v", rep.Files)
+	}
+	for _, f := range rep.Files[2:] {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.HasSuffix(f, ".svg") || !bytes.HasPrefix(b, []byte("<svg")) {
+			t.Errorf("report file %s: not an SVG chart (%v)", f, err)
+		}
 	}
 	b, err := os.ReadFile(rep.Files[0])
 	if err != nil {

@@ -203,6 +203,10 @@ func (r *Report) Write(dir string) ([]string, error) {
 	jsonPath := filepath.Join(dir, r.Scenario+".json")
 	htmlPath := filepath.Join(dir, r.Scenario+".html")
 	r.Files = []string{jsonPath, htmlPath}
+	figs := figures(r)
+	for _, fig := range figs {
+		r.Files = append(r.Files, filepath.Join(dir, r.Scenario+"-"+fig.name+".svg"))
+	}
 	b, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: report: %w", err)
@@ -218,12 +222,10 @@ func (r *Report) Write(dir string) ([]string, error) {
 	if err := writeHTML(f, r); err != nil {
 		return nil, fmt.Errorf("loadtest: report: %w", err)
 	}
-	for _, fig := range figures(r) {
-		p := filepath.Join(dir, r.Scenario+"-"+fig.name+".svg")
-		if err := os.WriteFile(p, []byte(fig.svg), 0o644); err != nil {
+	for i, fig := range figs {
+		if err := os.WriteFile(r.Files[2+i], []byte(fig.svg), 0o644); err != nil {
 			return nil, fmt.Errorf("loadtest: report: %w", err)
 		}
-		r.Files = append(r.Files, p)
 	}
 	return r.Files, nil
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"math"
 	"os"
@@ -222,6 +223,10 @@ func TestWriteFigures(t *testing.T) {
 				t.Errorf("%s is not the chart the page shows", f)
 			}
 		}
+	}
+	var back Report
+	if b, err := os.ReadFile(filepath.Join(dir, "ladder.json")); err != nil || json.Unmarshal(b, &back) != nil || !slices.Equal(back.Files, files) {
+		t.Errorf("the JSON report lists %v, Write returned %v (%v)", back.Files, files, err)
 	}
 	want := []string{"ladder-latency-by-rate.svg", "ladder-memory.svg", "ladder-memory-per-connection.svg"}
 	if !slices.Equal(svgs, want) {
