@@ -39,17 +39,7 @@ const recordWindow = 2 * time.Second
 // per backend and policy in make test. `make sender-crash` runs 3 rounds
 // of 6,000.
 func crashSettings(t *testing.T) (rounds, pushes int) {
-	rounds, pushes = 1, 1500
-	for name, v := range map[string]*int{"SENDER_CRASH_ROUNDS": &rounds, "SENDER_CRASH_PUSHES": &pushes} {
-		if s := os.Getenv(name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				t.Fatalf("%s=%q is not a positive number", name, s)
-			}
-			*v = n
-		}
-	}
-	return rounds, pushes
+	return roundSettings(t, "SENDER_CRASH_ROUNDS", "SENDER_CRASH_PUSHES")
 }
 
 // TestCrashMidStream SIGKILLs autoendpoint (its sender workers on) while
@@ -73,10 +63,7 @@ func TestCrashMidStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "autoendpoint")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	rounds, pushes := crashSettings(t)
 	for _, backend := range []string{"embedded", "scylla"} {
 		t.Run(backend, func(t *testing.T) {

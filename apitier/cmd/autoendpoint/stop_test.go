@@ -50,8 +50,15 @@ const (
 // TestKillTakeover: SENDER_STOP_ROUNDS and SENDER_STOP_PUSHES, or 1 round
 // of 1,500 in make test. `make sender-stop` runs 5 rounds of 5,000.
 func stopSettings(t *testing.T) (rounds, pushes int) {
+	return roundSettings(t, "SENDER_STOP_ROUNDS", "SENDER_STOP_PUSHES")
+}
+
+// roundSettings reads a long run's rounds and pushes from the variables
+// named, each a positive number; 1 round of 1,500 pushes when unset (the
+// size make test runs).
+func roundSettings(t *testing.T, roundsVar, pushesVar string) (rounds, pushes int) {
 	rounds, pushes = 1, 1500
-	for name, v := range map[string]*int{"SENDER_STOP_ROUNDS": &rounds, "SENDER_STOP_PUSHES": &pushes} {
+	for name, v := range map[string]*int{roundsVar: &rounds, pushesVar: &pushes} {
 		if s := os.Getenv(name); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {
