@@ -243,18 +243,8 @@ func TestFailedDirectWriteIsNotHere(t *testing.T) {
 	srv, store := glueServer(t)
 	fc, _, uaid := readyConn(t, srv)
 	fc.fail = true
-	codes := make(chan int, 1)
-	go func() {
-		codes <- apiNode{srv}.Deliver(uaid, &protocol.Notification{ChannelID: uuid.NewString(), Version: "direct", TTL: 60}, 0)
-	}()
-	var code int
-	fc.loop.run(t, "the delivery", func() bool {
-		select {
-		case code = <-codes:
-			return true
-		default:
-			return false
-		}
+	code := nodeCall(t, fc, "the delivery", func() int {
+		return apiNode{srv}.Deliver(uaid, &protocol.Notification{ChannelID: uuid.NewString(), Version: "direct", TTL: 60}, 0)
 	})
 	if code != nodeapi.StatusNotHere || fc.late != 0 || srv.env.InFlight.Load() != 0 {
 		t.Fatalf("direct over a failed write: %d, %d late writes, in flight %d", code, fc.late, srv.env.InFlight.Load())
@@ -273,6 +263,24 @@ func TestFailedDirectWriteIsNotHere(t *testing.T) {
 	}
 }
 
+// nodeCall makes a node API call, which waits for fc's event loop, and
+// runs the loop until it answers: the call's status.
+func nodeCall(t *testing.T, fc *fakeConn, what string, f func() int) int {
+	t.Helper()
+	codes := make(chan int, 1)
+	go func() { codes <- f() }()
+	var code int
+	fc.loop.run(t, what, func() bool {
+		select {
+		case code = <-codes:
+			return true
+		default:
+			return false
+		}
+	})
+	return code
+}
+
 func testCounter(srv *Server, name string) uint64 {
 	return srv.metrics.set.GetOrCreateCounter(name).Get()
 }
@@ -284,37 +292,22 @@ func testCounter(srv *Server, name string) uint64 {
 func TestNodeAPIStatusOfEachOutcome(t *testing.T) {
 	srv, _ := glueServer(t)
 	fc, cn, uaid := readyConn(t, srv)
-	call := func(what string, f func() int) int {
-		t.Helper()
-		codes := make(chan int, 1)
-		go func() { codes <- f() }()
-		var code int
-		fc.loop.run(t, what, func() bool {
-			select {
-			case code = <-codes:
-				return true
-			default:
-				return false
-			}
-		})
-		return code
-	}
 	node := apiNode{srv}
-	if got := call("an idle check", func() int { return node.Check(uaid) }); got != nodeapi.StatusChecking {
+	if got := nodeCall(t, fc, "an idle check", func() int { return node.Check(uaid) }); got != nodeapi.StatusChecking {
 		t.Fatalf("check on an idle client: %d, want %d", got, nodeapi.StatusChecking)
 	}
 	fc.loop.run(t, "the check's read", cn.s.Idle)
 	notif := &protocol.Notification{ChannelID: uuid.NewString(), Version: "unacked", TTL: 60}
-	if got := call("a delivery", func() int { return node.Deliver(uaid, notif, 0) }); got != nodeapi.StatusDelivered {
+	if got := nodeCall(t, fc, "a delivery", func() int { return node.Deliver(uaid, notif, 0) }); got != nodeapi.StatusDelivered {
 		t.Fatalf("delivery: %d, want %d", got, nodeapi.StatusDelivered)
 	}
-	if got := call("a check behind an unacked delivery", func() int { return node.Check(uaid) }); got != nodeapi.StatusCheckLater {
+	if got := nodeCall(t, fc, "a check behind an unacked delivery", func() int { return node.Check(uaid) }); got != nodeapi.StatusCheckLater {
 		t.Fatalf("check behind an unacked delivery: %d, want %d", got, nodeapi.StatusCheckLater)
 	}
-	if got := call("an eviction of an older connection", func() int { return node.Drop(uaid, cn.s.ConnectedAt()-1) }); got != nodeapi.StatusNotHere {
+	if got := nodeCall(t, fc, "an eviction of an older connection", func() int { return node.Drop(uaid, cn.s.ConnectedAt()-1) }); got != nodeapi.StatusNotHere {
 		t.Fatalf("eviction of another connection: %d, want %d", got, nodeapi.StatusNotHere)
 	}
-	if got := call("an eviction", func() int { return node.Drop(uaid, cn.s.ConnectedAt()) }); got != nodeapi.StatusDropped {
+	if got := nodeCall(t, fc, "an eviction", func() int { return node.Drop(uaid, cn.s.ConnectedAt()) }); got != nodeapi.StatusDropped {
 		t.Fatalf("eviction: %d, want %d", got, nodeapi.StatusDropped)
 	}
 }
