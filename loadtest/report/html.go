@@ -10,8 +10,9 @@ import (
 )
 
 // writeHTML draws the report as one self-contained page: inline SVG charts
-// (no scripts, no external files) and the text summary.
-func writeHTML(w io.Writer, r *Report) error {
+// (no scripts, no external files), figs (figures(r), also written as
+// files) among them, and the text summary.
+func writeHTML(w io.Writer, r *Report, figs []figure) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<!doctype html><html><head><meta charset="utf-8"><title>loadtest %s</title><style>
 body{font:14px system-ui,sans-serif;margin:24px;max-width:1100px;color:#222}
@@ -36,7 +37,7 @@ svg{background:#fff;border:1px solid #ddd;margin:6px 0}
 	if c := latencyOverTime(r); c != "" {
 		b.WriteString("<h2>Delivery latency over time (scheduled send to arrival, per interval)</h2>\n" + c)
 	}
-	for _, f := range figures(r) {
+	for _, f := range figs {
 		b.WriteString("<h2>" + html.EscapeString(f.heading) + "</h2>\n" + f.svg)
 	}
 	if r.Sender != nil {

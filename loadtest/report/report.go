@@ -219,7 +219,7 @@ func (r *Report) Write(dir string) ([]string, error) {
 		return nil, fmt.Errorf("loadtest: report: %w", err)
 	}
 	defer f.Close()
-	if err := writeHTML(f, r); err != nil {
+	if err := writeHTML(f, r, figs); err != nil {
 		return nil, fmt.Errorf("loadtest: report: %w", err)
 	}
 	for i, fig := range figs {
