@@ -50,6 +50,8 @@ func (l *fakeLoop) Execute(_ context.Context, r gnet.Runnable) error {
 func (l *fakeLoop) run(t *testing.T, what string, done func() bool) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
+	// done is asked once per round: a done that takes its answer from a
+	// channel (nodeCall) reports true only once.
 	for !done() {
 		l.mu.Lock()
 		q := l.queue
@@ -58,7 +60,7 @@ func (l *fakeLoop) run(t *testing.T, what string, done func() bool) {
 		for _, r := range q {
 			r.Run(context.Background())
 		}
-		if len(q) > 0 || done() {
+		if len(q) > 0 {
 			continue
 		}
 		select {
