@@ -68,7 +68,9 @@ type Config struct {
 	// Retries is how many times a failed query is retried on the next host
 	// (gocql SimpleRetryPolicy: no sleep, so the caller's deadline is the
 	// only wait). Every plain statement of this package is idempotent, so
-	// retrying it is safe; LWTs are not retried. Default 2.
+	// retrying it is safe; LWTs are retried after an error the server
+	// answered (casPush tells its own write), counter increments only
+	// when they certainly did not run (onceRetry). Default 2.
 	Retries int
 
 	// SpeculativeAttempts is how many more executions of a read the driver

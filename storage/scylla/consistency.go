@@ -37,14 +37,15 @@ type statement struct {
 	cql   string
 	class opClass
 	// lwt: a conditional write (IF ...). Its Paxos phase runs at
-	// LOCAL_SERIAL, its commit at its class's level; it is never retried
-	// nor speculated by the driver (a retry of one that applied would
-	// find its own write and report a conflict; the callers settle an
-	// unknown outcome with a serial read).
+	// LOCAL_SERIAL, its commit at its class's level; it is never
+	// speculated, and the driver tries it again only after an error the
+	// server answered (a timeout among them): a retry of one that applied
+	// finds its own write, which its caller must tell from another's (a
+	// serial read, as it settles an unknown outcome).
 	lwt bool
 	// once: a write that must not be repeated (a counter increment):
-	// never retried nor speculated once it may have reached a replica,
-	// like an LWT, but with no serial phase.
+	// neither speculated nor tried again unless it certainly did not run
+	// (onceRetry).
 	once bool
 }
 

@@ -69,7 +69,7 @@ func (s *Store) UpdatePushes(ctx context.Context, updates []storage.PushUpdate) 
 	}
 	failedAdds := s.indexBatches(ctx, qIndexAdd.cql, adds, true)
 	var staleMu sync.Mutex
-	var stale []*storage.Push // entries to delete: old ones of applied moves, new ones of the rest
+	var stale []*storage.Push // entries to delete: the old ones of applied moves
 	each(shared, func(i int) {
 		u := &updates[i]
 		if err := failedAdds[u.Next.ID]; err != nil {
@@ -86,12 +86,11 @@ func (s *Store) UpdatePushes(ctx context.Context, updates []storage.PushUpdate) 
 		if !moved(u) {
 			return
 		}
-		staleMu.Lock()
-		defer staleMu.Unlock()
+		// The new entry of an update that did not apply stays (UpdatePush).
 		if errs[i] == nil {
+			staleMu.Lock()
 			stale = append(stale, u.Prev)
-		} else if err == nil {
-			stale = append(stale, &u.Next) // ours alone; readers would skip it anyway
+			staleMu.Unlock()
 		}
 	})
 	wg.Wait()

@@ -223,10 +223,9 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 		return err
 	}
 	if !applied {
-		if moved {
-			// Ours alone; readers would skip it anyway (see DuePushes).
-			_ = s.delIndex(ctx, next.State, next.At, next.ID)
-		}
+		// The new index entry stays: it may be the winner's too (the same
+		// state and At), and a reader finds it stale otherwise and
+		// deletes it (resolve).
 		if finishing {
 			// Counted again unless another write finished it (rare: a
 			// withdrawal racing the send's outcome).
@@ -251,11 +250,14 @@ func (s *Store) UpdatePush(ctx context.Context, prev *storage.Push, next storage
 	return nil
 }
 
-// casPush writes next only if the stored version is still prev: an LWT,
-// which the driver does not retry (a retry of a transaction that applied
-// would find its own version and report a conflict). An error with an
-// unknown outcome (a timeout) is settled by a serial read instead. When
-// it did not apply, cur is the stored version (nil: no push).
+// casPush writes next only if the stored version is still prev: an LWT.
+// An error with an unknown outcome (a timeout) is settled by a serial
+// read. So is an answer that it did not apply because next's own version
+// is stored: the driver ran it again after a server's timeout, or a Paxos
+// round left unfinished was completed by this one, and it found its own
+// write (reported as a conflict, the push lost its new index entry:
+// TestClusterSenderFaults). When it did not apply, cur is the stored
+// version (nil: no push).
 func (s *Store) casPush(ctx context.Context, prev int64, next *storage.Push) (applied bool, cur *int64, err error) {
 	args, err := pushArgs(next)
 	if err != nil {
@@ -263,10 +265,13 @@ func (s *Store) casPush(ctx context.Context, prev int64, next *storage.Push) (ap
 	}
 	args = append([]any{int32(next.TTL)}, args...)
 	applied, err = s.query(ctx, qUpdatePush, append(args, uuidArg(next.ID), prev)...).ScanCAS(&cur)
-	if err != nil {
+	switch {
+	case err != nil:
 		if !s.appliedAfterAll(ctx, next) {
 			return false, nil, wrap("update push", err)
 		}
+		applied = true
+	case !applied && cur != nil && *cur == next.Version && s.appliedAfterAll(ctx, next):
 		applied = true
 	}
 	return applied, cur, nil

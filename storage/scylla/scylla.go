@@ -23,7 +23,10 @@ type Store struct {
 	// levels: the consistency of each class of statement.
 	levels [numClasses]gocql.Consistency
 	// spec: the speculative executions of reads; nil when disabled.
-	spec       *speculation
+	spec *speculation
+	// once: the retry policy of the plain statements that must not run
+	// twice.
+	once       onceRetry
 	idleTTL    int // seconds, connection cells
 	channelTTL int // seconds, channel rows and cursor
 	refreshMS  int64
@@ -83,6 +86,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		idleTTL:    cfg.idleTTL(),
 		channelTTL: cfg.channelTTL(),
 		refreshMS:  cfg.RefreshInterval.Milliseconds(),
+		once:       onceRetry{retries: cfg.Retries},
 		log:        cfg.Logger,
 	}
 	if cfg.SpeculativeAttempts > 0 {
@@ -133,8 +137,8 @@ func clusterConfig(cfg Config, keyspace string) (*gocql.ClusterConfig, error) {
 	c.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: cfg.Retries}
 	// Every plain statement here is idempotent: writes carry explicit
 	// timestamps or rewrite the same value, deletes are deletes. So a
-	// timed-out write may be retried on another host. LWTs are marked
-	// otherwise where they run (Store.query).
+	// timed-out write may be retried on another host. LWTs and counter
+	// increments are marked otherwise where they run (Store.query).
 	c.DefaultIdempotence = true
 	// A node marked down is redialed every ReconnectInterval; between
 	// redials, a pool that loses its connections dials again up to 3
@@ -248,15 +252,16 @@ func (s *Store) open(op string) error {
 }
 
 // query builds st bound to ctx, at its class's level: reads may be
-// speculated, LWTs run their Paxos phase at LOCAL_SERIAL and are neither
-// retried nor speculated.
+// speculated; LWTs run their Paxos phase at LOCAL_SERIAL and are never
+// speculated; the statements marked once are neither speculated nor tried
+// again unless they certainly did not run (onceRetry).
 func (s *Store) query(ctx context.Context, st statement, args ...any) *gocql.Query {
 	q := s.session.Query(st.cql, args...).WithContext(ctx).Consistency(s.levels[st.class])
 	switch {
 	case st.lwt:
 		q.SerialConsistency(gocql.LocalSerial).Idempotent(false)
 	case st.once:
-		q.Idempotent(false)
+		q.Idempotent(false).RetryPolicy(s.once)
 	case st.class == classRead && s.spec != nil:
 		q.SetSpeculativeExecutionPolicy(s.spec)
 	}
