@@ -25,6 +25,13 @@ run: ## the single-node server on loopback over ./data (ws :8080, node API :8081
 build: ## compile every package and binary
 	$(GO) build ./...
 
+.PHONY: dist dist-test
+dist: ## static binaries (CGO_ENABLED=0, -trimpath) for linux/amd64 and linux/arm64 in dist/linux_*, and a .deb and an .rpm of each (nfpm, pinned); VERSION (default: git describe, ops/packaging/version.sh) names them
+	bash ops/packaging/dist.sh
+
+dist-test: ## make dist for this architecture, install the .deb with dpkg, run the unit's command as the unit would, pushsend smoke against it, purge it; read the .rpm (root on Debian; installs rpm; ~3 min)
+	bash ops/packaging/dist-test.sh
+
 node-deps: ## install the npm web-push package the interop tests send with
 	@command -v npm >/dev/null || { echo "npm not found: apt-get install nodejs npm"; exit 1; }
 	cd tools/webpush-node && npm ci --no-audit --no-fund --loglevel=error

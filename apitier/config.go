@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	"github.com/autopush-go/autopush/apitier/receipts"
 	"github.com/autopush-go/autopush/apitier/tracking"
 	"github.com/autopush-go/autopush/internal/listener"
@@ -120,6 +121,11 @@ type Config struct {
 	// (internal/profiling), for the operator alone, as /metrics. Default
 	// false.
 	Pprof bool `conf:"pprof" help:"serve Go's runtime profiles at /debug/pprof/ on metrics-listen"`
+	// AdminTokens are the bearer tokens of the admin routes on
+	// MetricsListen (the endpoint diagnosis, GET /__endpoint__: the router
+	// record and waiting messages of a user); each at least 16 characters
+	// without whitespace. Default none: the admin routes answer 401.
+	AdminTokens []string `conf:"admin-tokens" help:"bearer tokens of the admin routes on metrics-listen (GET /__endpoint__, the endpoint diagnosis; comma-separated); empty: closed"`
 	// IdleTimeout closes a keep-alive connection idle this long. Keep it
 	// above the idle timeout of the load balancer in front (AWS ELB: 60s),
 	// or the balancer may send a request down a connection being closed.
@@ -145,7 +151,7 @@ type Config struct {
 	// Default true.
 	RequestLog bool `conf:"request-log" help:"log a summary line per request (info level)"`
 	// LogLevel is debug, info, warn or error. Default info.
-	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
+	LogLevel string `conf:"log-level" enum:"debug|info|warn|error" help:"least severe level logged"`
 	// VersionFile is served at /__version__. Default "version.json".
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
 
@@ -292,6 +298,23 @@ const (
 	MaxMaxDataBytes = storage.MaxDataLen / 4 * 3
 )
 
+// Check validates c as New would, reading push-clients-file too, without
+// listening or opening the store (-check-config).
+func (c *Config) Check() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return c.CheckFiles()
+}
+
+// CheckFiles reads the files New reads: push-clients-file.
+func (c *Config) CheckFiles() error {
+	if _, err := clients.Load(c.PushClientsFile, c.PushAPIKeys); err != nil {
+		return fmt.Errorf("apitier: config: %w", err)
+	}
+	return nil
+}
+
 // Validate reports the first setting that cannot work.
 func (c *Config) Validate() error {
 	switch {
@@ -333,6 +356,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("apitier: config: broadcast tokens must be at least %d characters without spaces", minBroadcastToken)
 		}
 	}
+	for _, tok := range c.AdminTokens {
+		if len(tok) < minAdminToken || strings.ContainsAny(tok, " \t\r\n") {
+			return fmt.Errorf("apitier: config: admin-tokens must be at least %d characters without whitespace", minAdminToken)
+		}
+	}
 	if _, err := tracking.ParseKeys(c.TrackingKeys); err != nil {
 		return fmt.Errorf("apitier: config: %w", err)
 	}
@@ -344,8 +372,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// minBroadcastToken keeps guessable tokens out of the publish route.
-const minBroadcastToken = 16
+// minBroadcastToken keeps guessable tokens out of the publish route,
+// minAdminToken out of the admin routes.
+const (
+	minBroadcastToken = 16
+	minAdminToken     = 16
+)
 
 // minBridgeAuthKey keeps guessable keys from signing registration
 // secrets (the reference's are 32 random bytes in base64: 44 characters).

@@ -1,8 +1,8 @@
 package apitier
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/httpapi"
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/endpointdiag"
+	"github.com/autopush-go/autopush/internal/exposition"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/profiling"
 )
@@ -28,6 +30,7 @@ import (
 // and, on its own listener (metrics-listen), never the public one:
 //
 //	GET /metrics          Prometheus text format, process metrics too
+//	GET /__endpoint__     an endpoint's diagnosis, with an admin token (admin.go)
 
 func (s *Server) handleHeartbeat(ctx context.Context, c *app.RequestContext, _ *reqState) {
 	status, code := s.health(ctx)
@@ -61,8 +64,9 @@ func (s *Server) handleStatus(_ context.Context, c *app.RequestContext, _ *reqSt
 	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"status": "ok", "version": s.versionString()})
 }
 
-// writeMetrics writes every series GET /metrics serves.
-func (s *Server) writeMetrics(b *bytes.Buffer) {
+// writeMetrics writes every series GET /metrics serves (exposition.Write
+// groups them and adds each family's HELP and TYPE).
+func (s *Server) writeMetrics(b io.Writer) {
 	s.metrics.set.WritePrometheus(b)
 	s.regAPI.WriteMetrics(b)  // autoendpoint_bridge_auth_failures_total
 	s.pushAPI.WriteMetrics(b) // autoendpoint_push_*
@@ -87,21 +91,26 @@ type opsListener struct {
 	srv *http.Server
 }
 
+// opsRoute is a route AlsoOps adds.
+type opsRoute struct {
+	pattern string
+	h       http.Handler
+}
+
 func (s *Server) startOps() (*opsListener, error) {
 	ln, err := net.Listen("tcp", s.cfg.MetricsListen)
 	if err != nil {
 		return nil, &listener.ListenError{Tier: "autoendpoint", Setting: "metrics-listen", Addr: s.cfg.MetricsListen, Off: `""`, Err: err}
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		var b bytes.Buffer
-		s.writeMetrics(&b)
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		w.Write(b.Bytes())
-	})
+	mux.HandleFunc("GET /metrics", exposition.Handler(s.writeMetrics))
 	mux.HandleFunc("GET /__milestones__", s.tracker.ServeMilestones)
+	mux.HandleFunc("GET "+endpointdiag.Route, s.serveEndpointDiag) // admin.go
 	if s.cfg.Pprof {
 		profiling.Register(mux)
+	}
+	for _, r := range s.extraOps {
+		mux.Handle(r.pattern, r.h)
 	}
 	o := &opsListener{ln: ln, srv: &http.Server{
 		Handler:           mux,

@@ -70,6 +70,8 @@ type Server struct {
 	megAPI  *megaphone.API
 	// extraMetrics are other series /metrics serves (AlsoMetrics).
 	extraMetrics []func(io.Writer)
+	// extraOps are other routes of metrics-listen (AlsoOps).
+	extraOps []opsRoute
 
 	h        *server.Hertz
 	ln       *listener.Listener
@@ -353,6 +355,13 @@ func (s *Server) MetricsAddr() string {
 // A process that runs a connection node too serves the node's series
 // there (stack). Call it before Start.
 func (s *Server) AlsoMetrics(write func(io.Writer)) { s.extraMetrics = append(s.extraMetrics, write) }
+
+// AlsoOps adds a route to metrics-listen (pattern as http.ServeMux's),
+// the operator's listener: the route authenticates its callers itself.
+// Nothing serves it with metrics-listen off. Call it before Start.
+func (s *Server) AlsoOps(pattern string, h http.Handler) {
+	s.extraOps = append(s.extraOps, opsRoute{pattern, h})
+}
 
 // openConns is how many connections the listener holds (0 before Start).
 func (s *Server) openConns() int {

@@ -76,14 +76,11 @@ func (s *Server) handlePush(ctx context.Context, c *app.RequestContext, st *reqS
 		st.x.Fail(e)
 		return
 	}
+	// A cached route that misses re-reads the subscription, which may be
+	// gone by now: settled like a route's error (a tracked push's fate
+	// ends errored).
 	outcome, e := s.routeCachedPush(ctx, sctx, p)
-	if e != nil {
-		// The router record that would route it is gone: no fate is
-		// recorded for a tracked push.
-		st.x.Fail(e)
-		return
-	}
-	if outcome == "" {
+	if e == nil && outcome == "" {
 		outcome, e = s.routerOf(&p.user).route(ctx, sctx, p)
 	}
 	if e := s.settle(sctx, p, outcome, e); e != nil {

@@ -352,9 +352,9 @@ func settingsTable(list []settings.Setting) string {
 	group := len(list) > 0 && list[0].Parts != nil
 	var b strings.Builder
 	if group {
-		b.WriteString("| flag | environment variable | default | sets | what |\n| --- | --- | --- | --- | --- |\n")
+		b.WriteString("| flag | environment variable | type | default | sets | what |\n| --- | --- | --- | --- | --- | --- |\n")
 	} else {
-		b.WriteString("| flag | environment variable | default | what |\n| --- | --- | --- | --- |\n")
+		b.WriteString("| flag | environment variable | type | default | what |\n| --- | --- | --- | --- | --- |\n")
 	}
 	for _, s := range list {
 		def := "`" + s.Default + "`"
@@ -368,7 +368,7 @@ func settingsTable(list []settings.Setting) string {
 		case group:
 			sets = s.Parts[0] + " | "
 		}
-		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s%s |\n", s.Name, s.Env, def, sets, strings.ReplaceAll(s.Help, "|", `\|`))
+		fmt.Fprintf(&b, "| `-%s` | `%s` | %s | %s | %s%s |\n", s.Name, s.Env, strings.ReplaceAll(s.Type, "|", `\|`), def, sets, strings.ReplaceAll(s.Help, "|", `\|`))
 	}
 	return b.String()
 }

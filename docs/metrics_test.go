@@ -1,6 +1,7 @@
 package docs_test
 
 import (
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -89,6 +90,16 @@ func TestMetricsDoc(t *testing.T) {
 	st := stacktest.StartWith(t, stacktest.Options{Bridges: true})
 	st.Exercise(t)
 	engineText, apiText := st.Metrics(t)
+	// As a scraper reads them: typed, with HELP, and (for the two pages
+	// together) every family metrics.md lists but the process's, which
+	// depend on what /proc offers, and the milestones, served only with
+	// receipts or tracking on (TestEveryBinaryExposition has them).
+	engineFams, apiFams := parseExposition(t, "connection node", engineText), parseExposition(t, "endpoint node", apiText)
+	checkExposition(t, "connection node", engineFams)
+	checkExposition(t, "endpoint node", apiFams)
+	both := maps.Clone(apiFams)
+	maps.Copy(both, engineFams)
+	requireFamilies(t, "the stack", both, false, "autoconnect_", "autoendpoint_", "autosender_", "go_")
 	served := servedMetrics(append(stacktest.ParseMetrics(t, engineText), stacktest.ParseMetrics(t, apiText)...))
 	doc := documentedMetrics(t)
 	if len(doc) == 0 {

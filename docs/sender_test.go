@@ -46,6 +46,7 @@ func startPushAPI(t *testing.T) (base string, s *node.Sender) {
 	os.WriteFile(keys, []byte("swrve:\n  messagePrototypePushKeys:\n    Hello:\n      IOS: k-ios\n      ANDROID: k-android\n"), 0o644)
 	cfg := apitier.DefaultConfig()
 	cfg.CryptoKey, cfg.NodeSecret, cfg.Listen, cfg.PushAPIKeys = et.TestKey, et.TestSecret, "127.0.0.1:0", []string{"secret-key"}
+	cfg.MetricsListen = "127.0.0.1:0" // never the default 127.0.0.1:8084, which anything may hold
 	// Two clients beside the admin key: one that may send once (its rate
 	// is a push per 1,000 s) and read, one that may only read.
 	cfg.PushClientsFile = filepath.Join(t.TempDir(), "clients.yaml")

@@ -139,7 +139,7 @@ type Config struct {
 	// Default false.
 	Pprof bool `conf:"pprof" help:"serve Go's runtime profiles at /debug/pprof/ on router-listen"`
 	// LogLevel is debug, info, warn or error. Default info.
-	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
+	LogLevel string `conf:"log-level" enum:"debug|info|warn|error" help:"least severe level logged"`
 	// VersionFile is served at /__version__. Default "version.json".
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
 

@@ -11,6 +11,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/autopush-go/autopush/engine/session"
+	"github.com/autopush-go/autopush/internal/exposition"
 	"github.com/autopush-go/autopush/internal/nodeapi"
 	"github.com/autopush-go/autopush/internal/profiling"
 	"github.com/autopush-go/autopush/internal/protocol"
@@ -218,10 +219,10 @@ func (srv *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-func (srv *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
-	srv.metrics.set.WritePrometheus(w)
-	// go_goroutines, go_memstats_*, process_resident_memory_bytes, ...
-	metrics.WriteProcessMetrics(w)
+// handleMetrics serves the node's series and the process's
+// (go_goroutines, go_memstats_*, process_resident_memory_bytes, ...).
+func (srv *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	exposition.Handler(srv.metrics.set.WritePrometheus, metrics.WriteProcessMetrics)(w, r)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

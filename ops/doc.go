@@ -6,5 +6,6 @@
 // it (nginx/, run by make e2e with a real Firefox). It has no code; its tests check those files against
 // the code: the compose file yields valid configurations for both tiers,
 // the images build what exists, and every metric the dashboard queries is
-// served by running nodes.
+// served by running nodes. With AUTOPUSH_PODMAN=1 (make test) the compose
+// stack runs for real under podman (docker/podman/stack.sh).
 package ops

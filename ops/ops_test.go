@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,8 +152,7 @@ func tierConfig(t *testing.T, svc service, prefix string, cfg any, vars map[stri
 		}
 		env[k] = interpolate(v, vars, required)
 	}
-	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
-	if err := settings.Load(cfg, prefix, nil, lookup, io.Discard); err != nil {
+	if _, err := settings.Load(cfg, prefix, nil, settings.MapEnv(env), io.Discard); err != nil {
 		t.Fatalf("%s settings from compose: %v", prefix, err)
 	}
 }
@@ -172,7 +172,8 @@ func published(t *testing.T, name string, svc service) []string {
 	t.Helper()
 	var out []string
 	for _, p := range svc.Ports {
-		parts := strings.Split(p, ":")
+		// Host ports may come from the environment (${WS_PORT:-8080}).
+		parts := strings.Split(interpolate(p, nil, map[string]bool{}), ":")
 		if len(parts) != 3 || parts[0] != "127.0.0.1" {
 			t.Errorf("%s publishes %q: publish on 127.0.0.1 only (ip:host:container)", name, p)
 			continue
@@ -488,7 +489,10 @@ func TestPrometheusConfig(t *testing.T) {
 
 // dashboard is the part of the Grafana dashboard the checks read.
 type dashboard struct {
-	UID    string `json:"uid"`
+	UID        string `json:"uid"`
+	Templating struct {
+		List []struct{ Name, Type, Query string }
+	} `json:"templating"`
 	Panels []struct {
 		Type       string `json:"type"`
 		Title      string `json:"title"`
@@ -502,7 +506,8 @@ type dashboard struct {
 }
 
 // TestDashboard checks the Grafana provisioning and dashboard: they parse,
-// the dashboard uses the provisioned datasource, covers what an operator
+// the dashboard picks its datasource with a variable (every panel uses
+// it, none names a fixed uid) that offers the provisioned one, covers what an operator
 // watches, and every metric, label value and grouping label its queries
 // use is served by running nodes' /metrics (after a little traffic).
 func TestDashboard(t *testing.T) {
@@ -527,6 +532,13 @@ func TestDashboard(t *testing.T) {
 	if err := json.Unmarshal(read(t, "ops/grafana/dashboards/autopush.json"), &d); err != nil {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
+	// The variable offers every Prometheus datasource, the provisioned
+	// one included: an imported dashboard works with the reader's.
+	vars := d.Templating.List
+	if len(vars) != 1 || vars[0].Name != "datasource" || vars[0].Type != "datasource" || vars[0].Query != "prometheus" ||
+		ds.Datasources[0].Type != "prometheus" {
+		t.Errorf("templating %+v: want one variable datasource of type datasource, query prometheus (provisioned: %+v)", vars, ds.Datasources[0])
+	}
 	type query struct{ panel, expr string }
 	var queries []query
 	plots := map[string][]string{} // lower-case panel title -> metrics its queries select
@@ -536,8 +548,8 @@ func TestDashboard(t *testing.T) {
 		if p.Type == "row" {
 			continue
 		}
-		if p.Datasource == nil || p.Datasource.UID != ds.Datasources[0].UID {
-			t.Errorf("panel %q does not use the provisioned datasource %q", p.Title, ds.Datasources[0].UID)
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q does not use the datasource variable: %+v", p.Title, p.Datasource)
 		}
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no queries", p.Title)
@@ -582,14 +594,7 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	st := stacktest.Start(t)
-	st.Exercise(t)
-	engineText, apiText := st.Metrics(t)
-	// Prometheus adds job (the scrape config's name) and instance.
-	byJob := map[string][]promtext.Sample{
-		"autoconnect":  stacktest.ParseMetrics(t, engineText),
-		"autoendpoint": stacktest.ParseMetrics(t, apiText),
-	}
+	byJob := servedByJob(t)
 	for _, q := range queries {
 		refs, err := parsePromQL(q.expr)
 		if err != nil {
@@ -622,6 +627,31 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("panel %q: histogram_quantile needs le buckets, summed by le (query %s)", q.panel, q.expr)
 		}
 	}
+}
+
+// served is what servedByJob scraped, once for the package's tests.
+var served struct {
+	sync.Once
+	byJob map[string][]promtext.Sample
+}
+
+// servedByJob returns the series of a stack (bridges on) after a little
+// of every kind of traffic, by the job Prometheus scrapes them as (it
+// adds job, the scrape config's name, and instance).
+func servedByJob(t *testing.T) map[string][]promtext.Sample {
+	served.Do(func() {
+		st := stacktest.StartWith(t, stacktest.Options{Bridges: true})
+		st.Exercise(t)
+		engineText, apiText := st.Metrics(t)
+		served.byJob = map[string][]promtext.Sample{
+			"autoconnect":  stacktest.ParseMetrics(t, engineText),
+			"autoendpoint": stacktest.ParseMetrics(t, apiText),
+		}
+	})
+	if served.byJob == nil {
+		t.Fatal("the stack's metrics could not be read (see the first test that asked)")
+	}
+	return served.byJob
 }
 
 // matching returns the served series sel selects.

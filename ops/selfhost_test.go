@@ -89,7 +89,7 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("autopush.env sets %s, which is not a setting of autopush", k)
 		}
 	}
-	loaded, err := single.Load(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &bytes.Buffer{})
+	loaded, err := single.Load(nil, settings.MapEnv(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("autopush.env does not make a valid configuration: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 
 	for key, want := range map[string]string{"User": "autopush", "Restart": "on-failure", "KillSignal": "SIGTERM",
-		"EnvironmentFile": "/etc/autopush/autopush.env", "ExecStart": "/usr/local/bin/autopush", "WorkingDirectory": state} {
+		"EnvironmentFile": "/etc/autopush/autopush.env", "ExecStart": "/usr/bin/autopush", "WorkingDirectory": state} {
 		if got := u.get("Service", key); got != want {
 			t.Errorf("[Service] %s=%q, want %q", key, got, want)
 		}
@@ -127,7 +127,7 @@ func TestSystemdUnit(t *testing.T) {
 	// verify wants ExecStart to exist: point it at any executable.
 	self, _ := os.Executable()
 	file := filepath.Join(t.TempDir(), "autopush.service")
-	os.WriteFile(file, bytes.ReplaceAll(raw, []byte("/usr/local/bin/autopush"), []byte(self)), 0o644)
+	os.WriteFile(file, bytes.ReplaceAll(raw, []byte("/usr/bin/autopush"), []byte(self)), 0o644)
 	out, err := exec.Command(analyze, "verify", file).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
@@ -164,7 +164,7 @@ func nginxDirective(t *testing.T, conf, header, name string) []string {
 func TestNginxSite(t *testing.T) {
 	conf := string(read(t, "ops/nginx/autopush.conf"))
 	env := envFile(t, read(t, "ops/systemd/autopush.env"))
-	cfg, err := single.Load(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &bytes.Buffer{})
+	cfg, err := single.Load(nil, settings.MapEnv(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

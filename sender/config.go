@@ -45,7 +45,7 @@ type Config struct {
 	// (the device may get it twice) or "fail" (it may get it never; the
 	// push is FAILED). Providers with a dedup key always resend with the
 	// same key. Default "resend".
-	Interrupted string `conf:"sender-interrupted" help:"after a crash mid-send, for providers without dedup keys: resend or fail"`
+	Interrupted string `conf:"sender-interrupted" enum:"resend|fail" help:"after a crash mid-send, for providers without dedup keys: resend or fail"`
 	// Retention keeps finished pushes (SENT, FAILED, GIVEN_UP) and their
 	// attempts queryable this long. Default 720h (30 days).
 	Retention time.Duration `conf:"sender-retention" help:"how long finished pushes stay queryable"`

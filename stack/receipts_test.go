@@ -261,6 +261,33 @@ func TestReceipts(t *testing.T) {
 			}
 			wantReceipt(t, a.await(t, loc), "dropped", "unsubscribed")
 
+			// Its route cached, then unsubscribed and gone: the push is
+			// tracked before the cached route misses and the
+			// subscription is found gone (410); its fate ends errored.
+			cached := st.Subscribe(t, "")
+			loc = a.push(t, cached, "route cached", true)
+			tracked++
+			cached.Receive(t)
+			wantReceipt(t, a.await(t, loc), "delivered", "")
+			cached.Send(map[string]any{"messageType": "unregister", "channelID": cached.CHID})
+			if r := cached.Read(); r["messageType"] != "unregister" || r["status"] != 200.0 {
+				t.Fatalf("unregister: %v", r)
+			}
+			cached.Close()
+			et.Eventually(t, 5*time.Second, "node_id cleared by the node", func() bool { return st.NodeID(t, cached.UAID) == "" })
+			late := st.Push(t, cached.Endpoint, cached, "too late", a.signer, "Push-Receipt", a.sub)
+			apitiertest.WantError(t, late, http.StatusGone, errno.InvalidSubscription)
+			tracked++
+			var errored receipt
+			for deadline := time.Now().Add(et.Patience); errored.ID == "" && time.Now().Before(deadline); {
+				for _, r := range a.read(t, 2) {
+					if r.State == "errored" {
+						errored = r
+					}
+				}
+			}
+			wantReceipt(t, errored, "errored", "")
+
 			// Withdrawn (DELETE of its Location) while stored: dropped,
 			// and never delivered. A DELETE of one already written to its
 			// user agent changes nothing: its ack still counts.
@@ -342,8 +369,8 @@ func TestReceipts(t *testing.T) {
 			if m.Counts["received"] != int64(tracked) || m.Terminal != int64(tracked) || m.Pending != 0 {
 				t.Fatalf("milestones %+v: want %d received, all settled", m, tracked)
 			}
-			for name, want := range map[string]int64{"delivered": 6, "expired": 2, "dropped_topic_replaced": 1,
-				"dropped_unsubscribed": 1, "dropped_msg_limit": 4, "dropped_withdrawn": 2, "bridge_transmitted": 1, "errored": 1} {
+			for name, want := range map[string]int64{"delivered": 7, "expired": 2, "dropped_topic_replaced": 1,
+				"dropped_unsubscribed": 1, "dropped_msg_limit": 4, "dropped_withdrawn": 2, "bridge_transmitted": 1, "errored": 2} {
 				if m.Counts[name] != want {
 					t.Errorf("milestone %s: %d, want %d (%+v)", name, m.Counts[name], want, m.Counts)
 				}

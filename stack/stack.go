@@ -56,7 +56,8 @@ type Config struct {
 	API apitier.Config
 	// Sender is the outbound sender's and its providers' config: the
 	// endpoint node runs the sender as autoendpoint does (workers on
-	// unless sender-workers is false). Default node.DefaultConfig().
+	// unless sender-workers is false), when it configures a provider
+	// (node.BuildConfigured). Default node.DefaultConfig(): none.
 	Sender node.Config
 }
 
@@ -148,12 +149,15 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	pushes, err := node.Build(cfg.Sender, store, log.With("tier", "autoendpoint"))
+	// No provider configured (WebPush only): no sender at all.
+	pushes, err := node.BuildConfigured(cfg.Sender, store, log.With("tier", "autoendpoint"))
 	if err != nil {
 		return nil, err
 	}
-	api.SetPushService(pushes)
-	api.SetBridges(pushes.Bridges())
+	if pushes != nil {
+		api.SetPushService(pushes)
+		api.SetBridges(pushes.Bridges())
+	}
 	// One process, one scrape: the API tier's /metrics (on its
 	// metrics-listen) serves the connection node's series too (the node
 	// API's serves its own), and the sender's (apitier/ops.go).
@@ -175,6 +179,9 @@ func (s *Stack) Start() error {
 		s.node.Close()
 		return err
 	}
+	if s.pushes == nil {
+		return nil
+	}
 	return s.pushes.Start()
 }
 
@@ -186,8 +193,11 @@ func (s *Stack) Start() error {
 // its result.
 func (s *Stack) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
-		s.stopErr = errors.Join(s.node.Drain(ctx), s.api.Shutdown(ctx), s.pushes.Stop(ctx))
-		s.pushes.Close()
+		s.stopErr = errors.Join(s.node.Drain(ctx), s.api.Shutdown(ctx))
+		if s.pushes != nil {
+			s.stopErr = errors.Join(s.stopErr, s.pushes.Stop(ctx))
+			s.pushes.Close()
+		}
 	})
 	return s.stopErr
 }
@@ -196,7 +206,9 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 // prototype keys and the push API's clients. What does not load is
 // logged and counted, and what is in use stays.
 func (s *Stack) Reload() {
-	s.pushes.Reload()
+	if s.pushes != nil {
+		s.pushes.Reload()
+	}
 	s.api.Reload()
 }
 
@@ -226,5 +238,6 @@ func (s *Stack) Engine() *engine.Server { return s.node }
 // API is the endpoint node.
 func (s *Stack) API() *apitier.Server { return s.api }
 
-// Pushes is the outbound sender the endpoint node's push API uses.
+// Pushes is the outbound sender the endpoint node's push API uses; nil
+// when the config configures no provider (node.BuildConfigured).
 func (s *Stack) Pushes() *node.Sender { return s.pushes }

@@ -179,6 +179,10 @@ fi
 # installed it.
 bash tools/e2e/firefox/install.sh nginx:nginx
 
+# promtool (Debian's prometheus package, its service kept from starting):
+# ops/alerts_test.go checks and unit-tests the alert rules with it.
+bash tools/promtool-install.sh
+
 echo "== lint (go vet, staticcheck)" >&2
 fg make --no-print-directory lint
 run "go test -race (CQL_HOSTS=$CQL_HOSTS)" go test -race -count=1 -v -timeout 25m ./...
@@ -197,6 +201,19 @@ if [ -n "$owned_cql_dir" ]; then
 	run "storage unavailable when the CQL server stops (kills pid $CQL_PID)" \
 		env CQL_STOP_PID="$CQL_PID" go test -count=1 -v -run '^TestServerStopped$' ./storage/scylla/
 fi
+
+# The release: make dist's .deb installed with dpkg, run as its systemd
+# unit says, smoke-tested and purged; the .rpm read (ops/dist_test.go).
+# Without root or dpkg it fails under CI=true and skips elsewhere.
+run "make dist-test (the .deb installed, run as its unit, smoke-tested, purged)" \
+	make --no-print-directory dist-test
+
+# docker-compose.yml for real under podman (Cassandra in ScyllaDB's place;
+# docker/podman/stack.sh installs podman, podman-compose and mmdebstrap
+# when missing and root; the test fails in CI and skips elsewhere when it
+# cannot). ~1 min with its base images cached, 3.5 to 6 cold.
+run "the compose stack under podman (AUTOPUSH_PODMAN=1)" \
+	env AUTOPUSH_PODMAN=1 go test -count=1 -v -timeout 20m -run '^TestComposeUnderPodman$' ./ops/
 
 # A real Firefox end to end; make e2e installs firefox-esr when missing.
 echo "== make e2e (headless Firefox through the single-node server)" >&2

@@ -80,8 +80,8 @@ type API struct {
 
 // New loads the clients (push-api-keys and push-clients-file: none
 // closes the routes, 401) and returns the routes, which use store for
-// their own storage calls. Without a service (SetService) they answer
-// 503.
+// their own storage calls. Without a service (SetService: a node that
+// configures no provider) they answer 503 saying so.
 func New(cfg Config, store Store, log *slog.Logger) (*API, error) {
 	cur, err := newCursors(cfg.CursorKey)
 	if err != nil {
@@ -121,6 +121,12 @@ func (a *API) loaded() {
 		}
 	}
 	a.named = named
+	if len(names) == 0 && !a.clients.HasFile() {
+		// Neither push-api-keys nor push-clients-file: the push API is
+		// not used here (a WebPush-only node), nothing to warn of.
+		a.log.Info("push API closed: no push-api-keys or push-clients-file, every key is answered 401")
+		return
+	}
 	if len(names) == 0 {
 		// Only "clients: {}" gets here (clients.ErrNoClients refuses
 		// every other file naming none): said on purpose, but loud.
@@ -202,8 +208,11 @@ func Serves(uri []byte) bool {
 }
 
 var (
-	errPushAuth     = errno.InvalidAuth.HTTPError("Missing or invalid push API key")
-	errPushOff      = errno.Unnumbered(http.StatusServiceUnavailable, "The push API is not enabled on this node")
+	errPushAuth = errno.InvalidAuth.HTTPError("Missing or invalid push API key")
+	// A node runs no sender when it configures no provider (a WebPush-only
+	// node, sender/node.BuildConfigured): the answer says what to set.
+	errPushOff = errno.Unnumbered(http.StatusServiceUnavailable,
+		"No push provider is configured on this node: set swrve-keys-file, fcm-apps, apns-apps or log-provider-file (docs/sender.md, Providers)")
 	errPushNotFound = errno.InvalidEndpoint.HTTPError("No such push")
 	errPushTooLarge = errno.PayloadTooLarge.HTTPError("The request body is over 32 KiB")
 )

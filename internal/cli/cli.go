@@ -4,15 +4,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/autopush-go/autopush/internal/buildinfo"
 )
 
 // Main runs run and exits 1 with "name: error" on stderr when it fails;
-// -help (flag.ErrHelp) has printed the usage already and exits 0.
+// -help (flag.ErrHelp) has printed the usage already and exits 0. A
+// version request (PrintVersion) prints the version and runs nothing.
 func Main(name string, run func() error) {
+	if PrintVersion(name, os.Args[1:], os.Stdout) {
+		return
+	}
 	if err := run(); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -20,6 +27,23 @@ func Main(name string, run func() error) {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
+}
+
+// PrintVersion reports whether args ask for the version ("version",
+// "-version" or "--version" as the first argument), printing "name
+// VERSION (commit ...)" (buildinfo.Info.String) to out when they do. The
+// mains call it before their settings or flags are parsed, so the
+// request never starts anything and no other argument is looked at.
+func PrintVersion(name string, args []string, out io.Writer) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0] {
+	case "version", "-version", "--version":
+		fmt.Fprintln(out, name, buildinfo.Read())
+		return true
+	}
+	return false
 }
 
 // Signals are a node's stop (SIGTERM, SIGINT) and reload (SIGHUP)
@@ -50,4 +74,14 @@ func (s Signals) Wait(log *slog.Logger, reload func()) {
 		log.Info("signal received, shutting down", "signal", got.String())
 		return
 	}
+}
+
+// ConfigOK is the outcome of -check-config: check's error (Main exits 1
+// with it), or "configuration OK" on stdout.
+func ConfigOK(check func() error) error {
+	if err := check(); err != nil {
+		return err
+	}
+	fmt.Println("configuration OK")
+	return nil
 }

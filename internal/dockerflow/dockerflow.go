@@ -3,20 +3,21 @@ package dockerflow
 import (
 	"encoding/json"
 	"os"
+
+	"github.com/autopush-go/autopush/internal/buildinfo"
 )
 
-// devVersion is served when no version.json was baked into the image.
-const devVersion = `{"source":"https://github.com/autopush-go/autopush","version":"dev","commit":"unknown","build":"unknown"}`
-
-// Version returns the version.json at path for /__version__, or a "dev"
-// document when there is none (a local build).
+// Version returns the version.json at path for /__version__ (the images
+// write one from their build arguments), or, when there is none, the
+// same fields from the build info Go embedded in the binary: a source
+// build or a package then names its version and commit.
 func Version(path string) []byte {
 	if path != "" {
 		if b, err := os.ReadFile(path); err == nil {
 			return b
 		}
 	}
-	return []byte(devVersion)
+	return buildinfo.Read().Document()
 }
 
 // VersionString is the "version" of a version.json document, "unknown"

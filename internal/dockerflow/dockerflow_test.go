@@ -5,12 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/autopush-go/autopush/internal/buildinfo"
 )
 
+// TestVersion: a version.json file wins; without one (none given, or
+// none at the path) the document comes from the binary's build info.
 func TestVersion(t *testing.T) {
-	var dev map[string]string
-	if err := json.Unmarshal(Version(""), &dev); err != nil || dev["version"] != "dev" {
-		t.Fatalf("dev version %q %v", Version(""), err)
+	want := buildinfo.Read().Document()
+	for _, path := range []string{"", filepath.Join(t.TempDir(), "absent.json")} {
+		var doc map[string]string
+		if err := json.Unmarshal(Version(path), &doc); err != nil || string(Version(path)) != string(want) || doc["version"] == "" || doc["commit"] == "" {
+			t.Fatalf("Version(%q) = %s (%v), want the build's %s", path, Version(path), err, want)
+		}
 	}
 	p := filepath.Join(t.TempDir(), "version.json")
 	os.WriteFile(p, []byte(`{"version":"1.2.3"}`), 0o600)

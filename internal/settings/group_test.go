@@ -62,7 +62,7 @@ func TestGroupLoad(t *testing.T) {
 	os.WriteFile(file, []byte(`{"backend": "file", "a-timeout": "5s", "only-b": true}`), 0o600)
 	a, b, g := newAB(t)
 	env := envFrom(map[string]string{"APP__CONFIG": file, "APP__KEY": "env-key", "APP__B_LISTEN": ":9"})
-	if err := Load(g, "APP", []string{"-a-listen", ":8", "-backend", "flag"}, env, &bytes.Buffer{}); err != nil {
+	if _, err := Load(g, "APP", []string{"-a-listen", ":8", "-backend", "flag"}, env, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if a.Listen != ":8" || b.Listen != ":9" || a.Key != "env-key" || b.Key != "env-key" || a.Backend != "flag" || b.Backend != "flag" ||
@@ -70,7 +70,7 @@ func TestGroupLoad(t *testing.T) {
 		t.Fatalf("a %+v b %+v", a, b)
 	}
 	var out bytes.Buffer
-	if err := Load(g, "APP", []string{"-listen", ":1"}, envFrom(nil), &out); err == nil {
+	if _, err := Load(g, "APP", []string{"-listen", ":1"}, envFrom(nil), &out); err == nil {
 		t.Fatal("a name that exists only prefixed was accepted")
 	}
 }

@@ -13,52 +13,107 @@ import (
 	"time"
 )
 
+// Request is what a command line asks besides settings.
+type Request struct {
+	// CheckConfig is -check-config: validate the whole configuration,
+	// print "configuration OK" and exit, without listening or opening
+	// the store (deploy pipelines).
+	CheckConfig bool
+}
+
+// CheckConfigFlag is the flag setting Request.CheckConfig.
+const CheckConfigFlag = "check-config"
+
+// ErrArgs is the error of a positional argument: settings are flags, so
+// one is a mistake (`autopush version`, `-pprof true`) that must not be
+// ignored. A binary with subcommands takes them from its arguments
+// before Load.
+var ErrArgs = errors.New("unexpected argument")
+
 // Load fills cfg (a pointer to a struct holding defaults, or a *Group of
 // several) from the file named by -config or PREFIX__CONFIG, then the
-// environment, then args.
-// It returns flag.ErrHelp after printing usage for -h/-help.
-func Load(cfg any, prefix string, args []string, env func(string) (string, bool), usage io.Writer) error {
+// environment, then args: only the flags given override.
+// It refuses, naming the nearest setting, a PREFIX__ variable, a file key
+// or a flag that is none; a value outside a setting's `enum`; and any
+// positional argument (ErrArgs). It returns flag.ErrHelp after printing
+// usage for -h/-help.
+func Load(cfg any, prefix string, args []string, env Env, usage io.Writer) (Request, error) {
+	var req Request
 	fields, err := fieldsFor(cfg)
 	if err != nil {
-		return err
+		return req, err
 	}
 	fs := flag.NewFlagSet(strings.ToLower(prefix), flag.ContinueOnError)
-	fs.SetOutput(usage)
+	// Errors are returned, not printed with the whole usage after them.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	file := fs.String("config", "", "optional JSON file with settings (env "+prefix+"__CONFIG)")
-	flagValues := map[string]*string{}
+	fs.BoolVar(&req.CheckConfig, CheckConfigFlag, false, "validate the configuration and exit: 0 printing \"configuration OK\", or 1 with the error; listens on nothing, opens no store")
+	given := map[string]*flagValue{}
 	for _, f := range fields {
-		flagValues[f.name] = fs.String(f.name, "", fmt.Sprintf("%s (env %s, default %q)", f.help, EnvName(prefix, f.name), f.String()))
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(usage, "Usage of %s:\n", strings.ToLower(prefix))
-		fs.PrintDefaults()
+		given[f.name] = &flagValue{f: f}
+		fs.Var(given[f.name], f.name, f.help)
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(usage, fs, fields, prefix)
+		}
+		return req, unknownFlag(err, fields)
+	}
+	if fs.NArg() > 0 {
+		return req, fmt.Errorf("settings: %w %q: settings are flags (-name value; a boolean is -name or -name=false), see -help", ErrArgs, fs.Arg(0))
+	}
+	if err := checkEnv(fields, prefix, env); err != nil {
+		return req, err
 	}
 	if *file == "" {
-		*file, _ = env(EnvName(prefix, "config"))
+		*file, _ = env.Lookup(EnvName(prefix, "config"))
 	}
 	if *file != "" {
 		if err := loadFile(*file, fields); err != nil {
-			return err
+			return req, err
 		}
 	}
 	for _, f := range fields {
-		if s, ok := env(EnvName(prefix, f.name)); ok {
+		if s, ok := env.Lookup(EnvName(prefix, f.name)); ok {
 			if err := f.set(s); err != nil {
-				return fmt.Errorf("settings: env %s: %w", EnvName(prefix, f.name), err)
+				return req, fmt.Errorf("settings: env %s: %w", EnvName(prefix, f.name), err)
 			}
 		}
 	}
 	fs.Visit(func(fl *flag.Flag) {
-		if f, ok := findField(fields, fl.Name); ok && err == nil {
-			if e := f.set(*flagValues[fl.Name]); e != nil {
+		if v, ok := given[fl.Name]; ok && err == nil {
+			if e := v.f.set(v.s); e != nil {
 				err = fmt.Errorf("settings: flag -%s: %w", fl.Name, e)
 			}
 		}
 	})
-	return err
+	return req, err
+}
+
+// flagValue is a setting's flag: the value as given, set after the file
+// and the environment (flags win). A boolean setting's flag is a boolean
+// flag: -receipts alone means true.
+type flagValue struct {
+	f field
+	s string
+}
+
+func (v *flagValue) String() string     { return v.s }
+func (v *flagValue) Set(s string) error { v.s = s; return nil }
+func (v *flagValue) IsBoolFlag() bool {
+	return v.f.v.IsValid() && v.f.v.Kind() == reflect.Bool
+}
+
+// unknownFlag adds the nearest setting to the flag package's error on a
+// flag that is none.
+func unknownFlag(err error, fields []field) error {
+	const undefined = "flag provided but not defined: -"
+	name, ok := strings.CutPrefix(err.Error(), undefined)
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("settings: %w%s", err, suggest(name, fields, func(n string) string { return "-" + n }))
 }
 
 // Flags registers the settings of cfg (a pointer to a struct holding
@@ -103,7 +158,8 @@ func Describe(cfg any, prefix string) []Setting {
 	}
 	var out []Setting
 	for _, f := range fields {
-		out = append(out, Setting{Name: f.name, Env: EnvName(prefix, f.name), Default: f.String(), Help: f.help, Tag: f.tag, Parts: f.parts})
+		out = append(out, Setting{Name: f.name, Env: EnvName(prefix, f.name), Default: f.String(), Help: f.help, Type: f.typeName(),
+			Enum: f.enum(), Tag: f.tag, Parts: f.parts})
 	}
 	return out
 }
@@ -111,6 +167,12 @@ func Describe(cfg any, prefix string) []Setting {
 // Setting describes one configuration field.
 type Setting struct {
 	Name, Env, Default, Help string
+	// Type is the value's type as -help shows it: bool, int, float,
+	// duration, string, list, number list, or one of a|b|c.
+	Type string
+	// Enum is the values the setting takes (its `enum` tag), nil for
+	// any; "" among them allows the empty value.
+	Enum []string
 	// Tag is the field's struct tag, for callers' own tags.
 	Tag reflect.StructTag
 	// Parts names the parts of a Group whose field the setting sets (one,
@@ -202,7 +264,11 @@ func (f field) parse(s string) error {
 		}
 		f.v.SetInt(int64(d))
 	case f.v.Kind() == reflect.String:
-		f.v.SetString(s)
+		v, err := f.oneOf(s)
+		if err != nil {
+			return err
+		}
+		f.v.SetString(v)
 	case f.v.Kind() == reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
@@ -285,7 +351,7 @@ func loadFile(path string, fields []field) error {
 	for k, raw := range m {
 		f, ok := findField(fields, k)
 		if !ok {
-			return fmt.Errorf("settings: %s: unknown setting %q", path, k)
+			return fmt.Errorf("settings: %s: unknown setting %q%s", path, k, suggest(k, fields, strconv.Quote))
 		}
 		var s string
 		switch x := raw.(type) {

@@ -23,16 +23,14 @@ type conf struct {
 	Ignored int           // no conf tag: not a setting
 }
 
-func envFrom(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
+func envFrom(m map[string]string) Env { return MapEnv(m) }
 
 func TestPrecedenceDefaultsFileEnvFlags(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(file, []byte(`{"port": 1, "name": "file", "timeout": "3s", "hosts": ["a","b"], "debug": true}`), 0o600)
 	c := conf{Port: 80, Name: "default", Ratio: 0.5}
 	env := envFrom(map[string]string{"APP__CONFIG": file, "APP__NAME": "env", "APP__PORT": "2"})
-	if err := Load(&c, "APP", []string{"-port", "3"}, env, &bytes.Buffer{}); err != nil {
+	if _, err := Load(&c, "APP", []string{"-port", "3"}, env, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if c.Port != 3 || c.Name != "env" || c.Timeout != 3*time.Second || !c.Debug || len(c.Hosts) != 2 || c.Ratio != 0.5 {
@@ -43,18 +41,18 @@ func TestPrecedenceDefaultsFileEnvFlags(t *testing.T) {
 func TestErrors(t *testing.T) {
 	var out bytes.Buffer
 	c := conf{}
-	if err := Load(&c, "APP", []string{"-h"}, envFrom(nil), &out); !errors.Is(err, flag.ErrHelp) || !bytes.Contains(out.Bytes(), []byte("APP__PORT")) {
+	if _, err := Load(&c, "APP", []string{"-h"}, envFrom(nil), &out); !errors.Is(err, flag.ErrHelp) || !bytes.Contains(out.Bytes(), []byte("APP__PORT")) {
 		t.Fatalf("help: %v %q", err, out.String())
 	}
-	if err := Load(&c, "APP", []string{"-port", "x"}, envFrom(nil), &out); err == nil {
+	if _, err := Load(&c, "APP", []string{"-port", "x"}, envFrom(nil), &out); err == nil {
 		t.Fatal("bad int accepted")
 	}
-	if err := Load(&c, "APP", nil, envFrom(map[string]string{"APP__TIMEOUT": "soon"}), &out); err == nil {
+	if _, err := Load(&c, "APP", nil, envFrom(map[string]string{"APP__TIMEOUT": "soon"}), &out); err == nil {
 		t.Fatal("bad duration accepted")
 	}
 	file := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(file, []byte(`{"nope": 1}`), 0o600)
-	if err := Load(&c, "APP", []string{"-config", file}, envFrom(nil), &out); err == nil {
+	if _, err := Load(&c, "APP", []string{"-config", file}, envFrom(nil), &out); err == nil {
 		t.Fatal("unknown key in file accepted")
 	}
 }
@@ -79,7 +77,7 @@ type tier struct {
 // the tier's own (both tiers embed the storage settings).
 func TestEmbeddedSettings(t *testing.T) {
 	c := tier{Port: 1, shared: shared{Backend: "embedded"}}
-	if err := Load(&c, "APP", []string{"-backend", "scylla"}, envFrom(map[string]string{"APP__PORT": "2"}), &bytes.Buffer{}); err != nil {
+	if _, err := Load(&c, "APP", []string{"-backend", "scylla"}, envFrom(map[string]string{"APP__PORT": "2"}), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if c.Port != 2 || c.Backend != "scylla" {
@@ -135,7 +133,7 @@ func TestFlags(t *testing.T) {
 		}
 	}
 	var fromEnv cli
-	if err := Load(&fromEnv, "APP", nil, envFrom(map[string]string{"APP__RATES": "1, 2.5"}), &bytes.Buffer{}); err != nil ||
+	if _, err := Load(&fromEnv, "APP", nil, envFrom(map[string]string{"APP__RATES": "1, 2.5"}), &bytes.Buffer{}); err != nil ||
 		!slices.Equal(fromEnv.Rates, []float64{1, 2.5}) {
 		t.Errorf("rates from the environment: %v %v", fromEnv.Rates, err)
 	}

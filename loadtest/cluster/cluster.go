@@ -473,7 +473,7 @@ func (c *Cluster) startSingle(ctx context.Context, key, logDir string) error {
 			"-endpoint-listen", addr, "-endpoint-url", "http://" + addr, "-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
 		if c.cfg.Receipts {
 			// The service's flags all take a value, booleans too.
-			args = append(args, "-receipts", "true", "-tracking-keys", c.cfg.TrackingKey)
+			args = append(args, "-receipts=true", "-tracking-keys", c.cfg.TrackingKey)
 		}
 		return startChild(ctx, "autopush", filepath.Join(c.binDir, "autopush"), args, env,
 			filepath.Join(logDir, "autopush.log"), "autopush ready", watch)

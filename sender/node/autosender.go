@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/autopush-go/autopush/internal/dockerflow"
+	"github.com/autopush-go/autopush/internal/exposition"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/storage"
 )
@@ -30,7 +30,7 @@ type AutosenderConfig struct {
 	// the queue is handed back. Default 40s.
 	ShutdownTimeout time.Duration `conf:"shutdown-timeout" help:"time allowed to finish sends in flight on shutdown"`
 	// LogLevel is debug, info, warn or error. Default info.
-	LogLevel string `conf:"log-level" help:"debug, info, warn or error"`
+	LogLevel string `conf:"log-level" enum:"debug|info|warn|error" help:"least severe level logged"`
 	// VersionFile is served at /__version__. Default "version.json".
 	VersionFile string `conf:"version-file" help:"file served at /__version__"`
 }
@@ -59,6 +59,9 @@ func (c *AutosenderConfig) Validate() error {
 	if !c.Workers {
 		return errors.New("autosender: config: sender-workers is false: this binary only sends")
 	}
+	if len(c.Configured()) == 0 {
+		return errors.New("autosender: config: no provider configured, nothing to send through: set swrve-keys-file, fcm-apps, apns-apps or log-provider-file")
+	}
 	return c.ProvidersConfig.Validate(&c.SenderConfig)
 }
 
@@ -78,13 +81,7 @@ func ServeOps(addr string, s *Sender, store storage.Store, versionFile string) (
 	o := &Ops{ln: ln}
 	version := dockerflow.Version(versionFile)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		var b bytes.Buffer
-		s.WriteMetrics(&b)
-		metrics.WriteProcessMetrics(&b)
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		w.Write(b.Bytes())
-	})
+	mux.HandleFunc("GET /metrics", exposition.Handler(s.WriteMetrics, metrics.WriteProcessMetrics))
 	mux.HandleFunc("GET /__heartbeat__", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()

@@ -61,12 +61,15 @@ func firstUseConfig() node.Config {
 	return cfg
 }
 
-// With Swrve the provider and its mapping empty, the start warns that
-// every push will be refused and how to fix it, and a push is refused
-// (a field error naming messagePrototypeKey, the push API's 400). With a
-// mapping, no warning.
+// With Swrve the provider and its mapping empty (swrve-keys-file set,
+// mapping nothing), the start warns that every push will be refused and
+// how to fix it, and a push is refused (a field error naming
+// messagePrototypeKey, the push API's 400). With a mapping, no warning.
 func TestEmptyMappingWarns(t *testing.T) {
-	s, logs := build(t, firstUseConfig())
+	empty := firstUseConfig()
+	empty.KeysFile = filepath.Join(t.TempDir(), "keys.yaml")
+	writeKeys(t, empty.KeysFile, "swrve:\n  messagePrototypePushKeys: {}\n")
+	s, logs := build(t, empty)
 	if out := logs.String(); !strings.Contains(out, emptyMapping) || !strings.Contains(out, `"level":"WARN"`) ||
 		!strings.Contains(out, "log-provider-file") {
 		t.Errorf("no warning of the empty mapping, saying how to fix it:\n%s", out)
@@ -114,4 +117,55 @@ func TestLogProviderTakesThePushAPI(t *testing.T) {
 		line.MessagePrototypeKey != "Hello" || line.Message != "Hello!" || line.Platform != "IOS" {
 		t.Fatalf("the file holds %q (%v), want the push's one line", b, err)
 	}
+}
+
+// A node that configures no provider (the default: a WebPush-only
+// deployment) builds no sender: BuildConfigured returns nil, checks the
+// settings all the same, and says so in one info line, with no warning.
+// One provider of any kind (here the log provider; swrve-keys-file, the
+// bridges' apps) builds it.
+func TestNoProviderNoSender(t *testing.T) {
+	logs := &apitiertest.SyncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	store, err := embedded.Open(embedded.Config{Dir: t.TempDir(), Logger: log})
+	et.Must(t, err, "open the store")
+	t.Cleanup(func() { store.Close() })
+	cfg := node.DefaultConfig()
+	if got := cfg.Configured(); len(got) != 0 {
+		t.Fatalf("the defaults configure %v, want no provider", got)
+	}
+	s, err := node.BuildConfigured(cfg, store, log)
+	if err != nil || s != nil {
+		t.Fatalf("BuildConfigured without a provider: %v, %v; want no sender, no error", s, err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, node.NoProviderMsg) || strings.Contains(out, `"level":"WARN"`) || strings.Contains(out, emptyMapping) {
+		t.Errorf("start log without a provider:\n%s", out)
+	}
+
+	bad := node.DefaultConfig()
+	bad.SenderConfig.QueueCapacity = 0
+	if _, err := node.BuildConfigured(bad, store, log); err == nil {
+		t.Error("a sender setting that cannot work passed without a provider")
+	}
+
+	for name, set := range map[string]func(*node.Config){
+		"swrve": func(c *node.Config) { c.KeysFile = "/nonexistent/keys.yaml" },
+		"fcm":   func(c *node.Config) { c.FCMConfig.Apps = `{"app": {"project_id": "p", "credentials": "/nonexistent"}}` },
+		"apns":  func(c *node.Config) { c.APNsConfig.Apps = "not json" },
+		"log":   func(c *node.Config) { c.LogConfig.File = "/nonexistent/pushes.log" },
+	} {
+		c := node.DefaultConfig()
+		set(&c)
+		if got := c.Configured(); len(got) != 1 || got[0] != name {
+			t.Errorf("%s set: Configured() = %v", name, got)
+		}
+	}
+	withLog := firstUseConfig()
+	withLog.LogConfig.File = filepath.Join(t.TempDir(), "pushes.log")
+	s, err = node.BuildConfigured(withLog, store, log)
+	if err != nil || s == nil {
+		t.Fatalf("BuildConfigured with the log provider: %v, %v; want a sender", s, err)
+	}
+	s.Close()
 }

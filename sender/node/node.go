@@ -83,14 +83,42 @@ func Build(cfg Config, store Store, log *slog.Logger) (*Sender, error) {
 	return out, nil
 }
 
+// NoProviderMsg is the line a node without a configured provider logs at
+// start (BuildConfigured), at info level: a WebPush-only node is a
+// deployment, not a mistake.
+const NoProviderMsg = "no push provider configured: the outbound sender is off (POST /push answers 503 saying so)"
+
+// BuildConfigured is Build when cfg configures a provider
+// (ProvidersConfig.Configured); otherwise it checks cfg, logs
+// NoProviderMsg and returns nil: the node runs no sender (no workers, no
+// keys watcher, no bridges, no autosender_* series), and its push API
+// answers that no provider is configured.
+func BuildConfigured(cfg Config, store Store, log *slog.Logger) (*Sender, error) {
+	if len(cfg.Configured()) > 0 {
+		return Build(cfg, store, log)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Info(NoProviderMsg, "set_one_of", "swrve-keys-file, fcm-apps, apns-apps, log-provider-file")
+	return nil, nil
+}
+
 // firstUse says at start where POST /push's pushes go when that is not a
-// push service: to the log provider's file, or, with Swrve's mapping
-// empty, nowhere (every one is refused, 400 naming messagePrototypeKey),
-// with how to fix it.
+// push service: to the log provider's file, or nowhere (every one is
+// refused, 400 naming messagePrototypeKey): a warning, with how to fix
+// it, when Swrve is configured and its mapping is empty; a line of
+// information on a node configured for the bridges only (no
+// swrve-keys-file), whose POST /push is not meant to send.
 func firstUse(p *Providers, keysFile string, log *slog.Logger) {
 	switch {
 	case p.Log != nil:
 		log.Info("POST /push records each push in a file instead of sending it (the log provider)", "log_provider_file", p.Log.File())
+	case keysFile == "":
+		log.Info("POST /push refuses every push: swrve-keys-file is not set (this node sends to phones through the bridges only)")
 	case p.SwrveKeys.Len() == 0:
 		log.Warn("swrve-keys-file maps no message prototype: every push will be refused (POST /push answers 400 naming messagePrototypeKey); "+
 			"set swrve-keys-file to a YAML file mapping each prototype to its Swrve push keys (docs/sender.md, Prototype keys), "+

@@ -4,11 +4,14 @@ package node
 // (Swrve, and the mobile bridges FCM and APNs), validated together
 // against the sender's, and built together.
 //
-// Swrve is always built (its keys file may map nothing). FCM and APNs
-// are built only when their apps are configured: without apps they have
-// no work, and the bridges answer their pushes 502 errno 900. The log
-// provider is built when its file is set, and then takes POST /push's
-// pushes in Swrve's place.
+// A provider is configured by its own setting: Swrve by swrve-keys-file,
+// FCM and APNs by their apps, the log provider by its file. With none
+// (a WebPush-only node) no sender is built at all (BuildConfigured). With
+// any, Swrve is always built (its keys file may map nothing); FCM and
+// APNs only when their apps are configured: without apps they have no
+// work, and the bridges answer their pushes 502 errno 900. The log
+// provider, when its file is set, takes POST /push's pushes in Swrve's
+// place.
 
 import (
 	"fmt"
@@ -78,6 +81,31 @@ func (c *ProvidersConfig) Validate(sc *sender.Config) error {
 	}
 	return nil
 }
+
+// Configured names the providers c configures (swrve, fcm, apns, log),
+// in that order; none for a WebPush-only node.
+func (c *ProvidersConfig) Configured() []string {
+	var out []string
+	for _, p := range []struct {
+		name string
+		set  bool
+	}{
+		{swrve.Name, c.SwrveConfig.KeysFile != ""},
+		{fcm.Name, appsSet(fcm.ParseApps(c.FCMConfig.Apps))},
+		{apns.Name, appsSet(apns.ParseApps(c.APNsConfig.Apps))},
+		{logprovider.Name, c.LogConfig.File != ""},
+	} {
+		if p.set {
+			out = append(out, p.name)
+		}
+	}
+	return out
+}
+
+// appsSet says whether a bridge's apps setting, parsed, configures it:
+// it names an app, or does not parse (Build then refuses it, naming the
+// setting).
+func appsSet[A any](apps map[string]A, err error) bool { return err != nil || len(apps) > 0 }
 
 // Providers are the built providers. FCM, APNs and Log are nil when not
 // configured.
@@ -177,4 +205,22 @@ func (s *Providers) Close() {
 	if s.Log != nil {
 		s.Log.Close()
 	}
+}
+
+// Check validates c as Build would, reading what the providers read at
+// start (the Swrve keys file, the FCM service accounts, the APNs keys and
+// certificates), without starting or sending anything (-check-config).
+// The log provider's file is not opened: it is made at start.
+func (c *Config) Check() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	pc := c.ProvidersConfig
+	pc.LogConfig.File = ""
+	p, err := BuildProviders(pc)
+	if err != nil {
+		return err
+	}
+	p.Close()
+	return nil
 }

@@ -52,6 +52,9 @@ type Config struct {
 	API    apitier.Config
 	Sender node.Config
 	Own    Options
+	// Request is what the command line asked besides settings
+	// (-check-config).
+	Request settings.Request
 }
 
 // Options are the server's own settings, beside the tiers'.
@@ -102,15 +105,42 @@ func (c *Config) Settings() *settings.Group {
 // defaults, the JSON file named by -config or AUTOPUSH__CONFIG, AUTOPUSH__
 // variables from env, then args. It returns flag.ErrHelp after printing
 // usage for -help, and Validate's error.
-func Load(args []string, env func(string) (string, bool), usage io.Writer) (Config, error) {
+func Load(args []string, env settings.Env, usage io.Writer) (Config, error) {
 	c := DefaultConfig()
 	if err := checkRenamed(args, env); err != nil {
 		return c, err
 	}
-	if err := settings.Load(c.Settings(), Prefix, args, env, usage); err != nil {
+	req, err := settings.Load(c.Settings(), Prefix, args, env, usage)
+	if err != nil {
 		return c, err
 	}
+	c.Request = req
 	return c, c.Validate()
+}
+
+// Check validates c as Start would, reading the files it reads (the key
+// files when they exist, push-clients-file, the providers' credentials),
+// without listening or opening the store (-check-config).
+func (c *Config) Check() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for _, kept := range []struct {
+		setting, path string
+		check         func(string) error
+	}{{"crypto-key-file", c.Own.CryptoKeyFile, checkCryptoKey}, {"push-api-key-file", c.Own.PushAPIKeyFile, checkPushAPIKey}} {
+		if kept.path != "" {
+			if _, _, err := readKept(kept.path, kept.setting, kept.check); err != nil {
+				return err
+			}
+		}
+	}
+	// Validate checked the tiers as the stack wires them (a node-secret
+	// made when none is set): only their files are left.
+	if err := c.API.CheckFiles(); err != nil {
+		return err
+	}
+	return c.Sender.Check()
 }
 
 // Renamed are the server's settings that a setting added to the other
@@ -122,9 +152,9 @@ var Renamed = map[string]string{
 }
 
 // checkRenamed fails on a Renamed setting among args or the variables.
-func checkRenamed(args []string, env func(string) (string, bool)) error {
+func checkRenamed(args []string, env settings.Env) error {
 	for old, now := range Renamed {
-		_, set := env(settings.EnvName(Prefix, old))
+		_, set := env.Lookup(settings.EnvName(Prefix, old))
 		for _, a := range args {
 			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			set = set || (strings.HasPrefix(a, "-") && name == old)

@@ -77,7 +77,7 @@ func TestLoadSharedAndPrefixed(t *testing.T) {
 	key := token.GenerateKey()
 	env := map[string]string{"AUTOPUSH__CONFIG": file, "AUTOPUSH__CRYPTO_KEY": key, "AUTOPUSH__MAX_UNACKED": "4"}
 	c, err := Load([]string{"-connect-listen", "127.0.0.1:7", "-endpoint-url", "https://push.example.com"},
-		func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &bytes.Buffer{})
+		settings.MapEnv(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +108,7 @@ func TestSecret(t *testing.T) {
 // naming what replaced it, not ignored.
 func TestPerSourceSettings(t *testing.T) {
 	key := token.GenerateKey()
-	env := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
+	env := settings.MapEnv
 	c, err := Load([]string{"-connect-max-connections-per-source", "7", "-endpoint-max-connections-per-source", "9"},
 		env(map[string]string{"AUTOPUSH__CRYPTO_KEY": key, "AUTOPUSH__PER_SOURCE_EXEMPT": "127.0.0.1,10.0.0.0/8"}), &bytes.Buffer{})
 	if err != nil {
@@ -136,5 +134,26 @@ func TestPerSourceSettings(t *testing.T) {
 			!strings.Contains(err.Error(), "connect-max-connections-per-source") {
 			t.Errorf("max-connections-per-source by %s: %v", name, err)
 		}
+	}
+}
+
+// TestEnumDefaults: every setting that takes one of a set of values has
+// its default among them, so the defaults pass the check flags and
+// variables get.
+func TestEnumDefaults(t *testing.T) {
+	cfg := DefaultConfig()
+	all := settings.Describe(cfg.Settings(), Prefix)
+	all = append(all, settings.Describe(new(node.DefaultAutosenderConfig()), "AUTOSENDER")...)
+	enums := 0
+	for _, s := range all {
+		if s.Enum != nil {
+			enums++
+			if !slices.Contains(s.Enum, s.Default) {
+				t.Errorf("%s: default %q is not %s", s.Env, s.Default, s.Type)
+			}
+		}
+	}
+	if enums < 7 {
+		t.Errorf("%d settings with an enum, want log-level, storage, the cql-consistency ones, sender-interrupted", enums)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/stack"
+	"github.com/autopush-go/autopush/stack/backup"
 	"github.com/autopush-go/autopush/storage"
 )
 
@@ -59,7 +60,10 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 		if made {
-			log.Warn("made a new crypto-key: back it up with the data, endpoints need it", "file", path)
+			// The first start's expected step (the shipped env file asks
+			// for it), not a fault: info, so that a clean start has no
+			// warning line.
+			log.Info("made a new crypto-key: back it up with the data, endpoints need it", "file", path)
 		}
 		cfg.Engine.CryptoKey, cfg.API.CryptoKey = key, key
 	}
@@ -82,6 +86,7 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	serveBackups(st, store, cfg, log)
 	if err := st.Start(); err != nil {
 		return nil, cfg.named(err)
 	}
@@ -90,6 +95,25 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	log.Info(ReadyMsg, "websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
 		"push_api", st.HTTPAddr(), "metrics", st.MetricsAddr(), "endpoint_url", st.EndpointURL(), "gogc", gcPercent())
 	return s, nil
+}
+
+// serveBackups adds backup.Route to metrics-listen when the store can
+// write a checkpoint of itself (the embedded one): autopush backup asks
+// the running node, which holds the store's lock, to write the backup.
+// cfg's crypto-key is the one read from crypto-key-file.
+func serveBackups(st *stack.Stack, store storage.Store, cfg Config, log *slog.Logger) {
+	cp, ok := store.(backup.Checkpointer)
+	if !ok {
+		return
+	}
+	files := BackupFiles(cfg)
+	st.API().AlsoOps(backup.Route, backup.Handler(cp, backup.Token(cfg.Engine.CryptoKey), files, log))
+}
+
+// BackupFiles are the key files of cfg a backup holds.
+func BackupFiles(cfg Config) backup.Files {
+	return backup.Files{CryptoKeyFile: cfg.Own.CryptoKeyFile, PushAPIKeyFile: cfg.Own.PushAPIKeyFile,
+		CryptoKeyInline: cfg.Own.CryptoKeyFile == ""}
 }
 
 // named gives a listener that could not open (listener.ListenError) the
@@ -116,7 +140,10 @@ func (s *Server) Stack() *stack.Stack { return s.st }
 // InEffect maps every setting to its value as the running tiers and the
 // sender hold it (their Config), secrets hashed (see SettingsMsg).
 func (s *Server) InEffect() map[string]string {
-	running := Config{Engine: s.st.Engine().Config(), API: s.st.API().Config(), Sender: s.st.Pushes().Config(), Own: s.cfg.Own}
+	running := Config{Engine: s.st.Engine().Config(), API: s.st.API().Config(), Sender: s.cfg.Sender, Own: s.cfg.Own}
+	if p := s.st.Pushes(); p != nil {
+		running.Sender = p.Config()
+	}
 	out := map[string]string{}
 	for _, st := range settings.Describe(running.Settings(), Prefix) {
 		v := st.Default // the running value: Describe reads the struct
@@ -176,8 +203,11 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 // is set: the key, and a curl line that sends a push with it.
 func (s *Server) TryPushAPI() string {
 	where := "sent through Swrve, once swrve-keys-file maps its prototype"
-	if f := s.cfg.Sender.LogConfig.File; f != "" {
+	switch f := s.cfg.Sender.LogConfig.File; {
+	case f != "":
 		where = "recorded in " + f + " (the log provider records pushes instead of sending them)"
+	case s.st.Pushes() == nil:
+		where = "refused (503) until a provider is configured: set log-provider-file to record pushes in a file"
 	}
 	return fmt.Sprintf(`
 The push API's key (kept in %s):
@@ -198,16 +228,8 @@ More in README.md, "Send a mobile push (the sender)".
 // checked by check, making one with gen (and the directory) when the
 // file does not exist; made says it did.
 func keptFile(path, setting string, gen func() string, check func(string) error) (key string, made bool, err error) {
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		key = strings.TrimSpace(string(b))
-		if err := check(key); err != nil {
-			return "", false, fmt.Errorf("single: %s %s: %w", setting, path, err)
-		}
-		return key, false, nil
-	case !errors.Is(err, os.ErrNotExist):
-		return "", false, fmt.Errorf("single: %s: %w", setting, err)
+	if key, found, err := readKept(path, setting, check); found || err != nil {
+		return key, false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", false, fmt.Errorf("single: %s: %w", setting, err)
@@ -225,6 +247,23 @@ func keptFile(path, setting string, gen func() string, check func(string) error)
 	}
 	if err := errors.Join(f.Sync(), f.Close()); err != nil {
 		return "", false, fmt.Errorf("single: %s: %w", setting, err)
+	}
+	return key, true, nil
+}
+
+// readKept returns the key kept at path, checked by check; found is
+// false when there is no such file.
+func readKept(path, setting string, check func(string) error) (key string, found bool, err error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("single: %s: %w", setting, err)
+	}
+	key = strings.TrimSpace(string(b))
+	if err := check(key); err != nil {
+		return "", true, fmt.Errorf("single: %s %s: %w", setting, path, err)
 	}
 	return key, true, nil
 }

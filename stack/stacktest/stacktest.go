@@ -259,7 +259,9 @@ func StartWith(t testing.TB, o Options) *Stack {
 		if err == nil {
 			break
 		}
-		st.Pushes().Close()
+		if p := st.Pushes(); p != nil {
+			p.Close()
+		}
 		// The HTTP port was free when Config picked it, then released: an
 		// outgoing connection may have taken it since (the kernel draws
 		// both from its ephemeral range). Another free port, unless the

@@ -62,7 +62,8 @@ func Open(cfg Config) (*Store, error) {
 	})
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		// Pebble's lock on the directory: another process has it open.
-		return nil, fmt.Errorf("embedded: data-dir %s is in use by another process (a second node on this host needs a data-dir of its own): %w", cfg.Dir, err)
+		pid, command := lockHolder(cfg.Dir)
+		return nil, &LockedError{Dir: cfg.Dir, PID: pid, Command: command, Err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", cfg.Dir, err)

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -194,8 +195,11 @@ func BenchmarkStore(b *testing.B) {
 }
 
 // TestDataDirInUse: a store on a directory another process holds (a
-// second node started on the same host with the same data-dir) fails
-// with a message naming the setting, not a bare lock error. The other
+// second node started on the same host with the same data-dir, or a tool
+// run against a live node's data) fails with a message naming the
+// setting, the process that holds it (PID and command line) and what to
+// do, not a bare lock error; not the holder's arguments (flags may carry
+// secrets). The other
 // process is this test binary again (holdDirEnv).
 func TestDataDirInUse(t *testing.T) {
 	if dir := os.Getenv(holdDirEnv); dir != "" {
@@ -232,8 +236,12 @@ func TestDataDirInUse(t *testing.T) {
 		s.Close()
 		t.Fatal("a store opened a directory another process holds")
 	}
-	if !strings.Contains(err.Error(), "data-dir "+dir+" is in use by another process") {
-		t.Errorf("error %q does not say data-dir is in use", err)
+	// It names the holder, by PID and command line, and what to do.
+	holder := fmt.Sprintf("data-dir %s is in use by process %d (%s)", dir, cmd.Process.Pid, os.Args[0])
+	var le *LockedError
+	if !errors.As(err, &le) || le.PID != cmd.Process.Pid || !strings.Contains(err.Error(), holder) ||
+		!strings.Contains(err.Error(), "stop it first, or ask the live node ("+LiveDiagnosis) {
+		t.Errorf("error %q\ndoes not say %q, and to stop it or ask the live node", err, holder)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
+	"time"
 
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/internal/cli"
@@ -23,20 +23,10 @@ const (
 	envAlias  = "AUTOENDPOINT"
 )
 
-// lookupEnv reads PREFIX__NAME, falling back to ALIAS__NAME.
-func lookupEnv(name string) (string, bool) {
-	if v, ok := os.LookupEnv(name); ok {
-		return v, true
-	}
-	if rest, ok := strings.CutPrefix(name, envPrefix+"__"); ok {
-		return os.LookupEnv(envAlias + "__" + rest)
-	}
-	return "", false
-}
-
 // config is autoendpoint's settings: the HTTP tier's, then the outbound
-// sender's (sender-*, swrve-*, fcm-*, apns-*), whose workers run here
-// too unless sender-workers is false. docs/configuration.md lists them
+// sender's (sender-*, swrve-*, fcm-*, apns-*), which runs here when a
+// provider is configured, its workers too unless sender-workers is
+// false. docs/configuration.md lists them
 // in this order.
 type config struct {
 	HTTP
@@ -49,10 +39,22 @@ type (
 	Sender = node.Config
 )
 
+// check validates both parts as run builds them (-check-config).
+func (c *config) check() error {
+	if err := c.HTTP.Check(); err != nil {
+		return err
+	}
+	return c.Sender.Check()
+}
+
 func run() error {
 	cfg := config{apitier.DefaultConfig(), node.DefaultConfig()}
-	if err := settings.Load(&cfg, envPrefix, os.Args[1:], lookupEnv, os.Stderr); err != nil {
+	req, err := settings.Load(&cfg, envPrefix, os.Args[1:], settings.WithAlias(settings.OSEnv(), envPrefix, envAlias), os.Stderr)
+	if err != nil {
 		return err
+	}
+	if req.CheckConfig {
+		return cli.ConfigOK(cfg.check)
 	}
 	log := mozlog.New(os.Stdout, "autoendpoint", cfg.LogLevel)
 	store, err := open.Store(context.Background(), cfg.Settings, log)
@@ -64,26 +66,41 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// The outbound sender: its API on this node, its workers too unless
-	// sender-workers is false.
-	pushes, err := node.Build(cfg.Sender, store, log)
+	// The outbound sender, when a provider is configured: its API on this
+	// node, its workers too unless sender-workers is false.
+	pushes, err := node.BuildConfigured(cfg.Sender, store, log)
 	if err != nil {
 		return err
 	}
-	defer pushes.Close()
-	srv.SetPushService(pushes)
-	srv.SetBridges(pushes.Bridges())
+	if pushes != nil {
+		defer pushes.Close()
+		srv.SetPushService(pushes)
+		srv.SetBridges(pushes.Bridges())
+	}
 	sig := cli.Subscribe(true) // before Start logs the start line
 	if err := srv.Start(); err != nil {
 		return err
+	}
+	if pushes == nil {
+		sig.Wait(log, srv.Reload) // SIGHUP: the push API's clients
+		return shutdown(srv, cfg.ShutdownTimeout, nil)
 	}
 	if err := pushes.Start(); err != nil {
 		return err
 	}
 	// SIGHUP: the provider's prototype keys and the push API's clients.
 	sig.Wait(log, func() { pushes.Reload(); srv.Reload() })
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+cfg.ShutdownTimeout/2)
+	return shutdown(srv, cfg.ShutdownTimeout, pushes.Stop)
+}
+
+// shutdown stops srv, then the sender (stop, when there is one), within
+// 1.5 × timeout.
+func shutdown(srv *apitier.Server, timeout time.Duration, stop func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+timeout/2)
 	defer cancel()
-	err = srv.Shutdown(ctx)
-	return errors.Join(err, pushes.Stop(ctx))
+	err := srv.Shutdown(ctx)
+	if stop != nil {
+		err = errors.Join(err, stop(ctx))
+	}
+	return err
 }

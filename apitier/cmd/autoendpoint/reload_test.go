@@ -141,6 +141,8 @@ func TestSIGHUPReloadsClients(t *testing.T) {
 	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "data"),
 		"-crypto-key", "cw_0x689RpI-jtRR7oE8h_eQsKImvJapLeSbXpwF4e4=", "-node-secret", "reload-test-secret",
 		"-push-clients-file", path, "-push-clients-poll", "0s",
+		// A provider, or the push API answers 503 (no sender) to every key.
+		"-log-provider-file", filepath.Join(dir, "pushes.log"),
 		"-sender-node", "reload-node", "-swrve-url", fake.URL(), "-request-log=false")
 	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: "autoendpoint started"})
 	if err != nil {

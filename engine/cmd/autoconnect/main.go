@@ -16,8 +16,12 @@ func main() { cli.Main("autoconnect", run) }
 
 func run() error {
 	cfg := engine.DefaultConfig()
-	if err := settings.Load(&cfg, "AUTOCONNECT", os.Args[1:], os.LookupEnv, os.Stderr); err != nil {
+	req, err := settings.Load(&cfg, "AUTOCONNECT", os.Args[1:], settings.OSEnv(), os.Stderr)
+	if err != nil {
 		return err
+	}
+	if req.CheckConfig {
+		return cli.ConfigOK(cfg.Validate)
 	}
 	log := mozlog.New(os.Stdout, "autoconnect", cfg.LogLevel)
 	if _, set := os.LookupEnv("GOGC"); !set {

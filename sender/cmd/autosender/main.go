@@ -16,11 +16,15 @@ func main() { cli.Main("autosender", run) }
 
 func run() error {
 	cfg := node.DefaultAutosenderConfig()
-	if err := settings.Load(&cfg, "AUTOSENDER", os.Args[1:], os.LookupEnv, os.Stderr); err != nil {
+	req, err := settings.Load(&cfg, "AUTOSENDER", os.Args[1:], settings.OSEnv(), os.Stderr)
+	if err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if req.CheckConfig {
+		return cli.ConfigOK(cfg.Config.Check)
 	}
 	log := mozlog.New(os.Stdout, "autosender", cfg.LogLevel)
 	store, err := open.Store(context.Background(), cfg.Settings, log)

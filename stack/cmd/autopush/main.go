@@ -8,6 +8,7 @@ import (
 
 	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/mozlog"
+	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/stack/single"
 	"github.com/autopush-go/autopush/storage/open"
 )
@@ -15,9 +16,15 @@ import (
 func main() { cli.Main("autopush", run) }
 
 func run() error {
-	cfg, err := single.Load(os.Args[1:], os.LookupEnv, os.Stderr)
+	if done, err := storeCommand(os.Args[1:], os.Stdout); done {
+		return err
+	}
+	cfg, err := single.Load(os.Args[1:], settings.OSEnv(), os.Stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.Request.CheckConfig {
+		return cli.ConfigOK(cfg.Check)
 	}
 	log := mozlog.New(os.Stdout, "autopush", cfg.Engine.LogLevel)
 	// Subscribe before the ready line: a supervisor may send SIGTERM as

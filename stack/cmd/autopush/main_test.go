@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -79,6 +80,12 @@ const (
 // waits for its ready line, and stops it (SIGKILL) when the test ends.
 func start(t *testing.T, src source, vals map[string]string, extraEnv ...string) *proc.Proc {
 	t.Helper()
+	if _, ok := vals["metrics-listen"]; !ok {
+		// Never the default 127.0.0.1:8084: another test's server, or
+		// anything else on the machine, may hold it.
+		vals = maps.Clone(vals)
+		vals["metrics-listen"] = "127.0.0.1:0"
+	}
 	var args []string
 	// The child's environment: ours without any AUTOPUSH__ or GOGC.
 	var env []string
@@ -290,6 +297,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"apns-ca-file":            apnsCA,
 		"broadcast-tokens":        "probe-publisher-1-token," + probePublisher,
 		"broadcast-reader-tokens": probeReader,
+		"admin-tokens":            "probe-admin-token-1,probe-admin-token-2",
 		"megaphone-api-url":       fakeMegaphone(t),
 		"megaphone-api-token":     probeMegaphoneToken,
 		// Small, so that check can pass it.
@@ -504,14 +512,9 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 	if _, err := keys.ParseToken("v1", endpoint[strings.LastIndex(endpoint, "/")+1:]); err != nil {
 		t.Errorf("the endpoint was not made with crypto-key: %v", err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader("probe"))
-	req.Header.Set("TTL", "0") // only a direct delivery (through the node API) can deliver it
-	req.Header.Set("Content-Encoding", "aes128gcm")
-	resp, err := http.DefaultClient.Do(req)
-	et.Must(t, err, "push")
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("push: %d", resp.StatusCode)
+	// TTL 0: only a direct delivery (through the node API) can deliver it.
+	if code := push(t, endpoint, "probe", "0"); code != http.StatusCreated {
+		t.Fatalf("push: %d", code)
 	}
 	if n := c.Read(); n["messageType"] != "notification" || n["channelID"] != chid {
 		t.Fatalf("notification %v", n)
@@ -538,6 +541,10 @@ func (r *probeRun) check(t *testing.T, p *proc.Proc) {
 		}
 	}
 	r.checkBroadcasts(t)
+	// admin-tokens open the admin route of metrics-listen.
+	if code, body, _ := adminGet(t, v["metrics-listen"], "uaid="+uaid, "probe-admin-token-2"); code != 200 || !strings.Contains(body, uaid) {
+		t.Errorf("the endpoint diagnosis with an admin token: %d %s", code, body)
+	}
 	// The push API takes push-api-keys' keys and push-clients-file's.
 	for _, key := range []string{"probe-key-2", probeClientKey} {
 		if code, body := get(t, v["endpoint-url"]+"/push?state=SENT", key); code != 200 {
@@ -595,14 +602,8 @@ func (r *probeRun) checkMsgLimit(t *testing.T, c *et.Client, uaid, chid, endpoin
 	c.Leave()
 	r.noConnection(t) // the node is done with it: pushes are stored, and it may take another (connect-max-connections)
 	for i := range limit + 1 {
-		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(fmt.Sprint("backlog ", i)))
-		req.Header.Set("TTL", "600")
-		req.Header.Set("Content-Encoding", "aes128gcm")
-		resp, err := http.DefaultClient.Do(req)
-		et.Must(t, err, "push")
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("backlog push %d: %d", i, resp.StatusCode)
+		if code := push(t, endpoint, fmt.Sprint("backlog ", i), "600"); code != http.StatusCreated {
+			t.Fatalf("backlog push %d: %d", i, code)
 		}
 	}
 	c = et.Dial(t, v["connect-listen"])
@@ -650,6 +651,7 @@ func TestCryptoKeyFile(t *testing.T) {
 			vals["crypto-key-file"] = filepath.Join(dir, "keys", "crypto_key")
 			vals["push-api-key-file"] = filepath.Join(dir, "keys", "push_api_key")
 			vals["push-api-keys"] = "configured-push-api-key"
+			vals["log-provider-file"] = filepath.Join(dir, "pushes.log") // a provider: the push API serves
 			var first, firstPush string
 			for i := range 2 {
 				p := start(t, src, vals)
@@ -744,7 +746,7 @@ func TestSecondServerOnTheSameHost(t *testing.T) {
 	key := token.GenerateKey()
 	first := minimal(t, t.TempDir())
 	first["crypto-key"] = key
-	start(t, fromFlags, first)
+	held := start(t, fromFlags, first)
 	for _, setting := range []string{"metrics-listen", "connect-listen", "endpoint-listen", "router-listen", "data-dir"} {
 		second := minimal(t, t.TempDir())
 		second["crypto-key"], second[setting] = key, first[setting]
@@ -763,7 +765,7 @@ func TestSecondServerOnTheSameHost(t *testing.T) {
 			want += `, or to "" to turn it off`
 		}
 		if setting == "data-dir" {
-			want = "autopush: embedded: data-dir " + first[setting] + " is in use by another process (a second node on this host needs a data-dir of its own)"
+			want = fmt.Sprintf("autopush: embedded: data-dir %s is in use by process %d (%s): stop it first, or ask the live node", first[setting], held.PID(), bin)
 		}
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasPrefix(stderr.String(), want) {
 			t.Errorf("%s shared: %v\n%s\nwant exit 1 saying %q", setting, err, stderr.String(), want)

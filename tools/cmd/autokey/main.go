@@ -6,10 +6,14 @@ import (
 	"io"
 	"os"
 
+	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/token"
 )
 
 func main() {
+	if cli.PrintVersion("autokey", os.Args[1:], os.Stdout) {
+		return
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if err == flag.ErrHelp {
 			return // asked for: not a failure

@@ -10,10 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/storage/scylla"
 )
 
 func main() {
+	if cli.PrintVersion("cqlschema", os.Args[1:], os.Stdout) {
+		return
+	}
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return // asked for: not a failure

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/endpointdiag"
 	"github.com/autopush-go/autopush/internal/protocol"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
@@ -43,9 +44,9 @@ func TestDiagnosesEndpoint(t *testing.T) {
 
 	var out bytes.Buffer
 	must(run(ctx, []string{"-crypto-key", key, "-data-dir", dir, "-json", endpoint}, &out, &out))
-	var rep Report
+	var rep endpointdiag.Report
 	must(json.Unmarshal(out.Bytes(), &rep))
-	if rep.UAID != protocol.FormatUAID(uaid) || rep.CHID != chid.String() || rep.Version != "v1" || !rep.Registered ||
+	if rep.UAID != protocol.FormatUAID(uaid) || rep.CHID != chid.String() || rep.Version != "v1" || rep.Registered == nil || !*rep.Registered ||
 		rep.User == nil || rep.User.NodeID != "http://10.0.0.5:8081" || len(rep.Pending) != 1 || rep.Pending[0].Version != "pending-1" ||
 		len(rep.Topic) != 1 || rep.Topic[0].Topic != "news" || rep.Channels != 1 {
 		t.Fatalf("report %+v", rep)

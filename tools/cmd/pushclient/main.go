@@ -10,9 +10,13 @@ import (
 	"strings"
 
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
+	"github.com/autopush-go/autopush/internal/cli"
 )
 
 func main() {
+	if cli.PrintVersion("pushclient", os.Args[1:], os.Stdout) {
+		return
+	}
 	if err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return

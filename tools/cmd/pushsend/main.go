@@ -9,10 +9,14 @@ import (
 	"io"
 	"os"
 
+	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/pushcrypto"
 )
 
 func main() {
+	if cli.PrintVersion("pushsend", os.Args[1:], os.Stdout) {
+		return
+	}
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):

@@ -34,8 +34,14 @@ func TestClusterScriptsStopTheirNodes(t *testing.T) {
 	localcluster.SkipUnlessGated(t, "")
 	t.Run("test.sh SIGTERM after a restart", func(t *testing.T) {
 		tmp := t.TempDir()
-		s := startScript(t, tmp, nil, "tools/test.sh", "bench")
+		// Benchmarks of an hour each: the step must still run when the
+		// signal comes. With the default second each, they ended on
+		// their own on a slow machine while the node was being
+		// restarted, and the script's own stop raced the test's start.
+		s := startScript(t, tmp, nil, "tools/test.sh", "bench", "1h")
 		pid, dir := s.waitReady(t, 1)
+		script := childOf(t, s.cmd.Process.Pid, "bash")
+		step := waitChild(t, script, "go")
 		// Stop and start the node again from its directory, as
 		// TestStoreRecovers does in make test: another PID.
 		runScript(t, []string{"KEEP_CQL_DIR=1"}, "tools/cql/stop.sh", strconv.Itoa(pid), dir)
@@ -48,6 +54,9 @@ func TestClusterScriptsStopTheirNodes(t *testing.T) {
 		wantNoNodes(t, tmp, s)
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("the node's directory %s is left (%v)", dir, err)
+		}
+		if proc.Running(step) {
+			t.Errorf("the step (pid %d) still runs after the script ended", step)
 		}
 	})
 	t.Run("test.sh SIGTERM to the script alone while a step runs", func(t *testing.T) {
