@@ -6,9 +6,13 @@
 //	                                    POST to the endpoint, print the answer
 //	pushsend smoke -ws wss://push...    play the user agent too: subscribe over
 //	                                    the websocket, push, receive, decrypt
+//	pushsend listen [-vapid-key KEY]    a test user agent: print a subscription's
+//	                                    JSON, then each message decrypted; its
+//	                                    identity kept in a state file
 //
 // Every command takes -h. Exit status: 0 when the push was accepted (and,
-// for smoke, received), 1 when it was not, 2 for bad usage.
+// for smoke, received; for listen, interrupted or -count messages received),
+// 1 when it was not, 2 for bad usage.
 //
 // It must never send anywhere but the endpoint it is given.
 package main

@@ -36,6 +36,18 @@ func usageErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
 }
 
+// parseFlags parses a command's flags, which take no other argument.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
 const usage = `usage: pushsend <command> [flags]
 
 An application server for smoke tests: makes VAPID keys, encrypts a message
@@ -49,6 +61,9 @@ Commands:
   smoke   end-to-end check of a deployment: connect to the websocket as a
           user agent, subscribe, push to the endpoint it gets, receive and
           decrypt the message, ack it, unsubscribe
+  listen  a test user agent: subscribe, print the subscription's JSON for
+          an application server, then each message decrypted; keeps its
+          identity in a state file, so it comes back to stored messages
 
 "pushsend <command> -h" lists the command's flags.
 `
@@ -68,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSend(ctx, args[1:], stdout, stderr)
 	case "smoke":
 		return runSmoke(ctx, args[1:], stdout, stderr)
+	case "listen":
+		return runListen(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return usageErr("unknown command %q", args[0])
@@ -87,12 +104,8 @@ the private key to "pushsend send -vapid-private". Keep the private key
 secret.
 `)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	s, err := pushcrypto.NewVAPIDSigner("")
 	if err != nil {

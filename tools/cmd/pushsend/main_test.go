@@ -34,7 +34,7 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: %v %q", args, err, errs)
 		}
 	}
-	for cmd, flagName := range map[string]string{"keys": "applicationServerKey", "send": "-vapid-private", "smoke": "-ws"} {
+	for cmd, flagName := range map[string]string{"keys": "applicationServerKey", "send": "-vapid-private", "smoke": "-ws", "listen": "-state"} {
 		for _, h := range []string{"-h", "--help"} {
 			if _, errs, err := runT(t, cmd, h); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errs, flagName) {
 				t.Errorf("%s %s: %v %q", cmd, h, err, errs)

@@ -122,12 +122,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	sub, err := readSubscription(*subArg, os.Stdin)
 	if err != nil {

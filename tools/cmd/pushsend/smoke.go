@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -184,6 +185,10 @@ type uaConn struct {
 	conn net.Conn
 	r    io.Reader
 	ctx  context.Context
+	// listening: reads wait as long as the connection lives (the
+	// server's pings keep it), not until ctx's deadline or a minute.
+	listening bool
+	wmu       sync.Mutex // a frame is written whole (listen's stop writes too)
 }
 
 func dialUA(ctx context.Context, url string) (*uaConn, error) {
@@ -202,8 +207,14 @@ func dialUA(ctx context.Context, url string) (*uaConn, error) {
 
 func (c *uaConn) send(v any) {
 	b, _ := json.Marshal(v)
-	c.conn.SetWriteDeadline(c.deadline())
-	ws.WriteFrame(c.conn, ws.MaskFrameInPlace(ws.NewTextFrame(b)))
+	c.write(ws.NewTextFrame(b), c.deadline())
+}
+
+func (c *uaConn) write(f ws.Frame, deadline time.Time) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.conn.SetWriteDeadline(deadline)
+	ws.WriteFrame(c.conn, ws.MaskFrameInPlace(f))
 }
 
 func (c *uaConn) deadline() time.Time {
@@ -235,7 +246,11 @@ func (c *uaConn) expect(want string) (map[string]any, error) {
 const maxFrame = 1 << 20
 
 func (c *uaConn) next() ([]byte, error) {
-	c.conn.SetReadDeadline(c.deadline())
+	if c.listening {
+		c.conn.SetReadDeadline(time.Time{})
+	} else {
+		c.conn.SetReadDeadline(c.deadline())
+	}
 	br := c.r
 	for {
 		h, err := ws.ReadHeader(br)
@@ -256,7 +271,7 @@ func (c *uaConn) next() ([]byte, error) {
 		case ws.OpText:
 			return payload, nil
 		case ws.OpPing:
-			ws.WriteFrame(c.conn, ws.MaskFrameInPlace(ws.NewPongFrame(payload)))
+			c.write(ws.NewPongFrame(payload), c.deadline())
 		case ws.OpClose:
 			code, reason := ws.ParseCloseFrameData(payload)
 			return nil, fmt.Errorf("closed by the server: %d %s", code, reason)
@@ -265,6 +280,5 @@ func (c *uaConn) next() ([]byte, error) {
 }
 
 func (c *uaConn) close() {
-	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	ws.WriteFrame(c.conn, ws.MaskFrameInPlace(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))))
+	c.write(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, "")), time.Now().Add(time.Second))
 }
