@@ -382,7 +382,7 @@ func (m *fuzzModel) countBacklog(r *Result) {
 		m.backlog = 0
 		return
 	}
-	hello := time.UnixMilli(h.s.connectedAt)
+	hello := time.UnixMilli(h.s.connectedAt + 1) // the hello's millisecond counts whole
 	for _, list := range [][]storage.Message{r.Topics, r.Stamps} {
 		for _, msg := range list {
 			if msg.Received().Before(hello) && !msg.Expired(h.now) {

@@ -18,9 +18,9 @@ import (
 // crossed the limit is not sent.
 //
 // The backlog is what the client came back to: the messages the endpoint
-// received before this connection's hello (Message.Received before
-// connectedAt), which waited in storage while the user agent had no
-// connection that took them. A message received since then was meant for
+// received before this connection's hello (Message.Received before the
+// end of connectedAt's millisecond), which waited in storage while the
+// user agent had no connection that took them. A message received since then was meant for
 // a live client: stored only because its window (MaxUnacked) was full or
 // its hello was running, it reaches the client as it acks, where the
 // reference would have delivered it directly. None of those count, however
@@ -45,7 +45,11 @@ func (s *Session) overLimit(x *Ctx, f *flow, r *Result, now time.Time) bool {
 		f.fromStorage = 0
 		return false
 	}
-	hello := uint64(s.connectedAt) * uint64(time.Millisecond)
+	// The hello's millisecond counts whole: connectedAt is in
+	// milliseconds, receipts in nanoseconds, and a message received in
+	// the hello's millisecond, before it, is backlog (its last push is
+	// often that close to a returning client's hello).
+	hello := uint64(s.connectedAt+1) * uint64(time.Millisecond)
 	for _, list := range [2][]storage.Message{r.Topics, r.Stamps} {
 		for i := range list {
 			if list[i].SortKey < hello && !list[i].Expired(now) {
