@@ -11,14 +11,15 @@ SCHEMATHESIS_EXAMPLES ?= 400
 SCHEMATHESIS_SEED ?= $(shell date +%s)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz schemathesis lint node-deps py-deps capacity million stall fanout sender-cluster sender-crash sender-stop burst sender-bench sender-flood bridge-bench drain-loop cluster cluster-down faults
+.PHONY: help run build test test-stress test-unit e2e bench fuzz schemathesis lint node-deps py-deps pywebpush capacity million stall fanout sender-cluster sender-crash sender-stop burst sender-bench sender-flood bridge-bench drain-loop cluster cluster-down faults
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API :8082; dev keys kept in ./data; pushes recorded in ./data/pushes.log)
+run: ## the single-node server on loopback over ./data (ws :8080, node API :8081, push API http :8082 and https :8443 with a dev certificate, metrics :8084; dev keys kept in ./data; pushes recorded in ./data/pushes.log)
 	$(GO) run ./stack/cmd/autopush -connect-listen 127.0.0.1:8080 -router-listen 127.0.0.1:8081 \
-	  -endpoint-listen 127.0.0.1:8082 -endpoint-url http://127.0.0.1:8082 \
+	  -endpoint-listen 127.0.0.1:8082 -tls-listen 127.0.0.1:8443 -tls-dev-cert-dir ./data/tls \
+	  -endpoint-url https://127.0.0.1:8443 \
 	  -data-dir ./data/store -crypto-key-file ./data/crypto_key -drain-window 1s \
 	  -push-api-key-file ./data/push_api_key -log-provider-file ./data/pushes.log
 
@@ -35,6 +36,13 @@ dist-test: ## make dist for this architecture, install the .deb with dpkg, run t
 node-deps: ## install the npm web-push package the interop tests send with
 	@command -v npm >/dev/null || { echo "npm not found: apt-get install nodejs npm"; exit 1; }
 	cd tools/webpush-node && npm ci --no-audit --no-fund --loglevel=error
+
+pywebpush: ## a venv in tools/examples/pywebpush/.venv with pywebpush and what it needs, pinned (requirements.txt): the README's pywebpush example runs with its python
+	@command -v python3 >/dev/null || { echo "python3 not found: apt-get install python3 python3-venv"; exit 1; }
+	@test -x tools/examples/pywebpush/.venv/bin/python -a tools/examples/pywebpush/.venv/.installed -nt tools/examples/pywebpush/requirements.txt || \
+	  { python3 -m venv tools/examples/pywebpush/.venv && \
+	    tools/examples/pywebpush/.venv/bin/pip install --quiet --disable-pip-version-check --no-deps -r tools/examples/pywebpush/requirements.txt && \
+	    touch tools/examples/pywebpush/.venv/.installed; }
 
 py-deps: ## install the pinned schemathesis into a venv (prints SCHEMATHESIS=... for go test ./docs)
 	@command -v python3 >/dev/null || { echo "python3 not found: apt-get install python3 python3-venv"; exit 1; }

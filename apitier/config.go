@@ -31,6 +31,15 @@ type Config struct {
 	// The connection nodes mint push endpoints from the same setting.
 	// Default "http://localhost:8082".
 	EndpointURL string `conf:"endpoint-url" help:"public base URL of push endpoints (VAPID aud is its origin)"`
+	// TLSListen is a second public address serving the same API over
+	// https, with TLSCertFile and TLSKeyFile (PEM; the certificate file
+	// may hold its chain after it). Both addresses share the connection
+	// caps and the server. For a node without a proxy in front (the
+	// quickstart: web-push libraries speak https only); behind a proxy
+	// that terminates TLS, leave it empty. Default "": none.
+	TLSListen   string `conf:"tls-listen" help:"HTTPS listen address serving the same API beside listen, with tls-cert-file and tls-key-file (empty: none)"`
+	TLSCertFile string `conf:"tls-cert-file" help:"PEM certificate (then its chain) of tls-listen"`
+	TLSKeyFile  string `conf:"tls-key-file" help:"PEM private key of tls-cert-file"`
 	// CryptoKey is the Fernet key list (first encrypts, all decrypt)
 	// shared with the connection nodes. Required.
 	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoconnect (tools/cmd/autokey makes one)"`
@@ -347,6 +356,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err
+	}
+	if c.TLSListen != "" && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
+		return errors.New("apitier: config: tls-listen needs tls-cert-file and tls-key-file")
 	}
 	if _, err := listener.ParsePrefixes(c.PerSourceExempt); err != nil {
 		return fmt.Errorf("apitier: config: per-source-exempt %w", err)

@@ -3,6 +3,7 @@ package apitier
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,7 @@ import (
 // are safe for concurrent use; Start and Shutdown are called once each.
 type Server struct {
 	cfg      Config
+	tlsAddr  string // tls-listen's, once started
 	log      *slog.Logger
 	store    storage.Store
 	keys     *token.Keys
@@ -270,7 +272,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("apitier: config: per-source-exempt %w", err)
 	}
-	raw, err := listener.Listen("autoendpoint", "listen", s.cfg.Listen)
+	raw, err := s.listen()
 	if err != nil {
 		return err
 	}
@@ -312,6 +314,33 @@ func (s *Server) Start() error {
 	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
+}
+
+// listen opens listen and, when set, tls-listen, as one listener.
+func (s *Server) listen() (net.Listener, error) {
+	raw, err := listener.Listen("autoendpoint", "listen", s.cfg.Listen)
+	if err != nil || s.cfg.TLSListen == "" {
+		return raw, err
+	}
+	pair, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+	if err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("apitier: tls-cert-file, tls-key-file: %w", err)
+	}
+	plain, err := listener.Listen("autoendpoint", "tls-listen", s.cfg.TLSListen)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	s.tlsAddr = plain.Addr().String()
+	// The handshake runs on the connection's first read, under the
+	// listener's request deadline, never in Accept.
+	secure := tls.NewListener(plain, &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"http/1.1"},
+	})
+	return listener.Merge(raw, secure), nil
 }
 
 // waitRunning waits, up to 10 s, for the Hertz server Start started on
@@ -378,6 +407,9 @@ func (s *Server) Addr() string {
 	}
 	return s.ln.Addr().String()
 }
+
+// TLSAddr is tls-listen's address once started ("": none).
+func (s *Server) TLSAddr() string { return s.tlsAddr }
 
 // Shutdown stops gracefully: /__lbheartbeat__ fails from now on, the
 // listener closes, idle keep-alive connections are closed, and requests

@@ -161,6 +161,14 @@ if [ ! -d tools/webpush-node/node_modules ] && { command -v npm >/dev/null || [ 
 	make --no-print-directory node-deps
 fi
 
+# pywebpush, pinned, in a venv: the README's library examples run it
+# (TestReadmeLibraries). Without it that test fails in CI.
+echo "== installing pywebpush (make pywebpush)" >&2
+if ! make --no-print-directory pywebpush && [ "${CI:-}" = true ]; then
+	echo "FAILED: could not install pywebpush (python3 and python3-venv are needed)" >&2
+	exit 1
+fi
+
 # The schema-driven fuzzer (docs/schemathesis_test.go): schemathesis from
 # PyPI, pinned, in a venv. Without it the test fails in CI and skips
 # elsewhere, saying how to install it.

@@ -121,7 +121,9 @@ func (l *Listener) refuse(nc net.Conn, refusal []byte, count func()) {
 		nc.Close()
 		return
 	}
-	nc.SetWriteDeadline(time.Now().Add(refusalWait))
+	// Both deadlines: on a TLS connection the write first reads the
+	// client's handshake.
+	nc.SetDeadline(time.Now().Add(refusalWait))
 	nc.Write(refusal)
 	// Lingers as Conn.Close does (the client may have sent its request
 	// already), off the accept loop.

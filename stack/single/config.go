@@ -9,6 +9,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier"
 	"github.com/autopush-go/autopush/engine"
+	"github.com/autopush-go/autopush/internal/devcert"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/sender/node"
@@ -73,6 +74,13 @@ type Options struct {
 	// printed at start with a curl line that sends a push. Default "":
 	// none.
 	PushAPIKeyFile string `conf:"push-api-key-file" help:"file holding a push API key, made with a new random key when missing; printed at start with a curl line (development)"`
+	// TLSDevCertDir names a directory holding a development certificate
+	// for tls-listen, in place of tls-cert-file and tls-key-file: made
+	// there on the first start and kept (internal/devcert: a CA that can
+	// sign for 127.0.0.1, ::1 and localhost only, its key not kept, and
+	// a certificate it signed). The start prints how to make clients
+	// trust its ca.pem. Default "": none.
+	TLSDevCertDir string `conf:"tls-dev-cert-dir" help:"directory of a development certificate for tls-listen, made on first start: a CA for loopback names only whose ca.pem clients trust (development; instead of tls-cert-file and tls-key-file)"`
 }
 
 // DefaultConfig returns the defaults: the tiers' own.
@@ -179,6 +187,18 @@ func (c *Config) Validate() error {
 		if _, err := token.ParseKeys(key); err != nil {
 			return fmt.Errorf("single: config: crypto-key: %w", err)
 		}
+	}
+	if dir := c.Own.TLSDevCertDir; dir != "" {
+		// tls-listen serves the directory's files (a second Validate
+		// finds them set so).
+		f := devcert.In(dir)
+		switch {
+		case c.API.TLSListen == "":
+			return errors.New("single: config: tls-dev-cert-dir needs tls-listen")
+		case c.API.TLSCertFile != "" && c.API.TLSCertFile != f.Cert, c.API.TLSKeyFile != "" && c.API.TLSKeyFile != f.Key:
+			return errors.New("single: config: set tls-dev-cert-dir or tls-cert-file and tls-key-file, not both")
+		}
+		c.API.TLSCertFile, c.API.TLSKeyFile = f.Cert, f.Key
 	}
 	sc := c.Stack()
 	if sc.CryptoKey == "" {

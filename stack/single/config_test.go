@@ -157,3 +157,25 @@ func TestEnumDefaults(t *testing.T) {
 		t.Errorf("%d settings with an enum, want log-level, storage, the cql-consistency ones, sender-interrupted", enums)
 	}
 }
+
+// TestTLSDevCertDir: tls-dev-cert-dir gives tls-listen the directory's
+// files, needs tls-listen, and is refused beside certificate files of
+// another place.
+func TestTLSDevCertDir(t *testing.T) {
+	key := settings.MapEnv(map[string]string{"AUTOPUSH__CRYPTO_KEY": token.GenerateKey()})
+	load := func(args ...string) (Config, error) { return Load(args, key, &bytes.Buffer{}) }
+	c, err := load("-tls-listen", "127.0.0.1:0", "-tls-dev-cert-dir", "/tmp/d")
+	if err != nil || c.API.TLSCertFile != "/tmp/d/cert.pem" || c.API.TLSKeyFile != "/tmp/d/key.pem" {
+		t.Fatalf("dev cert files: %q %q, %v", c.API.TLSCertFile, c.API.TLSKeyFile, err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a second Validate: %v", err)
+	}
+	if _, err := load("-tls-dev-cert-dir", "/tmp/d"); err == nil || !strings.Contains(err.Error(), "needs tls-listen") {
+		t.Fatalf("without tls-listen: %v", err)
+	}
+	if _, err := load("-tls-listen", "127.0.0.1:0", "-tls-dev-cert-dir", "/tmp/d", "-tls-cert-file", "/etc/c.pem", "-tls-key-file", "/etc/k.pem"); err == nil ||
+		!strings.Contains(err.Error(), "not both") {
+		t.Fatalf("beside other files: %v", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/autopush-go/autopush/internal/devcert"
 	"github.com/autopush-go/autopush/internal/gctune"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/settings"
@@ -79,6 +80,13 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		pushKey = key
 		cfg.API.PushAPIKeys = append(slices.Clone(cfg.API.PushAPIKeys), key)
 	}
+	if dir := cfg.Own.TLSDevCertDir; dir != "" {
+		if _, made, err := devcert.Ensure(dir); err != nil {
+			return nil, fmt.Errorf("single: tls-dev-cert-dir: %w", err)
+		} else if made {
+			log.Info("made a development certificate for tls-listen (loopback names only)", "dir", dir)
+		}
+	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(cfg.Engine.GCPercent)
 	}
@@ -93,8 +101,30 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	s := &Server{st: st, cfg: cfg, log: log, pushKey: pushKey}
 	log.Info(SettingsMsg, "settings", s.InEffect())
 	log.Info(ReadyMsg, "websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
-		"push_api", st.HTTPAddr(), "metrics", st.MetricsAddr(), "endpoint_url", st.EndpointURL(), "gogc", gcPercent())
+		"push_api", st.HTTPAddr(), "push_api_tls", st.API().TLSAddr(), "metrics", st.MetricsAddr(),
+		"endpoint_url", st.EndpointURL(), "gogc", gcPercent())
 	return s, nil
+}
+
+// TrustDevCert is what the server prints at start when tls-dev-cert-dir
+// is set: how to make the usual clients trust its CA ("" otherwise).
+func (s *Server) TrustDevCert() string {
+	dir := s.cfg.Own.TLSDevCertDir
+	if dir == "" {
+		return ""
+	}
+	ca, err := filepath.Abs(devcert.In(dir).CA)
+	if err != nil {
+		ca = devcert.In(dir).CA
+	}
+	return fmt.Sprintf(`
+The push API also serves https at %s with a development certificate
+(loopback names only). Make clients trust its CA, in each shell that runs one
+(Node, Python requests, Go and OpenSSL):
+
+    export NODE_EXTRA_CA_CERTS=%s REQUESTS_CA_BUNDLE=%s SSL_CERT_FILE=%s
+
+`, s.st.API().TLSAddr(), ca, ca, ca)
 }
 
 // serveBackups adds backup.Route to metrics-listen when the store can
@@ -182,6 +212,7 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	if s.pushKey != "" {
 		fmt.Fprint(os.Stderr, s.TryPushAPI())
 	}
+	fmt.Fprint(os.Stderr, s.TrustDevCert())
 	if _, set := os.LookupEnv("GOGC"); !set {
 		go gctune.New(gctune.Defaults(cfg.Engine.GCPercent, cfg.Engine.GCPercentBusy), log).Run(ctx)
 	}
@@ -202,6 +233,10 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 // TryPushAPI is what the server prints at start when push-api-key-file
 // is set: the key, and a curl line that sends a push with it.
 func (s *Server) TryPushAPI() string {
+	base := s.st.EndpointURL()
+	if s.cfg.Own.TLSDevCertDir != "" {
+		base = "http://" + s.st.HTTPAddr() // the development server's plain listener: curl needs no CA
+	}
 	where := "sent through Swrve, once swrve-keys-file maps its prototype"
 	switch f := s.cfg.Sender.LogConfig.File; {
 	case f != "":
@@ -221,7 +256,7 @@ Send a push; it is %s:
 
 More in README.md, "Send a mobile push (the sender)".
 
-`, s.cfg.Own.PushAPIKeyFile, s.pushKey, where, s.st.EndpointURL(), s.pushKey)
+`, s.cfg.Own.PushAPIKeyFile, s.pushKey, where, base, s.pushKey)
 }
 
 // keptFile returns the key kept at path (setting names it in errors),

@@ -28,6 +28,7 @@ import (
 
 	"github.com/autopush-go/autopush/apitier/pushapi/clients"
 	et "github.com/autopush-go/autopush/engine/enginetest"
+	"github.com/autopush-go/autopush/internal/devcert"
 	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
@@ -259,6 +260,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 	et.Must(t, os.WriteFile(pushClients, []byte("clients:\n"+clients.Entry(clients.Client{Name: "probe-client",
 		KeyHash: clients.Hash(probeClientKey), Scopes: []clients.Scope{clients.Read}})), 0o600), "push clients file")
 	ws, node, api := et.FreeAddr(t), et.FreeAddr(t), et.FreeAddr(t)
+	devDir := filepath.Join(r.dir, "tls")
 	secret := make([]byte, 16)
 	rand.Read(secret)
 	strs := map[string]string{
@@ -306,6 +308,13 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		"tracking-keys": probeVAPIDKey(t) + "," + probeVAPIDKey(t),
 		// Not the source the check's requests come from (127.0.0.1).
 		"per-source-exempt": "127.0.0.250/32,10.9.0.0/16",
+		// https beside http, with the development certificate made in
+		// the directory (tls-cert-file and tls-key-file name its files,
+		// as the directory gives them).
+		"tls-listen":       et.FreeAddr(t),
+		"tls-dev-cert-dir": devDir,
+		"tls-cert-file":    devcert.In(devDir).Cert,
+		"tls-key-file":     devcert.In(devDir).Key,
 	}
 	if def := describeDefault("sender-interrupted"); def == "resend" {
 		strs["sender-interrupted"] = "fail"

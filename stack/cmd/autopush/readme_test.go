@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,18 +52,32 @@ func makeRunArgs(t *testing.T) []string {
 // readmeBlock is the first sh block of README.md's section title.
 func readmeBlock(t *testing.T, title string) string {
 	t.Helper()
+	return readmeBlocks(t, title)[0]
+}
+
+// readmeBlocks are the sh blocks of README.md's section title.
+func readmeBlocks(t *testing.T, title string) []string {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "README.md"))
 	et.Must(t, err, "read README.md")
 	_, section, ok := strings.Cut(string(b), "\n## "+title+"\n")
 	if !ok {
 		t.Fatalf("README.md has no section %q", title)
 	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	if !ok {
+	section, _, _ = strings.Cut(section, "\n## ")
+	var blocks []string
+	for {
+		_, rest, ok := strings.Cut(section, "```sh\n")
+		if !ok {
+			break
+		}
+		block, after, _ := strings.Cut(rest, "```")
+		blocks, section = append(blocks, block), after
+	}
+	if len(blocks) == 0 {
 		t.Fatalf("README.md's %q has no sh block", title)
 	}
-	block, _, _ = strings.Cut(block, "```")
-	return block
+	return blocks
 }
 
 // shell is an sh reading commands from a pipe: variables persist from
@@ -77,6 +92,9 @@ func startShell(t *testing.T, dir string) *shell {
 	t.Helper()
 	cmd := exec.Command("sh")
 	cmd.Dir = dir
+	// Its own process group: what a step leaves running (a background
+	// command) is stopped with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
 	et.Must(t, err, "sh stdin")
 	out, err := cmd.StdoutPipe()
@@ -85,7 +103,7 @@ func startShell(t *testing.T, dir string) *shell {
 	et.Must(t, cmd.Start(), "start sh")
 	t.Cleanup(func() {
 		in.Close()
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
 	return &shell{cmd: cmd, in: in, out: bufio.NewReader(out)}
@@ -163,7 +181,8 @@ func TestReadmeSender(t *testing.T) {
 	}
 	dir := t.TempDir()
 	const readmeAPI = "127.0.0.1:8082"
-	addrs := map[string]string{"127.0.0.1:8080": et.FreeAddr(t), "127.0.0.1:8081": et.FreeAddr(t), readmeAPI: et.FreeAddr(t)}
+	addrs := map[string]string{"127.0.0.1:8080": et.FreeAddr(t), "127.0.0.1:8081": et.FreeAddr(t), readmeAPI: et.FreeAddr(t),
+		"127.0.0.1:8443": et.FreeAddr(t)}
 	var args []string
 	for _, a := range makeRunArgs(t) {
 		for from, to := range addrs {
@@ -288,5 +307,120 @@ func TestReadmeSender(t *testing.T) {
 	}
 	if !strings.Contains(string(p.Output()), `"msg":"POST /push records each push in a file instead of sending it (the log provider)"`) {
 		t.Errorf("the start does not say pushes go to the log provider:\n%s", p.Tail())
+	}
+}
+
+// TestReadmeLibraries runs README.md's "Push with your library": the
+// server started as make run starts it (on free loopback ports, in a
+// fresh directory, which the steps' data/ paths name), pushsend listen as
+// the user agent, and npm web-push, pywebpush and webpush-go each pushing
+// with their own documented call over https, trusting the development CA
+// through the export line the server printed. Each push is answered 201
+// and listen prints each message decrypted. listen runs in the
+// background with -count (the README gives it a terminal of its own).
+func TestReadmeLibraries(t *testing.T) {
+	bin := binary(t)
+	need := func(what, path, install string) {
+		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed: %s", what, install)
+			}
+			t.Skipf("%s is not installed (%s)", what, install)
+		}
+	}
+	need("npm web-push", "tools/webpush-node/node_modules/web-push", "make node-deps")
+	need("pywebpush", "tools/examples/pywebpush/.venv/bin/python", "make pywebpush")
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is not installed: apt-get install nodejs")
+	}
+	dir := t.TempDir()
+	ws, tlsAPI := et.FreeAddr(t), et.FreeAddr(t)
+	addrs := map[string]string{"127.0.0.1:8080": ws, "127.0.0.1:8081": et.FreeAddr(t), "127.0.0.1:8082": et.FreeAddr(t),
+		"127.0.0.1:8443": tlsAPI}
+	var args []string
+	for _, a := range makeRunArgs(t) {
+		for from, to := range addrs {
+			a = strings.ReplaceAll(a, from, to)
+		}
+		args = append(args, a)
+	}
+	args = append(args, "-metrics-listen", et.FreeAddr(t))
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, single.Prefix+"__") && !strings.HasPrefix(kv, "SSL_CERT_FILE=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	p := e2etest.Start(t, cmd, single.ReadyMsg)
+	data, err := filepath.Abs(filepath.Join(dir, "data"))
+	et.Must(t, err, "data directory")
+	ca := filepath.Join(data, "tls", "ca.pem")
+	et.Eventually(t, et.Patience, "the line trusting the development CA", func() bool {
+		return strings.Contains(string(p.Output()), "export NODE_EXTRA_CA_CERTS="+ca+" REQUESTS_CA_BUNDLE="+ca+" SSL_CERT_FILE="+ca)
+	})
+
+	repo, err := filepath.Abs(root)
+	et.Must(t, err, "the repository's root")
+	sh := startShell(t, repo)
+	// The README's steps name make run's data directory as data/ (or
+	// $PWD/data/) from the repository's root: here it is the server's.
+	dataPath := regexp.MustCompile(`(\$PWD/)?\bdata/`)
+	sh.run(t, "export PUSHSEND_WS=ws://"+ws+"/") // listen's -ws default: the server's websocket
+	listenOut := filepath.Join(dir, "listen.out")
+	var sent []string
+	steps := 0
+	for _, block := range readmeBlocks(t, "Push with your library") {
+		for _, step := range strings.Split(strings.TrimSpace(block), "\n\n") {
+			steps++
+			step = dataPath.ReplaceAllString(step, data+"/")
+			cmdText := step[strings.Index(step, "\n")+1:]
+			switch {
+			case strings.HasPrefix(cmdText, "go run ./tools/cmd/pushsend listen "):
+				if _, status := sh.run(t, cmdText+" -count 3 >"+listenOut+" 2>&1 &"); status != 0 {
+					t.Fatalf("listen: status %d", status)
+				}
+				et.Eventually(t, et.Patience, "listen's subscription file", func() bool {
+					_, err := os.Stat(filepath.Join(data, "sub.json"))
+					return err == nil
+				})
+				continue
+			case strings.HasPrefix(cmdText, "export "):
+				if !strings.Contains(cmdText, "SSL_CERT_FILE="+ca) {
+					t.Fatalf("the export step does not trust %s: %q", ca, cmdText)
+				}
+			}
+			out, status := sh.run(t, step)
+			if status != 0 {
+				t.Fatalf("step %q exited %d: %s", step, status, out)
+			}
+			if m := regexp.MustCompile(`'(hello from [^']+)'$`).FindStringSubmatch(cmdText); m != nil {
+				if !strings.HasPrefix(out, "201 https://"+tlsAPI+"/m/") {
+					t.Fatalf("step %q: %q, want 201 and a Location on the https endpoint", step, out)
+				}
+				sent = append(sent, m[1])
+			}
+		}
+	}
+	if len(sent) != 3 {
+		t.Fatalf("%d library pushes in the README's steps (%d steps), want web-push's, pywebpush's and webpush-go's", len(sent), steps)
+	}
+	var got []string
+	et.Eventually(t, et.Patience, "listen to print the three messages", func() bool {
+		b, _ := os.ReadFile(listenOut)
+		got = got[:0]
+		for _, line := range strings.Split(string(b), "\n") {
+			var m struct{ Text *string }
+			if json.Unmarshal([]byte(line), &m) == nil && m.Text != nil {
+				got = append(got, *m.Text)
+			}
+		}
+		return len(got) == len(sent)
+	})
+	for i := range sent {
+		if got[i] != sent[i] {
+			b, _ := os.ReadFile(listenOut)
+			t.Fatalf("listen printed %q, the libraries sent %q\n%s", got, sent, b)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
@@ -14,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -52,7 +54,7 @@ func runListen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("pushsend listen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f listenFlags
-	fs.StringVar(&f.ws, "ws", "ws://127.0.0.1:8080/", "the push service's websocket URL (make run's by default)")
+	fs.StringVar(&f.ws, "ws", cmp.Or(os.Getenv("PUSHSEND_WS"), "ws://127.0.0.1:8080/"), "the push service's websocket URL (env PUSHSEND_WS; make run's by default)")
 	fs.StringVar(&f.state, "state", defaultStatePath(), "the file keeping this user agent's identity and keys between runs (written 0600)")
 	fs.StringVar(&f.appKey, "vapid-key", "", "bind the subscription to this VAPID public key (base64url, or @FILE: pushsend keys' output or the key alone); none: a v1 endpoint")
 	fs.StringVar(&f.subFile, "sub-file", "", "also write the subscription JSON to this file")
@@ -152,8 +154,13 @@ func listen(ctx context.Context, f listenFlags, stdout, stderr io.Writer) error 
 	}
 	defer c.conn.Close()
 	c.listening = true
+	// An interrupt waits for the message in hand to be printed and acked:
+	// one printed is not sent again.
+	var handling sync.Mutex
 	go func() {
 		<-ctx.Done()
+		handling.Lock()
+		defer handling.Unlock()
 		c.close()
 		c.conn.Close()
 	}()
@@ -190,7 +197,7 @@ func listen(ctx context.Context, f listenFlags, stdout, stderr io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(stderr, "pushsend listen: user agent %s kept in %s; waiting for messages (Ctrl-C to stop)\n", uaid, f.state)
-	return ended(receive(c, st, f, stdout))
+	return ended(receive(c, st, f, &handling, stdout))
 }
 
 // loadState reads the state file, or starts a new identity when there is
@@ -318,43 +325,64 @@ type received struct {
 }
 
 // receive prints and acks each notification until count of them came.
-func receive(c *uaConn, st listenState, f listenFlags, stdout io.Writer) error {
+func receive(c *uaConn, st listenState, f listenFlags, handling *sync.Mutex, stdout io.Writer) error {
 	priv, secret, err := st.keys()
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
+	in := inbox{c: c, priv: priv, secret: secret, noAck: f.noAck, handling: handling, out: json.NewEncoder(stdout)}
+	in.out.SetEscapeHTML(false)
 	for n := 0; f.count == 0 || n < f.count; n++ {
 		m, err := c.expect("notification")
 		if err != nil {
 			return fmt.Errorf("waiting for messages: %w", err)
 		}
-		r := received{TTL: m["ttl"]}
-		r.ChannelID, _ = m["channelID"].(string)
-		r.Version, _ = m["version"].(string)
-		r.Headers, _ = m["headers"].(map[string]any)
-		code := 100 // received
-		switch plain, err := decryptNotification(m, priv, secret); {
-		case m["data"] == nil:
-			empty := ""
-			r.Text = &empty // a push without payload
-		case err != nil:
-			r.Error, code = err.Error(), 101 // did not decrypt
-		case utf8.Valid(plain):
-			text := string(plain)
-			r.Text = &text
-		default:
-			r.Base64 = base64.RawURLEncoding.EncodeToString(plain)
-		}
-		if err := enc.Encode(r); err != nil {
+		if err := in.handle(m); err != nil {
 			return err
-		}
-		if !f.noAck {
-			c.send(map[string]any{"messageType": "ack", "updates": []any{
-				map[string]any{"channelID": r.ChannelID, "version": r.Version, "code": code}}})
 		}
 	}
 	c.close()
+	return nil
+}
+
+// inbox is what handles a notification: the connection acking it, the
+// subscription's keys, and the output.
+type inbox struct {
+	c        *uaConn
+	priv     *ecdh.PrivateKey
+	secret   []byte
+	noAck    bool
+	handling *sync.Mutex // held from print to ack: an interrupt waits
+	out      *json.Encoder
+}
+
+// handle prints one notification and acks it (unless noAck).
+func (in inbox) handle(m map[string]any) error {
+	in.handling.Lock()
+	defer in.handling.Unlock()
+	r := received{TTL: m["ttl"]}
+	r.ChannelID, _ = m["channelID"].(string)
+	r.Version, _ = m["version"].(string)
+	r.Headers, _ = m["headers"].(map[string]any)
+	code := 100 // received
+	switch plain, err := decryptNotification(m, in.priv, in.secret); {
+	case m["data"] == nil:
+		empty := ""
+		r.Text = &empty // a push without payload
+	case err != nil:
+		r.Error, code = err.Error(), 101 // did not decrypt
+	case utf8.Valid(plain):
+		text := string(plain)
+		r.Text = &text
+	default:
+		r.Base64 = base64.RawURLEncoding.EncodeToString(plain)
+	}
+	if err := in.out.Encode(r); err != nil {
+		return err
+	}
+	if !in.noAck {
+		in.c.send(map[string]any{"messageType": "ack", "updates": []any{
+			map[string]any{"channelID": r.ChannelID, "version": r.Version, "code": code}}})
+	}
 	return nil
 }

@@ -93,6 +93,13 @@ func (l *listener) stop(t *testing.T) error {
 	return l.wait(t)
 }
 
+func deref(p *string) string {
+	if p == nil {
+		return "<none>"
+	}
+	return *p
+}
+
 func textOf(t *testing.T, r received) string {
 	t.Helper()
 	if r.Text == nil {
@@ -140,7 +147,7 @@ func TestListen(t *testing.T) {
 	}
 	send(sub, "while listening")
 	if r := l.message(t); textOf(t, r) != "while listening" || r.Headers["encoding"] != "aes128gcm" {
-		t.Fatalf("got %+v", r)
+		t.Fatalf("got %+v (text %q)", r, deref(r.Text))
 	}
 	if err := l.stop(t); err != nil {
 		t.Fatalf("interrupted listen: %v", err)
@@ -153,7 +160,7 @@ func TestListen(t *testing.T) {
 		t.Fatalf("second run's subscription %q, first %q", again, sub)
 	}
 	if r := l.message(t); textOf(t, r) != "while away" {
-		t.Fatalf("got %+v", r)
+		t.Fatalf("got %+v (text %q)", r, deref(r.Text))
 	}
 	if err := l.wait(t); err != nil {
 		t.Fatalf("listen -count 1: %v", err)
@@ -164,7 +171,7 @@ func TestListen(t *testing.T) {
 	l = startListen(t, append(args, "-count", "1", "-no-ack")...)
 	l.next(t)
 	if r := l.message(t); textOf(t, r) != "not acked" {
-		t.Fatalf("got %+v", r)
+		t.Fatalf("got %+v (text %q)", r, deref(r.Text))
 	}
 	l.wait(t)
 	l = startListen(t, append(args, "-count", "1")...)
