@@ -65,7 +65,7 @@ type Config struct {
 	// EventLoops is the number of gnet event loops. Default 0: one per CPU.
 	EventLoops int `conf:"event-loops" help:"number of event loops (0: one per CPU)"`
 	// HelloTimeout: a client must send hello within it. Default 10s.
-	HelloTimeout time.Duration `conf:"hello-timeout" help:"time allowed between upgrade and hello"`
+	HelloTimeout time.Duration `conf:"hello-timeout" help:"time allowed between upgrade and hello (checked on a 1s timing wheel: the close comes a second or two after it)"`
 	// PingInterval: the server sends a websocket ping after this much
 	// inbound silence. Default 5m.
 	PingInterval time.Duration `conf:"ping-interval" help:"send a websocket ping after this much client silence"`

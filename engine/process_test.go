@@ -474,8 +474,8 @@ func TestDrainOnSIGTERMLosesNothing(t *testing.T) {
 	}
 }
 
-// TestSIGTERMExitsZeroWhenIdle: a node with no clients drains at once and
-// exits 0. It needs no CQL server (one process: the embedded store).
+// TestSIGTERMExitsZeroWhenIdle: a node with no clients survives a SIGHUP,
+// then drains at once on SIGTERM and exits 0. It needs no CQL server (one process: the embedded store).
 func TestSIGTERMExitsZeroWhenIdle(t *testing.T) {
 	n := startProc(t, "idle", procSettings(t))
 	// The start line is logged just before main installs its signal
@@ -484,6 +484,15 @@ func TestSIGTERMExitsZeroWhenIdle(t *testing.T) {
 		code, _, err := n.get("/__lbheartbeat__")
 		return err == nil && code == http.StatusOK
 	})
+	// A reload (systemctl reload, a HUP to every unit) is logged and
+	// changes nothing: the node keeps serving.
+	n.signal(t, syscall.SIGHUP)
+	et.Eventually(t, 10*time.Second, "the SIGHUP's log line", func() bool {
+		return strings.Contains(string(n.Output()), "SIGHUP: autoconnect has nothing to reload")
+	})
+	if code, _, err := n.get("/__lbheartbeat__"); err != nil || code != http.StatusOK {
+		t.Fatalf("after SIGHUP: %d %v", code, err)
+	}
 	start := time.Now()
 	n.signal(t, syscall.SIGTERM)
 	if code := n.waitExit(t, procExitTimeout); code != 0 {

@@ -39,11 +39,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	sig := cli.Subscribe(false) // before Start logs the start line
+	// Before Start logs the start line. SIGHUP is caught too: a node has
+	// no file to reload, and the signal's default would end the process
+	// (a reload sent to every unit of a host).
+	sig := cli.Subscribe(true)
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	sig.Wait(log, nil)
+	sig.Wait(log, func() { log.Info("SIGHUP: autoconnect has nothing to reload") })
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainWindow*2+30e9)
 	defer cancel()
 	return srv.Drain(ctx)

@@ -104,7 +104,7 @@ func (ca *testCA) trustInProfile(t *testing.T, profile string) {
 // 127.0.0.1:port with the run's certificate, in front of the server's
 // websocket and API addresses. Each replaced line must be in the file, so
 // the test runs the recipe as shipped, not a copy of it.
-func siteConf(t *testing.T, port, ws, api string, ca *testCA) string {
+func siteConf(t *testing.T, port, plainPort, ws, api string, ca *testCA) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(e2etest.ModuleRoot(), "ops", "nginx", "autopush.conf"))
 	et.Must(t, err, "read ops/nginx/autopush.conf")
@@ -112,6 +112,8 @@ func siteConf(t *testing.T, port, ws, api string, ca *testCA) string {
 	for _, r := range [][2]string{
 		{"listen 443 ssl;", "listen 127.0.0.1:" + port + " ssl;"},
 		{"listen [::]:443 ssl;", ""},
+		{"listen 80;", "listen 127.0.0.1:" + plainPort + ";"},
+		{"listen [::]:80;", ""},
 		{"server 127.0.0.1:8080;", "server " + ws + ";"},
 		{"server 127.0.0.1:8082;", "server " + api + ";"},
 		{"/etc/letsencrypt/live/push.example.com/fullchain.pem", ca.certPath},
@@ -196,12 +198,13 @@ func TestFirefoxTLS(t *testing.T) {
 	et.Must(t, os.MkdirAll(ngDir, 0o755), "nginx dir")
 	ca := newTestCA(t, ngDir)
 	_, port, _ := net.SplitHostPort(et.FreeAddr(t))
+	_, plainPort, _ := net.SplitHostPort(et.FreeAddr(t))
 	public := "127.0.0.1:" + port
 
 	d := newServer(t, filepath.Join(logs, "bin"), logs)
 	d.endpointURL = "https://" + public
 	d.start(t, d.ws)
-	ng := startNginx(t, ngDir, siteConf(t, port, d.ws, d.http, ca))
+	ng := startNginx(t, ngDir, siteConf(t, port, plainPort, d.ws, d.http, ca))
 	https := ca.client()
 	et.Eventually(t, 30*time.Second, "nginx serving https://"+public, func() bool {
 		select {
@@ -225,6 +228,15 @@ func TestFirefoxTLS(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET https://%s%s: %d, want %d", public, path, resp.StatusCode, want)
 		}
+	}
+
+	// Port 80's block sends everything to https.
+	noFollow := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	plain, err := noFollow.Get("http://127.0.0.1:" + plainPort + "/__heartbeat__?x=1")
+	et.Must(t, err, "GET over port 80's block")
+	plain.Body.Close()
+	if loc := plain.Header.Get("Location"); plain.StatusCode != http.StatusMovedPermanently || loc != "https://127.0.0.1/__heartbeat__?x=1" {
+		t.Errorf("port 80: %d Location %q, want 301 to https://127.0.0.1/__heartbeat__?x=1", plain.StatusCode, loc)
 	}
 
 	pg := startPage(t)
