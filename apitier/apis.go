@@ -117,7 +117,7 @@ func (h host) StorageError(op string, err error) *errno.HTTPError {
 
 // VAPIDKey verifies a receipt route's VAPID Authorization (receipts.Host).
 func (h host) VAPIDKey(c *app.RequestContext) ([32]byte, *errno.HTTPError) {
-	res, err := h.s.vapid.Verify(string(c.Request.Header.Peek("Authorization")), string(c.Request.Header.Peek("Crypto-Key")), h.s.audience)
+	res, err := h.s.verifyVAPID(string(c.Request.Header.Peek("Authorization")), string(c.Request.Header.Peek("Crypto-Key")))
 	if err != nil {
 		var ve *vapid.Error
 		if errors.As(err, &ve) {

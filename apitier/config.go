@@ -37,9 +37,17 @@ type Config struct {
 	// caps and the server. For a node without a proxy in front (the
 	// quickstart: web-push libraries speak https only); behind a proxy
 	// that terminates TLS, leave it empty. Default "": none.
-	TLSListen   string `conf:"tls-listen" help:"HTTPS listen address serving the same API beside listen, with tls-cert-file and tls-key-file (empty: none)"`
-	TLSCertFile string `conf:"tls-cert-file" help:"PEM certificate (then its chain) of tls-listen"`
-	TLSKeyFile  string `conf:"tls-key-file" help:"PEM private key of tls-cert-file"`
+	// VAPIDFormerAud lists endpoint URLs (or their origins) this tier
+	// served before endpoint-url moved (http to https, another host): a
+	// VAPID token whose aud names one of them is still accepted. An
+	// application server signs for the origin of the endpoint it pushes
+	// to, and the endpoints handed out before the move name the old one,
+	// so without it every one of them fails 401 until the browsers
+	// subscribe again. Default none.
+	VAPIDFormerAud []string `conf:"vapid-former-aud" help:"former endpoint-url origins whose VAPID tokens are still accepted after endpoint-url moved (comma-separated; empty: none)"`
+	TLSListen      string   `conf:"tls-listen" help:"HTTPS listen address serving the same API beside listen, with tls-cert-file and tls-key-file (empty: none)"`
+	TLSCertFile    string   `conf:"tls-cert-file" help:"PEM certificate (then its chain) of tls-listen"`
+	TLSKeyFile     string   `conf:"tls-key-file" help:"PEM private key of tls-cert-file"`
 	// CryptoKey is the Fernet key list (first encrypts, all decrypt)
 	// shared with the connection nodes. Required.
 	CryptoKey string `conf:"crypto-key" help:"Fernet key list shared with autoconnect (tools/cmd/autokey makes one)"`
@@ -356,6 +364,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err
+	}
+	for _, u := range c.VAPIDFormerAud {
+		if _, err := origin(u); err != nil {
+			return fmt.Errorf("apitier: config: vapid-former-aud %q is not an absolute http(s) URL without credentials", u)
+		}
 	}
 	if c.TLSListen != "" && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
 		return errors.New("apitier: config: tls-listen needs tls-cert-file and tls-key-file")

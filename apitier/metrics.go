@@ -44,6 +44,8 @@ const (
 	mStorageErrors  = "autoendpoint_storage_errors_total"
 	// mVAPID{result}: pushes with an Authorization header: ok, failed.
 	mVAPID = "autoendpoint_vapid_total"
+	// mVAPIDFormerAud: tokens accepted for a vapid-former-aud origin.
+	mVAPIDFormerAud = "autoendpoint_vapid_former_aud_total"
 	// mVAPIDFailures{rule}: VAPID refusals by the rule that failed: the
 	// vapid.Rule* names ("signature", "exp-past", "key-mismatch",
 	// "header" for a v2 endpoint pushed without VAPID, ...).
@@ -139,6 +141,7 @@ type apiMetrics struct {
 	storageSecs         *metrics.PrometheusHistogram
 	storageErrors       *metrics.Counter
 	vapidOK             *metrics.Counter
+	vapidFormerAud      *metrics.Counter
 	vapidFailed         *metrics.Counter
 	vapidRules          sync.Map // rule -> *metrics.Counter
 	deleted             *metrics.Counter
@@ -169,6 +172,7 @@ func newMetrics(open func() int, apis []routeDef) *apiMetrics {
 		storageSecs:        s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),
 		storageErrors:      s.NewCounter(mStorageErrors),
 		vapidOK:            s.NewCounter(mVAPID + `{result="ok"}`),
+		vapidFormerAud:     s.NewCounter(mVAPIDFormerAud),
 		vapidFailed:        s.NewCounter(mVAPID + `{result="failed"}`),
 		deleted:            s.NewCounter(mDeletes + `{result="deleted"}`),
 		deleteInvalid:      s.NewCounter(mDeletes + `{result="invalid"}`),

@@ -44,19 +44,20 @@ import (
 // Server is one endpoint node: the public HTTP API on Hertz. Its methods
 // are safe for concurrent use; Start and Shutdown are called once each.
 type Server struct {
-	cfg      Config
-	tlsAddr  string // tls-listen's, once started
-	log      *slog.Logger
-	store    storage.Store
-	keys     *token.Keys
-	vapid    *vapid.Verifier
-	nodes    *nodeapi.Client
-	routes   *routecache.Cache
-	owed     *owedcheck.Set // storage checks owed (router.go, step 4)
-	metrics  *apiMetrics
-	version  []byte
-	audience string // VAPID "aud": the endpoint URL's origin
-	location string // Location prefix: endpoint URL + "/m/"
+	cfg       Config
+	tlsAddr   string // tls-listen's, once started
+	log       *slog.Logger
+	store     storage.Store
+	keys      *token.Keys
+	vapid     *vapid.Verifier
+	nodes     *nodeapi.Client
+	routes    *routecache.Cache
+	owed      *owedcheck.Set // storage checks owed (router.go, step 4)
+	metrics   *apiMetrics
+	version   []byte
+	audience  string   // VAPID "aud": the endpoint URL's origin
+	formerAud []string // vapid-former-aud's origins
+	location  string   // Location prefix: endpoint URL + "/m/"
 	// Tracked pushes (apitier/tracking) and the Link header of push
 	// answers (apitier/receipts; "": receipts off).
 	tracker     *tracking.Tracker
@@ -96,6 +97,14 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var former []string
+	for _, u := range cfg.VAPIDFormerAud {
+		o, err := origin(u)
+		if err != nil {
+			return nil, err
+		}
+		former = append(former, o)
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -105,7 +114,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		cfg: cfg, log: log, store: store, keys: keys,
 		vapid:    newVerifier(cfg),
 		version:  dockerflow.Version(cfg.VersionFile),
-		audience: aud,
+		audience: aud, formerAud: former,
 		location: strings.TrimRight(cfg.EndpointURL, "/") + "/m/",
 		done:     make(chan error, 1),
 		routes:   routecache.New(cfg.RouteCacheSize, cfg.RouteCacheTTL),

@@ -100,3 +100,42 @@ func TestVAPIDBeforeStorage(t *testing.T) {
 	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60")...), 401, errno.InvalidAuth)
 	wantError(t, perform(s, "POST", v2.path, nil, hdr("TTL", "60", "Authorization", key.auth(t, testEndpointURL))...), 410, errno.InvalidSubscription)
 }
+
+// TestVAPIDFormerAud: after endpoint-url moved, a token signed for an
+// origin vapid-former-aud names is accepted (and counted), one for any
+// other origin is still refused (aud), and without the setting the
+// former origin is refused too; the key binding holds either way.
+func TestVAPIDFormerAud(t *testing.T) {
+	const moved = "https://push.example.com"
+	key, other := newVAPIDKey(t), newVAPIDKey(t)
+	post := func(s *Server, path, aud string, k vapidKey) response {
+		return perform(s, "POST", path, nil, hdr("TTL", "60", "Authorization", k.auth(t, aud))...)
+	}
+	s := newServer(t, newStore(t), func(c *Config) {
+		c.EndpointURL, c.VAPIDFormerAud = moved, []string{testEndpointURL + "/", "https://old.example.com:8443"}
+	})
+	v2 := subscribe(t, s, "", key.pub)
+	wantCreated(t, s, post(s, v2.path, moved, key), "60")
+	wantCreated(t, s, post(s, v2.path, testEndpointURL, key), "60")
+	wantCreated(t, s, post(s, v2.path, "https://OLD.example.com:8443", key), "60")
+	if got := s.metrics.vapidFormerAud.Get(); got != 2 {
+		t.Fatalf("former-aud counter %d, want 2", got)
+	}
+	for aud, rule := range map[string]string{"https://elsewhere.example.com": vapid.RuleAud, "http://push.example.com": vapid.RuleAud} {
+		m := wantError(t, post(s, v2.path, aud, key), http.StatusUnauthorized, errno.InvalidAuth)
+		if !strings.Contains(m["message"].(string), "("+rule+")") {
+			t.Fatalf("aud %s: %q, want rule %s", aud, m["message"], rule)
+		}
+	}
+	wantError(t, post(s, v2.path, testEndpointURL, other), http.StatusUnauthorized, errno.InvalidAuth)
+
+	plain := newServer(t, newStore(t), func(c *Config) { c.EndpointURL = moved })
+	v2 = subscribe(t, plain, "", key.pub)
+	wantError(t, post(plain, v2.path, testEndpointURL, key), http.StatusUnauthorized, errno.InvalidAuth)
+
+	bad := testConfig()
+	bad.VAPIDFormerAud = []string{"ftp://old.example.com"}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "vapid-former-aud") {
+		t.Fatalf("a former aud that is not an http(s) URL: %v", err)
+	}
+}

@@ -279,6 +279,23 @@ func fateOf(outcome string, e *errno.HTTPError) storage.FateState {
 	return storage.FateStored
 }
 
+// verifyVAPID verifies a VAPID authorization for this tier's origin and,
+// when its aud names another, for each of vapid-former-aud's.
+func (s *Server) verifyVAPID(authorization, cryptoKey string) (vapid.Result, error) {
+	res, err := s.vapid.Verify(authorization, cryptoKey, s.audience)
+	var ve *vapid.Error
+	if err == nil || len(s.formerAud) == 0 || !errors.As(err, &ve) || ve.Rule != vapid.RuleAud {
+		return res, err
+	}
+	for _, aud := range s.formerAud {
+		if former, ferr := s.vapid.Verify(authorization, cryptoKey, aud); ferr == nil {
+			s.metrics.vapidFormerAud.Inc()
+			return former, nil
+		}
+	}
+	return res, err
+}
+
 // checkVAPID verifies the Authorization header when there is one, and
 // always on a v2 endpoint (whose key binding it enforces).
 func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *token.Endpoint) *errno.HTTPError {
@@ -287,7 +304,7 @@ func (s *Server) checkVAPID(c *app.RequestContext, st *reqState, ep *token.Endpo
 		return nil
 	}
 	st.vapid = true
-	res, err := s.vapid.Verify(string(auth), string(c.Request.Header.Peek("Crypto-Key")), s.audience)
+	res, err := s.verifyVAPID(string(auth), string(c.Request.Header.Peek("Crypto-Key")))
 	if err == nil {
 		err = ep.CheckVAPID(&res)
 	}

@@ -311,6 +311,7 @@ func newRun(t *testing.T, src source, scylla string) *probeRun {
 		// https beside http, with the development certificate made in
 		// the directory (tls-cert-file and tls-key-file name its files,
 		// as the directory gives them).
+		"vapid-former-aud": "http://old.example.com,https://older.example.com:8443",
 		"tls-listen":       et.FreeAddr(t),
 		"tls-dev-cert-dir": devDir,
 		"tls-cert-file":    devcert.In(devDir).Cert,
