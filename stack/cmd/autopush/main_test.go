@@ -39,34 +39,47 @@ import (
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
 )
 
-// The binary, built once for every test of the package.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// built holds the binaries the tests build, each once for every test of
+// the package: package path to *builtBinary.
+var built sync.Map
 
-func binary(t *testing.T) string {
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// build builds the main package pkg (a path from this directory) once
+// and returns the binary's path.
+func build(t *testing.T, pkg string) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("builds and runs the binary (not with -short)")
+		t.Skip("builds and runs binaries (not with -short)")
 	}
-	buildOnce.Do(func() {
+	v, _ := built.LoadOrStore(pkg, &builtBinary{})
+	b := v.(*builtBinary)
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "autopush-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "autopush")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		b.path = filepath.Join(dir, filepath.Base(filepath.Clean(pkg)))
+		if pkg == "." {
+			b.path = filepath.Join(dir, "autopush")
+		}
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
+
+// binary is the server's binary.
+func binary(t *testing.T) string { return build(t, ".") }
 
 // source is how a run passes its settings.
 type source string

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/sender/logprovider"
 	"github.com/autopush-go/autopush/stack/single"
 	"github.com/autopush-go/autopush/tools/e2e/e2etest"
@@ -47,6 +48,46 @@ func makeRunArgs(t *testing.T) []string {
 		t.Fatalf("make run's recipe does not run ./stack/cmd/autopush: %q", cmd.String())
 	}
 	return strings.Fields(args)
+}
+
+// makeRun starts the server as make run starts it (its recipe's
+// arguments, then extra), in dir, on free loopback ports in place of make
+// run's: it returns what each of make run's addresses became.
+func makeRun(t *testing.T, dir string, extra ...string) (map[string]string, *proc.Proc) {
+	t.Helper()
+	addrs := map[string]string{}
+	for _, a := range []string{"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8443"} {
+		addrs[a] = et.FreeAddr(t)
+	}
+	var args []string
+	for _, a := range makeRunArgs(t) {
+		for from, to := range addrs {
+			a = strings.ReplaceAll(a, from, to)
+		}
+		args = append(args, a)
+	}
+	// make run's metrics port may be taken here.
+	args = append(append(args, "-metrics-listen", et.FreeAddr(t)), extra...)
+	cmd := exec.Command(binary(t), args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, single.Prefix+"__") && !strings.HasPrefix(kv, "SSL_CERT_FILE=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return addrs, e2etest.Start(t, cmd, single.ReadyMsg)
+}
+
+// needFile fails (in CI) or skips when the repository has no path, which
+// install makes.
+func needFile(t *testing.T, what, path, install string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed: %s", what, install)
+		}
+		t.Skipf("%s is not installed (%s)", what, install)
+	}
 }
 
 // readmeBlock is the first sh block of README.md's section title.
@@ -172,7 +213,7 @@ var (
 // accepted and cancelled (FAILED), and the log provider's lines. A step the test does not know fails it:
 // the README and this test change together.
 func TestReadmeSender(t *testing.T) {
-	bin := binary(t)
+	binary(t) // built (or skipped with -short) before anything starts
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("curl is not installed: apt-get install curl")
@@ -181,24 +222,7 @@ func TestReadmeSender(t *testing.T) {
 	}
 	dir := t.TempDir()
 	const readmeAPI = "127.0.0.1:8082"
-	addrs := map[string]string{"127.0.0.1:8080": et.FreeAddr(t), "127.0.0.1:8081": et.FreeAddr(t), readmeAPI: et.FreeAddr(t),
-		"127.0.0.1:8443": et.FreeAddr(t)}
-	var args []string
-	for _, a := range makeRunArgs(t) {
-		for from, to := range addrs {
-			a = strings.ReplaceAll(a, from, to)
-		}
-		args = append(args, a)
-	}
-	args = append(args, "-metrics-listen", et.FreeAddr(t)) // make run's default port may be taken here
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, single.Prefix+"__") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	p := e2etest.Start(t, cmd, single.ReadyMsg)
+	addrs, p := makeRun(t, dir)
 	api := addrs[readmeAPI]
 
 	b, err := os.ReadFile(filepath.Join(dir, "data", "push_api_key"))
@@ -319,40 +343,14 @@ func TestReadmeSender(t *testing.T) {
 // and listen prints each message decrypted. listen runs in the
 // background with -count (the README gives it a terminal of its own).
 func TestReadmeLibraries(t *testing.T) {
-	bin := binary(t)
-	need := func(what, path, install string) {
-		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed: %s", what, install)
-			}
-			t.Skipf("%s is not installed (%s)", what, install)
-		}
-	}
-	need("npm web-push", "tools/webpush-node/node_modules/web-push", "make node-deps")
-	need("pywebpush", "tools/examples/pywebpush/.venv/bin/python", "make pywebpush")
+	needFile(t, "npm web-push", "tools/webpush-node/node_modules/web-push", "make node-deps")
+	needFile(t, "pywebpush", "tools/examples/pywebpush/.venv/bin/python", "make pywebpush")
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatal("node is not installed: apt-get install nodejs")
 	}
 	dir := t.TempDir()
-	ws, tlsAPI := et.FreeAddr(t), et.FreeAddr(t)
-	addrs := map[string]string{"127.0.0.1:8080": ws, "127.0.0.1:8081": et.FreeAddr(t), "127.0.0.1:8082": et.FreeAddr(t),
-		"127.0.0.1:8443": tlsAPI}
-	var args []string
-	for _, a := range makeRunArgs(t) {
-		for from, to := range addrs {
-			a = strings.ReplaceAll(a, from, to)
-		}
-		args = append(args, a)
-	}
-	args = append(args, "-metrics-listen", et.FreeAddr(t))
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, single.Prefix+"__") && !strings.HasPrefix(kv, "SSL_CERT_FILE=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	p := e2etest.Start(t, cmd, single.ReadyMsg)
+	addrs, p := makeRun(t, dir)
+	ws, tlsAPI := addrs["127.0.0.1:8080"], addrs["127.0.0.1:8443"]
 	data, err := filepath.Abs(filepath.Join(dir, "data"))
 	et.Must(t, err, "data directory")
 	ca := filepath.Join(data, "tls", "ca.pem")

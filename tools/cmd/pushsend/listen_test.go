@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/autopush-go/autopush/apitier/apitiertest"
+	"github.com/autopush-go/autopush/stack"
 	"github.com/autopush-go/autopush/stack/stacktest"
 )
 
@@ -212,5 +213,42 @@ func TestListenRefusals(t *testing.T) {
 	// Nothing listening: a clear failure, not a hang.
 	if _, _, err := runT(t, "listen", "-state", filepath.Join(dir, "s.json"), "-ws", "ws://127.0.0.1:1/"); err == nil || errors.Is(err, errUsage) {
 		t.Errorf("listen against nothing: %v", err)
+	}
+}
+
+// TestSendCountReceipts: send -count sends that many pushes and sums up
+// their answers and, with -receipt, their receipts: delivered to
+// pushsend listen (which acks), expired for a user agent that is away,
+// refused by status; the exit status says whether all were delivered.
+func TestSendCountReceipts(t *testing.T) {
+	st := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) {
+		c.API.Receipts, c.API.FateSweepInterval = true, 100*time.Millisecond
+	}})
+	pub, priv := keys(t)
+	l := startListen(t, "-ws", "ws://"+st.WSAddr()+"/", "-state", filepath.Join(t.TempDir(), "s.json"), "-vapid-key", pub)
+	sub := l.next(t)
+	out, errs, err := runT(t, "send", "-sub", sub, "-data", "many", "-vapid-private", priv, "-receipt", "-count", "5")
+	if err != nil || out != "5 pushes: 5 accepted, 0 refused\nreceipts: 5 delivered, 0 not delivered\n" {
+		t.Fatalf("send -count 5 -receipt: %v\n%q%s", err, out, errs)
+	}
+	for range 5 {
+		if r := l.message(t); textOf(t, r) != "many" {
+			t.Fatalf("listen got %+v", r)
+		}
+	}
+
+	away := st.Left(t)
+	out, _, err = runT(t, "send", "-sub", away.SubscriptionJSON(), "-data", "gone", "-vapid-private", priv, "-receipt", "-count", "3", "-ttl", "0")
+	if err == nil || !strings.Contains(err.Error(), "3 of 3 pushes not delivered") ||
+		!strings.Contains(out, "receipts: 0 delivered, 3 not delivered: expired 3") {
+		t.Fatalf("to a user agent away, TTL 0: %v\n%s", err, out)
+	}
+	out, _, err = runT(t, "send", "-endpoint", st.EndpointURL()+"/wpush/v1/gAAAAAnotatoken", "-count", "2", "-json")
+	var sum summary
+	if err == nil || json.Unmarshal([]byte(out), &sum) != nil || sum.Accepted != 0 || sum.Refused["404 Not Found"] != 2 {
+		t.Fatalf("refused pushes: %v\n%s", err, out)
+	}
+	if _, _, err := runT(t, "send", "-endpoint", sub, "-count", "0"); !errors.Is(err, errUsage) {
+		t.Fatalf("-count 0: %v", err)
 	}
 }

@@ -104,46 +104,56 @@ func (r *receiptSub) subscribe(ctx context.Context) error {
 }
 
 // await long-polls the subscription until the receipt of the push at
-// location comes, acknowledging every receipt it reads (this
-// subscription is pushsend's own). A 429 (too many reads waiting on the
-// node) is read again after its Retry-After.
+// location comes.
 func (r *receiptSub) await(ctx context.Context, location string) (receipt, error) {
-	for {
-		var got struct{ Receipts []receipt }
-		_, err := r.call(ctx, http.MethodGet, r.sub+"?wait=25", nil, http.StatusOK, &got)
+	got, err := r.awaitAll(ctx, []string{location})
+	return got[location], err
+}
+
+// awaitAll long-polls the subscription until the receipts of the pushes
+// at locations came, acknowledging every receipt it reads (this
+// subscription is pushsend's own). A 429 (too many reads waiting on the
+// node) is read again after its Retry-After. On an error it returns the
+// receipts it had.
+func (r *receiptSub) awaitAll(ctx context.Context, locations []string) (map[string]receipt, error) {
+	want := map[string]bool{}
+	for _, l := range locations {
+		want[l] = true
+	}
+	got := map[string]receipt{}
+	for len(got) < len(want) {
+		var page struct{ Receipts []receipt }
+		_, err := r.call(ctx, http.MethodGet, r.sub+"?wait=25", nil, http.StatusOK, &page)
 		var busy busyError
 		if errors.As(err, &busy) {
 			select {
 			case <-ctx.Done():
-				return receipt{}, fmt.Errorf("no receipt for %s: %w", location, ctx.Err())
+				return got, fmt.Errorf("%d receipts of %d: %w", len(got), len(want), ctx.Err())
 			case <-time.After(busy.after):
 				continue
 			}
 		}
 		if err != nil {
-			return receipt{}, err
+			return got, err
 		}
 		var ids []string
-		var mine *receipt
-		for i := range got.Receipts {
-			ids = append(ids, got.Receipts[i].ID)
-			if got.Receipts[i].Location == location {
-				mine = &got.Receipts[i]
+		for _, rc := range page.Receipts {
+			ids = append(ids, rc.ID)
+			if want[rc.Location] {
+				got[rc.Location] = rc
 			}
 		}
 		if len(ids) > 0 {
 			body, _ := json.Marshal(map[string][]string{"ids": ids})
 			if _, err := r.call(ctx, http.MethodPost, r.sub+"/ack", body, http.StatusNoContent, nil); err != nil {
-				return receipt{}, err
+				return got, err
 			}
 		}
-		if mine != nil {
-			return *mine, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return receipt{}, fmt.Errorf("no receipt for %s: %w", location, err)
+		if err := ctx.Err(); err != nil && len(got) < len(want) {
+			return got, fmt.Errorf("%d receipts of %d: %w", len(got), len(want), err)
 		}
 	}
+	return got, nil
 }
 
 // print writes the receipt, as JSON or one line.

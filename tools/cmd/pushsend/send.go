@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -101,7 +103,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	auth := fs.String("auth", "", "the subscription's auth secret, base64url (instead of -sub)")
 	asJSON := fs.Bool("json", false, "print the response as JSON")
 	withReceipt := fs.Bool("receipt", false, "ask for a delivery receipt (needs -vapid-private and receipts on the server) and wait for it")
-	receiptWait := fs.Duration("receipt-wait", 5*time.Minute, "with -receipt, how long to wait for the receipt")
+	receiptWait := fs.Duration("receipt-wait", 5*time.Minute, "with -receipt, how long to wait for the receipts")
+	count := fs.Int("count", 1, "send this many pushes (the same message) and print a summary instead of each answer")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: pushsend send (-sub SUBSCRIPTION | -endpoint URL [-p256dh KEY -auth SECRET]) [flags]
 
@@ -116,6 +119,10 @@ origin (POST /receipts, RFC 8030 receipts), sends with Push-Receipt, then
 waits for the push's receipt and prints it: exit status 0 only when it
 says delivered (acked by the user agent) or bridge_transmitted (handed
 to FCM or APNs).
+With -count N it sends N pushes, one after the other, and prints how many
+were accepted and refused (by status) and, with -receipt, what their
+receipts say (delivered, or not delivered by state and reason): exit
+status 0 when every one was accepted (and, with -receipt, delivered).
 TLS uses the system's roots (SSL_CERT_FILE adds a CA).
 
 Flags:
@@ -142,6 +149,9 @@ Flags:
 		fs.Usage()
 		return usageErr("-sub or -endpoint is required")
 	}
+	if *count < 1 {
+		return usageErr("-count must be at least 1")
+	}
 	m, err := f.message()
 	if err != nil {
 		return err
@@ -159,6 +169,9 @@ Flags:
 			return err
 		}
 		m.receipt = rs.sub
+	}
+	if *count > 1 {
+		return sendMany(ctx, sub, m, *count, f.timeout, rs, *receiptWait, *asJSON, stdout)
 	}
 	resp, err := push(sctx, sub, m)
 	if err != nil {
@@ -346,4 +359,97 @@ func (r *response) print(w io.Writer, asJSON bool) {
 	if len(r.Body) > 0 {
 		fmt.Fprintf(w, "\n%s\n", bytes.TrimSpace(r.Body))
 	}
+}
+
+// summary is what send -count prints: the answers by status, and with
+// -receipt the receipts by outcome.
+type summary struct {
+	Pushes       int            `json:"pushes"`
+	Accepted     int            `json:"accepted"`
+	Refused      map[string]int `json:"refused,omitempty"` // by status line
+	Delivered    int            `json:"delivered,omitempty"`
+	NotDelivered map[string]int `json:"not_delivered,omitempty"` // by state, and reason
+	Missing      int            `json:"receipts_missing,omitempty"`
+}
+
+// sendMany sends count pushes and summarises them; see runSend.
+func sendMany(ctx context.Context, sub subscription, m message, count int, timeout time.Duration,
+	rs *receiptSub, receiptWait time.Duration, asJSON bool, stdout io.Writer) error {
+	sum := summary{Pushes: count, Refused: map[string]int{}, NotDelivered: map[string]int{}}
+	var locations []string
+	for range count {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := push(pctx, sub, m)
+		cancel()
+		switch {
+		case err != nil:
+			sum.Refused[err.Error()]++
+		case resp.err() != nil:
+			sum.Refused[fmt.Sprintf("%d %s", resp.Status, http.StatusText(resp.Status))]++
+		default:
+			sum.Accepted++
+			locations = append(locations, resp.Header.Get("Location"))
+		}
+	}
+	var waitErr error
+	if rs != nil && len(locations) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, receiptWait)
+		got, err := rs.awaitAll(wctx, locations)
+		cancel()
+		waitErr = err
+		sum.Missing = len(locations) - len(got)
+		for _, rc := range got {
+			if rc.err() == nil {
+				sum.Delivered++
+				continue
+			}
+			what := rc.State
+			if rc.Reason != "" {
+				what += " (" + rc.Reason + ")"
+			}
+			sum.NotDelivered[what]++
+		}
+	}
+	sum.print(stdout, rs != nil, asJSON)
+	switch {
+	case sum.Accepted < count:
+		return fmt.Errorf("%d of %d pushes refused", count-sum.Accepted, count)
+	case waitErr != nil:
+		return waitErr
+	case rs != nil && sum.Delivered < count:
+		return fmt.Errorf("%d of %d pushes not delivered", count-sum.Delivered, count)
+	}
+	return nil
+}
+
+func (s summary) print(w io.Writer, receipts, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(s)
+		return
+	}
+	fmt.Fprintf(w, "%d pushes: %d accepted, %d refused%s\n", s.Pushes, s.Accepted, s.Pushes-s.Accepted, counts(s.Refused))
+	if receipts {
+		fmt.Fprintf(w, "receipts: %d delivered, %d not delivered%s", s.Delivered, s.Accepted-s.Delivered-s.Missing, counts(s.NotDelivered))
+		if s.Missing > 0 {
+			fmt.Fprintf(w, ", %d not received", s.Missing)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// counts is ": a 2, b 1" for a map of counts, largest first ("" when
+// empty).
+func counts(m map[string]int) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(m[b]-m[a], strings.Compare(a, b)) })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
 }
