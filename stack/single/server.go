@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/autopush-go/autopush/internal/devcert"
 	"github.com/autopush-go/autopush/internal/gctune"
@@ -28,9 +29,10 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// ReadyMsg is the message of the line the server logs once it serves:
-// its fields name the addresses (websocket, ws_listen, node_api,
-// push_api, metrics, endpoint_url) and the GC target in effect (gogc).
+// ReadyMsg is the message of the line the server logs once it serves,
+// whatever log-level says: its fields name the addresses (websocket,
+// ws_listen, node_api, push_api, push_api_tls, metrics, endpoint_url)
+// and the GC target in effect (gogc).
 const ReadyMsg = "autopush ready"
 
 // SettingsMsg is the message of the line, logged at start, whose
@@ -100,9 +102,12 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{st: st, cfg: cfg, log: log, pushKey: pushKey}
 	log.Info(SettingsMsg, "settings", s.InEffect())
-	log.Info(ReadyMsg, "websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
+	// At any log level: supervisors, scripts and people wait for it.
+	ready := slog.NewRecord(time.Now(), slog.LevelInfo, ReadyMsg, 0)
+	ready.Add("websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
 		"push_api", st.HTTPAddr(), "push_api_tls", st.API().TLSAddr(), "metrics", st.MetricsAddr(),
 		"endpoint_url", st.EndpointURL(), "gogc", gcPercent())
+	log.Handler().Handle(context.Background(), ready)
 	return s, nil
 }
 

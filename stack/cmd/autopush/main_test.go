@@ -795,3 +795,21 @@ func TestSecondServerOnTheSameHost(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyAtAnyLogLevel: with -log-level error the server logs nothing
+// of its start but the ready line, which names the addresses it serves.
+func TestReadyAtAnyLogLevel(t *testing.T) {
+	binary(t)
+	vals := minimal(t, t.TempDir())
+	vals["crypto-key"], vals["log-level"] = token.GenerateKey(), "error"
+	p := start(t, fromFlags, vals)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(p.Output())), "\n") {
+		if strings.HasPrefix(l, "{") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `"msg":"`+single.ReadyMsg+`"`) || !strings.Contains(lines[0], `"push_api":"`+vals["endpoint-listen"]+`"`) {
+		t.Fatalf("log lines at -log-level error: %q, want the ready line alone", lines)
+	}
+}
