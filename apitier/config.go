@@ -362,6 +362,15 @@ func (c *Config) Validate() error {
 	case c.VAPIDSkew < 0 || c.VAPIDCache < 0 || c.BridgeMaxChannels < 0 || c.PushClientsPoll < 0 || c.ReceiptWebhooksPerKey < 0:
 		return errors.New("apitier: config: vapid-skew, vapid-cache, bridge-max-channels, push-clients-poll and receipt-webhooks-per-key must not be negative")
 	}
+	if err := c.validateAddresses(); err != nil {
+		return err
+	}
+	return c.validateSecrets()
+}
+
+// validateAddresses checks the URLs and listeners Validate's switch does
+// not.
+func (c *Config) validateAddresses() error {
 	if _, err := origin(c.EndpointURL); err != nil {
 		return err
 	}
@@ -373,6 +382,11 @@ func (c *Config) Validate() error {
 	if c.TLSListen != "" && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
 		return errors.New("apitier: config: tls-listen needs tls-cert-file and tls-key-file")
 	}
+	return nil
+}
+
+// validateSecrets checks the exemptions, tokens and keys.
+func (c *Config) validateSecrets() error {
 	if _, err := listener.ParsePrefixes(c.PerSourceExempt); err != nil {
 		return fmt.Errorf("apitier: config: per-source-exempt %w", err)
 	}
