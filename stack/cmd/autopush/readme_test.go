@@ -365,6 +365,9 @@ func TestReadmeLibraries(t *testing.T) {
 	// $PWD/data/) from the repository's root: here it is the server's.
 	dataPath := regexp.MustCompile(`(\$PWD/)?\bdata/`)
 	sh.run(t, "export PUSHSEND_WS=ws://"+ws+"/") // listen's -ws default: the server's websocket
+	// listen's default state file is in the user's config directory: the
+	// test's own, not the user's running it.
+	sh.run(t, "export XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
 	listenOut := filepath.Join(dir, "listen.out")
 	var sent []string
 	steps := 0

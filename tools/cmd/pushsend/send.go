@@ -123,7 +123,8 @@ With -count N it sends N pushes, one after the other, and prints how many
 were accepted and refused (by status) and, with -receipt, what their
 receipts say (delivered, or not delivered by state and reason): exit
 status 0 when every one was accepted (and, with -receipt, delivered).
-TLS uses the system's roots (SSL_CERT_FILE adds a CA).
+TLS trusts the system's CA file, or the one SSL_CERT_FILE names instead
+(make run's development CA: data/tls/ca.pem).
 
 Flags:
 `)
