@@ -57,10 +57,10 @@ func citations(text string) []hit {
 	return out
 }
 
-// TestNoCitations checks every text file git tracks (fuzz corpora aside:
-// their "seed" is Go's seed corpus) for phrases that cite a document
-// outside the repository.
-func TestNoCitations(t *testing.T) {
+// trackedFiles are the paths of the files git tracks, from the
+// repository's root; the test skips without git.
+func trackedFiles(t *testing.T) []string {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git: the tracked files are unknown")
 	}
@@ -70,8 +70,15 @@ func TestNoCitations(t *testing.T) {
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
 	}
+	return strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+}
+
+// TestNoCitations checks every text file git tracks (fuzz corpora aside:
+// their "seed" is Go's seed corpus) for phrases that cite a document
+// outside the repository.
+func TestNoCitations(t *testing.T) {
 	checked := 0
-	for name := range strings.SplitSeq(strings.TrimRight(string(out), "\x00"), "\x00") {
+	for _, name := range trackedFiles(t) {
 		if strings.Contains("/"+name, "/testdata/fuzz/") {
 			continue
 		}

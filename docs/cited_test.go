@@ -2,7 +2,6 @@ package docs_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,19 +20,9 @@ var (
 // test function of the repository: a doc that says a test shows
 // something must not name one that is gone.
 func TestCitedTestsExist(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git: the tracked files are unknown")
-	}
-	cmd := exec.Command("git", "ls-files", "-z")
-	cmd.Dir = ".."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
-	files := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
 	tests := map[string]bool{}
 	texts := map[string]string{}
-	for _, name := range files {
+	for _, name := range trackedFiles(t) {
 		if strings.Contains("/"+name, "/testdata/") {
 			continue
 		}
