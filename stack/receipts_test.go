@@ -620,3 +620,29 @@ func TestReceiptReadsWaiting(t *testing.T) {
 		t.Fatalf("read after the wait: %+v", r)
 	}
 }
+
+// TestReceiptTTL0Delivered: a TTL 0 push to a connected user agent,
+// acked, is delivered, however soon the sweep of expired fates runs (here
+// every millisecond): its fate expires as it is tracked, and the sweep
+// gives it FateAckGrace while it is still received (storage.InHands),
+// before the endpoint node records its hand-over to the connection node.
+func TestReceiptTTL0Delivered(t *testing.T) {
+	for _, backend := range []string{"embedded", "scylla"} {
+		t.Run(backend, func(t *testing.T) {
+			st := receiptStack(t, backend, stacktest.NewSigner(t), func(c *stack.Config) {
+				c.API.FateSweepInterval = time.Millisecond
+			})
+			on := st.Subscribe(t, "")
+			first := st.Push(t, on.Endpoint, on, "probe", nil)
+			on.Receive(t)
+			a := newApp(t, st, subscribeLink(t, first))
+			for i := range 5 {
+				loc := a.push(t, on, "now", true, "TTL", "0")
+				if got := on.Receive(t); got != "now" {
+					t.Fatalf("push %d: received %q", i, got)
+				}
+				wantReceipt(t, a.await(t, loc), "delivered", "")
+			}
+		})
+	}
+}

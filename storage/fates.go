@@ -165,7 +165,8 @@ type Fate struct {
 	// Location (/m/{MessageID}); receipts name it. At most MaxVersionLen.
 	MessageID string
 	// Expiry is when the message stops being deliverable; a fate still
-	// unsettled then is settled FateExpired by SettleExpired.
+	// unsettled then is settled FateExpired by SettleExpired (after
+	// FateAckGrace when InHands).
 	Expiry time.Time
 	// Receipt is the receipt subscription to write its receipt to; zero:
 	// none (milestones only).
@@ -260,12 +261,12 @@ type FateStore interface {
 
 	// SettleExpired settles FateExpired up to limit unsettled fates whose
 	// Expiry is before now, oldest first, and forgets the expiry entries
-	// it went past. A fate whose message is with a user agent
-	// (FateNodeTransmitted, FateTransmitted) gets FateAckGrace more for
-	// its ack: its Expiry moves on by that once, and it settles expired
-	// only if it is still unsettled then. Any number of nodes may call it
-	// at once: each fate still settles once. Returns how many this call
-	// settled.
+	// it went past. A fate whose message may still reach its user agent
+	// (InHands: FateReceived, FateNodeTransmitted, FateTransmitted) gets
+	// FateAckGrace more for its ack: its Expiry moves on by that once,
+	// and it settles expired only if it is still unsettled then. A stored
+	// fate expires at once. Any number of nodes may call it at once: each
+	// fate still settles once. Returns how many this call settled.
 	SettleExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// GetFate returns the fate (uaid, id), settled or not, while it is
@@ -307,15 +308,21 @@ const (
 	FateKeep = 24 * time.Hour
 	// ReceiptKeep is how long an unacknowledged receipt is kept.
 	ReceiptKeep = 7 * 24 * time.Hour
-	// FateAckGrace is how long past its TTL a message written to a user
-	// agent may still be acked (SettleExpired): a message sent just
+	// FateAckGrace is how long past its TTL a message on its way to a
+	// user agent may still be acked (SettleExpired): a message sent just
 	// before its expiry and acked just after it was delivered.
 	FateAckGrace = 30 * time.Second
 )
 
-// InHands reports whether a fate in s is with a connection node or its
-// user agent: its ack may still come (FateAckGrace).
-func InHands(s FateState) bool { return s == FateNodeTransmitted || s == FateTransmitted }
+// InHands reports whether a fate in s is in the hands of a tier, on its
+// way to its user agent: received (the endpoint node is storing it or
+// handing it to a connection node: a TTL 0 push expires as it is
+// tracked, before its node records its delivery), with a connection
+// node, or written to the user agent. Its ack may still come
+// (FateAckGrace). A stored fate is not: it waits for its user agent.
+func InHands(s FateState) bool {
+	return s == FateReceived || s == FateNodeTransmitted || s == FateTransmitted
+}
 
 // ValidateFate checks f for Track.
 func ValidateFate(f *Fate) error {

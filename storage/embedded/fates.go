@@ -403,8 +403,9 @@ func (s *Store) settleEntry(e []byte) (bool, error) {
 }
 
 // postpone gives the fate an expiry entry e names FateAckGrace more when
-// its message is with a user agent (storage.InHands) and has not had it
-// yet: its Expiry and entry move on by that. It reports whether it did.
+// its message is on its way to a user agent (storage.InHands: received,
+// with a node or written) and has not had it yet: its Expiry and entry
+// move on by that. It reports whether it did.
 func (s *Store) postpone(uaid uuid.UUID, id storage.FateID, e []byte) (bool, error) {
 	l := s.stripe(uaid)
 	l.Lock()

@@ -38,12 +38,13 @@ var (
 	qFateSettle      = messageLWT(fateSettleSet + ` IF state IN (1, 2, 3, 4)`)
 	qFateSettleStill = messageLWT(fateSettleSet + ` IF state IN (1, 2)`) // SettleTopic: still received or stored
 	qFateGet         = read(fateRead + ` WHERE uaid = ? AND id = ?`)
-	// qFatePostpone gives a fate with its user agent FateAckGrace once
-	// (postpone): every column rewritten with the new TTL, on condition
-	// that it is still in hands (node_transmitted, transmitted) with the
-	// expiry read, so of nodes postponing at once one does.
+	// qFatePostpone gives a fate on its way to its user agent
+	// FateAckGrace once (postpone): every column rewritten with the new
+	// TTL, on condition that it is still in the state (storage.InHands)
+	// and with the expiry read, so of nodes postponing at once one does,
+	// and a state that moved on meanwhile is not written back.
 	qFatePostpone = messageLWT(`UPDATE fate USING TTL ? SET chid = ?, topic = ?, message_id = ?, expiry = ?, receipt = ?,
-		state = ?, reason = ?, graced = true WHERE uaid = ? AND id = ? IF state IN (3, 4) AND expiry = ?`)
+		state = ?, reason = ?, graced = true WHERE uaid = ? AND id = ? IF state = ? AND expiry = ?`)
 	qFateUser = read(`SELECT id, chid, topic, message_id, expiry, receipt, state, reason FROM fate WHERE uaid = ?`)
 
 	qFateExpiryAdd = messageWrite(`INSERT INTO fate_expiry (bucket, expiry, uaid, id) VALUES (?, ?, ?, ?) USING TTL ?`)

@@ -338,13 +338,16 @@ func TestSettleExpiredTwoNodes(t *testing.T) {
 	var due, later []storage.Fate
 	for i := range 30 {
 		// Expiries before Track: a TTL 0 message, or a late Track.
+		// Stored, as a received fate gets FateAckGrace first.
 		f := newFate(now.Add(time.Duration(i-30) * 100 * time.Millisecond))
 		ok(t, []*Store{a, b}[i%2].Track(tctx(t), f), "track")
+		reachStored(t, a, f)
 		due = append(due, f)
 	}
 	for range 5 {
 		f := newFate(now.Add(time.Hour))
 		ok(t, a.Track(tctx(t), f), "track")
+		reachStored(t, a, f)
 		later = append(later, f)
 	}
 	sweepAt := time.Now()
@@ -381,7 +384,7 @@ func TestSettleExpiredTwoNodes(t *testing.T) {
 		}
 	}
 	for _, f := range later {
-		if got, err := a.GetFate(tctx(t), f.UAID, f.ID); err != nil || got.State != storage.FateReceived {
+		if got, err := a.GetFate(tctx(t), f.UAID, f.ID); err != nil || got.State != storage.FateStored {
 			t.Fatalf("a fate not due: %+v, %v", got, err)
 		}
 	}
@@ -421,6 +424,13 @@ func TestSettleExpiredTwoNodes(t *testing.T) {
 	n, err := b.SettleExpired(tctx(t), now.Add(2*time.Hour), 100)
 	if err != nil || n != len(later) {
 		t.Fatalf("a sweep two hours on: %d, %v; want %d", n, err, len(later))
+	}
+}
+
+func reachStored(t *testing.T, s *Store, f storage.Fate) {
+	t.Helper()
+	if moved, err := s.Reach(tctx(t), f.UAID, f.ID, storage.FateStored); !moved || err != nil {
+		t.Fatalf("reach stored: %v, %v", moved, err)
 	}
 }
 

@@ -173,12 +173,13 @@ func (s *Store) expireEntries(ctx context.Context, bucket int64, page []expiryEn
 	return int(won.Load()), err
 }
 
-// postpone gives an expired fate whose message is with a user agent
-// FateAckGrace more for its ack (storage.FateStore.SettleExpired): its
-// new expiry entry first (as Track, so a crash leaves an entry, never
-// an unindexed fate), then the row, on condition (qFatePostpone). Lost
-// to another node, or to a settle, nothing more is needed: the same
-// entry, or none, is due.
+// postpone gives an expired fate whose message is on its way to a user
+// agent (storage.InHands) FateAckGrace more for its ack
+// (storage.FateStore.SettleExpired): its new expiry entry first (as
+// Track, so a crash leaves an entry, never an unindexed fate), then the
+// row, on condition (qFatePostpone). Lost to another node, to a settle
+// or to a move to another state, nothing more is needed: the new entry,
+// due later, finds the fate as it is then.
 func (s *Store) postpone(ctx context.Context, row fateRow, now time.Time) error {
 	f := &row.Fate
 	next := f.Expiry.Add(storage.FateAckGrace)
@@ -191,7 +192,7 @@ func (s *Store) postpone(ctx context.Context, row fateRow, now time.Time) error 
 		return wrap("postpone: expiry entry", err)
 	}
 	_, err := s.query(ctx, qFatePostpone, ttl, uuidArg(f.CHID), f.Topic, f.MessageID, next.UnixNano(), receiptArg(f.Receipt),
-		int8(f.State), int8(f.Reason), uuidArg(f.UAID), f.ID[:], f.Expiry.UnixNano()).MapScanCAS(map[string]any{})
+		int8(f.State), int8(f.Reason), uuidArg(f.UAID), f.ID[:], int8(f.State), f.Expiry.UnixNano()).MapScanCAS(map[string]any{})
 	return wrap("postpone", err)
 }
 

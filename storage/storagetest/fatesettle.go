@@ -211,9 +211,9 @@ func testFateSettleExpired(t *testing.T, s storage.Store) {
 	live := newFate(uaid, chid, "", now.Add(time.Hour), none)
 	track(t, s, old, live, older, settled, oldest)
 	settle(t, s, settled, storage.FateDelivered, storage.DropNone, true)
-	if ok, err := s.Reach(ctx(t), uaid, older.ID, storage.FateStored); err != nil || !ok {
-		t.Fatalf("reach: %v %v", ok, err)
-	}
+	// Stored: a received fate past its expiry gets the grace first
+	// (testFateAckGraceReceived).
+	reachAll(t, s, storage.FateStored, old, older, oldest)
 
 	before := counts(t, s)
 	n, err := s.SettleExpired(ctx(t), now, 2)
@@ -223,7 +223,7 @@ func testFateSettleExpired(t *testing.T, s storage.Store) {
 	}
 	wantState(t, s, oldest, storage.FateExpired, storage.DropNone, "oldest expired fate")
 	wantState(t, s, older, storage.FateExpired, storage.DropNone, "older expired fate")
-	wantState(t, s, old, storage.FateReceived, storage.DropNone, "expired fate past the limit")
+	wantState(t, s, old, storage.FateStored, storage.DropNone, "expired fate past the limit")
 	wantState(t, s, settled, storage.FateDelivered, storage.DropNone, "fate settled before it expired")
 	n, err = s.SettleExpired(ctx(t), now, 10)
 	if err != nil || n != 1 {
@@ -249,11 +249,8 @@ func testFateAckGrace(t *testing.T, s storage.Store) {
 	unacked := newFate(uaid, chid, "", now.Add(-time.Second), none)
 	stored := newFate(uaid, chid, "", now.Add(-time.Second), none)
 	track(t, s, acked, unacked, stored)
-	for _, f := range []storage.Fate{acked, unacked} {
-		if ok, err := s.Reach(ctx(t), uaid, f.ID, storage.FateTransmitted); err != nil || !ok {
-			t.Fatalf("reach: %v %v", ok, err)
-		}
-	}
+	reachAll(t, s, storage.FateTransmitted, acked, unacked)
+	reachAll(t, s, storage.FateStored, stored)
 	n, err := s.SettleExpired(ctx(t), now, 10)
 	if err != nil || n != 1 {
 		t.Fatalf("settle expired: %d %v, want 1 (only the stored one)", n, err)
@@ -274,6 +271,49 @@ func testFateAckGrace(t *testing.T, s storage.Store) {
 	wantState(t, s, acked, storage.FateDelivered, storage.DropNone, "fate acked in its grace")
 }
 
+// testFateAckGraceReceived: a fate still received past its expiry (a
+// TTL 0 push expires as it is tracked, before the endpoint node records
+// its delivery to a connection node) gets FateAckGrace like one written
+// to its user agent: handed to the node and acked in it, it settles
+// delivered; left so, it settles expired after it.
+func testFateAckGraceReceived(t *testing.T, s storage.Store) {
+	uaid, chid := uuid.New(), uuid.New()
+	now := time.Now()
+	none := storage.ReceiptSubID{}
+	acked := newFate(uaid, chid, "", now, none) // TTL 0: expiry is Track's now
+	left := newFate(uaid, chid, "", now.Add(-time.Second), none)
+	track(t, s, acked, left)
+	if n, err := s.SettleExpired(ctx(t), now.Add(time.Millisecond), 10); err != nil || n != 0 {
+		t.Fatalf("settle expired: %d %v, want 0 (received fates get the grace)", n, err)
+	}
+	for _, f := range []storage.Fate{acked, left} {
+		got, err := s.GetFate(ctx(t), uaid, f.ID)
+		must(t, err, "get fate")
+		if want := f.Expiry.Add(storage.FateAckGrace); got.State != storage.FateReceived || !got.Expiry.Equal(want) {
+			t.Fatalf("received fate past its expiry: %s, expiry %v; want received, expiry %v", got.State, got.Expiry, want)
+		}
+	}
+	reachAll(t, s, storage.FateNodeTransmitted, acked)
+	reachAll(t, s, storage.FateTransmitted, acked)
+	settle(t, s, acked, storage.FateDelivered, storage.DropNone, true)
+	// The grace is given once: transmitted after it, no more.
+	if n, err := s.SettleExpired(ctx(t), now.Add(storage.FateAckGrace), 10); err != nil || n != 1 {
+		t.Fatalf("settle expired after the grace: %d %v, want 1", n, err)
+	}
+	wantState(t, s, acked, storage.FateDelivered, storage.DropNone, "received fate acked in its grace")
+	wantState(t, s, left, storage.FateExpired, storage.DropNone, "received fate after its grace")
+}
+
+// reachAll moves each of fs to st, which must apply.
+func reachAll(t testing.TB, s storage.Store, st storage.FateState, fs ...storage.Fate) {
+	t.Helper()
+	for _, f := range fs {
+		if ok, err := s.Reach(ctx(t), f.UAID, f.ID, st); err != nil || !ok {
+			t.Fatalf("reach %s: %v %v", st, ok, err)
+		}
+	}
+}
+
 // testFateSettleExpiredConcurrent: nodes sweeping at once settle each
 // expired fate once between them.
 func testFateSettleExpiredConcurrent(t *testing.T, s storage.Store) {
@@ -287,6 +327,9 @@ func testFateSettleExpiredConcurrent(t *testing.T, s storage.Store) {
 		}
 		f := newFate(uuid.New(), uuid.New(), "", exp, storage.ReceiptSubID{})
 		track(t, s, f)
+		if i < expired {
+			reachAll(t, s, storage.FateStored, f) // no grace
+		}
 		fates = append(fates, f)
 	}
 	before := counts(t, s)
@@ -356,7 +399,7 @@ func testFateConservation(t *testing.T, s storage.Store) {
 			f := newFate(uaid, chid, topic, exp, storage.ReceiptSubID{})
 			fates = append(fates, f)
 			track(t, s, f)
-			if i%5 == 0 {
+			if i%5 == 0 || i%4 == 0 { // expired ones stored: no grace
 				if _, err := s.Reach(ctx(t), uaid, f.ID, storage.FateStored); err != nil {
 					t.Fatalf("reach: %v", err)
 				}

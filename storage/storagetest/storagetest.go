@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"FateSettleTopic", testFateSettleTopic},
 		{"FateSettleExpired", testFateSettleExpired},
 		{"FateAckGrace", testFateAckGrace},
+		{"FateAckGraceReceived", testFateAckGraceReceived},
 		{"ReceiptHooks", testReceiptHooks},
 		{"CountReceiptHooks", testCountReceiptHooks},
 		{"FateSettleExpiredConcurrent", testFateSettleExpiredConcurrent},
