@@ -59,6 +59,15 @@ func (s *Session) fate(x *Ctx, version string, state storage.FateState) {
 	x.Jobs = append(x.Jobs, Job{Kind: JobFate, UAID: s.uaid, Fate: storage.NewFateID(version), State: state})
 }
 
+// appendNotification is n's notification message; a tracked one names
+// its fate (reliability_id, docs/receipts.md).
+func appendNotification(b []byte, n *protocol.Notification) []byte {
+	if n.Tracked {
+		return protocol.AppendTrackedNotification(b, n, storage.NewFateID(n.Version))
+	}
+	return protocol.AppendNotification(b, n)
+}
+
 func (s *Session) flowState() *flow {
 	if s.flow == nil {
 		s.flow = &flow{}
@@ -107,7 +116,7 @@ func (s *Session) Deliver(x *Ctx, n *protocol.Notification) Outcome {
 		f.recheck = true
 		return Busy
 	}
-	s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, n) })
+	s.sendJSON(x, func(b []byte) []byte { return appendNotification(b, n) })
 	c := n.Clone()
 	m := notification.ToMessage(&c)
 	f.unacked = append(f.unacked, pending{chid: m.CHID.String(), version: m.Version, direct: &m, sentAt: x.monoNanos(x.Now()), tracked: m.Tracked})
@@ -217,7 +226,7 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 				continue
 			}
 			n := notification.FromMessage(m, hdrs[:0])
-			s.sendJSON(x, func(b []byte) []byte { return protocol.AppendNotification(b, &n) })
+			s.sendJSON(x, func(b []byte) []byte { return appendNotification(b, &n) })
 			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt, tracked: m.Tracked})
 			if m.Tracked {
 				s.fate(x, m.Version, storage.FateTransmitted)

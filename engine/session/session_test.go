@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -750,16 +751,22 @@ func TestStale(t *testing.T) {
 // TestTrackedFates: a tracked notification's write and ack become fate
 // jobs (direct: JobFate transmitted, then delivered; stored: JobFate
 // transmitted, then the delete settles it), and untracked ones ask for
-// none.
+// none. The client sees a tracked one's fate id as reliability_id, and
+// no such member in an untracked one.
 func TestTrackedFates(t *testing.T) {
 	h := newHarness(t, nil)
 	h.ready(testUAID)
 	n := protocol.Notification{ChannelID: "3b3c8a1e-5b0e-4c1c-9a3e-1d2b3c4d5e6f", Version: "tv", TTL: 60,
 		SortKey: uint64(h.now.UnixNano()), Tracked: true}
 	h.step(func(x *Ctx) { h.s.Deliver(x, &n) })
-	if m := h.message(); m["tracked"] != nil {
-		t.Fatalf("the client was told of tracking: %v", m)
+	wantReliabilityID := func(m map[string]any, version string) {
+		t.Helper()
+		id := storage.NewFateID(version)
+		if m["tracked"] != nil || m["reliability_id"] != hex.EncodeToString(id[:]) {
+			t.Fatalf("tracked notification %v, want reliability_id %x and no more", m, id)
+		}
 	}
+	wantReliabilityID(h.message(), "tv")
 	if j := h.job(JobFate); j.State != storage.FateTransmitted || j.Fate != storage.NewFateID("tv") || j.UAID != testUAID {
 		t.Fatalf("write of a tracked notification: %+v", j)
 	}
@@ -768,6 +775,9 @@ func TestTrackedFates(t *testing.T) {
 		t.Fatalf("ack of a tracked notification: %+v", j)
 	}
 	deliver(h, "untracked")
+	if m := h.message(); m["reliability_id"] != nil {
+		t.Fatalf("untracked notification %v has a reliability_id", m)
+	}
 	h.noJobs()
 	h.send(ackMsg("untracked"))
 	h.noJobs()
@@ -777,6 +787,7 @@ func TestTrackedFates(t *testing.T) {
 	m := storedMsg("ts", "", uint64(h.now.UnixNano()), 3600)
 	m.Tracked = true
 	h.done(&Result{Job: check, Stamps: []storage.Message{m}})
+	wantReliabilityID(h.message(), "ts")
 	if j := h.job(JobFate); j.State != storage.FateTransmitted || j.Fate != storage.NewFateID("ts") {
 		t.Fatalf("write of a stored tracked message: %+v", j)
 	}

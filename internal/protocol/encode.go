@@ -7,6 +7,7 @@ package protocol
 // with the reference simple.
 
 import (
+	"encoding/hex"
 	"strconv"
 
 	"github.com/autopush-go/autopush/internal/jsonscan"
@@ -67,13 +68,33 @@ func AppendPingReply(dst []byte) []byte { return append(dst, '{', '}') }
 // data and headers are left out when n.Data is "" (a push without payload),
 // headers also when n.Headers is empty. TTL, topic, timestamp and sort key
 // are not sent: autopush-rs does not send them and Firefox ignores them.
+// n.Tracked is not looked at: a tracked push is AppendTrackedNotification's.
 func AppendNotification(dst []byte, n *Notification) []byte {
+	return append(appendNotificationFields(dst, n), '}')
+}
+
+// AppendTrackedNotification appends a tracked push to the client:
+// AppendNotification's message with one more member last,
+//
+//	,"reliability_id":"<32 hex digits of id>"
+//
+// as autopush-rs adds to a push it tracks. id is the push's fate id
+// (storage.NewFateID of its version), the one its receipt's id ends with
+// (docs/receipts.md).
+func AppendTrackedNotification(dst []byte, n *Notification, id [16]byte) []byte {
+	dst = appendNotificationFields(dst, n)
+	dst = append(dst, `,"reliability_id":"`...)
+	dst = hex.AppendEncode(dst, id[:])
+	return append(dst, '"', '}')
+}
+
+// appendNotificationFields is a notification message but its closing brace.
+func appendNotificationFields(dst []byte, n *Notification) []byte {
 	dst = append(dst, `{"messageType":"notification","channelID":`...)
 	dst = jsonscan.AppendString(dst, n.ChannelID)
 	dst = append(dst, `,"version":`...)
 	dst = jsonscan.AppendString(dst, n.Version)
-	dst = AppendPayload(dst, n)
-	return append(dst, '}')
+	return AppendPayload(dst, n)
 }
 
 // AppendBroadcast appends a broadcast (megaphone) update to the client:

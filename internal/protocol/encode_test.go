@@ -16,6 +16,7 @@ func TestZeroAllocEncode(t *testing.T) {
 	uaid := [16]byte{1, 2, 3}
 	allocs := testing.AllocsPerRun(100, func() {
 		d := AppendNotification(dst[:0], n)
+		d = AppendTrackedNotification(d, n, [16]byte{9})
 		d = AppendHelloReply(d, uaid, 200, changed, errs)
 		d = AppendRegisterReply(d, testChid, 200, "https://push.example.com/wpush/v2/abc")
 		d = AppendUnregisterReply(d, testChid, 200)
@@ -67,6 +68,11 @@ func TestServerMessagesExact(t *testing.T) {
 			`{"messageType":"notification","channelID":"` + testChid + `","version":"` + n.Version + `","data":"` + n.Data + `","headers":{"encoding":"aes128gcm"}}`},
 		{string(AppendNotification(nil, noData)),
 			`{"messageType":"notification","channelID":"` + testChid + `","version":"v1"}`},
+		{string(AppendTrackedNotification(nil, n, [16]byte{0xab, 1, 15: 0xff})),
+			`{"messageType":"notification","channelID":"` + testChid + `","version":"` + n.Version + `","data":"` + n.Data +
+				`","headers":{"encoding":"aes128gcm"},"reliability_id":"ab0100000000000000000000000000ff"}`},
+		{string(AppendTrackedNotification(nil, noData, [16]byte{})),
+			`{"messageType":"notification","channelID":"` + testChid + `","version":"v1","reliability_id":"00000000000000000000000000000000"}`},
 		{string(AppendNotification(nil, aesgcm)),
 			`{"messageType":"notification","channelID":"` + testChid + `","version":"v2","data":"ZGF0YQ","headers":{"encoding":"aesgcm","encryption":"salt=abc","crypto_key":"dh=def"}}`},
 		{string(AppendBroadcast(nil, []Broadcast{{"remote-settings/monitor_changes", `"1235"`}}, nil)),

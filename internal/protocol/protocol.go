@@ -204,7 +204,8 @@ type Header struct {
 // (nodeapi.AppendNotification / nodeapi.DecodeNotification, schema in
 // internal/nodeapi/codec.go); the engine forwards it to the client as a
 // "notification" message (AppendNotification), which carries only
-// channelID, version, data and headers.
+// channelID, version, data and headers, and for a tracked one
+// reliability_id (AppendTrackedNotification).
 //
 // A Notification filled by nodeapi.DecodeNotification points into the
 // decoded buffer; Clone it before keeping it. Copying by value is safe.
@@ -218,8 +219,8 @@ type Notification struct {
 	Data      string   // encrypted payload, base64url without padding; "" when none
 	Headers   []Header // crypto headers; only sent along with Data
 	// Tracked: a fate record follows the message (storage.FateStore): its
-	// node reports its transmission and ack. Node API only, never sent
-	// to the client.
+	// node reports its transmission and ack. The client sees its fate id
+	// as reliability_id (AppendTrackedNotification), not this flag.
 	Tracked bool
 }
 

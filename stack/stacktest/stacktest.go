@@ -388,6 +388,9 @@ type Notification struct {
 	Version  string
 	Encoding string // aes128gcm or aesgcm; "" without data
 	Data     []byte // decrypted; nil when it carried no data
+	// ReliabilityID is its reliability_id (a tracked push's fate id);
+	// nil when it had none.
+	ReliabilityID *string
 }
 
 // Notification reads the next message, which must be a notification for
@@ -401,6 +404,10 @@ func (sub *Subscriber) Notification(t testing.TB) Notification {
 	}
 	n := Notification{}
 	n.Version, _ = m["version"].(string)
+	if id, ok := m["reliability_id"]; ok {
+		s, _ := id.(string)
+		n.ReliabilityID = &s
+	}
 	data, ok := m["data"].(string)
 	if !ok {
 		return n
