@@ -279,6 +279,19 @@ type FateStore interface {
 	// entry is present. 1 RT.
 	MilestoneCounts(ctx context.Context) (map[Milestone]int64, error)
 
+	// LiveCounts returns how many tracked messages are in each state
+	// now, summed over every node: for each non-terminal state the fates
+	// in it (a gauge: a move takes one from the state it left and adds
+	// one to the state it reached, in the write that moves it), and for
+	// each terminal state the fates settled in it (its milestone count:
+	// a settled fate stays settled). Every FateStates entry is present.
+	// Fates tracked by a version that did not keep these counts are
+	// missing from them, and their moves take their states' counts below
+	// what they should be (below zero when nothing else is in them). On
+	// CQL a count that could not be written is lost as a milestone count
+	// is (LostMilestoneCounts). 1 RT.
+	LiveCounts(ctx context.Context) (map[FateState]int64, error)
+
 	// PutReceiptSub creates the receipt subscription sub; ErrConflict if
 	// its id exists. 1 RT.
 	PutReceiptSub(ctx context.Context, sub ReceiptSub) error

@@ -13,11 +13,12 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Fates (storage.FateStore) use five key spaces:
+// Fates (storage.FateStore) use six key spaces:
 //
 //	'f' uaid id                  -> fate (fateRecord)
 //	'e' expiry(8, ns) uaid id    -> unsettled fate by message expiry (empty value)
 //	'n' state reason stripe      -> milestone count of one lock stripe (8 bytes)
+//	'l' state stripe             -> fates of one lock stripe in a non-terminal state now (8 bytes, two's complement)
 //	'g' sub                      -> receipt subscription
 //	'w' sub at(8, ns) id         -> receipt
 //
@@ -29,11 +30,14 @@ import (
 // keeps all of them or none. Each count is split by stripe and a stripe's
 // count is only written under that stripe's lock, so the read-increment-
 // write of a count is exact without a lock of its own; MilestoneCounts
-// sums the stripes.
+// and LiveCounts sum the stripes. A move of a fate adds its live counts
+// (-1 the state it left, +1 the one it reached) to the batch that
+// writes it, so they are exact too.
 const (
 	prefixFate       = 'f'
 	prefixFateExpiry = 'e'
 	prefixCount      = 'n'
+	prefixLive       = 'l'
 	prefixReceiptSub = 'g'
 	prefixReceipt    = 'w'
 	prefixHook       = 'h'
@@ -115,7 +119,35 @@ func (s *Store) getFate(uaid uuid.UUID, id storage.FateID) (fateRecord, bool, er
 
 // count adds one to milestone m in b; the caller holds uaid's stripe.
 func (s *Store) count(b *pebble.Batch, uaid uuid.UUID, m storage.Milestone) error {
-	k := countKey(m, stripeIndex(uaid))
+	return s.add(b, countKey(m, stripeIndex(uaid)), 1)
+}
+
+// move adds a fate of uaid's move from the state from to the state to
+// to the live counts in b: -1 from, +1 to, where either is non-terminal
+// (0: none, as Track's from); a terminal state's count is its
+// milestone's. The caller holds uaid's stripe.
+func (s *Store) move(b *pebble.Batch, uaid uuid.UUID, from, to storage.FateState) error {
+	if from == to {
+		return nil
+	}
+	for _, c := range [2]struct {
+		st    storage.FateState
+		delta uint64
+	}{{from, ^uint64(0)}, {to, 1}} {
+		if c.st == 0 || c.st.Terminal() {
+			continue
+		}
+		if err := s.add(b, []byte{prefixLive, byte(c.st), stripeIndex(uaid)}, c.delta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add adds delta (two's complement) to the 8-byte count k in b. The
+// caller holds the stripe the key belongs to, and b holds no other
+// change of k (add reads the store, not b).
+func (s *Store) add(b *pebble.Batch, k []byte, delta uint64) error {
 	v, err := s.get(k)
 	if err != nil {
 		return err
@@ -124,9 +156,9 @@ func (s *Store) count(b *pebble.Batch, uaid uuid.UUID, m storage.Milestone) erro
 	if len(v) == 8 {
 		n = binary.BigEndian.Uint64(v)
 	} else if v != nil {
-		return fmt.Errorf("count %s: %w", m, errCorrupt)
+		return fmt.Errorf("count %x: %w", k, errCorrupt)
 	}
-	b.Set(k, binary.BigEndian.AppendUint64(nil, n+1), nil)
+	b.Set(k, binary.BigEndian.AppendUint64(nil, n+delta), nil)
 	return nil
 }
 
@@ -153,7 +185,8 @@ func (s *Store) Track(ctx context.Context, f storage.Fate) error {
 	b := s.db.NewBatch()
 	b.Set(fateKey(f.UAID, f.ID), encodeFate(&fateRecord{Fate: f}), nil)
 	b.Set(fateExpiryKey(f.Expiry.UnixNano(), f.UAID, f.ID), nil, nil)
-	if err := s.count(b, f.UAID, storage.Milestone{State: storage.FateReceived}); err != nil {
+	if err := errors.Join(s.count(b, f.UAID, storage.Milestone{State: storage.FateReceived}),
+		s.move(b, f.UAID, 0, storage.FateReceived)); err != nil {
 		b.Close()
 		return failed("track", err)
 	}
@@ -187,11 +220,13 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 		return false, nil
 	}
 	b := s.db.NewBatch()
+	err = s.count(b, uaid, storage.Milestone{State: st})
 	if !f.State.Terminal() {
+		err = errors.Join(err, s.move(b, uaid, f.State, st))
 		f.State = st
 		b.Set(fateKey(uaid, id), encodeFate(&f), nil)
 	}
-	if err := s.count(b, uaid, storage.Milestone{State: st}); err != nil {
+	if err != nil {
 		b.Close()
 		return false, failed("reach", err)
 	}
@@ -237,9 +272,13 @@ func (s *Store) settle(uaid uuid.UUID, id storage.FateID, st storage.FateState, 
 		return false, err
 	}
 	now := time.Now().UnixNano()
+	b := s.db.NewBatch()
+	if err := s.move(b, uaid, f.State, st); err != nil {
+		b.Close()
+		return false, err
+	}
 	f.State, f.Reason, f.SettledAt = st, reason, now
 	key := fateKey(uaid, id)
-	b := s.db.NewBatch()
 	b.Set(key, encodeFate(&f), nil)
 	b.Delete(fateExpiryKey(f.Expiry.UnixNano(), uaid, id), nil)
 	b.Set(expiryKey(now+int64(storage.FateKeep), key), nil, nil)
@@ -465,6 +504,39 @@ func (s *Store) MilestoneCounts(ctx context.Context) (map[storage.Milestone]int6
 	})
 	if err != nil {
 		return nil, failed("milestone counts", err)
+	}
+	return out, nil
+}
+
+// LiveCounts implements storage.FateStore: one local range scan of every
+// stripe's live counts, and MilestoneCounts' for the terminal states.
+func (s *Store) LiveCounts(ctx context.Context) (map[storage.FateState]int64, error) {
+	milestones, err := s.MilestoneCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.enter(ctx, "live counts"); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	out := make(map[storage.FateState]int64, len(storage.FateStates))
+	for _, st := range storage.FateStates {
+		out[st] = 0
+	}
+	for m, n := range milestones {
+		if m.State.Terminal() {
+			out[m.State] += n
+		}
+	}
+	err = s.scan([]byte{prefixLive}, nil, func(k, v []byte) (bool, error) {
+		if len(k) != 3 || len(v) != 8 || storage.FateState(k[1]).Terminal() {
+			return false, fmt.Errorf("live count %x: %w", k, errCorrupt)
+		}
+		out[storage.FateState(k[1])] += int64(binary.BigEndian.Uint64(v))
+		return true, nil
+	})
+	if err != nil {
+		return nil, failed("live counts", err)
 	}
 	return out, nil
 }

@@ -21,6 +21,14 @@ import (
 // settler wins across nodes and no plain write (ordered by its writer's
 // clock) can undo a Paxos one. Only the winner of a transaction counts
 // its milestone and writes the receipt.
+//
+// A move (Reach, Settle) is conditional on the state it was read in
+// (IF state = ?), so its winner knows the state it moved the fate from:
+// it adds -1 to that state's live count and +1 to the state reached, in
+// fate_count beside the milestones (live_<state> rows), with the
+// milestone's increment in one counter batch. A move that finds the
+// state moved on reads it again (at SERIAL) and tries again, up to
+// moveTries times.
 const (
 	fateRead = `SELECT chid, topic, message_id, expiry, receipt, state, reason, settled, winner, graced FROM fate`
 	// fateSettleSet rewrites every column with the settle's TTL, so the
@@ -32,12 +40,11 @@ const (
 var (
 	qFateTrack = messageLWT(`INSERT INTO fate (uaid, id, chid, topic, message_id, expiry, receipt, state, reason)
 		VALUES (?, ?, ?, ?, ?, ?, ?, 1, 0) IF NOT EXISTS USING TTL ?`)
-	// The states of the conditions are FateReceived..FateTransmitted
-	// (TestFateStateValues holds them to storage's).
-	qFateReach       = messageLWT(`UPDATE fate USING TTL ? SET state = ? WHERE uaid = ? AND id = ? IF state IN (1, 2, 3, 4)`)
-	qFateSettle      = messageLWT(fateSettleSet + ` IF state IN (1, 2, 3, 4)`)
-	qFateSettleStill = messageLWT(fateSettleSet + ` IF state IN (1, 2)`) // SettleTopic: still received or stored
-	qFateGet         = read(fateRead + ` WHERE uaid = ? AND id = ?`)
+	// Each move is conditional on the state it was read in; winner names
+	// the move, so an unknown outcome can be told by a serial read.
+	qFateReach  = messageLWT(`UPDATE fate USING TTL ? SET state = ?, winner = ? WHERE uaid = ? AND id = ? IF state = ?`)
+	qFateSettle = messageLWT(fateSettleSet + ` IF state = ?`)
+	qFateGet    = read(fateRead + ` WHERE uaid = ? AND id = ?`)
 	// qFatePostpone gives a fate on its way to its user agent
 	// FateAckGrace once (postpone): every column rewritten with the new
 	// TTL, on condition that it is still in the state (storage.InHands)
@@ -55,7 +62,7 @@ var (
 	qFateBucketDel = messageWrite(`DELETE FROM fate_bucket WHERE scope = 0 AND bucket = ?`)
 	qFateBuckets   = read(`SELECT bucket FROM fate_bucket WHERE scope = 0 AND bucket > ? AND bucket <= ? LIMIT ?`)
 
-	qFateCount  = counterWrite(`UPDATE fate_count SET n = n + 1 WHERE shard = ? AND milestone = ?`)
+	qFateCount  = counterWrite(`UPDATE fate_count SET n = n + ? WHERE shard = ? AND milestone = ?`)
 	qFateCounts = read(`SELECT milestone, n FROM fate_count WHERE shard = ?`)
 
 	qReceiptSubAdd = messageLWT(`INSERT INTO receipt_sub (id, key_hash, webhook, webhook_secret, created)
@@ -89,6 +96,14 @@ const (
 	countShards = 16
 	// bucketPage is how many buckets a sweep lists per read.
 	bucketPage = 64
+	// moveTries bounds the tries of one move whose fate's state keeps
+	// moving under it (each try a serial read and an LWT). Each failed
+	// try is another mover's success, and each mover succeeds once: a
+	// fate has an endpoint node's, a connection node's and a sweep's at
+	// once, far fewer.
+	moveTries = 8
+	// livePrefix names a live count's fate_count row: live_<state>.
+	livePrefix = "live_"
 )
 
 // fateRow is a fate row as read.
@@ -182,7 +197,7 @@ func (s *Store) Track(ctx context.Context, f storage.Fate) error {
 	if !applied {
 		return fmt.Errorf("scylla: track: fate %x of %s: %w", f.ID, f.UAID, storage.ErrConflict)
 	}
-	s.count(ctx, f.ID, storage.Milestone{State: storage.FateReceived})
+	s.count(ctx, f.ID, storage.Milestone{State: storage.FateReceived}, 0, storage.FateReceived)
 	return nil
 }
 
@@ -201,9 +216,11 @@ func (s *Store) registerBucket(ctx context.Context, bucket int64, ttl int32) err
 }
 
 // Reach implements storage.FateStore: a read, then an LWT conditional on
-// the fate not being settled. A lost answer is settled by a serial read:
-// a settled fate reports false, else the error is returned (the state
-// may or may not have moved; either is a state the fate may be in).
+// the state read, again after a serial read while the state moved on. A
+// lost answer is settled by a serial read: the move's own winner there
+// means it applied; a settled fate reports false; else the error is
+// returned (the state may or may not have moved; either is a state the
+// fate may be in, and a move that cannot be told is a lost count).
 func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st storage.FateState) (bool, error) {
 	if err := storage.ValidateReach(st); err != nil || uaid == uuid.Nil {
 		return false, fmt.Errorf("scylla: reach %s: %w", st, storage.ErrInvalid)
@@ -212,28 +229,57 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 		return false, err
 	}
 	row, found, err := s.readFate(ctx, uaid, id, false)
-	if err != nil {
-		return false, wrap("reach", err)
-	}
-	if !found {
-		return false, nil
-	}
-	// Counted whether or not it is settled (storage.FateStore.Reach):
-	// the message reached st; only the record came late.
-	defer s.count(ctx, id, storage.Milestone{State: st})
-	if row.State.Terminal() {
-		return false, nil
-	}
-	now := time.Now()
-	ttl := ttlUntil(expiryEnd(row.Expiry, now), now)
-	applied, err := s.query(ctx, qFateReach, ttl, int8(st), uuidArg(uaid), id[:]).MapScanCAS(map[string]any{})
-	if err != nil {
-		if got, found, rerr := s.readFate(ctx, uaid, id, true); rerr == nil && (!found || got.State.Terminal()) {
+	for try := 1; ; try++ {
+		if err != nil {
+			return false, wrap("reach", err)
+		}
+		if !found {
 			return false, nil
 		}
-		return false, wrap("reach", err)
+		if row.State.Terminal() {
+			// Counted all the same (storage.FateStore.Reach): the
+			// message reached st; only the record came late.
+			s.count(ctx, id, storage.Milestone{State: st}, 0, 0)
+			return false, nil
+		}
+		var moved, done bool
+		if moved, done, err = s.reachRow(ctx, row, st); done || err != nil {
+			return moved, err
+		}
+		if try == moveTries {
+			return false, fmt.Errorf("scylla: reach %s: the fate's state moved %d times: %w", st, try, storage.ErrUnavailable)
+		}
+		row, found, err = s.readFate(ctx, uaid, id, true)
 	}
-	return applied, nil
+}
+
+// reachRow is one try of Reach on the fate read as row (unsettled):
+// done unless its state moved on since it was read.
+func (s *Store) reachRow(ctx context.Context, row fateRow, st storage.FateState) (moved, done bool, err error) {
+	now := time.Now()
+	mover := uuid.New()
+	f := &row.Fate
+	applied, err := s.query(ctx, qFateReach, ttlUntil(expiryEnd(f.Expiry, now), now), int8(st), uuidArg(mover),
+		uuidArg(f.UAID), f.ID[:], int8(row.State)).MapScanCAS(map[string]any{})
+	if err != nil {
+		got, found, rerr := s.readFate(ctx, f.UAID, f.ID, true)
+		if rerr != nil || !found || got.winner != mover {
+			s.count(ctx, f.ID, storage.Milestone{State: st}, 0, 0)
+			if rerr != nil || !found || got.State != row.State || got.winner != row.winner {
+				s.lost(storage.Milestone{State: st}, 2, err) // applied or not: cannot be told
+			}
+			if rerr == nil && (!found || got.State.Terminal()) {
+				return false, true, nil
+			}
+			return false, true, wrap("reach", err)
+		}
+		applied = true
+	}
+	if !applied {
+		return false, false, nil
+	}
+	s.count(ctx, f.ID, storage.Milestone{State: st}, row.State, st)
+	return true, true, nil
 }
 
 // Settle implements storage.FateStore: a read (the fate's columns, which
@@ -256,61 +302,113 @@ func (s *Store) Settle(ctx context.Context, uaid uuid.UUID, id storage.FateID, s
 	if !found {
 		return false, nil
 	}
-	return s.settleRow(ctx, qFateSettle, row, st, reason)
+	return s.settleRow(ctx, row, st, reason, nil)
 }
 
-// settleRow settles the fate read as row by the LWT st (its condition
-// says which states may be settled), then counts and writes the receipt
-// when it won. A lost answer is settled by a serial read of the winner.
-func (s *Store) settleRow(ctx context.Context, lwt statement, row fateRow, st storage.FateState, reason storage.DropReason) (bool, error) {
-	if row.State.Terminal() {
-		return false, nil
+// settleRow settles the fate read as row unless it is settled or, when
+// must is set, must rejects it (SettleTopic's states): an LWT
+// conditional on the state read, again after a serial read while the
+// state moved on. The winner counts and writes the receipt.
+func (s *Store) settleRow(ctx context.Context, row fateRow, st storage.FateState, reason storage.DropReason, must func(*fateRow) bool) (bool, error) {
+	for try := 1; ; try++ {
+		if row.State.Terminal() || must != nil && !must(&row) {
+			return false, nil
+		}
+		won, done, err := s.settleTry(ctx, row, st, reason)
+		if done || err != nil {
+			return won, err
+		}
+		if try == moveTries {
+			return false, fmt.Errorf("scylla: settle: the fate's state moved %d times: %w", try, storage.ErrUnavailable)
+		}
+		got, found, err := s.readFate(ctx, row.UAID, row.ID, true)
+		if err != nil || !found {
+			return false, wrap("settle", err)
+		}
+		row = got
 	}
+}
+
+// settleTry is one try of settleRow on the fate read as row (unsettled):
+// done unless its state moved on since it was read. A lost answer is
+// settled by a serial read of the winner.
+func (s *Store) settleTry(ctx context.Context, row fateRow, st storage.FateState, reason storage.DropReason) (won, done bool, err error) {
 	now := time.Now()
 	winner := uuid.New()
 	f := &row.Fate
-	applied, err := s.query(ctx, lwt, ttlUntil(expiryEnd(f.Expiry, now), now), uuidArg(f.CHID), f.Topic, f.MessageID,
+	applied, err := s.query(ctx, qFateSettle, ttlUntil(expiryEnd(f.Expiry, now), now), uuidArg(f.CHID), f.Topic, f.MessageID,
 		f.Expiry.UnixNano(), receiptArg(f.Receipt), int8(st), int8(reason), now.UnixNano(), uuidArg(winner), row.graced,
-		uuidArg(f.UAID), f.ID[:]).MapScanCAS(map[string]any{})
+		uuidArg(f.UAID), f.ID[:], int8(row.State)).MapScanCAS(map[string]any{})
 	if err != nil {
 		got, found, rerr := s.readFate(ctx, f.UAID, f.ID, true)
 		if rerr != nil || !found || got.winner != winner {
 			if rerr == nil && (!found || got.State.Terminal()) {
-				return false, nil // another settled it (or it is gone)
+				return false, true, nil // another settled it (or it is gone)
 			}
-			return false, wrap("settle", err)
+			return false, true, wrap("settle", err)
 		}
 		applied = true
 	}
 	if !applied {
-		return false, nil
+		return false, false, nil
 	}
 	m := storage.Milestone{State: st}
 	if st == storage.FateDropped {
 		m.Reason = reason
 	}
-	s.count(ctx, f.ID, m)
+	s.count(ctx, f.ID, m, row.State, st)
 	if f.Receipt == (storage.ReceiptSubID{}) {
-		return true, nil
+		return true, true, nil
 	}
 	err = s.query(ctx, qReceiptAdd, f.Receipt[:], now.UnixNano(), f.ID[:], f.MessageID, int8(st), int8(reason),
 		int32(storage.ReceiptKeep/time.Second)).Exec()
 	if err != nil {
-		return true, wrap("settle: the winner's receipt", err)
+		return true, true, wrap("settle: the winner's receipt", err)
 	}
-	return true, nil
+	return true, true, nil
 }
 
-// count increments milestone m once. A counter increment is not
-// idempotent: the driver never retries one that may have been applied
-// (counterWrite), and a failure is logged and counted here, never
-// returned, since the transaction it counts has applied and cannot be
-// redone. A count may be short by the failures, never counted twice.
-func (s *Store) count(ctx context.Context, id storage.FateID, m storage.Milestone) {
-	if err := s.query(ctx, qFateCount, countShard(id), m.String()).Exec(); err != nil {
-		n := s.lostCounts.Add(1)
-		s.logger().Warn("scylla: milestone count lost", "milestone", m.String(), "lost", n, "err", err)
+// count adds one to milestone m and moves a fate's live counts from the
+// state from to the state to (0: none; a terminal state is counted by its
+// milestone), in one counter batch on the fate's shard. A counter
+// increment is not idempotent: the driver never retries one that may
+// have been applied (counterWrite), and a failure is logged and counted
+// here, never returned, since the transaction it counts has applied and
+// cannot be redone. A count may be short by the failures, never counted
+// twice.
+func (s *Store) count(ctx context.Context, id storage.FateID, m storage.Milestone, from, to storage.FateState) {
+	shard := countShard(id)
+	b := s.session.BatchWithContext(ctx, gocql.CounterBatch)
+	b.SetConsistency(s.levels[qFateCount.class])
+	b.RetryPolicy(s.once)
+	b.Query(qFateCount.cql, int64(1), shard, m.String())
+	for _, c := range [2]struct {
+		st storage.FateState
+		n  int64
+	}{{from, -1}, {to, 1}} {
+		if from != to && c.st != 0 && !c.st.Terminal() {
+			b.Query(qFateCount.cql, c.n, shard, livePrefix+c.st.String())
+		}
 	}
+	var err error
+	if b.Size() == 1 {
+		err = s.query(ctx, qFateCount, int64(1), shard, m.String()).Exec()
+	} else {
+		for i := range b.Entries {
+			b.Entries[i].Idempotent = false
+		}
+		err = s.session.ExecuteBatch(b)
+	}
+	if err != nil {
+		s.lost(m, b.Size(), err)
+	}
+}
+
+// lost counts and logs n count increments for milestone m that failed,
+// or whose outcome is unknown.
+func (s *Store) lost(m storage.Milestone, n int, err error) {
+	total := s.lostCounts.Add(int64(n))
+	s.logger().Warn("scylla: milestone count lost", "milestone", m.String(), "counts", n, "lost", total, "err", err)
 }
 
 // LostMilestoneCounts is how many milestone increments this Store could
@@ -325,27 +423,29 @@ func (s *Store) SettleUser(ctx context.Context, uaid, chid uuid.UUID, reason sto
 	if err := storage.ValidateSettle(storage.FateDropped, reason); err != nil {
 		return 0, fmt.Errorf("scylla: settle user: %w", err)
 	}
-	return s.settleWhere(ctx, "settle user", qFateSettle, uaid, reason, func(r *fateRow) bool {
+	return s.settleWhere(ctx, "settle user", uaid, reason, func(r *fateRow) bool {
 		return chid == uuid.Nil || r.CHID == chid
 	})
 }
 
-// SettleTopic implements storage.FateStore like SettleUser, with an LWT
-// whose condition is "still received or stored".
+// SettleTopic implements storage.FateStore like SettleUser: each LWT is
+// conditional on the state read, received or stored, and a fate whose
+// state moved on is read again and settled only if it still is one.
 func (s *Store) SettleTopic(ctx context.Context, uaid, chid uuid.UUID, topic string, keep storage.FateID) (int, error) {
 	if topic == "" || chid == uuid.Nil {
 		return 0, fmt.Errorf("scylla: settle topic: no topic or channel: %w", storage.ErrInvalid)
 	}
-	return s.settleWhere(ctx, "settle topic", qFateSettleStill, uaid, storage.DropTopicReplaced, func(r *fateRow) bool {
+	return s.settleWhere(ctx, "settle topic", uaid, storage.DropTopicReplaced, func(r *fateRow) bool {
 		return r.CHID == chid && r.Topic == topic && r.ID != keep &&
 			(r.State == storage.FateReceived || r.State == storage.FateStored)
 	})
 }
 
-// settleWhere drops, by the LWT lwt, the unsettled fates of uaid that
-// match. The settles run one after another: a user has few fates in
-// flight, and an error stops the rest.
-func (s *Store) settleWhere(ctx context.Context, op string, lwt statement, uaid uuid.UUID, reason storage.DropReason, match func(*fateRow) bool) (int, error) {
+// settleWhere drops the unsettled fates of uaid that match, as read and
+// as read again if their state moves under the settle. The settles run
+// one after another: a user has few fates in flight, and an error stops
+// the rest.
+func (s *Store) settleWhere(ctx context.Context, op string, uaid uuid.UUID, reason storage.DropReason, match func(*fateRow) bool) (int, error) {
 	if err := storage.ValidateUAID(uaid); err != nil {
 		return 0, fmt.Errorf("scylla: %s: %w", op, err)
 	}
@@ -361,7 +461,7 @@ func (s *Store) settleWhere(ctx context.Context, op string, lwt statement, uaid 
 		if rows[i].State.Terminal() || !match(&rows[i]) {
 			continue
 		}
-		won, err := s.settleRow(ctx, lwt, rows[i], storage.FateDropped, reason)
+		won, err := s.settleRow(ctx, rows[i], storage.FateDropped, reason, match)
 		if won {
 			n++
 		}
@@ -454,14 +554,42 @@ func (s *Store) GetFate(ctx context.Context, uaid uuid.UUID, id storage.FateID) 
 // parallel and summed. Names no longer in storage.Milestones() are
 // skipped.
 func (s *Store) MilestoneCounts(ctx context.Context) (map[storage.Milestone]int64, error) {
-	if err := s.open("milestone counts"); err != nil {
+	byName, err := s.counts(ctx, "milestone counts")
+	if err != nil {
 		return nil, err
 	}
-	byName := map[string]storage.Milestone{}
 	out := map[storage.Milestone]int64{}
 	for _, m := range storage.Milestones() {
-		byName[m.String()] = m
-		out[m] = 0
+		out[m] = byName[m.String()]
+	}
+	return out, nil
+}
+
+// LiveCounts implements storage.FateStore: the 16 shards of fate_count
+// read in parallel, the live_<state> rows for the states not settled,
+// the milestones for the settled ones.
+func (s *Store) LiveCounts(ctx context.Context) (map[storage.FateState]int64, error) {
+	byName, err := s.counts(ctx, "live counts")
+	if err != nil {
+		return nil, err
+	}
+	out := map[storage.FateState]int64{}
+	for _, st := range storage.FateStates {
+		out[st] = byName[livePrefix+st.String()]
+	}
+	for _, m := range storage.Milestones() {
+		if m.State.Terminal() {
+			out[m.State] += byName[m.String()]
+		}
+	}
+	return out, nil
+}
+
+// counts reads every row of fate_count, summed over the shards by name,
+// for the operation op.
+func (s *Store) counts(ctx context.Context, op string) (map[string]int64, error) {
+	if err := s.open(op); err != nil {
+		return nil, err
 	}
 	var shards [countShards]map[string]int64
 	err := each(countShards, func(i int) error {
@@ -476,13 +604,12 @@ func (s *Store) MilestoneCounts(ctx context.Context) (map[storage.Milestone]int6
 		return iter.Close()
 	})
 	if err != nil {
-		return nil, wrap("milestone counts", err)
+		return nil, wrap(op, err)
 	}
+	out := map[string]int64{}
 	for _, got := range shards {
 		for name, n := range got {
-			if m, ok := byName[name]; ok {
-				out[m] += n
-			}
+			out[name] += n
 		}
 	}
 	return out, nil

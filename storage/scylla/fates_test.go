@@ -43,19 +43,22 @@ func counts(t *testing.T, s *Store) map[storage.Milestone]int64 {
 	return c
 }
 
-// TestFateStateValues: the LWT conditions name the states 1..4 as not
-// settled, and settling while received or stored as 1, 2.
+// TestFateStateValues: the states are stored as their numbers, 1..4 not
+// settled; every move of a fate is conditional on the state it was read
+// in, so that its winner knows which live count it leaves.
 func TestFateStateValues(t *testing.T) {
 	for _, st := range storage.FateStates {
 		if notSettled := st >= 1 && st <= 4; st.Terminal() == notSettled {
-			t.Errorf("%s (%d): terminal %v, but the LWT conditions say otherwise", st, st, st.Terminal())
+			t.Errorf("%s (%d): terminal %v, but the stored numbers say otherwise", st, st, st.Terminal())
 		}
 	}
-	if !strings.HasSuffix(qFateSettle.cql, "IF state IN (1, 2, 3, 4)") || !strings.HasSuffix(qFateReach.cql, "IF state IN (1, 2, 3, 4)") {
-		t.Fatal("Settle's or Reach's condition no longer names the states not settled")
+	for _, q := range []statement{qFateReach, qFateSettle} {
+		if !strings.HasSuffix(q.cql, "IF state = ?") {
+			t.Errorf("a move not conditional on the state read: %s", q.cql)
+		}
 	}
-	if storage.FateReceived != 1 || storage.FateStored != 2 || !strings.HasSuffix(qFateSettleStill.cql, "IF state IN (1, 2)") {
-		t.Fatal("SettleTopic's condition no longer names received and stored")
+	if !strings.HasSuffix(qFatePostpone.cql, "IF state = ? AND expiry = ?") {
+		t.Errorf("postpone not conditional on the state and expiry read: %s", qFatePostpone.cql)
 	}
 }
 
@@ -123,8 +126,8 @@ func TestSchemaAddsTrackedColumn(t *testing.T) {
 }
 
 // TestFateOneSettlerAcrossNodes: of concurrent Settles on two nodes, one
-// wins per fate; counts add up across the nodes; the winner's receipt is
-// written once.
+// wins per fate; counts, live counts too, add up across the nodes; the
+// winner's receipt is written once.
 func TestFateOneSettlerAcrossNodes(t *testing.T) {
 	a, b, _ := twoNodes(t)
 	nodes := []*Store{a, b}
@@ -210,6 +213,20 @@ func TestFateOneSettlerAcrossNodes(t *testing.T) {
 	}
 	if a.lostCounts.Load()+b.lostCounts.Load() != 0 {
 		t.Fatal("counts lost")
+	}
+	// The live counts too: each fate left received once, on whichever
+	// node won, and is counted in its one terminal state.
+	la, err := a.LiveCounts(tctx(t))
+	ok(t, err, "live counts")
+	lb, err := b.LiveCounts(tctx(t))
+	ok(t, err, "live counts")
+	if fmt.Sprint(la) != fmt.Sprint(lb) || la[storage.FateReceived] != 0 {
+		t.Fatalf("live counts %v and %v, want equal, none received", la, lb)
+	}
+	for st, n := range perState {
+		if la[st] != n {
+			t.Errorf("live %s %d, want %d", st, la[st], n)
+		}
 	}
 
 	rs, err := a.Receipts(tctx(t), sub.ID, 100)
@@ -436,8 +453,8 @@ func reachStored(t *testing.T, s *Store, f storage.Fate) {
 
 // TestLostCountLogged: a milestone increment that fails is not retried
 // and does not fail the transaction it counts (which applied): it is
-// counted as lost and logged. The counter table is dropped to make every
-// increment fail.
+// counted as lost, with the live counts written with it, and logged.
+// The counter table is dropped to make every increment fail.
 func TestLostCountLogged(t *testing.T) {
 	cfg := testConfig(t)
 	var logged strings.Builder
@@ -456,8 +473,10 @@ func TestLostCountLogged(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if n := s.LostMilestoneCounts(); n != 2 || strings.Count(logged.String(), "milestone count lost") != 2 {
-		t.Fatalf("%d counts lost, log:\n%s\nwant received's and delivered's", n, logged.String())
+	// Each write carries a milestone and a live count: received's and
+	// live_received's, then delivered's and live_received's.
+	if n := s.LostMilestoneCounts(); n != 4 || strings.Count(logged.String(), "milestone count lost") != 2 {
+		t.Fatalf("%d counts lost, log:\n%s\nwant received's and delivered's writes, two counts each", n, logged.String())
 	}
 }
 

@@ -148,15 +148,23 @@ func (s *Store) expireEntries(ctx context.Context, bucket int64, page []expiryEn
 		if err != nil {
 			return wrap("read fate", err)
 		}
-		if found && !row.State.Terminal() && row.Expiry.Before(now) && storage.InHands(row.State) && !row.graced {
+		if found && !row.State.Terminal() && row.Expiry.Before(now) && graceDue(&row) {
 			if err := s.postpone(ctx, row, now); err != nil {
 				return err // keep the entry: the next sweep tries again
 			}
 			return wrap("delete entry", s.delEntry(ctx, bucket, e))
 		}
 		if found && !row.State.Terminal() && row.Expiry.Before(now) {
-			ok, err := s.settleRow(ctx, qFateSettle, row, storage.FateExpired, storage.DropNone)
-			if !ok && err != nil {
+			// Read again if its state moves under the settle: expired
+			// still, unless it is now owed its grace, which the next
+			// sweep gives it by this entry (postponed by another node
+			// instead, it has an entry of its own).
+			owed := false
+			ok, err := s.settleRow(ctx, row, storage.FateExpired, storage.DropNone, func(r *fateRow) bool {
+				owed = graceDue(r) && r.Expiry.Before(now)
+				return r.Expiry.Before(now) && !owed
+			})
+			if !ok && (err != nil || owed) {
 				return err // the fate may be unsettled: keep its entry
 			}
 			if ok {
@@ -172,6 +180,10 @@ func (s *Store) expireEntries(ctx context.Context, bucket int64, page []expiryEn
 	})
 	return int(won.Load()), err
 }
+
+// graceDue reports whether the fate r, once expired, is owed
+// FateAckGrace: on its way to its user agent, and not given it yet.
+func graceDue(r *fateRow) bool { return storage.InHands(r.State) && !r.graced }
 
 // postpone gives an expired fate whose message is on its way to a user
 // agent (storage.InHands) FateAckGrace more for its ack

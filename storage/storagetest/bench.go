@@ -23,6 +23,7 @@ func Bench(b *testing.B, h Harness) {
 		{"DeleteMessage", benchDelete},
 		{"Connect", benchConnect},
 		{"GetUser", benchGetUser},
+		{"FateLifecycle", benchFate},
 	}
 	for _, bc := range benches {
 		for _, parallel := range []bool{false, true} {
@@ -129,6 +130,28 @@ func benchGetUser(b *testing.B, s storage.Store, parallel bool) {
 	loop(b, parallel, setup, func(uaid uuid.UUID) {
 		if _, err := s.GetUser(benchCtx(), uaid); err != nil {
 			b.Fatal(err)
+		}
+	})
+}
+
+// benchFate is one tracked message's whole life in storage: Track, Reach
+// stored, Reach transmitted, Settle delivered (each move counts its
+// milestone and moves its live counts).
+func benchFate(b *testing.B, s storage.Store, parallel bool) {
+	chid := uuid.New()
+	exp := time.Now().Add(time.Hour)
+	loop(b, parallel, nil, func(uaid uuid.UUID) {
+		f := newFate(uaid, chid, "", exp, storage.ReceiptSubID{})
+		if err := s.Track(benchCtx(), f); err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range []storage.FateState{storage.FateStored, storage.FateTransmitted} {
+			if ok, err := s.Reach(benchCtx(), uaid, f.ID, st); err != nil || !ok {
+				b.Fatalf("reach %s: %v %v", st, ok, err)
+			}
+		}
+		if ok, err := s.Settle(benchCtx(), uaid, f.ID, storage.FateDelivered, storage.DropNone); err != nil || !ok {
+			b.Fatalf("settle: %v %v", ok, err)
 		}
 	})
 }

@@ -461,4 +461,10 @@ func testFateConservation(t *testing.T, s storage.Store) {
 	if c[state(storage.FateReceived)] != int64(len(fates)) || terminalSum(c) != int64(len(fates)) {
 		t.Fatalf("received %d, terminal %d; want both %d: %v", c[state(storage.FateReceived)], terminalSum(c), len(fates), c)
 	}
+	live := liveCounts(t, s)
+	for _, st := range []storage.FateState{storage.FateReceived, storage.FateStored} {
+		if live[st] != 0 {
+			t.Fatalf("%s counts %d live once every fate is settled: %v", st, live[st], live)
+		}
+	}
 }

@@ -90,6 +90,8 @@ func Run(t *testing.T, h Harness) {
 		{"FateSettleExpiredConcurrent", testFateSettleExpiredConcurrent},
 		{"FateMilestoneCounts", testFateMilestoneCounts},
 		{"FateConservation", testFateConservation},
+		{"FateLiveCounts", testFateLiveCounts},
+		{"FateLiveCountsConcurrent", testFateLiveCountsConcurrent},
 		{"FateTrackedMessage", testTrackedMessage},
 		{"ReceiptSubs", testReceiptSubs},
 		{"Receipts", testReceipts},
