@@ -222,6 +222,14 @@ type Config struct {
 	// /metrics and /__milestones__ of metrics-listen. Nothing of the
 	// user, subscription or content is counted. Default none.
 	TrackingKeys []string `conf:"tracking-keys" help:"VAPID public keys (base64url) whose pushes are tracked through the milestones (comma-separated)"`
+	// ReferenceMilestones serves GET /__milestones__ on this listener
+	// (the endpoint's, not metrics-listen) in the shape of the
+	// reference's development report (docs/receipts.md): a flat JSON
+	// object of how many tracked messages are in each state now, by the
+	// reference's state names. Off, the route answers 404 like any
+	// unknown path. Unauthenticated, like the reference's: turn it on
+	// only where its numbers may be public. Default false.
+	ReferenceMilestones bool `conf:"reference-milestones" help:"serve GET /__milestones__ on this listener: tracked messages by current state, the reference's flat JSON shape (unauthenticated)"`
 	// Receipts turns on delivery receipts (RFC 8030 §5.1,
 	// docs/receipts.md): the receipt subscription routes (/receipts),
 	// the Push-Receipt header, and the Link to /receipts on every push's

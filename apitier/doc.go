@@ -7,6 +7,7 @@
 //	POST   /wpush/v1/{token}, /wpush/v2/{token}, /wpush/{token} (v1)   wpush.go
 //	DELETE /m/{message_id}                                             message.go
 //	GET    /__heartbeat__ /__lbheartbeat__ /__version__ /health /status   ops.go
+//	GET    /__milestones__ (reference-milestones; 404 when off)           ops.go
 //	PUT    /v1/broadcasts/{broadcaster}/{channel}, GET /v1/broadcasts  apitier/megaphone
 //	POST, GET /push, GET, DELETE /push/{id} (the outbound sender)     apitier/pushapi
 //	/v1/{type}/{app_id}/registration... (bridge registration)          apitier/registration

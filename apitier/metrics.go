@@ -73,9 +73,12 @@ const (
 	routeVersion   = "version"
 	routeHealth    = "health"
 	routeStatus    = "status"
-	routeOptions   = "options"
-	routeNotFound  = "not_found"
-	routeNoMethod  = "method_not_allowed"
+	// routeMilestones: GET /__milestones__, the reference's report
+	// (reference-milestones; 404 when off).
+	routeMilestones = "milestones"
+	routeOptions    = "options"
+	routeNotFound   = "not_found"
+	routeNoMethod   = "method_not_allowed"
 	// routeUnparsed: requests Hertz refused before routing them: a
 	// header it could not parse, too large or too slow (400, 431, 408).
 	routeUnparsed = "unparsed"
@@ -87,7 +90,7 @@ const (
 // routeLabels are this package's route labels; the APIs of their own
 // packages bring theirs (newMetrics).
 var routeLabels = []string{routeWPushV1, routeWPushV2, routeWPushBad, routeMessage, routeHeartbeat, routeLB,
-	routeVersion, routeHealth, routeStatus, routeOptions, routeNotFound, routeNoMethod,
+	routeVersion, routeHealth, routeStatus, routeMilestones, routeOptions, routeNotFound, routeNoMethod,
 	routeUnparsed, routeUnrouted}
 
 // Outcomes of an accepted push (mNotifications).

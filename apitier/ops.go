@@ -26,6 +26,9 @@ import (
 //	GET /__version__      the version.json file
 //	GET /health           storage health with uptime and version (200/503)
 //	GET /status           200 {"status":"ok","version":...}, no storage call
+//	GET /__milestones__   with reference-milestones, tracked messages by
+//	                      current state in the reference's shape (200/503);
+//	                      off, 404 as an unknown path
 //
 // and, on its own listener (metrics-listen), never the public one:
 //
@@ -62,6 +65,23 @@ func (s *Server) handleHealth(ctx context.Context, c *app.RequestContext, _ *req
 
 func (s *Server) handleStatus(_ context.Context, c *app.RequestContext, _ *reqState) {
 	httpapi.WriteJSON(c, http.StatusOK, map[string]any{"status": "ok", "version": s.versionString()})
+}
+
+// handleReferenceMilestones is GET /__milestones__ on this listener: the
+// reference's flat {"state": count} of tracked messages by the state
+// they are in now (apitier/tracking, reference.go). Not the operator's
+// /__milestones__ on metrics-listen, which counts milestones reached.
+func (s *Server) handleReferenceMilestones(ctx context.Context, c *app.RequestContext, st *reqState) {
+	if !s.cfg.ReferenceMilestones {
+		st.x.Fail(errNotFound)
+		return
+	}
+	counts, err := s.tracker.ReferenceCounts(ctx)
+	if err != nil {
+		st.x.Fail(s.storageError("read live counts", err))
+		return
+	}
+	httpapi.WriteJSON(c, http.StatusOK, counts)
 }
 
 // writeMetrics writes every series GET /metrics serves (exposition.Write

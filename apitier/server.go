@@ -229,6 +229,7 @@ func (s *Server) routeTable() []routeDef {
 		{Route{http.MethodGet, "/__version__"}, routeVersion, s.handleVersion},
 		{Route{http.MethodGet, "/health"}, routeHealth, s.handleHealth},
 		{Route{http.MethodGet, "/status"}, routeStatus, s.handleStatus},
+		{Route{http.MethodGet, "/__milestones__"}, routeMilestones, s.handleReferenceMilestones},
 	}
 	// The broadcasts, the outbound sender's push API, the bridge
 	// registration API and the receipts (apis.go).

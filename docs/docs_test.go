@@ -175,6 +175,7 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	st := stacktest.StartWith(t, stacktest.Options{Config: func(c *stack.Config) {
 		c.API.BroadcastTokens = []string{broadcastToken}
 		c.API.BridgeAuthKeys = []string{bridgeKey}
+		c.API.ReferenceMilestones = true // its 404 when off: TestReferenceReliableReport
 	}})
 	api := newValidator(t, "openapi.yaml", st.EndpointURL())
 	signer := stacktest.NewSigner(t)
@@ -212,7 +213,7 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	api.check("delete a stored message", request(t, "DELETE", r.Header.Get("Location"), nil), 204)
 	api.check("delete a bad id", request(t, "DELETE", st.EndpointURL()+"/m/nope", nil), 404)
 
-	for _, p := range []string{"/__heartbeat__", "/__lbheartbeat__", "/__version__", "/health", "/status"} {
+	for _, p := range []string{"/__heartbeat__", "/__lbheartbeat__", "/__version__", "/health", "/status", "/__milestones__"} {
 		api.check("GET "+p, request(t, "GET", st.EndpointURL()+p, nil), 200)
 	}
 	// /metrics is not a public route (metrics-listen serves it).

@@ -7,8 +7,10 @@
 // message replaces. The connection node records the write to its client
 // and the ack; Sweep, run by every endpoint node, settles what outlived
 // its TTL. The counts of every milestone are served on /metrics and
-// /__milestones__ (the operator's listener). With no tracking key and
-// receipts off nothing here runs: an untracked push pays one test.
+// /__milestones__ (the operator's listener); with reference-milestones,
+// the counts by current state in the reference's shape on the endpoint's
+// own /__milestones__ (reference.go). With no tracking key and receipts
+// off nothing here runs: an untracked push pays one test.
 package tracking
 
 import (
@@ -39,6 +41,7 @@ type Store interface {
 	SettleExpired(ctx context.Context, now time.Time, limit int) (int, error)
 	GetFate(ctx context.Context, uaid uuid.UUID, id storage.FateID) (storage.Fate, error)
 	MilestoneCounts(ctx context.Context) (map[storage.Milestone]int64, error)
+	LiveCounts(ctx context.Context) (map[storage.FateState]int64, error)
 }
 
 // Config is what tracking reads of the node's settings.
