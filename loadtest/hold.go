@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -85,12 +86,17 @@ func (r *run) hold(ctx context.Context) error {
 
 	r.mon.SetPhase("hold", 0, nil)
 	held := time.Now()
+	cpu0 := probe.CPUSeconds(r.enginePIDs())
 	if err := monitor.Sleep(ctx, cfg.Hold); err != nil {
 		return err
 	}
 	h.HeldSeconds = time.Since(held).Seconds()
+	h.IdleCPU = round2(100 * (probe.CPUSeconds(r.enginePIDs()) - cpu0) / h.HeldSeconds)
 	end := r.pool.counters()
 	h.ConnectedEnd, h.DroppedDuringRun, h.Pings = end.Connected, end.Dropped, end.Pings
+	if end.Connected > 0 {
+		h.IdleCPUPer10k = round2(h.IdleCPU * 10000 / float64(end.Connected))
+	}
 	h.EnginePings = probe.SumEngines(r.engineSamples()).Pings
 	for _, p := range append(slices.Clone(r.cl.Engines), r.pool.procs()...) {
 		if n, err := probe.Maps(p.PID()); err == nil {
@@ -172,3 +178,5 @@ func median(v []int64) int64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

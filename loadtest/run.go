@@ -187,6 +187,15 @@ func (r *run) setupWorkers(ctx context.Context, subs []string) error {
 	return err
 }
 
+// enginePIDs are the engines' process ids.
+func (r *run) enginePIDs() []int {
+	var pids []int
+	for i := range r.cl.Engines {
+		pids = append(pids, r.cl.Engine(i).PID())
+	}
+	return pids
+}
+
 // sample reads the workers' counters and the processes' memory.
 func (r *run) sample() report.Sample {
 	ws, h := r.pool.take()
@@ -194,10 +203,8 @@ func (r *run) sample() report.Sample {
 		Connects: ws.Connects, ConnectFail: ws.ConnectFail, Dropped: ws.Dropped, WorkerRSS: ws.RSS,
 		Sent: ws.Sent, Accepted: ws.Accepted, PostErrors: ws.PostErrors, Received: ws.Received, Acked: ws.Acked}
 	s.Engine = probe.SumEngines(r.engineSamples())
-	var engines, endpoint, workers []int
-	for i := range r.cl.Engines {
-		engines = append(engines, r.cl.Engine(i).PID())
-	}
+	var endpoint, workers []int
+	engines := r.enginePIDs()
 	if ep := r.cl.EndpointNow(); ep != nil {
 		s.EndpointRSS, _ = probe.ProcRSS(ep.PID())
 		endpoint = append(endpoint, ep.PID())

@@ -34,6 +34,16 @@ func procCPU(pid int) float64 {
 	return (u + s) / userHZ
 }
 
+// CPUSeconds is the user+system CPU time of the processes pids,
+// seconds (a process already gone counts 0).
+func CPUSeconds(pids []int) float64 {
+	var t float64
+	for _, p := range pids {
+		t += procCPU(p)
+	}
+	return t
+}
+
 // machineCPU is the whole machine's busy and total CPU time, seconds.
 func machineCPU() (busy, total float64) {
 	line := fieldOf("/proc/stat", "cpu", ' ')

@@ -28,6 +28,13 @@ type HoldReport struct {
 	HeldSeconds      float64 `json:"held_seconds"`
 	ConnectedEnd     int     `json:"connected_end"`
 	DroppedDuringRun int64   `json:"dropped"`
+	// IdleCPU is the engines' CPU (user + system, from /proc) over the
+	// hold, in percent of one core; IdleCPUPer10k the same per 10,000
+	// connections held. Every sample the load tester takes (-sample-every)
+	// scrapes each engine's /metrics, so it counts in: a slower sampling
+	// is a fairer picture of a node scraped by Prometheus.
+	IdleCPU       float64 `json:"idle_cpu_percent"`
+	IdleCPUPer10k float64 `json:"idle_cpu_percent_per_10k_conns"`
 	// Pings are the keepalives both ways over the whole run: the user
 	// agents' {} pings and the engines' answers, the engines' websocket
 	// pings and the user agents' pongs. EnginePings is what the engines
@@ -204,6 +211,8 @@ func (r *Report) printHold(w io.Writer) {
 		f0(float64(h.RSSPerConn)), f0(float64(h.AnonPerConn)), f0(float64(h.HeapPerConn)))
 	fmt.Fprintf(w, "goroutines (all engines) %d -> %d; held %s connections for %.0fs; %d dropped during the run; load generator %s B per user agent\n",
 		h.GoroutinesStart, h.GoroutinesEnd, Num(h.ConnectedEnd), h.HeldSeconds, h.DroppedDuringRun, f0(float64(h.WorkerRSSPerUA)))
+	fmt.Fprintf(w, "engines' CPU over the hold: %.2f%% of a core, %.2f%% per 10,000 connections (sampled every %s)\n",
+		h.IdleCPU, h.IdleCPUPer10k, r.Config.SampleEvery)
 	p := h.Pings
 	fmt.Fprintf(w, "keepalives: user agents sent %s {} pings, %s answered, %s unanswered when the next was due; engines sent %s websocket pings, user agents received %s and answered %s\n",
 		Num(p.Sent), Num(p.Answered), Num(p.Unanswered), OptNum(h.EnginePings), Num(p.Server), Num(p.Pongs))

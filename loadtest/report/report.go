@@ -356,7 +356,7 @@ func (r *Report) resultLine() string {
 		if k := r.Hold.Kernel; k != nil {
 			fmt.Fprintf(b, " kernel_bytes_per_conn=%.0f", float64(k.Total))
 		}
-		fmt.Fprintf(b, " dropped=%d", r.Hold.DroppedDuringRun)
+		fmt.Fprintf(b, " dropped=%d idle_cpu_percent=%.2f", r.Hold.DroppedDuringRun, r.Hold.IdleCPU)
 	case r.Notify != nil:
 		for _, s := range r.Notify.Stages {
 			fmt.Fprintf(b, " rate%.0f_p99_ms=%.1f", s.Offered, s.Latency.P99)
