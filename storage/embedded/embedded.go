@@ -25,14 +25,15 @@ import (
 // reading so Close cannot pull the database out from under it. Lock order:
 // mu, then one stripe, rateMu or claimMu; never two of those.
 type Store struct {
-	cfg     Config
-	db      *pebble.DB
-	wo      *pebble.WriteOptions
-	busy    atomic.Int64 // calls in progress: WAL syncs wait to be shared when many are (syncShare)
-	log     *slog.Logger
-	mu      sync.RWMutex
-	closed  bool
-	stripes [256]sync.Mutex
+	cfg         Config
+	db          *pebble.DB
+	wo          *pebble.WriteOptions
+	compactions *compactScheduler // Pebble's, kept for tests
+	busy        atomic.Int64      // calls in progress: WAL syncs wait to be shared when many are (syncShare)
+	log         *slog.Logger
+	mu          sync.RWMutex
+	closed      bool
+	stripes     [256]sync.Mutex
 	// rateMu serializes the rate shares' compare-and-set (rateshares.go),
 	// claimMu the idempotency claims' (idempotency.go).
 	rateMu, claimMu sync.Mutex
@@ -53,13 +54,16 @@ func Open(cfg Config) (*Store, error) {
 	cache := pebble.NewCache(cfg.CacheBytes)
 	defer cache.Unref()
 	s := &Store{cfg: cfg, wo: pebble.Sync, log: cfg.Logger, stop: make(chan struct{})}
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{
+	opts := &pebble.Options{
 		Cache:              cache,
 		MemTableSize:       cfg.MemTableBytes,
 		Logger:             pebbleLogger{cfg.Logger},
 		WALMinSyncInterval: s.syncShare,
 		FS:                 zeroedWAL{FS: vfs.Default, size: int64(cfg.MemTableBytes + cfg.MemTableBytes/4)},
-	})
+	}
+	s.compactions = newCompactScheduler()
+	opts.Experimental.CompactionScheduler = s.compactions
+	db, err := pebble.Open(cfg.Dir, opts)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		// Pebble's lock on the directory: another process has it open.
 		pid, command := lockHolder(cfg.Dir)
