@@ -58,6 +58,9 @@ type Set struct {
 
 	cancel context.CancelFunc // set by Start
 	left   chan int
+	// kick wakes run when the first user is owed: with nobody owed it
+	// sleeps, rather than tick every Every on an idle node.
+	kick chan struct{}
 }
 
 // owing is one owed user: since when, and how many times owed (a try
@@ -79,7 +82,7 @@ func New(cfg Config, try Try) *Set {
 	if cfg.Max <= 0 {
 		cfg.Max = DefaultMax
 	}
-	return &Set{cfg: cfg, try: try, owed: map[[16]byte]owing{}}
+	return &Set{cfg: cfg, try: try, owed: map[[16]byte]owing{}, kick: make(chan struct{}, 1)}
 }
 
 // Owe records that uaid's holder is owed a check. It reports false when
@@ -98,6 +101,10 @@ func (s *Set) Owe(uaid [16]byte) bool {
 		return false
 	}
 	s.owed[uaid] = owing{since: time.Now(), times: 1}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 	return true
 }
 
@@ -166,12 +173,21 @@ func (s *Set) Stop(log *slog.Logger) int {
 	return left
 }
 
-// run tries the owed users every Config.Every until ctx ends; it returns
+// run tries the owed users every Config.Every while any is owed, until
+// ctx ends; it returns
 // how many were still owed then.
 func (s *Set) run(ctx context.Context) int {
-	t := time.NewTicker(s.cfg.Every)
+	t := time.NewTimer(s.cfg.Every)
 	defer t.Stop()
 	for {
+		if s.Len() == 0 {
+			select {
+			case <-ctx.Done():
+				return s.Len()
+			case <-s.kick:
+			}
+		}
+		t.Reset(s.cfg.Every)
 		select {
 		case <-ctx.Done():
 			return s.Len()
