@@ -35,7 +35,9 @@ type Config struct {
 	// (6% at 25 and 1.5% at 100 under the same pushes), so a load that
 	// raised the target keeps it raised.
 	BusyAbove, IdleBelow float64
-	// Window is how often the share is measured; one window above
+	// Window is how often the share is measured while the target is
+	// raised, and at most how often (when a collection ends) while it is
+	// not; one window above
 	// BusyAbove raises the target. Short, so a burst (a thousand hellos
 	// a second arriving at an idle node) gets the busy target within a
 	// fraction of a second rather than after running at the idle one.
@@ -77,30 +79,72 @@ func New(cfg Config, log *slog.Logger) *Tuner {
 	return t
 }
 
-// Run measures every Window until ctx ends; it returns at once when the
-// policy has no busy target.
+// Run measures until ctx ends; it returns at once when the policy has no
+// busy target. While the target is raised it measures every Window. At
+// the idle target it measures when a collection ends, at most once a
+// Window: only a collection can raise the share, and a node at rest
+// collects rarely, so the tuner does not wake it four times a second to
+// find nothing.
 func (t *Tuner) Run(ctx context.Context) {
 	if t.cfg.Busy == 0 || t.cfg.Busy == t.cfg.Idle {
 		return
 	}
+	cycles := gcCycles(ctx)
 	tick := time.NewTicker(t.cfg.Window)
+	tick.Stop()
 	defer tick.Stop()
 	gc, at := t.gcSeconds(), time.Now()
 	for {
+		var ticks <-chan time.Time
+		if t.busy {
+			ticks = tick.C
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-ticks:
+		case <-cycles:
+			if t.busy || time.Since(at) < t.cfg.Window {
+				continue // a window too short to judge; a later cycle will
+			}
 		}
 		g, now := t.gcSeconds(), time.Now()
 		// The runtime's own CPU total advances only when a cycle ends,
 		// so the capacity is the wall clock times GOMAXPROCS.
 		capacity := now.Sub(at).Seconds() * float64(runtime.GOMAXPROCS(0))
+		was := t.busy
 		if capacity > 0 {
 			t.observe(g-gc, capacity)
 		}
 		gc, at = g, now
+		switch {
+		case t.busy && !was:
+			tick.Reset(t.cfg.Window)
+		case !t.busy && was:
+			tick.Stop()
+		}
 	}
+}
+
+// gcCycles signals after each collection (a cleanup on an object made
+// unreachable for the next one), until ctx ends.
+func gcCycles(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	type sentinel struct{ _ *int } // a pointer: never in the tiny allocator
+	var arm func()
+	arm = func() {
+		runtime.AddCleanup(&sentinel{}, func(ch chan struct{}) {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+			if ctx.Err() == nil {
+				arm()
+			}
+		}, ch)
+	}
+	arm()
+	return ch
 }
 
 // gcSeconds is the CPU time the collector has taken (the runtime's
