@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -78,13 +79,46 @@ func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 	return gnet.None
 }
 
-// OnTick advances the timing wheel and runs each due session's check on
-// its own loop.
+// OnTick advances the timing wheel and runs the due sessions' checks on
+// their loops: one task per loop for all its due sessions, not one each,
+// so an idle node's keepalives wake each loop at most once a tick however
+// many connections it holds.
 func (srv *Server) OnTick() (time.Duration, gnet.Action) {
 	srv.dueSlice = srv.wheel.advance(time.Now(), srv.dueSlice[:0])
-	for _, cn := range srv.dueSlice {
-		srv.onLoop(cn, cn.s.Tick)
+	for len(srv.dueSlice) > 0 {
+		loop := srv.dueSlice[0].c.EventLoop()
+		var mine []*conn
+		rest := srv.dueSlice[:0]
+		for _, cn := range srv.dueSlice {
+			if cn.c.EventLoop() == loop {
+				mine = append(mine, cn)
+			} else {
+				rest = append(rest, cn)
+			}
+		}
+		clear(srv.dueSlice[len(rest):])
+		srv.dueSlice = rest
+		srv.tickOnLoop(loop, mine)
 	}
-	clear(srv.dueSlice)
-	return srv.wheel.res / 2, gnet.None
+	return srv.wheel.untilNext(time.Now()), gnet.None
+}
+
+// tickOnLoop runs the checks of the due sessions cns, all of loop, as
+// one task on it; a connection closed by then is skipped.
+func (srv *Server) tickOnLoop(loop gnet.EventLoop, cns []*conn) {
+	srv.pending.Add(1)
+	err := loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		defer srv.pending.Add(-1)
+		for _, cn := range cns {
+			if !cn.s.Closed() {
+				lc := srv.begin(cn)
+				cn.s.Tick(&lc.Ctx)
+				lc.end()
+			}
+		}
+		return nil
+	}))
+	if err != nil {
+		srv.pending.Add(-1)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/storage"
 	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/pool/goroutine"
 )
 
 // Server is one connection node: the public websocket listener on gnet
@@ -163,6 +164,10 @@ func (srv *Server) Start() error {
 	}
 	go srv.api.Serve(srv.apiLn)
 
+	// gnet's shared goroutine pool serves only EventLoop.Register and
+	// Enroll on Linux, which the engine never calls; its housekeeping
+	// goroutines would wake an idle node three times a second for it.
+	goroutine.DefaultWorkerPool.Release()
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithTicker(true),

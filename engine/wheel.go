@@ -87,6 +87,17 @@ func (w *wheel) file(cn *conn) {
 	cn.slot = uint16(i + 1)
 }
 
+// untilNext is how long from now until the next slot is due: the ticker
+// sleeps that long, so an idle node ticks once per slot and each slot is
+// advanced at its time, not up to half a slot late.
+func (w *wheel) untilNext(now time.Time) time.Duration {
+	w.mu.Lock()
+	next := w.now + w.res.Milliseconds()
+	w.mu.Unlock()
+	// A millisecond past the boundary, so the tick finds the slot due.
+	return max(time.Duration(next-now.UnixMilli()+1)*time.Millisecond, time.Millisecond)
+}
+
 // advance moves to now and returns the sessions now due. Sessions whose
 // deadline moved later are re-filed; unscheduled ones are dropped.
 func (w *wheel) advance(now time.Time, due []*conn) []*conn {

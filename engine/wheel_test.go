@@ -94,3 +94,20 @@ func TestWheelDeadlineMovedEarlier(t *testing.T) {
 		t.Fatalf("refired: %d", len(due))
 	}
 }
+
+// The ticker sleeps until the next slot is due, and no longer: a slot
+// already past (a late tick) is advanced at once.
+func TestWheelUntilNext(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	w := newWheel(100*time.Millisecond, 8, start)
+	if got := w.untilNext(start.Add(30 * time.Millisecond)); got != 71*time.Millisecond {
+		t.Errorf("30 ms into the slot: sleep %v, want 71ms", got)
+	}
+	if got := w.untilNext(start.Add(250 * time.Millisecond)); got != time.Millisecond {
+		t.Errorf("a slot overdue: sleep %v, want 1ms", got)
+	}
+	w.advance(start.Add(250*time.Millisecond), nil)
+	if got := w.untilNext(start.Add(250 * time.Millisecond)); got != 51*time.Millisecond {
+		t.Errorf("after advancing to 250 ms: sleep %v, want 51ms", got)
+	}
+}
