@@ -28,7 +28,7 @@ type Config struct {
 	// above BusyAbove; 0 keeps Idle always.
 	Busy int
 	// BusyAbove and IdleBelow are the collector's share of the process's
-	// CPU capacity (GOMAXPROCS cores) over one Window, as it would be at
+	// CPU capacity (Cores) over one Window, as it would be at
 	// the Idle target, that switch to Busy and back; IdleBelow < BusyAbove
 	// so it does not flap. While Busy, the measured share is scaled by
 	// Busy/Idle: the collector's work goes as the inverse of the target
@@ -47,6 +47,10 @@ type Config struct {
 	// collector's CPU time advances only when a cycle ends, so under load
 	// one short window can read nothing at all.
 	QuietWindows int
+	// Cores is the CPU capacity the share is taken of; 0: GOMAXPROCS.
+	// A process whose GOMAXPROCS counts processors that mostly wait in
+	// system calls (procs.ForLoops) names its cores here.
+	Cores int
 }
 
 // Defaults is the policy the nodes use: idle and busy targets (25 and
@@ -110,8 +114,8 @@ func (t *Tuner) Run(ctx context.Context) {
 		}
 		g, now := t.gcSeconds(), time.Now()
 		// The runtime's own CPU total advances only when a cycle ends,
-		// so the capacity is the wall clock times GOMAXPROCS.
-		capacity := now.Sub(at).Seconds() * float64(runtime.GOMAXPROCS(0))
+		// so the capacity is the wall clock times the cores.
+		capacity := now.Sub(at).Seconds() * float64(t.cores())
 		was := t.busy
 		if capacity > 0 {
 			t.observe(g-gc, capacity)
@@ -124,6 +128,13 @@ func (t *Tuner) Run(ctx context.Context) {
 			tick.Stop()
 		}
 	}
+}
+
+func (t *Tuner) cores() int {
+	if t.cfg.Cores > 0 {
+		return t.cfg.Cores
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // gcCycles signals after each collection (a cleanup on an object made

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"github.com/autopush-go/autopush/internal/devcert"
 	"github.com/autopush-go/autopush/internal/gctune"
 	"github.com/autopush-go/autopush/internal/listener"
+	"github.com/autopush-go/autopush/internal/procs"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/internal/token"
 	"github.com/autopush-go/autopush/stack"
@@ -106,7 +108,7 @@ func Start(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 	ready := slog.NewRecord(time.Now(), slog.LevelInfo, ReadyMsg, 0)
 	ready.Add("websocket", "ws://"+st.WSAddr()+"/", "ws_listen", st.WSAddr(), "node_api", st.NodeAddr(),
 		"push_api", st.HTTPAddr(), "push_api_tls", st.API().TLSAddr(), "metrics", st.MetricsAddr(),
-		"endpoint_url", st.EndpointURL(), "gogc", gcPercent())
+		"endpoint_url", st.EndpointURL(), "gogc", gcPercent(), "gomaxprocs", runtime.GOMAXPROCS(0))
 	log.Handler().Handle(context.Background(), ready)
 	return s, nil
 }
@@ -210,6 +212,7 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	cores := procs.ForLoops(cfg.Engine.EventLoops)
 	s, err := Start(cfg, store, log)
 	if err != nil {
 		return err
@@ -219,7 +222,9 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 	}
 	fmt.Fprint(os.Stderr, s.TrustDevCert())
 	if _, set := os.LookupEnv("GOGC"); !set {
-		go gctune.New(gctune.Defaults(cfg.Engine.GCPercent, cfg.Engine.GCPercentBusy), log).Run(ctx)
+		gcfg := gctune.Defaults(cfg.Engine.GCPercent, cfg.Engine.GCPercentBusy)
+		gcfg.Cores = cores
+		go gctune.New(gcfg, log).Run(ctx)
 	}
 	for done := false; !done; {
 		select {

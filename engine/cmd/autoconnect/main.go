@@ -8,6 +8,7 @@ import (
 	"github.com/autopush-go/autopush/internal/cli"
 	"github.com/autopush-go/autopush/internal/gctune"
 	"github.com/autopush-go/autopush/internal/mozlog"
+	"github.com/autopush-go/autopush/internal/procs"
 	"github.com/autopush-go/autopush/internal/settings"
 	"github.com/autopush-go/autopush/storage/open"
 )
@@ -24,8 +25,11 @@ func run() error {
 		return cli.ConfigOK(cfg.Validate)
 	}
 	log := mozlog.New(os.Stdout, "autoconnect", cfg.LogLevel)
+	cores := procs.ForLoops(cfg.EventLoops)
 	if _, set := os.LookupEnv("GOGC"); !set {
-		gc := gctune.New(gctune.Defaults(cfg.GCPercent, cfg.GCPercentBusy), log)
+		gcfg := gctune.Defaults(cfg.GCPercent, cfg.GCPercentBusy)
+		gcfg.Cores = cores
+		gc := gctune.New(gcfg, log)
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		go gc.Run(ctx)
