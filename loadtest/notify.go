@@ -9,6 +9,7 @@ import (
 	"github.com/autopush-go/autopush/loadtest/appserver"
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/monitor"
+	"github.com/autopush-go/autopush/loadtest/probe"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
@@ -71,6 +72,7 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.D
 		}()
 	}
 	workers := float64(len(r.pool.ws))
+	cpu0 := probe.CPUSeconds(r.serverPIDs())
 	evs, err := r.pool.all(ctx, func(*workerProc) worker.Command {
 		return worker.Command{Op: worker.OpSend, Send: &worker.Send{Rate: rate / workers, Duration: d, Pick: appserver.PickRoundRobin,
 			Warmup: cfg.Warmup, Grace: cfg.DeliveryGrace}}
@@ -85,6 +87,9 @@ func (r *run) pushStage(ctx context.Context, name string, rate float64, d time.D
 		return st, err
 	}
 	st.CPU = r.mon.AvgCPU(t0, r.mon.Now())
+	if n := st.Delivered * st.Seconds; n > 0 {
+		st.CPUPerPush = round2(1e6 * (probe.CPUSeconds(r.serverPIDs()) - cpu0) / n)
+	}
 	r.mon.Logf("%s: %s/s offered: %s/s accepted, %s/s delivered, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d lost, errors %s",
 		name, report.Num(rate), report.Num(st.Achieved), report.Num(st.Delivered), st.Latency.P50, st.Latency.P99, st.Latency.P999,
 		st.Latency.Max, st.Account.Lost, report.CountsOrNone(st.Errors))

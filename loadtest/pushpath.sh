@@ -8,8 +8,11 @@
 #      (-vapid-reuse 1h) and, once, signed afresh;
 #   2. the single-node server: hello + register per second (15,000 new user
 #      agents, 128 handshakes at a time);
-#   3. the single-node server: RSS per idle connection (19,000);
-#   4. with PUSHPATH_CQL=1, the split tiers (autoconnect + autoendpoint) on
+#   3. the single-node server: RSS per idle connection and CPU at rest
+#      (19,000 held 100 s, sampled every 15 s as a Prometheus would);
+#   4. the single-node server: its CPU per push delivered at 1,000, 4,000,
+#      8,000 and 12,000 pushes/s (JWTs reused);
+#   5. with PUSHPATH_CQL=1, the split tiers (autoconnect + autoendpoint) on
 #      one local Cassandra node (CQL_HOSTS, else one started here and
 #      stopped by its PID): pushes/s at p99 <= 50 ms, and hellos/s.
 #
@@ -80,9 +83,9 @@ PY
 }
 
 uas=2000 rates=4000,6000,8000,10000,12000,14000,16000,18000 fresh=1000,2000,3000,4000,6000,8000 cqlrates=1000,2000,3000,4000,5000,6000,7000,8000
-hellos=15000 idle=19000 stage=15s
+hellos=15000 idle=19000 idlehold=100s stage=15s cpurates=1000,4000,8000,12000
 if [ "${PUSHPATH_SMOKE:-}" = 1 ]; then
-	repeats=1 uas=100 rates=100,200 fresh=100 cqlrates=100 hellos=300 idle=300 stage=2s
+	repeats=1 uas=100 rates=100,200 fresh=100 cqlrates=100 hellos=300 idle=300 idlehold=2s stage=2s cpurates=100,200,300,400
 fi
 ladder=(-uas "$uas" -rates "$rates" -stage-time "$stage" -warmup 1s -p99-limit 50ms -min-stages 1)
 dirs=()
@@ -109,10 +112,30 @@ echo "single-node, hello + register per second: $(field hold connect.achieved_pe
 dirs=()
 for i in $(seq "$repeats"); do
 	quiet
-	lt hold -single -cql-hosts "" -uas "$idle" -per-engine 19000 -budget 0 -out "$out/idle-$i" >/dev/null
+	lt hold -single -cql-hosts "" -uas "$idle" -per-engine 19000 -budget 0 -hold "$idlehold" -sample-every 15s \
+		-out "$out/idle-$i" >/dev/null
 	dirs+=("$out/idle-$i")
 done
 echo "single-node, RSS per idle connection (19,000), bytes: $(field hold hold.rss_bytes_per_conn "${dirs[@]}")"
+echo "single-node, CPU holding 19,000 idle, % of a core: $(field hold hold.idle_cpu_percent "${dirs[@]}")"
+echo "single-node, CPU per 10,000 idle connections, % of a core: $(field hold hold.idle_cpu_percent_per_10k_conns "${dirs[@]}")"
+
+dirs=()
+for i in $(seq "$repeats"); do
+	quiet
+	lt notify -uas "$uas" -rates "$cpurates" -stage-time "$stage" -warmup 1s -p99-limit 0 -min-stages 4 \
+		-vapid-reuse 1h -cql-hosts "" -out "$out/cpu-$i" >/dev/null
+	dirs+=("$out/cpu-$i")
+done
+python3 - "${dirs[@]}" <<'PY'
+import json, statistics, sys
+per = {}
+for d in sys.argv[1:]:
+    for s in json.load(open(d + "/notify.json"))["notify"]["stages"]:
+        per.setdefault(s["offered_per_s"], []).append(s["server_cpu_us_per_push"])
+for rate, v in sorted(per.items()):
+    print(f"single-node, server CPU per push at {rate:,.0f}/s, µs: runs {v} median {statistics.median(v)}")
+PY
 
 if [ "${PUSHPATH_CQL:-}" = 1 ]; then
 	if [ -z "${CQL_HOSTS:-}" ]; then

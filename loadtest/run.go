@@ -196,6 +196,15 @@ func (r *run) enginePIDs() []int {
 	return pids
 }
 
+// serverPIDs are the engines' and the endpoint's process ids.
+func (r *run) serverPIDs() []int {
+	pids := r.enginePIDs()
+	if ep := r.cl.EndpointNow(); ep != nil {
+		pids = append(pids, ep.PID())
+	}
+	return pids
+}
+
 // sample reads the workers' counters and the processes' memory.
 func (r *run) sample() report.Sample {
 	ws, h := r.pool.take()

@@ -161,6 +161,10 @@ type Stage struct {
 	Account   ledger.Accounting `json:"account"`
 	Errors    map[string]int64  `json:"errors,omitempty"`
 	CPU       probe.CPU         `json:"cpu_percent"` // average over the stage
+	// CPUPerPush is the servers' CPU (engines and endpoint, user +
+	// system, from /proc) over the stage, microseconds per push
+	// delivered; the load tester's scrapes of their /metrics included.
+	CPUPerPush float64 `json:"server_cpu_us_per_push"`
 }
 
 // DeliveryReport is stored's or churn's exactly-once accounting.
@@ -279,10 +283,10 @@ func (r *Report) printNotify(w io.Writer) {
 	fmt.Fprintf(w, "notify: %s connected user agents; latency from scheduled send to arrival (ms), after a %s warm-up per rate\n",
 		Num(n.UAs), r.Config.Warmup)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered/s\taccepted/s\tdelivered/s\tp50\tp90\tp99\tp99.9\tmax\tPOST p99\tlost\tcpu% machine/engines/endpoint/workers/storage\terrors\t")
+	fmt.Fprintln(tw, "offered/s\taccepted/s\tdelivered/s\tp50\tp90\tp99\tp99.9\tmax\tPOST p99\tlost\tcpu% machine/engines/endpoint/workers/storage\tserver µs/push\terrors\t")
 	for _, s := range n.Stages {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%s\t\n", Num(s.Offered), Num(s.Achieved), Num(s.Delivered),
-			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Response.P99, s.Account.Lost, s.CPU, CountsOrNone(s.Errors))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%.0f\t%s\t\n", Num(s.Offered), Num(s.Achieved), Num(s.Delivered),
+			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Response.P99, s.Account.Lost, s.CPU, s.CPUPerPush, CountsOrNone(s.Errors))
 	}
 	tw.Flush()
 	if n.CrossedAt > 0 {
@@ -359,7 +363,7 @@ func (r *Report) resultLine() string {
 		fmt.Fprintf(b, " dropped=%d idle_cpu_percent=%.2f", r.Hold.DroppedDuringRun, r.Hold.IdleCPU)
 	case r.Notify != nil:
 		for _, s := range r.Notify.Stages {
-			fmt.Fprintf(b, " rate%.0f_p99_ms=%.1f", s.Offered, s.Latency.P99)
+			fmt.Fprintf(b, " rate%.0f_p99_ms=%.1f rate%.0f_cpu_us=%.0f", s.Offered, s.Latency.P99, s.Offered, s.CPUPerPush)
 		}
 		fmt.Fprintf(b, " p99_crossed_at=%.0f", r.Notify.CrossedAt)
 	case r.Delivery != nil:
