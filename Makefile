@@ -11,7 +11,7 @@ SCHEMATHESIS_EXAMPLES ?= 400
 SCHEMATHESIS_SEED ?= $(shell date +%s)
 BENCHTIME ?= 1s
 
-.PHONY: help run build test test-stress test-unit e2e bench fuzz schemathesis lint node-deps py-deps pywebpush capacity million stall fanout sender-cluster sender-crash sender-stop burst sender-bench sender-flood bridge-bench drain-loop cluster cluster-down faults
+.PHONY: help run build test test-stress test-unit e2e bench fuzz schemathesis lint node-deps py-deps pywebpush capacity million maxhold stall fanout sender-cluster sender-crash sender-stop burst sender-bench sender-flood bridge-bench drain-loop cluster cluster-down faults
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -120,6 +120,10 @@ pushpath: ## the push path and the hello at this machine's limit, 3 runs each, m
 MILLION_FLAGS ?= -uas 1000000 -engines 56 -workers 56 -connect-rate 4000 -steps 5 -settle 15s -hold 5m -ping-interval 4m -engine-ping-interval 2m -out loadtest/out/million
 million: ## 1,000,000 idle user agents on 56 engines (embedded store, one each) from 56 workers, held 5 min with pings both ways: connect rate, drops, user-space and kernel memory per connection (checks the kernel settings first; docs/capacity.md; ~17 min, ~13 GiB)
 	$(GO) run ./loadtest/cmd/loadtest hold -cql-hosts "" $(MILLION_FLAGS)
+
+MAXHOLD_FLAGS ?= -uas 1500000 -engines 84 -workers 84 -connect-rate 4000 -steps 5 -settle 15s -hold 10m -ping-interval 4m -engine-ping-interval 2m -out loadtest/out/maxhold
+maxhold: ## 1,500,000 idle user agents on 84 engines from 84 workers, held 10 min with pings both ways (docs/capacity.md; ~30 min, ~19 GiB: needs fs.file-max and nf_conntrack_max raised, the load tester names them)
+	$(GO) run ./loadtest/cmd/loadtest hold -cql-hosts "" $(MAXHOLD_FLAGS)
 
 STALL_FLAGS ?= -uas 2000 -rates 500 -stalls 5000 -stage-time 15s -p99-limit 0 -min-stages 1
 stall: ## 5,000 push API connections, 1,000 stalled each way (header, header+0, body, chunk, 1 byte/s), while 500 pushes/s flow (docs/capacity.md); CQL_HOSTS: autoendpoint, else the single-node server
