@@ -37,10 +37,10 @@ type Config struct {
 	BusyAbove, IdleBelow float64
 	// Window is how often the share is measured while the target is
 	// raised, and at most how often (when a collection ends) while it is
-	// not; one window above
-	// BusyAbove raises the target. Short, so a burst (a thousand hellos
-	// a second arriving at an idle node) gets the busy target within a
-	// fraction of a second rather than after running at the idle one.
+	// not; one window above BusyAbove raises the target. Short, so a
+	// burst (a thousand hellos a second arriving at an idle node) gets
+	// the busy target within a fraction of a second rather than after
+	// running at the idle one.
 	Window time.Duration
 	// QuietWindows is how many windows are taken together to lower the
 	// target: their combined share must be under IdleBelow. The

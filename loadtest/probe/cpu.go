@@ -101,14 +101,7 @@ type CPUMeter struct {
 func (m *CPUMeter) Read(engines, endpoint, workers []int, storage int) CPU {
 	now := time.Now()
 	busy, _ := machineCPU()
-	sum := func(pids []int) float64 {
-		var t float64
-		for _, p := range pids {
-			t += procCPU(p)
-		}
-		return t
-	}
-	e, ep, w := sum(engines), sum(endpoint), sum(workers)
+	e, ep, w := CPUSeconds(engines), CPUSeconds(endpoint), CPUSeconds(workers)
 	var st float64
 	if storage > 0 {
 		st = procCPU(storage)
