@@ -195,6 +195,7 @@ func (s *Server) newHertz(opts ...config.Option) *server.Hertz {
 		server.WithDisablePrintRoute(true),
 		server.WithOnAccept(func(c net.Conn) context.Context { return listener.WithConn(context.Background(), c) }),
 	}, opts...)
+	claimServerDate()
 	h := server.New(opts...)
 	// An over-limit body announced with Expect: 100-continue is refused
 	// (413, by the handler) without asking the client to send it.
@@ -265,6 +266,7 @@ type requestStart struct{}
 
 func (requestStart) Start(ctx context.Context, _ *app.RequestContext) context.Context {
 	listener.FromContext(ctx).BeginRequest()
+	refreshDate(time.Now()) // date.go
 	return ctx
 }
 
