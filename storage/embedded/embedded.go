@@ -34,6 +34,7 @@ type Store struct {
 	mu          sync.RWMutex
 	closed      bool
 	stripes     [256]sync.Mutex
+	counts      [256]stripeCounts // each stripe's, under its lock (counts.go)
 	// rateMu serializes the rate shares' compare-and-set (rateshares.go),
 	// claimMu the idempotency claims' (idempotency.go).
 	rateMu, claimMu sync.Mutex

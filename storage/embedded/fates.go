@@ -13,9 +13,10 @@ import (
 	"github.com/autopush-go/autopush/storage"
 )
 
-// Fates (storage.FateStore) use six key spaces:
+// Fates (storage.FateStore) use seven key spaces:
 //
-//	'f' uaid id                  -> fate (fateRecord)
+//	'f' uaid id                  -> fate: what never changes (fateFixed)
+//	't' uaid id                  -> fate: where it is (fateState, small)
 //	'e' expiry(8, ns) uaid id    -> unsettled fate by message expiry (empty value)
 //	'n' state reason stripe      -> milestone count of one lock stripe (8 bytes)
 //	'l' state stripe             -> fates of one lock stripe in a non-terminal state now (8 bytes, two's complement)
@@ -25,6 +26,28 @@ import (
 // plus an 'x' expiry entry per settled fate (at settling + FateKeep) and
 // per receipt (at settling + ReceiptKeep) that the sweeper removes them by.
 //
+// singleWrite: an 'e' entry, a receipt and a receipt's 'x' entry are
+// each written once (their keys hold a time and the fate's id, and a
+// fate is tracked, graced and settled once) and deleted soon after:
+// the 'e' entry when its fate settles, the receipt when it is
+// acknowledged, often within the same memtable. They are deleted with
+// Pebble's SingleDelete, which with the one write it deletes leaves
+// nothing in a flush or compaction where a Delete's tombstone is written
+// and carried down to the last level. SingleDelete is only correct for a
+// key written once since it was last deleted: no other key may take it.
+// A second SingleDelete of the same key (an ack repeated, a sweep
+// revisiting an entry) is harmless.
+//
+// A fate is two records so that a move rewrites only the small one: the
+// message id, topic and receipt subscription ('f', about 250 bytes with
+// an endpoint's message id) are written once by Track, and each Reach
+// and Settle writes the state ('t', about 20 bytes). Every byte a move
+// writes passes through Pebble's flushes and compactions, which were
+// most of a tracked message's cost (docs/benchmarks.md). Stores written
+// before the split hold each fate whole in 'f' (fateCodecWhole) and no
+// 't': such a fate's state is read from its 'f' until its first move
+// writes its 't', which wins from then on.
+//
 // A fate is read, changed and written under its user's stripe lock, and
 // the change, its count and its receipt go in one synced batch: a crash
 // keeps all of them or none. Each count is split by stripe and a stripe's
@@ -32,9 +55,12 @@ import (
 // write of a count is exact without a lock of its own; MilestoneCounts
 // and LiveCounts sum the stripes. A move of a fate adds its live counts
 // (-1 the state it left, +1 the one it reached) to the batch that
-// writes it, so they are exact too.
+// writes it, so they are exact too. The stripe keeps its counts' values
+// in memory once read (stripeCounts), so a move reads no count from
+// Pebble.
 const (
 	prefixFate       = 'f'
+	prefixFateState  = 't'
 	prefixFateExpiry = 'e'
 	prefixCount      = 'n'
 	prefixLive       = 'l'
@@ -44,6 +70,12 @@ const (
 	prefixKeyHook    = 'j' // key hash, subscription id: CountReceiptHooks
 
 	fateCodec = 1
+	// fateCodecWhole is an 'f' record of a store written before the
+	// split: the whole fate, state included. fateCodecFixed is the 'f'
+	// of a fate with a 't' (fateCodecState).
+	fateCodecWhole = fateCodec
+	fateCodecFixed = 2
+	fateCodecState = 1
 	// fateEntryLen is an 'e' key's length: prefix, expiry, uaid, id.
 	fateEntryLen = 1 + 8 + 16 + 16
 )
@@ -71,62 +103,129 @@ type fateRecord struct {
 	Graced bool
 }
 
-func encodeFate(f *fateRecord) []byte {
-	b := make([]byte, 0, 64+len(f.Topic)+len(f.MessageID))
-	b = append(b, fateCodec)
+func fateStateKey(uaid uuid.UUID, id storage.FateID) []byte {
+	return append(append([]byte{prefixFateState}, uaid[:]...), id[:]...)
+}
+
+// encodeFixed is f's 'f' record: what Track wrote.
+func encodeFixed(f *fateRecord) []byte {
+	b := make([]byte, 0, 40+len(f.Topic)+len(f.MessageID))
+	b = append(b, fateCodecFixed)
 	b = append(b, f.CHID[:]...)
 	b = append(b, f.Receipt[:]...)
-	graced := byte(0)
-	if f.Graced {
-		graced = 1
-	}
-	b = append(b, byte(f.State), byte(f.Reason), graced)
-	b = binary.AppendVarint(b, f.Expiry.UnixNano())
-	b = binary.AppendVarint(b, f.SettledAt)
 	b = appendString(b, f.Topic)
 	return appendString(b, f.MessageID)
 }
 
+// encodeState is f's 't' record: where it is.
+func encodeState(f *fateRecord) []byte {
+	b := make([]byte, 0, 24)
+	b = append(b, fateCodecState, byte(f.State), byte(f.Reason), boolByte(f.Graced))
+	b = binary.AppendVarint(b, f.Expiry.UnixNano())
+	return binary.AppendVarint(b, f.SettledAt)
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// decodeState reads a 't' record into f.
+func decodeState(f *fateRecord, b []byte) error {
+	if len(b) < 4 || b[0] != fateCodecState {
+		return errCorrupt
+	}
+	f.State, f.Reason, f.Graced = storage.FateState(b[1]), storage.DropReason(b[2]), b[3] == 1
+	r := reader{b: b[4:]}
+	f.Expiry = time.Unix(0, r.varint())
+	f.SettledAt = r.varint()
+	return r.done()
+}
+
+// decodeFate reads an 'f' record, of either form; a fixed one leaves
+// the state to decodeState.
 func decodeFate(uaid uuid.UUID, id storage.FateID, b []byte) (fateRecord, error) {
 	f := fateRecord{Fate: storage.Fate{UAID: uaid, ID: id}}
-	if len(b) == 0 || b[0] != fateCodec {
+	if len(b) == 0 || b[0] != fateCodecWhole && b[0] != fateCodecFixed {
 		return f, errCorrupt
 	}
 	r := reader{b: b[1:]}
 	copy(f.CHID[:], r.bytes(16))
 	copy(f.Receipt[:], r.bytes(16))
-	if sr := r.bytes(3); sr != nil {
-		f.State, f.Reason, f.Graced = storage.FateState(sr[0]), storage.DropReason(sr[1]), sr[2] == 1
+	if b[0] == fateCodecWhole {
+		if sr := r.bytes(3); sr != nil {
+			f.State, f.Reason, f.Graced = storage.FateState(sr[0]), storage.DropReason(sr[1]), sr[2] == 1
+		}
+		f.Expiry = time.Unix(0, r.varint())
+		f.SettledAt = r.varint()
 	}
-	f.Expiry = time.Unix(0, r.varint())
-	f.SettledAt = r.varint()
 	f.Topic = r.string()
 	f.MessageID = r.string()
 	return f, r.done()
 }
 
+// getFate reads the fate (uaid, id) whole: its 'f' and its 't'.
 func (s *Store) getFate(uaid uuid.UUID, id storage.FateID) (fateRecord, bool, error) {
 	v, err := s.get(fateKey(uaid, id))
 	if err != nil || v == nil {
 		return fateRecord{}, false, err
 	}
 	f, err := decodeFate(uaid, id, v)
+	if err == nil {
+		err = s.readState(&f, v[0] == fateCodecWhole)
+	}
 	if err != nil {
 		return fateRecord{}, false, fmt.Errorf("fate %s/%x: %w", uaid, id, err)
 	}
 	return f, true, nil
 }
 
+// readState reads f's 't' into f; whole: its 'f' is of the form before
+// the split, whose state stands while it has no 't'.
+func (s *Store) readState(f *fateRecord, whole bool) error {
+	v, err := s.get(fateStateKey(f.UAID, f.ID))
+	switch {
+	case err != nil:
+		return err
+	case v == nil && whole:
+		return nil
+	case v == nil:
+		return errCorrupt // a fixed 'f' is written with its 't'
+	}
+	return decodeState(f, v)
+}
+
+// getState reads where the fate (uaid, id) is, without what never
+// changes (Reach, postpone): its 't' alone when it has one. found is
+// false for a fate that does not exist.
+func (s *Store) getState(uaid uuid.UUID, id storage.FateID) (f fateRecord, found bool, err error) {
+	f.UAID, f.ID = uaid, id
+	v, err := s.get(fateStateKey(uaid, id))
+	if err != nil {
+		return f, false, err
+	}
+	if v == nil {
+		// No 't': a fate of a store before the split, or none.
+		return s.getFate(uaid, id)
+	}
+	if err := decodeState(&f, v); err != nil {
+		return f, false, fmt.Errorf("fate state %s/%x: %w", uaid, id, err)
+	}
+	return f, true, nil
+}
+
 // count adds one to milestone m in b; the caller holds uaid's stripe.
-func (s *Store) count(b *pebble.Batch, uaid uuid.UUID, m storage.Milestone) error {
-	return s.add(b, countKey(m, stripeIndex(uaid)), 1)
+func (s *Store) count(b *countBatch, uaid uuid.UUID, m storage.Milestone) error {
+	return b.add(countKey(m, stripeIndex(uaid)), 1)
 }
 
 // move adds a fate of uaid's move from the state from to the state to
 // to the live counts in b: -1 from, +1 to, where either is non-terminal
 // (0: none, as Track's from); a terminal state's count is its
 // milestone's. The caller holds uaid's stripe.
-func (s *Store) move(b *pebble.Batch, uaid uuid.UUID, from, to storage.FateState) error {
+func (s *Store) move(b *countBatch, uaid uuid.UUID, from, to storage.FateState) error {
 	if from == to {
 		return nil
 	}
@@ -137,28 +236,10 @@ func (s *Store) move(b *pebble.Batch, uaid uuid.UUID, from, to storage.FateState
 		if c.st == 0 || c.st.Terminal() {
 			continue
 		}
-		if err := s.add(b, []byte{prefixLive, byte(c.st), stripeIndex(uaid)}, c.delta); err != nil {
+		if err := b.add([]byte{prefixLive, byte(c.st), stripeIndex(uaid)}, c.delta); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// add adds delta (two's complement) to the 8-byte count k in b. The
-// caller holds the stripe the key belongs to, and b holds no other
-// change of k (add reads the store, not b).
-func (s *Store) add(b *pebble.Batch, k []byte, delta uint64) error {
-	v, err := s.get(k)
-	if err != nil {
-		return err
-	}
-	var n uint64
-	if len(v) == 8 {
-		n = binary.BigEndian.Uint64(v)
-	} else if v != nil {
-		return fmt.Errorf("count %x: %w", k, errCorrupt)
-	}
-	b.Set(k, binary.BigEndian.AppendUint64(nil, n+delta), nil)
 	return nil
 }
 
@@ -175,29 +256,32 @@ func (s *Store) Track(ctx context.Context, f storage.Fate) error {
 	l := s.stripe(f.UAID)
 	l.Lock()
 	defer l.Unlock()
-	if _, found, err := s.getFate(f.UAID, f.ID); err != nil || found {
+	if v, err := s.get(fateKey(f.UAID, f.ID)); err != nil || v != nil {
 		if err == nil {
 			return fmt.Errorf("embedded: track %s/%x: exists: %w", f.UAID, f.ID, storage.ErrConflict)
 		}
 		return failed("track", err)
 	}
 	f.Reason = storage.DropNone
-	b := s.db.NewBatch()
-	b.Set(fateKey(f.UAID, f.ID), encodeFate(&fateRecord{Fate: f}), nil)
+	rec := fateRecord{Fate: f}
+	b := s.newCountBatch(f.UAID)
+	b.Set(fateKey(f.UAID, f.ID), encodeFixed(&rec), nil)
+	b.Set(fateStateKey(f.UAID, f.ID), encodeState(&rec), nil)
 	b.Set(fateExpiryKey(f.Expiry.UnixNano(), f.UAID, f.ID), nil, nil)
 	if err := errors.Join(s.count(b, f.UAID, storage.Milestone{State: storage.FateReceived}),
 		s.move(b, f.UAID, 0, storage.FateReceived)); err != nil {
 		b.Close()
 		return failed("track", err)
 	}
-	if err := s.commit(b); err != nil {
+	if err := b.commit(s.wo); err != nil {
 		return failed("track", err)
 	}
 	return nil
 }
 
-// Reach implements storage.FateStore. One local read and, unless the fate
-// is settled or missing, one durable write, under the user's stripe lock.
+// Reach implements storage.FateStore. One local read (the fate's state)
+// and one write, not synced, under the user's stripe lock: the state and
+// the counts, or for a settled fate the milestone count alone.
 func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st storage.FateState) (bool, error) {
 	if err := storage.ValidateUAID(uaid); err != nil {
 		return false, fmt.Errorf("embedded: reach: %w", err)
@@ -212,19 +296,19 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	l := s.stripe(uaid)
 	l.Lock()
 	defer l.Unlock()
-	f, found, err := s.getFate(uaid, id)
+	f, found, err := s.getState(uaid, id)
 	if err != nil {
 		return false, failed("reach", err)
 	}
 	if !found {
 		return false, nil
 	}
-	b := s.db.NewBatch()
+	b := s.newCountBatch(uaid)
 	err = s.count(b, uaid, storage.Milestone{State: st})
 	if !f.State.Terminal() {
 		err = errors.Join(err, s.move(b, uaid, f.State, st))
 		f.State = st
-		b.Set(fateKey(uaid, id), encodeFate(&f), nil)
+		b.Set(fateStateKey(uaid, id), encodeState(&f), nil)
 	}
 	if err != nil {
 		b.Close()
@@ -232,8 +316,7 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	}
 	// Not synced (storage.FateStore.Reach): the next synced write carries
 	// it; an intermediate milestone lost in a crash costs one count.
-	defer b.Close()
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := b.commit(pebble.NoSync); err != nil {
 		return false, failed("reach", err)
 	}
 	return !f.State.Terminal(), nil
@@ -272,15 +355,15 @@ func (s *Store) settle(uaid uuid.UUID, id storage.FateID, st storage.FateState, 
 		return false, err
 	}
 	now := time.Now().UnixNano()
-	b := s.db.NewBatch()
+	b := s.newCountBatch(uaid)
 	if err := s.move(b, uaid, f.State, st); err != nil {
 		b.Close()
 		return false, err
 	}
 	f.State, f.Reason, f.SettledAt = st, reason, now
 	key := fateKey(uaid, id)
-	b.Set(key, encodeFate(&f), nil)
-	b.Delete(fateExpiryKey(f.Expiry.UnixNano(), uaid, id), nil)
+	b.Set(fateStateKey(uaid, id), encodeState(&f), nil)
+	b.SingleDelete(fateExpiryKey(f.Expiry.UnixNano(), uaid, id), nil) // written once (singleWrite)
 	b.Set(expiryKey(now+int64(storage.FateKeep), key), nil, nil)
 	if f.Receipt != (storage.ReceiptSubID{}) {
 		rk := receiptKey(f.Receipt, now, id)
@@ -291,7 +374,7 @@ func (s *Store) settle(uaid uuid.UUID, id storage.FateID, st storage.FateState, 
 		b.Close()
 		return false, err
 	}
-	if err := s.commit(b); err != nil {
+	if err := b.commit(s.wo); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -340,6 +423,9 @@ func (s *Store) settleListed(ctx context.Context, op string, uaid uuid.UUID, rea
 		}
 		id := storage.FateID(k[17:])
 		f, err := decodeFate(uaid, id, v)
+		if err == nil {
+			err = s.readState(&f, v[0] == fateCodecWhole)
+		}
 		if err != nil {
 			return false, fmt.Errorf("fate %s/%x: %w", uaid, id, err)
 		}
@@ -438,7 +524,7 @@ func (s *Store) settleEntry(e []byte) (bool, error) {
 	}
 	// Not ours to settle: the winner's batch deleted the entry, or the
 	// fate is gone. Losing this delete in a crash only means a revisit.
-	return false, s.db.Delete(e, pebble.NoSync)
+	return false, s.db.SingleDelete(e, pebble.NoSync)
 }
 
 // postpone gives the fate an expiry entry e names FateAckGrace more when
@@ -449,14 +535,14 @@ func (s *Store) postpone(uaid uuid.UUID, id storage.FateID, e []byte) (bool, err
 	l := s.stripe(uaid)
 	l.Lock()
 	defer l.Unlock()
-	f, found, err := s.getFate(uaid, id)
+	f, found, err := s.getState(uaid, id)
 	if err != nil || !found || !storage.InHands(f.State) || f.Graced {
 		return false, err
 	}
 	f.Expiry, f.Graced = f.Expiry.Add(storage.FateAckGrace), true
 	b := s.db.NewBatch()
-	b.Delete(e, nil)
-	b.Set(fateKey(uaid, id), encodeFate(&f), nil)
+	b.SingleDelete(e, nil)
+	b.Set(fateStateKey(uaid, id), encodeState(&f), nil)
 	b.Set(fateExpiryKey(f.Expiry.UnixNano(), uaid, id), nil, nil)
 	if err := s.commit(b); err != nil {
 		return false, err
@@ -548,7 +634,7 @@ func (s *Store) expireFate(key, entry []byte, now time.Time) error {
 		return s.db.Delete(entry, pebble.NoSync)
 	}
 	uaid, id := uuid.UUID(key[1:17]), storage.FateID(key[17:])
-	f, found, err := s.getFate(uaid, id)
+	f, found, err := s.getState(uaid, id)
 	if err != nil {
 		return err
 	}
@@ -557,6 +643,7 @@ func (s *Store) expireFate(key, entry []byte, now time.Time) error {
 	}
 	b := s.db.NewBatch()
 	b.Delete(key, nil)
+	b.Delete(fateStateKey(uaid, id), nil)
 	b.Delete(entry, nil)
 	return s.commit(b)
 }

@@ -2,11 +2,13 @@ package embedded
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
 	"github.com/autopush-go/autopush/storage"
@@ -150,42 +152,151 @@ func TestSweeperRemovesSettledFatesAndReceipts(t *testing.T) {
 	}
 }
 
+// encodeWhole is an 'f' record as stores before the split of a fate's
+// state ('t') wrote it: the whole fate.
+func encodeWhole(f *fateRecord) []byte {
+	b := []byte{fateCodecWhole}
+	b = append(b, f.CHID[:]...)
+	b = append(b, f.Receipt[:]...)
+	b = append(b, byte(f.State), byte(f.Reason), boolByte(f.Graced))
+	b = binary.AppendVarint(b, f.Expiry.UnixNano())
+	b = binary.AppendVarint(b, f.SettledAt)
+	b = appendString(b, f.Topic)
+	return appendString(b, f.MessageID)
+}
+
+// sameFate compares every field a fate record keeps.
+func sameFate(a, b *fateRecord) bool {
+	return a.CHID == b.CHID && a.Receipt == b.Receipt && a.State == b.State && a.Reason == b.Reason &&
+		a.Graced == b.Graced && a.Expiry.Equal(b.Expiry) && a.SettledAt == b.SettledAt &&
+		a.Topic == b.Topic && a.MessageID == b.MessageID
+}
+
 func TestFateCodecRoundTrip(t *testing.T) {
-	f := fateRecord{Fate: testFate(uuid.New(), "mid", time.Unix(0, 1234567), storage.ReceiptSubID{1, 2}), SettledAt: 99}
+	f := fateRecord{Fate: testFate(uuid.New(), "mid", time.Unix(0, 1234567), storage.ReceiptSubID{1, 2}), SettledAt: 99, Graced: true}
 	f.Topic, f.State, f.Reason = "t", storage.FateDropped, storage.DropMsgLimit
-	enc := encodeFate(&f)
-	got, err := decodeFate(f.UAID, f.ID, enc)
-	if err != nil || got.CHID != f.CHID || got.Receipt != f.Receipt || got.State != f.State || got.Reason != f.Reason ||
-		!got.Expiry.Equal(f.Expiry) || got.SettledAt != 99 || got.Topic != "t" || got.MessageID != "mid" {
+	fixed, state := encodeFixed(&f), encodeState(&f)
+	got, err := decodeFate(f.UAID, f.ID, fixed)
+	if err == nil {
+		err = decodeState(&got, state)
+	}
+	if err != nil || !sameFate(&got, &f) {
 		t.Fatalf("fate round trip: %+v %v", got, err)
 	}
-	for i := range len(enc) {
-		if _, err := decodeFate(f.UAID, f.ID, enc[:i]); err == nil {
-			t.Fatalf("truncated fate (%d of %d bytes) decoded", i, len(enc))
+	whole, err := decodeFate(f.UAID, f.ID, encodeWhole(&f))
+	if err != nil || !sameFate(&whole, &f) {
+		t.Fatalf("fate of the form before the split: %+v %v", whole, err)
+	}
+	for _, enc := range [][]byte{fixed, encodeWhole(&f)} {
+		for i := range len(enc) {
+			if _, err := decodeFate(f.UAID, f.ID, enc[:i]); err == nil {
+				t.Fatalf("truncated fate (%d of %d bytes) decoded", i, len(enc))
+			}
+		}
+	}
+	for i := range len(state) {
+		if err := decodeState(&fateRecord{}, state[:i]); err == nil {
+			t.Fatalf("truncated fate state (%d of %d bytes) decoded", i, len(state))
 		}
 	}
 }
 
-// FuzzDecodeFate: the decoder never panics, and what it accepts survives
-// an encode/decode round trip unchanged.
+// FuzzDecodeFate: the decoders never panic, and what they accept
+// survives an encode/decode round trip unchanged.
 func FuzzDecodeFate(f *testing.F) {
 	rec := fateRecord{Fate: testFate(uuid.New(), "mid", time.Unix(5, 0), storage.ReceiptSubID{3})}
-	enc := encodeFate(&rec)
-	for i := range len(enc) + 1 {
-		f.Add(enc[:i])
+	for _, enc := range [][]byte{encodeFixed(&rec), encodeWhole(&rec), encodeState(&rec)} {
+		for i := range len(enc) + 1 {
+			f.Add(enc[:i])
+		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := decodeFate(uuid.Nil, storage.FateID{}, b)
-		if err != nil {
-			return
+		if got, err := decodeFate(uuid.Nil, storage.FateID{}, b); err == nil {
+			enc := encodeFixed(&got)
+			if b[0] == fateCodecWhole {
+				enc = encodeWhole(&got)
+			}
+			again, err := decodeFate(uuid.Nil, storage.FateID{}, enc)
+			if err != nil || !sameFate(&again, &got) {
+				t.Fatalf("round trip of an accepted fate changed it: %+v -> %+v (%v)", got, again, err)
+			}
 		}
-		again, err := decodeFate(uuid.Nil, storage.FateID{}, encodeFate(&got))
-		if err != nil || again.CHID != got.CHID || again.Receipt != got.Receipt || again.State != got.State ||
-			again.Reason != got.Reason || !again.Expiry.Equal(got.Expiry) || again.SettledAt != got.SettledAt ||
-			again.Topic != got.Topic || again.MessageID != got.MessageID {
-			t.Fatalf("round trip of an accepted fate changed it: %+v -> %+v (%v)", got, again, err)
+		var st fateRecord
+		if err := decodeState(&st, b); err == nil {
+			var again fateRecord
+			if err := decodeState(&again, encodeState(&st)); err != nil || !sameFate(&again, &st) {
+				t.Fatalf("round trip of an accepted fate state changed it: %+v -> %+v (%v)", st, again, err)
+			}
 		}
 	})
+}
+
+// TestFatesOfTheFormBeforeTheSplit: a store written before a fate's
+// state had a record of its own ('t') keeps each fate whole in 'f'. Its
+// fates read as they were, move on (the state goes to 't', which wins,
+// and the message id stays), settle with their receipts, are found by
+// SettleExpired and SettleUser, and are swept whole.
+func TestFatesOfTheFormBeforeTheSplit(t *testing.T) {
+	s := open(t, Config{SweepInterval: time.Hour})
+	ctx := context.Background()
+	uaid, sub := uuid.New(), storage.ReceiptSubID{9}
+	exp := time.Now().Add(time.Hour)
+	old := func(mid string, expiry time.Time) fateRecord {
+		f := fateRecord{Fate: testFate(uaid, mid, expiry, sub)}
+		f.State = storage.FateStored
+		if err := s.db.Set(fateKey(uaid, f.ID), encodeWhole(&f), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Set(fateExpiryKey(expiry.UnixNano(), uaid, f.ID), nil, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	stored := old("stored", exp)
+	old("dropped", exp)
+	old("expired", time.Now().Add(-time.Second))
+
+	got, err := s.GetFate(ctx, uaid, stored.ID)
+	if err != nil || got.State != storage.FateStored || got.MessageID != "stored" || got.Receipt != sub || !got.Expiry.Equal(exp) {
+		t.Fatalf("old fate: %+v %v", got, err)
+	}
+	if ok, err := s.Reach(ctx, uaid, stored.ID, storage.FateTransmitted); !ok || err != nil {
+		t.Fatalf("reach an old fate: %v %v", ok, err)
+	}
+	got, err = s.GetFate(ctx, uaid, stored.ID)
+	if err != nil || got.State != storage.FateTransmitted || got.MessageID != "stored" || !got.Expiry.Equal(exp) {
+		t.Fatalf("old fate moved on: %+v %v", got, err)
+	}
+	if ok, err := s.Settle(ctx, uaid, stored.ID, storage.FateDelivered, storage.DropNone); !ok || err != nil {
+		t.Fatalf("settle an old fate: %v %v", ok, err)
+	}
+	if ok, err := s.Settle(ctx, uaid, stored.ID, storage.FateExpired, storage.DropNone); ok || err != nil {
+		t.Fatalf("settle an old fate twice: %v %v", ok, err)
+	}
+	if n, err := s.SettleExpired(ctx, time.Now(), 10); n != 1 || err != nil {
+		t.Fatalf("settle expired: %d %v, want 1 (the old fate stored past its expiry)", n, err)
+	}
+	if n, err := s.SettleUser(ctx, uaid, uuid.Nil, storage.DropUserGone); n != 1 || err != nil {
+		t.Fatalf("settle user: %d %v, want 1 (the old fate still stored)", n, err)
+	}
+	rs, err := s.Receipts(ctx, sub, 10)
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("receipts: %+v %v, want 3", rs, err)
+	}
+	want := map[string]storage.FateState{"stored": storage.FateDelivered, "dropped": storage.FateDropped, "expired": storage.FateExpired}
+	for _, rc := range rs {
+		if want[rc.MessageID] != rc.State {
+			t.Fatalf("receipt %+v, want %s", rc, want[rc.MessageID])
+		}
+	}
+	if _, err := s.Sweep(time.Now().Add(storage.ReceiptKeep + time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []byte{prefixFate, prefixFateState, prefixFateExpiry, prefixReceipt} {
+		if n := countPrefix(t, s, p); n != 0 {
+			t.Fatalf("%d keys %q left after the sweep", n, p)
+		}
+	}
 }
 
 // TestReceiptHooksSkipOldProbeKey: a store whose Health wrote its probe

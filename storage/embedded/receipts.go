@@ -244,8 +244,10 @@ func (s *Store) AckReceipts(ctx context.Context, sub storage.ReceiptSubID, ids [
 	b := s.db.NewBatch()
 	for _, rid := range ids {
 		if k, at, ok := receiptKeyOf(sub, rid); ok {
-			b.Delete(k, nil)
-			b.Delete(expiryKey(at+int64(storage.ReceiptKeep), k), nil)
+			// Written once each (singleWrite, fates.go); an ID that
+			// names nothing deletes nothing.
+			b.SingleDelete(k, nil)
+			b.SingleDelete(expiryKey(at+int64(storage.ReceiptKeep), k), nil)
 		}
 	}
 	if b.Empty() {
