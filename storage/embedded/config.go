@@ -28,6 +28,15 @@ type Config struct {
 	// size is part of the memory per connection (docs/benchmarks.md).
 	// Default 1 MiB (Pebble's 4 MiB).
 	MemTableBytes uint64
+	// L0Compaction is how many sublevels deep Pebble's level 0 grows
+	// (each flushed memtable is one, until compacted) before it is
+	// compacted into the level below. The keys here are spread over
+	// every user agent, so each such compaction rewrites most of that
+	// level, stored messages included: with 1 MiB memtables, Pebble's 4
+	// made compactions most of the CPU of a drain of tracked messages
+	// (docs/benchmarks.md). Reads look through up to this many memtables'
+	// files more. Default 16.
+	L0Compaction int
 	// SyncShare: while at least SyncShareFrom calls are in progress, a
 	// WAL fsync waits until this long after the previous one, so the
 	// commits arriving meanwhile share it. On this project's VM an fsync
@@ -53,6 +62,7 @@ const (
 	DefaultSweepInterval = time.Minute
 	DefaultCacheBytes    = 64 << 20
 	DefaultMemTableBytes = 1 << 20
+	DefaultL0Compaction  = 16
 	DefaultSyncShare     = 200 * time.Microsecond
 	DefaultSyncShareFrom = 8
 )
@@ -70,6 +80,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MemTableBytes == 0 {
 		out.MemTableBytes = DefaultMemTableBytes
+	}
+	if out.L0Compaction == 0 {
+		out.L0Compaction = DefaultL0Compaction
 	}
 	if out.SyncShare == 0 {
 		out.SyncShare = DefaultSyncShare
@@ -92,6 +105,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("embedded: config: IdleTTL %v is negative", c.IdleTTL)
 	case c.SweepInterval < 0:
 		return fmt.Errorf("embedded: config: SweepInterval %v is negative", c.SweepInterval)
+	case c.L0Compaction < 0:
+		return fmt.Errorf("embedded: config: L0Compaction %d is negative", c.L0Compaction)
 	case c.CacheBytes < 0:
 		return fmt.Errorf("embedded: config: CacheBytes %d is negative", c.CacheBytes)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/autopush-go/autopush/storage"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 )
@@ -61,6 +62,18 @@ func Open(cfg Config) (*Store, error) {
 		Logger:             pebbleLogger{cfg.Logger},
 		WALMinSyncInterval: s.syncShare,
 		FS:                 zeroedWAL{FS: vfs.Default, size: int64(cfg.MemTableBytes + cfg.MemTableBytes/4)},
+	}
+	// Pebble compacts L0 into the base level once L0 is this many
+	// sublevels deep; with small memtables and keys spread over every user
+	// agent each such compaction rewrites most of the base level
+	// (Config.L0Compaction). Writes stop at three times as deep.
+	opts.L0CompactionThreshold = cfg.L0Compaction
+	opts.L0StopWritesThreshold = 3 * cfg.L0Compaction
+	// A point read (a fate, a record, a count not yet in memory) skips
+	// every file whose bloom filter rules its key out: with L0 that deep,
+	// without them a read searched each file's index.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	s.compactions = newCompactScheduler()
 	opts.Experimental.CompactionScheduler = s.compactions
