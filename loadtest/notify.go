@@ -10,13 +10,16 @@ import (
 	"github.com/autopush-go/autopush/loadtest/hist"
 	"github.com/autopush-go/autopush/loadtest/monitor"
 	"github.com/autopush-go/autopush/loadtest/probe"
+	"github.com/autopush-go/autopush/loadtest/receipts"
 	"github.com/autopush-go/autopush/loadtest/report"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 // notify connects every user agent, then offers each rate of the ladder
 // for StageTime; after the first rate whose p99 passes P99Limit (and
-// MinStages) it stops.
+// MinStages) it stops. With -receipts every push is tracked and the
+// application server reads and acks its receipts as they come, so each
+// stage's CPU per push is that of a tracked push, receipts read included.
 func (r *run) notify(ctx context.Context) error {
 	cfg := &r.cfg
 	if err := r.connectEveryone(ctx); err != nil {
@@ -24,6 +27,11 @@ func (r *run) notify(ctx context.Context) error {
 	}
 	n := &report.NotifyReport{UAs: cfg.UAs, P99Limit: ms(cfg.P99Limit)}
 	r.rep.Notify = n
+	stopFollow := func() {}
+	if r.receipts != nil {
+		stopFollow = sync.OnceFunc(r.receipts.Follow(ctx))
+		defer stopFollow()
+	}
 	for i, rate := range cfg.Rates {
 		name := fmt.Sprintf("%s/s", report.Num(rate))
 		st, err := r.pushStage(ctx, name, rate, cfg.StageTime, r.profileDuring(name, cfg.Warmup, cfg.StageTime-cfg.Warmup))
@@ -48,6 +56,32 @@ func (r *run) notify(ctx context.Context) error {
 	if err := r.disconnectAll(ctx, "close"); err != nil {
 		return monitor.StepError("disconnect", err)
 	}
+	if r.receipts != nil {
+		return r.countReceipts(ctx, n, stopFollow)
+	}
+	return nil
+}
+
+// countReceipts waits until every push the stages accepted is settled
+// (at most -drain-timeout), reads the receipts left and counts them in
+// n: one each is what a correct service gives.
+func (r *run) countReceipts(ctx context.Context, n *report.NotifyReport, stopFollow func()) error {
+	var accepted int64
+	for _, st := range n.Stages {
+		accepted += st.Account.Accepted
+	}
+	m, err := receipts.AwaitSettled(ctx, r.cl.MilestonesURL(), accepted, time.Now().Add(r.cfg.DrainTimeout))
+	if err != nil {
+		return monitor.StepError("milestones", err)
+	}
+	stopFollow()
+	if err := r.receipts.Drain(ctx); err != nil {
+		return monitor.StepError("receipts", err)
+	}
+	n.Receipts = &report.NotifyReceipts{Accepted: accepted, Tracked: receipts.Received(&m), Settled: m.Terminal,
+		Read: int64(len(r.receipts.Receipts()))}
+	r.mon.Logf("receipts: %d pushes accepted, %d tracked, %d settled, %d receipts read", accepted, n.Receipts.Tracked,
+		n.Receipts.Settled, n.Receipts.Read)
 	return nil
 }
 

@@ -346,6 +346,9 @@ func (r *run) verdict() {
 					s.Account.Lost, s.Account.DuplicatedAfterAck, s.Account.BadContent+s.Account.Misrouted+s.Account.Unknown))
 			}
 		}
+		if rc := n.Receipts; rc != nil {
+			p = append(p, rc.Problems()...)
+		}
 	}
 	if d := r.rep.Delivery; d != nil {
 		a := d.Account

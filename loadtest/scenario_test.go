@@ -445,6 +445,31 @@ func TestChurnReceiptsSmall(t *testing.T) {
 	checkReceipts(t, rep, 300, 2)
 }
 
+// TestNotifyReceiptsSmall: notify with -receipts: every push of every
+// stage is tracked and delivered directly, and gets one receipt, read
+// while the stages run or at their end.
+func TestNotifyReceiptsSmall(t *testing.T) {
+	cfg := receiptsConfig(smallConfig(t, scenario.Notify))
+	cfg.UAs, cfg.Rates, cfg.Workers = 40, []float64{40, 80}, 2
+	cfg.StageTime, cfg.Warmup, cfg.DeliveryGrace, cfg.MinStages = 1500*time.Millisecond, 300*time.Millisecond, 10*time.Second, 2
+	cfg.DrainTimeout = 20 * time.Second
+	rep := runScenario(t, cfg)
+	rc := rep.Notify.Receipts
+	if rc == nil || rc.Accepted == 0 {
+		t.Fatalf("receipts %+v: want the stages' pushes counted", rc)
+	}
+	if rc.Tracked != rc.Accepted || rc.Settled != rc.Accepted || rc.Read != rc.Accepted || len(rc.Problems()) != 0 {
+		t.Errorf("receipts %+v: want every accepted push tracked, settled and receipted once", rc)
+	}
+	var cpu float64
+	for _, st := range rep.Notify.Stages {
+		cpu += st.CPUPerPush
+	}
+	if cpu <= 0 {
+		t.Errorf("stages %+v: no server CPU per push", rep.Notify.Stages)
+	}
+}
+
 // checkReceipts: want pushes tracked and acked, each with one delivered
 // receipt, on subs subscriptions, and the milestones settled.
 func checkReceipts(t *testing.T, rep *report.Report, want int64, subs int) {

@@ -127,6 +127,27 @@ type NotifyReport struct {
 	// Stalled holds, with -stalls, each rate run again while connections
 	// to the push API stall (Stages holds the same rates without them).
 	Stalled []StallStage `json:"stalled,omitempty"`
+	// Receipts, with -receipts, counts the receipts of the stages' pushes.
+	Receipts *NotifyReceipts `json:"receipts,omitempty"`
+}
+
+// NotifyReceipts counts, for notify -receipts, the pushes the stages
+// accepted, those the service tracked and settled (its milestones) and
+// the distinct receipts read: all four equal when nothing was lost.
+type NotifyReceipts struct {
+	Accepted int64 `json:"accepted"`
+	Tracked  int64 `json:"tracked"`
+	Settled  int64 `json:"settled"`
+	Read     int64 `json:"read"`
+}
+
+// Problems: every push accepted tracked, settled and receipted once.
+func (rc *NotifyReceipts) Problems() []string {
+	if rc.Tracked == rc.Accepted && rc.Settled == rc.Accepted && rc.Read == rc.Accepted {
+		return nil
+	}
+	return []string{fmt.Sprintf("receipts: %d pushes accepted, %d tracked, %d settled, %d receipts read: want all equal",
+		rc.Accepted, rc.Tracked, rc.Settled, rc.Read)}
 }
 
 // Quiet is the stage at rate offered without stalls.
@@ -289,6 +310,10 @@ func (r *Report) printNotify(w io.Writer) {
 			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Response.P99, s.Account.Lost, s.CPU, s.CPUPerPush, CountsOrNone(s.Errors))
 	}
 	tw.Flush()
+	if rc := n.Receipts; rc != nil {
+		fmt.Fprintf(w, "receipts: %s pushes accepted, %s tracked, %s settled, %s receipts read\n",
+			Num(rc.Accepted), Num(rc.Tracked), Num(rc.Settled), Num(rc.Read))
+	}
 	if n.CrossedAt > 0 {
 		fmt.Fprintf(w, "p99 passes %.0f ms at %s/s offered\n", n.P99Limit, Num(n.CrossedAt))
 	} else if n.P99Limit > 0 {

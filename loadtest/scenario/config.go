@@ -325,9 +325,11 @@ type Config struct {
 	// one delivered receipt per acked push, none for any other, one
 	// not-delivered receipt (or still pending) for every push not acked;
 	// then the milestone counts must add up (received = pushes accepted,
-	// terminal = received). The embedded store only until the Scylla
-	// backend stores fates. Default false.
-	Receipts bool `conf:"receipts" for:"stored,churn" help:"ask for a delivery receipt on every push, read them while the run goes and check them and the milestones against the ledger"`
+	// terminal = received). In notify the receipts are read the same way
+	// while the stages run, and counted at the end (NotifyReceipts): the
+	// stages' CPU per push is then a tracked push's. The embedded store
+	// only until the Scylla backend stores fates. Default false.
+	Receipts bool `conf:"receipts" for:"notify,stored,churn" help:"ask for a delivery receipt on every push, read them while the run goes and check them and the milestones against the ledger (notify: count them)"`
 	// TrackingKey is the run's VAPID public key, which the service under
 	// test tracks when Receipts is on. Set by Run, not a flag.
 	TrackingKey string `json:",omitempty"`

@@ -80,7 +80,9 @@ schedule never waits for replies) for -stage-time. User agents decrypt,
 check and ack. Latency runs from a push's scheduled send time to its
 receipt at the user agent (HDR histogram: p50, p90, p99, p99.9, max).
 Stops after the first rate whose p99 passes -p99-limit (once -min-stages
-ran).`,
+ran). With -receipts every push is tracked and asks for a receipt, read
+and acked while the stages run: each stage's server CPU per push is then
+a tracked push's, and every accepted push must get one receipt.`,
 	Stored: `stored: -uas user agents register and go offline; -messages pushes
 are sent to them at -push-rate and stored; then everyone reconnects (to
 the next engine, when there are several) and drains. Every push answered
