@@ -21,9 +21,9 @@ import (
 type conn struct {
 	c gnet.Conn
 
-	// The wheel's, under its lock. The deadline is 32 bits, in ms from
-	// the wheel's start and compared wrapping (wheel.go), as the
-	// session's own times: 64 bits would put conn past its budget.
+	// The wheel's, under its lock (Timing). The deadline is 32 bits, in
+	// ms from the wheel's start and compared wrapping (engine/wheel), as
+	// the session's own times: 64 bits would put conn past its budget.
 	due       uint32
 	slot      uint16 // 1 + the wheel slot it is filed in; 0: in none
 	scheduled bool   // due is a deadline; false: none
@@ -31,6 +31,9 @@ type conn struct {
 	flushing uint8 // flushIdle, flushRunning, flushClosed
 	s        session.Session
 }
+
+// Timing is the connection's place in the timing wheel (engine/wheel).
+func (cn *conn) Timing() (*uint32, *uint16, *bool) { return &cn.due, &cn.slot, &cn.scheduled }
 
 const (
 	flushIdle    uint8 = iota
@@ -114,7 +117,7 @@ func (lc *loopCtx) apply() bool {
 		cn.c.Close()
 	}
 	if x.Due != 0 {
-		srv.wheel.schedule(cn, x.Due)
+		srv.wheel.Schedule(cn, x.Due)
 	}
 	return !x.Close
 }
@@ -161,7 +164,7 @@ func (lc *loopCtx) Unenroll() { lc.srv.registry.remove(lc.cn) }
 // handed to a failed write never went out.
 func (srv *Server) closed(cn *conn, unsent int) {
 	srv.connections.Add(-1)
-	srv.wheel.unschedule(cn)
+	srv.wheel.Unschedule(cn)
 	// A session with a uaid may be in the registry from its hello on;
 	// remove only removes cn itself.
 	if cn.s.UAID() != ([16]byte{}) {

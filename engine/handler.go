@@ -79,12 +79,30 @@ func (srv *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 	return gnet.None
 }
 
-// OnTick advances the timing wheel and runs the due sessions' checks on
+// runWheel is the timing wheel's ticker: it sleeps until the next slot
+// holding a connection is due, or until one is filed before that.
+func (srv *Server) runWheel() {
+	defer srv.bg.Done()
+	t := time.NewTimer(srv.wheel.UntilNext(time.Now()))
+	defer t.Stop()
+	for {
+		select {
+		case <-srv.quit:
+			return
+		case <-srv.wheel.Woken():
+		case <-t.C:
+			srv.tick()
+		}
+		t.Reset(srv.wheel.UntilNext(time.Now()))
+	}
+}
+
+// tick advances the timing wheel and runs the due sessions' checks on
 // their loops: one task per loop for all its due sessions, not one each,
 // so an idle node's keepalives wake each loop at most once a tick however
 // many connections it holds.
-func (srv *Server) OnTick() (time.Duration, gnet.Action) {
-	srv.dueSlice = srv.wheel.advance(time.Now(), srv.dueSlice[:0])
+func (srv *Server) tick() {
+	srv.dueSlice = srv.wheel.Advance(time.Now(), srv.dueSlice[:0])
 	for len(srv.dueSlice) > 0 {
 		loop := srv.dueSlice[0].c.EventLoop()
 		var mine []*conn
@@ -100,7 +118,6 @@ func (srv *Server) OnTick() (time.Duration, gnet.Action) {
 		srv.dueSlice = rest
 		srv.tickOnLoop(loop, mine)
 	}
-	return srv.wheel.untilNext(time.Now()), gnet.None
 }
 
 // tickOnLoop runs the checks of the due sessions cns, all of loop, as

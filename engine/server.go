@@ -15,6 +15,7 @@ import (
 
 	"github.com/autopush-go/autopush/engine/broadcast"
 	"github.com/autopush-go/autopush/engine/session"
+	"github.com/autopush-go/autopush/engine/wheel"
 	"github.com/autopush-go/autopush/internal/dockerflow"
 	"github.com/autopush-go/autopush/internal/listener"
 	"github.com/autopush-go/autopush/internal/nodeapi"
@@ -38,7 +39,7 @@ type Server struct {
 	nodes    *nodeapi.Client // this node's calls to other nodes
 	registry *registry
 	deletes  *deletes
-	wheel    *wheel
+	wheel    *wheel.Wheel[*conn]
 	workers  *workers
 	metrics  *engineMetrics
 	version  []byte
@@ -66,7 +67,7 @@ type Server struct {
 	addr     string
 	nodeURL  string
 	started  time.Time
-	dueSlice []*conn // reused by OnTick
+	dueSlice []*conn // reused by tick
 }
 
 // New prepares a node; Start runs it. The store is the caller's: Close
@@ -91,7 +92,7 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		sources:  listener.NewSources(cfg.MaxConnectionsPerSource, exempt),
 		registry: newRegistry(),
 		deletes:  newDeletes(),
-		wheel:    newWheel(time.Second, 1024, time.Now()),
+		wheel:    wheel.New[*conn](time.Second, 1024, time.Now()),
 		booted:   make(chan error, 1),
 		stopped:  make(chan error, 1),
 		version:  dockerflow.Version(cfg.VersionFile),
@@ -170,7 +171,6 @@ func (srv *Server) Start() error {
 	goroutine.DefaultWorkerPool.Release()
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
-		gnet.WithTicker(true),
 		gnet.WithReusePort(false),
 		// A restart must be able to listen again at once on the port
 		// clients know, even while connections it closed sit in TIME_WAIT.
@@ -188,8 +188,9 @@ func (srv *Server) Start() error {
 	// The versions are known before the first hello (a failed poll is
 	// retried every interval).
 	srv.pollOnce()
-	srv.bg.Add(1)
+	srv.bg.Add(2)
 	go srv.pollBroadcasts()
+	go srv.runWheel() // handler.go
 	srv.checks.Start()
 	srv.started = time.Now()
 	go func() { srv.stopped <- gnet.Run(srv, "tcp://"+srv.cfg.Listen, opts...) }()
