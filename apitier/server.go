@@ -265,8 +265,9 @@ func (s *Server) maxBodyLimit() int {
 type requestStart struct{}
 
 func (requestStart) Start(ctx context.Context, _ *app.RequestContext) context.Context {
-	listener.FromContext(ctx).BeginRequest()
-	refreshDate(time.Now()) // date.go
+	now := time.Now()
+	listener.FromContext(ctx).BeginRequest(now)
+	refreshDate(now) // date.go
 	return ctx
 }
 

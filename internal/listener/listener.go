@@ -202,14 +202,15 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 // BeginRequest tells the connection that the server starts on its next
-// request: one whose bytes it read along with the one before (pipelined)
-// starts its deadline here, as it read no byte of it. Safe on a nil Conn.
-func (c *Conn) BeginRequest() {
+// request, at now: one whose bytes it read along with the one before
+// (pipelined) starts its deadline here, as it read no byte of it. Safe on
+// a nil Conn.
+func (c *Conn) BeginRequest(now time.Time) {
 	if c == nil {
 		return
 	}
 	c.busy.Store(true)
-	c.arm(time.Now())
+	c.arm(now)
 }
 
 // SetReadDeadline sets the read deadline, never later than the current
