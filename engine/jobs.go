@@ -95,25 +95,13 @@ func (srv *Server) run(r *session.Result) {
 		})
 		r.More = len(r.Topics)+len(r.Stamps) == j.Page
 	case session.JobDelete:
-		r.Err = srv.timed(func() error { return srv.store.DeleteMessage(ctx, j.UAID, j.Message) })
-		if unavailable(r.Err) {
-			// Owed until storage answers; the user's reads wait for it
-			// (owed.go).
-			srv.log.Warn("delete acked message failed: owed until storage answers", "error", r.Err)
-			srv.owe(owedWrite{uaid: j.UAID, del: j.Message})
-		} else {
-			srv.deletes.done(j.UAID)
-			if r.Err != nil {
-				srv.log.Warn("delete acked message failed", "error", r.Err)
-			}
-		}
-		if j.Tracked {
-			// Delivered at the ack, whatever became of the delete: an
-			// unavailable one is owed, and reads wait for it.
-			srv.fate(ctx, j.UAID, j.Fate, storage.FateDelivered)
-		}
+		srv.deleteAcked(ctx, r)
 	case session.JobFate:
-		srv.fate(ctx, j.UAID, j.Fate, j.State)
+		if len(j.Fates) > 0 {
+			srv.fates(ctx, j.UAID, j.Fates, j.State)
+		} else {
+			srv.fate(ctx, j.UAID, j.Fate, j.State)
+		}
 	case session.JobCursor:
 		srv.timed(func() error { return srv.store.AdvanceCursor(ctx, j.UAID, j.Cursor) })
 	case session.JobDrop:
@@ -123,6 +111,38 @@ func (srv *Server) run(r *session.Result) {
 		}
 	case session.JobHealth:
 		r.Err = srv.storageHealth(ctx)
+	}
+}
+
+// deleteAcked deletes the stored message a client acked. A tracked one's
+// fate settles delivered at the ack, in the same write where storage can
+// (storage.FateStore.DeleteDelivered); failing that, one call after the
+// other, whatever became of the delete: an unavailable one is owed, and
+// the user's reads wait for it (owed.go).
+func (srv *Server) deleteAcked(ctx context.Context, r *session.Result) {
+	j := &r.Job
+	if j.Tracked {
+		r.Err = srv.timed(func() error {
+			_, err := srv.store.DeleteDelivered(ctx, j.UAID, j.Message, j.Fate)
+			return err
+		})
+		if r.Err == nil {
+			srv.deletes.done(j.UAID)
+			return
+		}
+	}
+	r.Err = srv.timed(func() error { return srv.store.DeleteMessage(ctx, j.UAID, j.Message) })
+	if unavailable(r.Err) {
+		srv.log.Warn("delete acked message failed: owed until storage answers", "error", r.Err)
+		srv.owe(owedWrite{uaid: j.UAID, del: j.Message})
+	} else {
+		srv.deletes.done(j.UAID)
+		if r.Err != nil {
+			srv.log.Warn("delete acked message failed", "error", r.Err)
+		}
+	}
+	if j.Tracked {
+		srv.fate(ctx, j.UAID, j.Fate, storage.FateDelivered)
 	}
 }
 
@@ -272,6 +292,19 @@ func (srv *Server) fate(ctx context.Context, uaid [16]byte, id storage.FateID, s
 	if err != nil {
 		srv.metrics.fateErrors.Inc()
 		srv.log.Warn("record a tracked message's fate", "state", state.String(), "error", err, "uaid", protocol.FormatUAID(uaid))
+	}
+}
+
+// fates records that tracked messages of uaid, a page written to its
+// client, reached the non-terminal state; failures as in fate.
+func (srv *Server) fates(ctx context.Context, uaid [16]byte, ids []storage.FateID, state storage.FateState) {
+	err := srv.timed(func() error {
+		_, err := srv.store.ReachAll(ctx, uaid, ids, state)
+		return err
+	})
+	if err != nil {
+		srv.metrics.fateErrors.Inc()
+		srv.log.Warn("record tracked messages' fates", "state", state.String(), "fates", len(ids), "error", err, "uaid", protocol.FormatUAID(uaid))
 	}
 }
 

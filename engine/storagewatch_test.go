@@ -119,13 +119,20 @@ func (o *outageStore) DeleteMessage(ctx context.Context, uaid uuid.UUID, k stora
 	return o.Store.DeleteMessage(ctx, uaid, k)
 }
 
+func (o *outageStore) DeleteDelivered(ctx context.Context, uaid uuid.UUID, k storage.MessageKey, id storage.FateID) (bool, error) {
+	if err := o.err("delete delivered"); err != nil {
+		return false, err
+	}
+	return o.Store.DeleteDelivered(ctx, uaid, k, id)
+}
+
 // TestOwedWrites: what the node must write when storage fails is made
 // once storage answers again, without any request asking for it
 // (engine/owed.go):
 //   - a client that leaves with a direct notification unacked while
 //     storage fails gets it on its next connection;
 //   - a stored message acked while storage fails is not sent again on the
-//     next connection.
+//     next connection; a tracked one is delivered at the ack.
 func TestOwedWrites(t *testing.T) {
 	store := &outageStore{Store: newStore(t)}
 	srv := et.Start(t, store, et.Config())
@@ -152,31 +159,45 @@ func TestOwedWrites(t *testing.T) {
 		et.NothingMore(t, srv.NodeURL(), c)
 	})
 
-	t.Run("stored message acked while storage fails", func(t *testing.T) {
-		c := et.Dial(t, srv.Addr())
-		uaid := c.Hello("")
-		chid := uuid.NewString()
-		c.Register(chid, "")
-		c.Leave()
-		m := storage.Message{CHID: uuid.MustParse(chid), Version: "stored", SortKey: storage.NewSortKey(), TTL: 600}
-		if err := store.Store.SaveMessage(context.Background(), uuid.UUID(parseUAID(t, uaid)), m); err != nil {
-			t.Fatal(err)
-		}
-		c = et.Dial(t, srv.Addr())
-		c.Hello(uaid)
-		wantNotification(t, c, chid, "stored", "")
-		store.down.Store(true)
-		c.Ack(chid, "stored")
-		c.Leave() // answered once the delete was tried
-		if owed() != 1 {
-			t.Fatalf("autoconnect_owed_writes %v after the failed delete, want 1", owed())
-		}
-		store.down.Store(false)
-		settled("the owed delete made")
-		c = et.Dial(t, srv.Addr())
-		c.Hello(uaid)
-		et.NothingMore(t, srv.NodeURL(), c)
-	})
+	for _, tracked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stored message acked while storage fails, tracked %v", tracked), func(t *testing.T) {
+			ctx := context.Background()
+			c := et.Dial(t, srv.Addr())
+			uaid := c.Hello("")
+			chid := uuid.NewString()
+			c.Register(chid, "")
+			c.Leave()
+			u := uuid.UUID(parseUAID(t, uaid))
+			m := storage.Message{CHID: uuid.MustParse(chid), Version: "stored", SortKey: storage.NewSortKey(), TTL: 600, Tracked: tracked}
+			f := storage.Fate{UAID: u, ID: storage.NewFateID(m.Version), CHID: m.CHID, MessageID: m.Version,
+				Expiry: time.Now().Add(time.Hour), State: storage.FateReceived}
+			if tracked {
+				et.Must(t, store.Store.Track(ctx, f), "track")
+			}
+			et.Must(t, store.Store.SaveMessage(ctx, u, m), "save")
+			c = et.Dial(t, srv.Addr())
+			c.Hello(uaid)
+			wantNotification(t, c, chid, "stored", "")
+			store.down.Store(true)
+			c.Ack(chid, "stored")
+			c.Leave() // answered once the delete was tried
+			if owed() != 1 {
+				t.Fatalf("autoconnect_owed_writes %v after the failed delete, want 1", owed())
+			}
+			if tracked {
+				// Delivered at the ack, though its delete is owed.
+				got, err := store.Store.GetFate(ctx, u, f.ID)
+				if err != nil || got.State != storage.FateDelivered {
+					t.Fatalf("fate of the acked message: %v %v, want delivered", got.State, err)
+				}
+			}
+			store.down.Store(false)
+			settled("the owed delete made")
+			c = et.Dial(t, srv.Addr())
+			c.Hello(uaid)
+			et.NothingMore(t, srv.NodeURL(), c)
+		})
+	}
 }
 
 // holding connects a client that holds a direct notification "held",

@@ -88,6 +88,13 @@ func (l *leakyStore) DeleteMessage(ctx context.Context, uaid uuid.UUID, k storag
 	return l.Store.DeleteMessage(ctx, uaid, k)
 }
 
+func (l *leakyStore) DeleteDelivered(ctx context.Context, uaid uuid.UUID, k storage.MessageKey, id storage.FateID) (bool, error) {
+	if err := l.err("delete delivered"); err != nil {
+		return false, err
+	}
+	return l.Store.DeleteDelivered(ctx, uaid, k, id)
+}
+
 func (l *leakyStore) SavePush(ctx context.Context, p storage.Push) error {
 	if err := l.err("save push"); err != nil {
 		return err

@@ -248,6 +248,18 @@ type FateStore interface {
 	// receipt writes.
 	Settle(ctx context.Context, uaid uuid.UUID, id FateID, s FateState, reason DropReason) (bool, error)
 
+	// ReachAll is Reach of each of ids, all to s; it returns how many
+	// moved. The embedded backend writes them all at once, unsynced as
+	// Reach; on CQL they are Reach's one by one.
+	ReachAll(ctx context.Context, uaid uuid.UUID, ids []FateID, s FateState) (int, error)
+
+	// DeleteDelivered is what an ack of a tracked stored message does:
+	// DeleteMessage of k, then Settle of the fate (uaid, id) as
+	// FateDelivered, whose report it returns. The embedded backend makes
+	// both one durable write (one sync where the two calls take two); on
+	// CQL they are the two calls.
+	DeleteDelivered(ctx context.Context, uaid uuid.UUID, k MessageKey, id FateID) (bool, error)
+
 	// SettleUser settles FateDropped with reason every unsettled fate of
 	// uaid, or only those of channel chid when chid is not uuid.Nil.
 	// Returns how many this call settled. 1 RT to read, 1 Settle each.

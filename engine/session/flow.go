@@ -218,6 +218,7 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 	}
 	sentAt := x.monoNanos(now) // the page's writes are back to back: one stamp
 	var hdrs [8]protocol.Header
+	var transmitted []storage.FateID // the page's tracked messages: one job
 	for _, list := range [][]storage.Message{r.Topics, r.Stamps} {
 		for i := range list {
 			m := &list[i]
@@ -229,7 +230,7 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 			s.sendJSON(x, func(b []byte) []byte { return appendNotification(b, &n) })
 			f.unacked = append(f.unacked, pending{chid: n.ChannelID, version: m.Version, key: m.Key(), stored: true, sentAt: sentAt, tracked: m.Tracked})
 			if m.Tracked {
-				s.fate(x, m.Version, storage.FateTransmitted)
+				transmitted = append(transmitted, storage.NewFateID(m.Version))
 			}
 			if m.Topic == "" && m.SortKey > f.batchMax {
 				f.batchMax = m.SortKey
@@ -238,6 +239,9 @@ func (s *Session) checkDone(x *Ctx, r *Result) {
 			x.SentStored++
 			x.Pending++
 		}
+	}
+	if len(transmitted) > 0 {
+		x.Jobs = append(x.Jobs, Job{Kind: JobFate, UAID: s.uaid, Fates: transmitted, State: storage.FateTransmitted})
 	}
 	s.drained(x)
 }

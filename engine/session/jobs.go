@@ -65,9 +65,11 @@ type Job struct {
 	Broadcasts []protocol.Broadcast
 	Route      string // health: "__heartbeat__" or "health"
 	// Tracked: delete of a tracked message, whose fate the ack settles
-	// (Fate); fate: the message and the state it reached.
+	// (Fate); fate: the message and the state it reached, or the
+	// messages of a page (Fates).
 	Tracked bool
 	Fate    storage.FateID
+	Fates   []storage.FateID
 	State   storage.FateState
 }
 

@@ -749,10 +749,10 @@ func TestStale(t *testing.T) {
 }
 
 // TestTrackedFates: a tracked notification's write and ack become fate
-// jobs (direct: JobFate transmitted, then delivered; stored: JobFate
-// transmitted, then the delete settles it), and untracked ones ask for
-// none. The client sees a tracked one's fate id as reliability_id, and
-// no such member in an untracked one.
+// jobs (direct: JobFate transmitted, then delivered; stored: one JobFate
+// transmitted for the page's, then the delete settles each), and
+// untracked ones ask for none. The client sees a tracked one's fate id
+// as reliability_id, and no such member in an untracked one.
 func TestTrackedFates(t *testing.T) {
 	h := newHarness(t, nil)
 	h.ready(testUAID)
@@ -786,10 +786,20 @@ func TestTrackedFates(t *testing.T) {
 	check := h.job(JobCheck)
 	m := storedMsg("ts", "", uint64(h.now.UnixNano()), 3600)
 	m.Tracked = true
-	h.done(&Result{Job: check, Stamps: []storage.Message{m}})
-	wantReliabilityID(h.message(), "ts")
-	if j := h.job(JobFate); j.State != storage.FateTransmitted || j.Fate != storage.NewFateID("ts") {
-		t.Fatalf("write of a stored tracked message: %+v", j)
+	plain := storedMsg("tu", "", uint64(h.now.UnixNano())+1, 3600)
+	m2 := storedMsg("ts2", "", uint64(h.now.UnixNano())+2, 3600)
+	m2.Tracked = true
+	h.done(&Result{Job: check, Stamps: []storage.Message{m, plain, m2}})
+	ms := h.messages()
+	if len(ms) != 3 {
+		t.Fatalf("a page of 3 stored messages wrote %d", len(ms))
+	}
+	wantReliabilityID(ms[0], "ts")
+	wantReliabilityID(ms[2], "ts2")
+	// The page's tracked messages: one job for them all.
+	if j := h.job(JobFate); j.State != storage.FateTransmitted || j.UAID != testUAID ||
+		len(j.Fates) != 2 || j.Fates[0] != storage.NewFateID("ts") || j.Fates[1] != storage.NewFateID("ts2") {
+		t.Fatalf("write of a page with two stored tracked messages: %+v", j)
 	}
 	h.send(ackMsg("ts"))
 	if d := h.job(JobDelete); !d.Tracked || d.Fate != storage.NewFateID("ts") || d.Message != m.Key() {

@@ -17,11 +17,11 @@ import (
 // BenchmarkStoredDrain is the storage side of `loadtest stored`
 // (docs/benchmarks.md): b.N messages stored for user agents that are
 // away, 20 each, then every user agent comes back and drains them, 64 at
-// a time, as a connection node does (read, record the write, ack: delete
-// and settle), while the application server reads and acks its receipts.
-// Untracked: the messages alone; tracked: every message also has a fate
-// (Track, Reach stored, Reach transmitted, Settle delivered) and a
-// receipt. The drain is what is timed; per message it reports the bytes
+// a time, as a connection node does (read, record the page's write, ack:
+// delete and settle), while the application server reads and acks its
+// receipts. Untracked: the messages alone; tracked: every message also
+// has a fate (Track, Reach stored, the page's ReachAll transmitted,
+// DeleteDelivered at the ack) and a receipt. The drain is what is timed; per message it reports the bytes
 // Pebble's flushes and compactions wrote meanwhile (lsm-B/msg), the WAL
 // bytes (wal-B/msg) and the whole process's CPU time (cpu-µs/msg, where
 // the compactions' cost shows: they run on their own goroutines).
@@ -171,21 +171,22 @@ func (d *drainBench) drain(b *testing.B) {
 		if err != nil {
 			return err
 		}
-		for _, m := range ms {
-			if d.tracked {
-				if _, err := d.s.Reach(ctx, uaid, storage.NewFateID(m.Version), storage.FateTransmitted); err != nil {
-					return err
-				}
+		if d.tracked {
+			ids := make([]storage.FateID, len(ms))
+			for i := range ms {
+				ids[i] = storage.NewFateID(ms[i].Version)
+			}
+			if _, err := d.s.ReachAll(ctx, uaid, ids, storage.FateTransmitted); err != nil {
+				return err
 			}
 		}
 		for _, m := range ms {
-			if err := d.s.DeleteMessage(ctx, uaid, m.Key()); err != nil {
-				return err
-			}
 			if d.tracked {
-				if _, err := d.s.Settle(ctx, uaid, storage.NewFateID(m.Version), storage.FateDelivered, storage.DropNone); err != nil {
+				if _, err := d.s.DeleteDelivered(ctx, uaid, m.Key(), storage.NewFateID(m.Version)); err != nil {
 					return err
 				}
+			} else if err := d.s.DeleteMessage(ctx, uaid, m.Key()); err != nil {
+				return err
 			}
 		}
 		return nil

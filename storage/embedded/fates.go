@@ -296,20 +296,8 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	l := s.stripe(uaid)
 	l.Lock()
 	defer l.Unlock()
-	f, found, err := s.getState(uaid, id)
-	if err != nil {
-		return false, failed("reach", err)
-	}
-	if !found {
-		return false, nil
-	}
 	b := s.newCountBatch(uaid)
-	err = s.count(b, uaid, storage.Milestone{State: st})
-	if !f.State.Terminal() {
-		err = errors.Join(err, s.move(b, uaid, f.State, st))
-		f.State = st
-		b.Set(fateStateKey(uaid, id), encodeState(&f), nil)
-	}
+	moved, err := s.reachIn(b, uaid, id, st)
 	if err != nil {
 		b.Close()
 		return false, failed("reach", err)
@@ -319,7 +307,25 @@ func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st
 	if err := b.commit(pebble.NoSync); err != nil {
 		return false, failed("reach", err)
 	}
-	return !f.State.Terminal(), nil
+	return moved, nil
+}
+
+// reachIn adds Reach's writes to b, under the user's stripe lock held by
+// the caller: the state and the counts, for a settled fate the milestone
+// count alone, for a missing one nothing.
+func (s *Store) reachIn(b *countBatch, uaid uuid.UUID, id storage.FateID, st storage.FateState) (bool, error) {
+	f, found, err := s.getState(uaid, id)
+	if err != nil || !found {
+		return false, err
+	}
+	err = s.count(b, uaid, storage.Milestone{State: st})
+	if f.State.Terminal() {
+		return false, err
+	}
+	err = errors.Join(err, s.move(b, uaid, f.State, st))
+	f.State = st
+	b.Set(fateStateKey(uaid, id), encodeState(&f), nil)
+	return err == nil, err
 }
 
 // Settle implements storage.FateStore. One local read and, for the
@@ -350,14 +356,27 @@ func (s *Store) settle(uaid uuid.UUID, id storage.FateID, st storage.FateState, 
 	l := s.stripe(uaid)
 	l.Lock()
 	defer l.Unlock()
+	b := s.newCountBatch(uaid)
+	ok, err := s.settleIn(b, uaid, id, st, reason, must)
+	if err != nil || !ok {
+		b.Close()
+		return false, err
+	}
+	if err := b.commit(s.wo); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// settleIn adds settle's writes to b, under the user's stripe lock held
+// by the caller; false (b unchanged) when there is nothing to settle.
+func (s *Store) settleIn(b *countBatch, uaid uuid.UUID, id storage.FateID, st storage.FateState, reason storage.DropReason, must func(*fateRecord) bool) (bool, error) {
 	f, found, err := s.getFate(uaid, id)
 	if err != nil || !found || f.State.Terminal() || must != nil && !must(&f) {
 		return false, err
 	}
 	now := time.Now().UnixNano()
-	b := s.newCountBatch(uaid)
 	if err := s.move(b, uaid, f.State, st); err != nil {
-		b.Close()
 		return false, err
 	}
 	f.State, f.Reason, f.SettledAt = st, reason, now
@@ -371,13 +390,79 @@ func (s *Store) settle(uaid uuid.UUID, id storage.FateID, st storage.FateState, 
 		b.Set(expiryKey(now+int64(storage.ReceiptKeep), rk), nil, nil)
 	}
 	if err := s.count(b, uaid, storage.Milestone{State: st, Reason: reason}); err != nil {
-		b.Close()
-		return false, err
-	}
-	if err := b.commit(s.wo); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// DeleteDelivered implements storage.FateStore: DeleteMessage's read and
+// Settle's, then one durable write of both under the user's stripe lock,
+// where the two calls make two.
+func (s *Store) DeleteDelivered(ctx context.Context, uaid uuid.UUID, k storage.MessageKey, id storage.FateID) (bool, error) {
+	if err := storage.ValidateKey(uaid, k); err != nil {
+		return false, fmt.Errorf("embedded: delete delivered: %w", err)
+	}
+	if err := s.enter(ctx, "delete delivered"); err != nil {
+		return false, err
+	}
+	defer s.leave()
+	l := s.stripe(uaid)
+	l.Lock()
+	defer l.Unlock()
+	b := s.newCountBatch(uaid)
+	if err := s.deleteIn(b.Batch, uaid, k); err != nil {
+		b.Close()
+		return false, failed("delete delivered", err)
+	}
+	settled, err := s.settleIn(b, uaid, id, storage.FateDelivered, storage.DropNone, nil)
+	if err != nil {
+		b.Close()
+		return false, failed("delete delivered", err)
+	}
+	if b.Empty() {
+		b.Close()
+		return false, nil
+	}
+	if err := b.commit(s.wo); err != nil {
+		return false, failed("delete delivered", err)
+	}
+	return settled, nil
+}
+
+// ReachAll implements storage.FateStore: Reach's reads and one write,
+// not synced, for all of ids under the user's stripe lock.
+func (s *Store) ReachAll(ctx context.Context, uaid uuid.UUID, ids []storage.FateID, st storage.FateState) (int, error) {
+	if err := storage.ValidateUAID(uaid); err != nil {
+		return 0, fmt.Errorf("embedded: reach: %w", err)
+	}
+	if err := storage.ValidateReach(st); err != nil {
+		return 0, fmt.Errorf("embedded: %w", err)
+	}
+	if err := s.enter(ctx, "reach"); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	l := s.stripe(uaid)
+	l.Lock()
+	defer l.Unlock()
+	b := s.newCountBatch(uaid)
+	n := 0
+	for _, id := range ids {
+		moved, err := s.reachIn(b, uaid, id, st)
+		if err != nil {
+			b.Close()
+			return 0, failed("reach", err)
+		}
+		if moved {
+			n++
+		}
+	}
+	// Not synced (storage.FateStore.Reach): the next synced write carries
+	// it; an intermediate milestone lost in a crash costs one count.
+	if err := b.commit(pebble.NoSync); err != nil {
+		return 0, failed("reach", err)
+	}
+	return n, nil
 }
 
 // SettleUser implements storage.FateStore: one range scan of the user's

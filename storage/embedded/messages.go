@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/autopush-go/autopush/storage"
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
+
+	"github.com/autopush-go/autopush/storage"
 )
 
 // messageKey is where m lives.
@@ -82,27 +84,40 @@ func (s *Store) DeleteMessage(ctx context.Context, uaid uuid.UUID, k storage.Mes
 		return err
 	}
 	defer s.leave()
-	key := timestampKey(uaid, k.SortKey, k.CHID)
 	if k.Topic != "" {
-		key = topicKey(uaid, k.CHID, k.Topic)
 		l := s.stripe(uaid)
 		l.Lock()
 		defer l.Unlock()
 	}
-	old, found, err := s.getMessage(key)
-	if err != nil {
+	b := s.db.NewBatch()
+	if err := s.deleteIn(b, uaid, k); err != nil {
+		b.Close()
 		return failed("delete message", err)
 	}
-	// A topic message newer than the acked version is its replacement.
-	if !found || k.Topic != "" && k.SortKey != 0 && old.SortKey > k.SortKey {
+	if b.Empty() {
+		b.Close()
 		return nil
 	}
-	b := s.db.NewBatch()
-	b.Delete(key, nil)
-	b.Delete(expiryKey(old.Expiry().UnixNano(), key), nil)
 	if err := s.commit(b); err != nil {
 		return failed("delete message", err)
 	}
+	return nil
+}
+
+// deleteIn adds the deletes of the message k names to b, if it is there;
+// a topic message's caller holds the user's stripe lock.
+func (s *Store) deleteIn(b *pebble.Batch, uaid uuid.UUID, k storage.MessageKey) error {
+	key := timestampKey(uaid, k.SortKey, k.CHID)
+	if k.Topic != "" {
+		key = topicKey(uaid, k.CHID, k.Topic)
+	}
+	old, found, err := s.getMessage(key)
+	// A topic message newer than the acked version is its replacement.
+	if err != nil || !found || k.Topic != "" && k.SortKey != 0 && old.SortKey > k.SortKey {
+		return err
+	}
+	b.Delete(key, nil)
+	b.Delete(expiryKey(old.Expiry().UnixNano(), key), nil)
 	return nil
 }
 

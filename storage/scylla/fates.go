@@ -282,6 +282,31 @@ func (s *Store) reachRow(ctx context.Context, row fateRow, st storage.FateState)
 	return true, true, nil
 }
 
+// ReachAll implements storage.FateStore: a Reach of each id in turn.
+func (s *Store) ReachAll(ctx context.Context, uaid uuid.UUID, ids []storage.FateID, st storage.FateState) (int, error) {
+	n := 0
+	for _, id := range ids {
+		moved, err := s.Reach(ctx, uaid, id, st)
+		if err != nil {
+			return n, err
+		}
+		if moved {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// DeleteDelivered implements storage.FateStore: DeleteMessage, then
+// Settle. A CAS cannot share a batch with the delete, which is in
+// another table.
+func (s *Store) DeleteDelivered(ctx context.Context, uaid uuid.UUID, k storage.MessageKey, id storage.FateID) (bool, error) {
+	if err := s.DeleteMessage(ctx, uaid, k); err != nil {
+		return false, err
+	}
+	return s.Settle(ctx, uaid, id, storage.FateDelivered, storage.DropNone)
+}
+
 // Settle implements storage.FateStore: a read (the fate's columns, which
 // the settle rewrites with its TTL), then the LWT. A winner whose receipt
 // could not be written reports true with the error.

@@ -223,6 +223,104 @@ func testFateReach(t *testing.T, s storage.Store) {
 		"reach of a settled and of a missing fate")
 }
 
+// testFateReachAll: ReachAll moves each unsettled fate of a page and
+// counts it, counts a settled one's milestone without moving it, and
+// skips a missing one, as Reach of each would.
+func testFateReachAll(t *testing.T, s storage.Store) {
+	uaid := uuid.New()
+	a, b, settled := hourFate(uaid, uuid.New()), hourFate(uaid, uuid.New()), hourFate(uaid, uuid.New())
+	track(t, s, a, b, settled)
+	settle(t, s, settled, storage.FateDelivered, storage.DropNone, true)
+	reachAll(t, s, storage.FateStored, a, b)
+	before := counts(t, s)
+	ids := []storage.FateID{a.ID, settled.ID, storage.NewFateID("missing"), b.ID}
+	n, err := s.ReachAll(ctx(t), uaid, ids, storage.FateTransmitted)
+	must(t, err, "reach all")
+	if n != 2 {
+		t.Fatalf("reach all moved %d fates, want 2", n)
+	}
+	wantState(t, s, a, storage.FateTransmitted, storage.DropNone, "first of the page")
+	wantState(t, s, b, storage.FateTransmitted, storage.DropNone, "last of the page")
+	wantState(t, s, settled, storage.FateDelivered, storage.DropNone, "settled in the page")
+	wantCounts(t, s, before, map[storage.Milestone]int64{state(storage.FateTransmitted): 3}, "reach all")
+
+	if n, err := s.ReachAll(ctx(t), uaid, nil, storage.FateTransmitted); err != nil || n != 0 {
+		t.Fatalf("reach all of none: %d %v, want 0 and no error", n, err)
+	}
+	_, err = s.ReachAll(ctx(t), uaid, ids, storage.FateDelivered)
+	wantKind(t, err, storage.ErrInvalid, "reach all to a terminal state")
+	wantState(t, s, a, storage.FateTransmitted, storage.DropNone, "after a refused reach all")
+}
+
+// testFateDeleteDelivered: an ack of a tracked stored message deletes
+// the message and settles its fate delivered, with its count and
+// receipt, once; a second ack changes nothing; a message already gone
+// still settles its fate; a topic message replaced since stays.
+func testFateDeleteDelivered(t *testing.T, s storage.Store) {
+	uaid, chid, sub := uuid.New(), uuid.New(), newSubID()
+	m := msg(chid, "acked")
+	m.Tracked = true
+	other := msg(chid, "kept")
+	saveAll(t, s, uaid, m, other)
+	f := newFate(uaid, chid, "", time.Now().Add(time.Hour), sub)
+	f.ID, f.MessageID = storage.NewFateID(m.Version), m.Version
+	track(t, s, f)
+	reachAll(t, s, storage.FateTransmitted, f)
+	before := counts(t, s)
+	ok, err := s.DeleteDelivered(ctx(t), uaid, m.Key(), f.ID)
+	must(t, err, "delete delivered")
+	if !ok {
+		t.Fatal("delete delivered of an unsettled fate reported false")
+	}
+	sameList(t, versions(fetchAll(t, s, uaid, 0, 10)), []string{other.Version}, "messages after the ack")
+	wantState(t, s, f, storage.FateDelivered, storage.DropNone, "after the ack")
+	wantCounts(t, s, before, map[storage.Milestone]int64{state(storage.FateDelivered): 1}, "delete delivered")
+	rs, err := s.Receipts(ctx(t), sub, 10)
+	must(t, err, "receipts")
+	if len(rs) != 1 || rs[0].MessageID != f.MessageID || rs[0].State != storage.FateDelivered {
+		t.Fatalf("receipts after the ack: %+v, want one delivered for %s", rs, f.MessageID)
+	}
+
+	before = counts(t, s)
+	ok, err = s.DeleteDelivered(ctx(t), uaid, m.Key(), f.ID)
+	if err != nil || ok {
+		t.Fatalf("a second delete delivered: %v %v, want false and no error", ok, err)
+	}
+	wantCounts(t, s, before, nil, "a second delete delivered")
+	if rs, _ := s.Receipts(ctx(t), sub, 10); len(rs) != 1 {
+		t.Fatalf("%d receipts after a second ack, want 1", len(rs))
+	}
+
+	gone, never := hourFate(uaid, chid), msg(chid, "never stored")
+	track(t, s, gone)
+	ok, err = s.DeleteDelivered(ctx(t), uaid, never.Key(), gone.ID)
+	if err != nil || !ok {
+		t.Fatalf("delete delivered of a message already gone: %v %v, want its fate settled", ok, err)
+	}
+	wantState(t, s, gone, storage.FateDelivered, storage.DropNone, "message already gone")
+
+	old := topicMsg(chid, "t", "old")
+	old.Tracked = true
+	saveAll(t, s, uaid, old)
+	newer := topicMsg(chid, "t", "newer")
+	saveAll(t, s, uaid, newer)
+	tf := hourFate(uaid, chid)
+	tf.ID = storage.NewFateID(old.Version)
+	track(t, s, tf)
+	if _, err := s.DeleteDelivered(ctx(t), uaid, old.Key(), tf.ID); err != nil {
+		t.Fatalf("delete delivered of a replaced topic message: %v", err)
+	}
+	tms, err := s.TopicMessages(ctx(t), uaid, 10)
+	must(t, err, "topic messages")
+	if len(tms) != 1 || tms[0].Version != newer.Version {
+		t.Fatalf("topic messages after acking the replaced one: %v, want the newer", versions(tms))
+	}
+	wantState(t, s, tf, storage.FateDelivered, storage.DropNone, "replaced topic message acked")
+
+	_, err = s.DeleteDelivered(ctx(t), uuid.Nil, m.Key(), f.ID)
+	wantKind(t, err, storage.ErrInvalid, "delete delivered of a nil uaid")
+}
+
 func testFateMilestoneCounts(t *testing.T, s storage.Store) {
 	c := counts(t, s)
 	for _, m := range storage.Milestones() {

@@ -79,6 +79,8 @@ func Run(t *testing.T, h Harness) {
 		{"FateRoundTrip", testFateRoundTrip},
 		{"FateInvalidInputRejected", testFateInvalid},
 		{"FateReach", testFateReach},
+		{"FateReachAll", testFateReachAll},
+		{"FateDeleteDelivered", testFateDeleteDelivered},
 		{"FateSettleOneWinner", testFateSettleOneWinner},
 		{"FateSettleUser", testFateSettleUser},
 		{"FateSettleTopic", testFateSettleTopic},
