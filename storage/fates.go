@@ -248,8 +248,8 @@ type FateStore interface {
 	// receipt writes.
 	Settle(ctx context.Context, uaid uuid.UUID, id FateID, s FateState, reason DropReason) (bool, error)
 
-	// ReachAll is Reach of each of ids, all to s; it returns how many
-	// moved. The embedded backend writes them all at once, unsynced as
+	// ReachAll is Reach of each of ids (distinct: a page's messages), all
+	// to s; it returns how many moved. The embedded backend writes them all at once, unsynced as
 	// Reach; on CQL they are Reach's one by one.
 	ReachAll(ctx context.Context, uaid uuid.UUID, ids []FateID, s FateState) (int, error)
 
