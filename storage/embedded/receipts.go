@@ -14,8 +14,8 @@ import (
 
 // Receipts (storage.FateStore): receipt subscriptions ('g'), their
 // webhook indexes ('h', 'j') and the receipts of their delivered fates
-// ('w'); fates.go lists every key space and writes a fate's receipt in its
-// settling batch.
+// ('w'); fates.go lists every key space, and fatesettle.go writes a
+// fate's receipt in its settling batch.
 
 func receiptSubKey(id storage.ReceiptSubID) []byte {
 	return append([]byte{prefixReceiptSub}, id[:]...)
