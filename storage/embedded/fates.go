@@ -279,35 +279,10 @@ func (s *Store) Track(ctx context.Context, f storage.Fate) error {
 	return nil
 }
 
-// Reach implements storage.FateStore. One local read (the fate's state)
-// and one write, not synced, under the user's stripe lock: the state and
-// the counts, or for a settled fate the milestone count alone.
+// Reach implements storage.FateStore: ReachAll of the one fate.
 func (s *Store) Reach(ctx context.Context, uaid uuid.UUID, id storage.FateID, st storage.FateState) (bool, error) {
-	if err := storage.ValidateUAID(uaid); err != nil {
-		return false, fmt.Errorf("embedded: reach: %w", err)
-	}
-	if err := storage.ValidateReach(st); err != nil {
-		return false, fmt.Errorf("embedded: %w", err)
-	}
-	if err := s.enter(ctx, "reach"); err != nil {
-		return false, err
-	}
-	defer s.leave()
-	l := s.stripe(uaid)
-	l.Lock()
-	defer l.Unlock()
-	b := s.newCountBatch(uaid)
-	moved, err := s.reachIn(b, uaid, id, st)
-	if err != nil {
-		b.Close()
-		return false, failed("reach", err)
-	}
-	// Not synced (storage.FateStore.Reach): the next synced write carries
-	// it; an intermediate milestone lost in a crash costs one count.
-	if err := b.commit(pebble.NoSync); err != nil {
-		return false, failed("reach", err)
-	}
-	return moved, nil
+	n, err := s.ReachAll(ctx, uaid, []storage.FateID{id}, st)
+	return n == 1, err
 }
 
 // reachIn adds Reach's writes to b, under the user's stripe lock held by
@@ -328,8 +303,9 @@ func (s *Store) reachIn(b *countBatch, uaid uuid.UUID, id storage.FateID, st sto
 	return err == nil, err
 }
 
-// ReachAll implements storage.FateStore: Reach's reads and one write,
-// not synced, for all of ids under the user's stripe lock.
+// ReachAll implements storage.FateStore. One local read of each fate's
+// state and one write, not synced, under the user's stripe lock: the
+// states and the counts, or for a settled fate the milestone count alone.
 func (s *Store) ReachAll(ctx context.Context, uaid uuid.UUID, ids []storage.FateID, st storage.FateState) (int, error) {
 	if err := storage.ValidateUAID(uaid); err != nil {
 		return 0, fmt.Errorf("embedded: reach: %w", err)
