@@ -60,6 +60,9 @@ const (
 	// mConnsRefusedSource: connections refused over
 	// max-connections-per-source.
 	mConnsRefusedSource = "autoendpoint_connections_refused_per_source_total"
+	// mAcceptErrors: accepts that failed for want of file descriptors or
+	// kernel memory, waited out.
+	mAcceptErrors = "autoendpoint_accept_errors_total"
 )
 
 // Route labels of mRequests and mRequestSeconds.
@@ -152,6 +155,7 @@ type apiMetrics struct {
 	withdrawn           *metrics.Counter
 	connsRefused        *metrics.Counter
 	connsRefusedSource  *metrics.Counter
+	acceptErrors        *metrics.Counter
 }
 
 // newMetrics makes the node's metrics; open reports the connections the
@@ -182,6 +186,7 @@ func newMetrics(open func() int, apis []routeDef) *apiMetrics {
 		withdrawn:          s.NewCounter(mDeletes + `{result="withdrawn"}`),
 		connsRefused:       s.NewCounter(mConnsRefused),
 		connsRefusedSource: s.NewCounter(mConnsRefusedSource),
+		acceptErrors:       s.NewCounter(mAcceptErrors),
 	}
 	s.NewGauge(mConnections, func() float64 { return float64(open()) })
 	labels := append([]string(nil), routeLabels...)

@@ -41,8 +41,9 @@ type Config struct {
 	// tier; defaults in storage.DefaultSettings.
 	storage.Settings
 
-	// MaxConnections: upgrades beyond it get 503. Default 0: the fd ceiling.
-	MaxConnections int `conf:"max-connections" help:"refuse upgrades beyond this many connections (0: fd limit)"`
+	// MaxConnections: connections beyond it get 503 as they are accepted.
+	// Default 0: the fd ceiling.
+	MaxConnections int `conf:"max-connections" help:"refuse connections beyond this many with 503 at accept (0: fd limit less 256)"`
 	// MaxConnectionsPerSource caps the connections open at once on the
 	// websocket port from one source address (an IPv4 address, an IPv6
 	// /64), so that a few sources cannot take the node's fds from everyone

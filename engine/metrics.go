@@ -35,6 +35,8 @@ const (
 	mAPIConnections    = "autoconnect_node_api_connections"
 	mAPIRefused        = "autoconnect_node_api_connections_refused_total"
 	mRefusedSource     = "autoconnect_connections_refused_per_source_total"
+	mRefusedFull       = "autoconnect_connections_refused_total"
+	mAPIAcceptErrors   = "autoconnect_node_api_accept_errors_total"
 	mStorageSeconds    = "autoconnect_storage_seconds"
 	mDeliveryAck       = "autoconnect_delivery_ack_seconds"
 	mDraining          = "autoconnect_draining"
@@ -81,7 +83,7 @@ type engineMetrics struct {
 	sent, sentStored, storedOut                              *metrics.Counter
 	directBusy, directMiss, directOK, directStale, evictions *metrics.Counter
 	apiUnauthorized, apiRefused, storageErrors, fateErrors   *metrics.Counter
-	refusedSource                                            *metrics.Counter
+	refusedSource, refusedFull, apiAcceptErrors              *metrics.Counter
 	storageSeconds                                           *metrics.PrometheusHistogram
 
 	pollOK, pollErrors, broadcastChanges *metrics.Counter
@@ -110,6 +112,8 @@ func newMetrics(srv *Server) *engineMetrics {
 		apiUnauthorized: s.NewCounter(mAPIUnauthorized),
 		apiRefused:      s.NewCounter(mAPIRefused),
 		refusedSource:   s.NewCounter(mRefusedSource),
+		refusedFull:     s.NewCounter(mRefusedFull),
+		apiAcceptErrors: s.NewCounter(mAPIAcceptErrors),
 		storageErrors:   s.NewCounter(mStorageErrors),
 		fateErrors:      s.NewCounter(mFateErrors),
 		storageSeconds:  s.NewPrometheusHistogramExt(mStorageSeconds, latencyBuckets),

@@ -26,16 +26,27 @@ var sourceRefusal = ws.AppendHTTPResponse(nil, 503, "too many connections from t
 // balancer is not exempt learns it at once, a flood does not fill the log.
 const capLogEvery = time.Minute
 
-// admit takes a place for c under the per-source cap, or refuses it:
-// the answer to write, and gnet.Close.
+// busyRefusal is written to a connection accepted while the node holds
+// max-connections already: the answer an upgrade over it gets.
+var busyRefusal = ws.AppendHTTPResponse(nil, 503, "server busy\n", "Retry-After", "30")
+
+// admit takes a place for c under max-connections and the per-source
+// cap, or refuses it: the answer to write, and gnet.Close. Refusing at
+// accept, not only at the upgrade, bounds the descriptors a crowd of
+// connections that never upgrade can hold: gnet stops listening for good
+// when an accept fails for want of one.
 func (srv *Server) admit(c gnet.Conn) ([]byte, gnet.Action, bool) {
+	if int(srv.connections.Load()) >= srv.maxConns {
+		srv.metrics.refusedFull.Inc()
+		discardUnread(c.Fd())
+		return busyRefusal, gnet.Close, false
+	}
 	src := srv.sources.Of(c.RemoteAddr())
 	if srv.sources.Take(src) {
 		return nil, gnet.None, true
 	}
 	srv.metrics.refusedSource.Inc()
-	now, next := time.Now().UnixNano(), srv.capLog.Load()
-	if now >= next && srv.capLog.CompareAndSwap(next, now+int64(capLogEvery)) {
+	if srv.capLog.Allow(capLogEvery) {
 		srv.log.Warn("websocket connections refused: a source holds max-connections-per-source (a load balancer's addresses belong in per-source-exempt)",
 			"source", src.String(), "max_connections_per_source", srv.cfg.MaxConnectionsPerSource,
 			"refused_total", srv.metrics.refusedSource.Get())

@@ -105,3 +105,47 @@ func TestPerSourceCap(t *testing.T) {
 		t.Errorf("refused per source: %v, want %d (the exempt source refused?)", v, over+1)
 	}
 }
+
+// TestMaxConnectionsAtAccept: at max-connections the node refuses the
+// next connection as it is accepted (503 "server busy", before it sends
+// anything), so connections that never upgrade cannot take more
+// descriptors than the cap; one closing frees a place.
+func TestMaxConnectionsAtAccept(t *testing.T) {
+	const maxConns = 5
+	srv, _ := node(t, func(c *engine.Config) { c.MaxConnections = maxConns })
+	var silent []net.Conn
+	for range maxConns {
+		c, err := net.DialTimeout("tcp", srv.Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent = append(silent, c)
+	}
+	et.Eventually(t, et.Patience, "the silent connections counted", func() bool {
+		v, _ := et.Metric(t, srv.NodeURL(), "autoconnect_connections")
+		return v == maxConns
+	})
+	over, err := net.DialTimeout("tcp", srv.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.SetReadDeadline(time.Now().Add(et.Patience))
+	b, err := io.ReadAll(over) // it sends nothing: the node answers first
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("connection over the cap: %v after %q", err, b)
+	}
+	if got := string(b); !strings.HasPrefix(got, "HTTP/1.1 503 ") || !strings.HasSuffix(got, "server busy\n") {
+		t.Fatalf("connection over the cap got %q, want 503 server busy", got)
+	}
+	if v, _ := et.Metric(t, srv.NodeURL(), "autoconnect_connections_refused_total"); v != 1 {
+		t.Errorf("refused at max-connections: %v, want 1", v)
+	}
+	silent[0].Close()
+	et.Eventually(t, et.Patience, "a place freed by a close", func() bool {
+		v, _ := et.Metric(t, srv.NodeURL(), "autoconnect_connections")
+		return v == maxConns-1
+	})
+	et.Dial(t, srv.Addr()).Hello("")
+}

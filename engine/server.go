@@ -31,21 +31,22 @@ import (
 type Server struct {
 	gnet.BuiltinEventEngine
 
-	cfg      Config
-	env      *session.Env // what every session shares
-	log      *slog.Logger
-	store    storage.Store
-	keys     *token.Keys
-	nodes    *nodeapi.Client // this node's calls to other nodes
-	registry *registry
-	deletes  *deletes
-	wheel    *wheel.Wheel[*conn]
-	workers  *workers
-	metrics  *engineMetrics
-	version  []byte
-	maxConns int
-	sources  *listener.Sources // max-connections-per-source; nil: no cap
-	capLog   atomic.Int64      // when a refusal over it may be logged next (unix ns)
+	cfg       Config
+	env       *session.Env // what every session shares
+	log       *slog.Logger
+	store     storage.Store
+	keys      *token.Keys
+	nodes     *nodeapi.Client // this node's calls to other nodes
+	registry  *registry
+	deletes   *deletes
+	wheel     *wheel.Wheel[*conn]
+	workers   *workers
+	metrics   *engineMetrics
+	version   []byte
+	maxConns  int
+	sources   *listener.Sources // max-connections-per-source; nil: no cap
+	capLog    listener.Throttle // the log lines of refusals
+	acceptLog listener.Throttle // the node API's accept errors
 
 	connections atomic.Int64
 	pending     atomic.Int64   // see Pending
@@ -61,7 +62,10 @@ type Server struct {
 
 	eng      gnet.Engine
 	booted   chan error
-	stopped  chan error
+	ran      chan struct{} // closed when gnet.Run returned, runErr its error
+	runErr   error
+	closing  atomic.Bool // Close began: gnet's end is asked for
+	failed   chan error  // see Failed
 	api      *http.Server
 	apiLn    *listener.Listener
 	addr     string
@@ -94,7 +98,8 @@ func New(cfg Config, store storage.Store, log *slog.Logger) (*Server, error) {
 		deletes:  newDeletes(),
 		wheel:    wheel.New[*conn](time.Second, 1024, time.Now()),
 		booted:   make(chan error, 1),
-		stopped:  make(chan error, 1),
+		ran:      make(chan struct{}),
+		failed:   make(chan error, 1),
 		version:  dockerflow.Version(cfg.VersionFile),
 		nodes:    nodeapi.NewClient(nodeapi.ClientConfig{Secret: cfg.NodeSecret, Timeout: 3 * time.Second}),
 		quit:     make(chan struct{}),
@@ -143,6 +148,13 @@ func (srv *Server) Start() error {
 		MaxConns: srv.cfg.NodeAPIMaxConnections,
 		Refusal:  []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
 		OnRefuse: srv.metrics.apiRefused.Inc,
+		OnAcceptError: func(err error) {
+			srv.metrics.apiAcceptErrors.Inc()
+			if srv.acceptLog.Allow(time.Minute) {
+				srv.log.Error("node API: accept failed (file descriptors or kernel memory short): connections wait until it passes",
+					"error", err, "accept_errors_total", srv.metrics.apiAcceptErrors.Get())
+			}
+		},
 	})
 	srv.nodeURL = srv.cfg.NodeURL
 	if srv.nodeURL == "" {
@@ -193,20 +205,45 @@ func (srv *Server) Start() error {
 	go srv.runWheel() // handler.go
 	srv.checks.Start()
 	srv.started = time.Now()
-	go func() { srv.stopped <- gnet.Run(srv, "tcp://"+srv.cfg.Listen, opts...) }()
+	go srv.serveWS(opts)
 	select {
 	case err := <-srv.booted:
 		if err != nil {
 			return err
 		}
-	case err := <-srv.stopped:
+	case <-srv.ran:
 		srv.abortStart()
-		return &listener.ListenError{Tier: "autoconnect", Setting: "listen", Addr: srv.cfg.Listen, Err: err}
+		return &listener.ListenError{Tier: "autoconnect", Setting: "listen", Addr: srv.cfg.Listen, Err: srv.runErr}
 	}
 	srv.log.Info("autoconnect started", "listen", srv.addr, "node_api", srv.apiLn.Addr().String(),
 		"node_url", srv.nodeURL, "fd_limit", limit, "max_connections", srv.maxConns)
 	return nil
 }
+
+// serveWS serves the websocket listener (gnet) until Close stops it, or it
+// stops on its own: then Failed says so.
+func (srv *Server) serveWS(opts []gnet.Option) {
+	srv.runErr = gnet.Run(srv, "tcp://"+srv.cfg.Listen, opts...)
+	close(srv.ran)
+	if srv.closing.Load() {
+		return
+	}
+	err := srv.runErr
+	if err == nil {
+		err = errors.New("gnet stopped on its own (its log line says why)")
+	}
+	srv.failed <- fmt.Errorf("engine: websocket listener %s: %w", srv.cfg.Listen, err)
+}
+
+// Failed delivers the error that stopped the websocket listener when it
+// stopped without Close asking, and its connections with it: gnet stops
+// listening for good when an accept fails, for want of a file descriptor
+// say (admit keeps the node's own connections under max-connections; the
+// rest of the process may still use up the descriptors). A node that no
+// client can reach serves nothing: its process should Close and exit
+// with an error, so that its supervisor restarts it and its load
+// balancer stops sending it clients.
+func (srv *Server) Failed() <-chan error { return srv.failed }
 
 // OnBoot records the engine and the actual listen address (port 0 in
 // tests).
@@ -266,8 +303,15 @@ func (srv *Server) WriteMetrics(w io.Writer) { srv.metrics.set.WritePrometheus(w
 func (srv *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := srv.eng.Stop(ctx)
-	if e := <-srv.stopped; e != nil && !errors.Is(e, context.Canceled) {
+	srv.closing.Store(true)
+	var err error
+	select {
+	case <-srv.ran: // it stopped on its own (Failed)
+	default:
+		err = srv.eng.Stop(ctx)
+	}
+	<-srv.ran
+	if e := srv.runErr; e != nil && !errors.Is(e, context.Canceled) {
 		err = errors.Join(err, e)
 	}
 	err = errors.Join(err, srv.api.Shutdown(ctx))

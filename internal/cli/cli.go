@@ -65,14 +65,23 @@ func Subscribe(reload bool) Signals {
 
 // Wait returns at the first stop signal, logging it; each SIGHUP before
 // it calls reload.
-func (s Signals) Wait(log *slog.Logger, reload func()) {
-	for got := range s {
-		if got == syscall.SIGHUP && reload != nil {
-			reload()
-			continue
+func (s Signals) Wait(log *slog.Logger, reload func()) { s.WaitOr(log, reload, nil) }
+
+// WaitOr is Wait that also returns when the node fails on its own: then
+// with the error failed delivered (nil: it cannot fail).
+func (s Signals) WaitOr(log *slog.Logger, reload func(), failed <-chan error) error {
+	for {
+		select {
+		case err := <-failed:
+			return err
+		case got := <-s:
+			if got == syscall.SIGHUP && reload != nil {
+				reload()
+				continue
+			}
+			log.Info("signal received, shutting down", "signal", got.String())
+			return nil
 		}
-		log.Info("signal received, shutting down", "signal", got.String())
-		return
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -48,6 +49,15 @@ type Config struct {
 	// MaxConns, and OnSourceRefuse for each over MaxConnsPerSource
 	// (metrics).
 	OnRefuse, OnSourceRefuse func()
+	// RefusalWait bounds writing a refusal (on a TLS connection, the
+	// client's handshake first). 0: one second, as a fresh socket's send
+	// buffer takes a refusal at once and only a broken or stalling peer
+	// ever waits.
+	RefusalWait time.Duration
+	// OnAcceptError, if set, sees each accept error Accept waits out
+	// (metrics, a log line): the process ran out of file descriptors or
+	// kernel memory, and Accept tries again after a pause.
+	OnAcceptError func(error)
 	// Unhandled, if set, sees each write made on a connection whose
 	// current request has not reached Conn.Routed: the server answering a
 	// request it could not parse or read, or an interim answer such as
@@ -66,26 +76,61 @@ type Listener struct {
 
 	mu    sync.Mutex // before sources' own
 	conns map[*Conn]struct{}
+
+	refusing  chan struct{} // a token per refusal being written
+	closed    chan struct{} // closed by Close: ends a pause in Accept
+	closeOnce sync.Once
 }
 
 // New wraps ln.
 func New(ln net.Listener, cfg Config) *Listener {
+	if cfg.RefusalWait <= 0 {
+		cfg.RefusalWait = time.Second
+	}
 	return &Listener{Listener: ln, cfg: cfg, conns: map[*Conn]struct{}{},
-		sources: NewSources(cfg.MaxConnsPerSource, cfg.Exempt)}
+		sources:  NewSources(cfg.MaxConnsPerSource, cfg.Exempt),
+		refusing: make(chan struct{}, maxRefusing),
+		closed:   make(chan struct{})}
 }
 
-// refusalWait bounds writing the refusal: a fresh socket's send buffer
-// takes it at once, so only a broken peer ever waits.
-const refusalWait = time.Second
+// maxRefusing bounds the refusals being written at once; beyond it a
+// connection over a cap is closed without its answer. Each one waits at
+// most RefusalWait.
+const maxRefusing = 256
+
+// The pauses after an accept error: doubled from the first to the last
+// while errors follow each other. Connections wait in the kernel's
+// queue meanwhile, and one closing frees the descriptor the next takes.
+const (
+	firstAcceptPause = 5 * time.Millisecond
+	lastAcceptPause  = time.Second
+)
 
 // Accept returns the next connection under the caps, refusing (and
-// closing) those over them.
+// closing) those over them. An accept that fails for want of a file
+// descriptor or of kernel memory is tried again after a pause: a server
+// whose Accept returns an error stops serving for good (Hertz's does),
+// and the shortage passes as connections close.
 func (l *Listener) Accept() (net.Conn, error) {
+	var pause time.Duration
 	for {
 		nc, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			if !shortage(err) {
+				return nil, err
+			}
+			if l.cfg.OnAcceptError != nil {
+				l.cfg.OnAcceptError(err)
+			}
+			pause = min(max(2*pause, firstAcceptPause), lastAcceptPause)
+			select {
+			case <-l.closed:
+				return nil, net.ErrClosed
+			case <-time.After(pause):
+			}
+			continue
 		}
+		pause = 0
 		c := &Conn{Conn: nc, l: l, src: l.sources.Of(nc.RemoteAddr())}
 		l.mu.Lock()
 		full := l.cfg.MaxConns > 0 && len(l.conns) >= l.cfg.MaxConns
@@ -121,13 +166,36 @@ func (l *Listener) refuse(nc net.Conn, refusal []byte, count func()) {
 		nc.Close()
 		return
 	}
-	// Both deadlines: on a TLS connection the write first reads the
-	// client's handshake.
-	nc.SetDeadline(time.Now().Add(refusalWait))
-	nc.Write(refusal)
-	// Lingers as Conn.Close does (the client may have sent its request
-	// already), off the accept loop.
-	go (&Conn{Conn: nc, l: l}).lingerClose()
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		nc.Close() // a flood of refusals: no answer for the rest
+		return
+	}
+	// Off the accept loop: on a TLS connection the write first runs the
+	// handshake, which a client that stalls holds for RefusalWait, and
+	// Accept must go on meanwhile.
+	go func() {
+		defer func() { <-l.refusing }()
+		nc.SetDeadline(time.Now().Add(l.cfg.RefusalWait)) // both: the handshake reads
+		nc.Write(refusal)
+		// Lingers as Conn.Close does: the client may have sent its
+		// request already.
+		(&Conn{Conn: nc, l: l}).lingerClose()
+	}()
+}
+
+// Close closes the listener; an Accept pausing after an error returns.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// shortage says whether an accept error is the process or the kernel
+// running short (file descriptors, buffers, memory), which passes.
+func shortage(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // Open is how many accepted connections are open.

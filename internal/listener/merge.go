@@ -29,13 +29,15 @@ type accepted struct {
 	err error
 }
 
-// accept hands on what ln accepts until its first error, which ends it.
+// accept hands on what ln accepts until an error ends it. A shortage
+// (shortage) is handed on too and does not end it: the Listener above
+// pauses on it, and so does this, waiting to hand on the next.
 func (m *merged) accept(ln net.Listener) {
 	for {
 		c, err := ln.Accept()
 		select {
 		case m.ch <- accepted{c, err}:
-			if err != nil {
+			if err != nil && !shortage(err) {
 				return
 			}
 		case <-m.done:

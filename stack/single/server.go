@@ -232,6 +232,11 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 			s.st.Reload()
 		case <-ctx.Done():
 			done = true
+		case err := <-s.st.Engine().Failed():
+			log.Error("no client can reach the connection node any more: the server stops, and exits with an error for its supervisor to restart it", "error", err)
+			stop, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout())
+			defer cancel()
+			return errors.Join(err, s.Shutdown(stop))
 		}
 	}
 	log.Info("stopping: draining the connection node, then the API tier")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 
 	"github.com/autopush-go/autopush/engine"
@@ -50,7 +51,10 @@ func run() error {
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	sig.Wait(log, func() { log.Info("SIGHUP: autoconnect has nothing to reload") })
+	if err := sig.WaitOr(log, func() { log.Info("SIGHUP: autoconnect has nothing to reload") }, srv.Failed()); err != nil {
+		log.Error("no client can reach this node any more: it stops, and exits with an error for its supervisor to restart it", "error", err)
+		return errors.Join(err, srv.Close())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainWindow*2+30e9)
 	defer cancel()
 	return srv.Drain(ctx)

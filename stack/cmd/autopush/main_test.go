@@ -101,14 +101,7 @@ func start(t *testing.T, src source, vals map[string]string, extraEnv ...string)
 		vals["metrics-listen"] = "127.0.0.1:0"
 	}
 	var args []string
-	// The child's environment: ours without any AUTOPUSH__ or GOGC.
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, single.Prefix+"__") && !strings.HasPrefix(kv, "GOGC=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, extraEnv...)
+	env := append(childEnv(), extraEnv...)
 	kinds := kindsOf()
 	switch src {
 	case fromFlags:
@@ -141,6 +134,18 @@ func start(t *testing.T, src source, vals map[string]string, extraEnv ...string)
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = env
 	return e2etest.Start(t, cmd, single.ReadyMsg)
+}
+
+// childEnv is a server's environment: ours without any AUTOPUSH__ or
+// GOGC.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, single.Prefix+"__") && !strings.HasPrefix(kv, "GOGC=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // settingEnv is a setting's variable, as Describe names it.
