@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -162,7 +163,12 @@ func scyllaSettings(t *testing.T, cfg scylla.Config) map[string]string {
 // output is logged if the test failed.
 func startProc(t *testing.T, name string, settings map[string]string) *procNode {
 	t.Helper()
-	cmd := exec.Command(autoconnectBinary(t))
+	return startProcCmd(t, name, exec.Command(autoconnectBinary(t)), settings)
+}
+
+// startProcCmd is startProc running cmd, which execs autoconnect.
+func startProcCmd(t *testing.T, name string, cmd *exec.Cmd, settings map[string]string) *procNode {
+	t.Helper()
 	cmd.Env = procEnv(settings)
 	p, err := proc.Start(context.Background(), cmd, proc.Config{StartMsg: "autoconnect started", StartTimeout: procStartTimeout})
 	if err != nil {
@@ -583,5 +589,42 @@ func TestBinaryNeedsNodeSecret(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "node-secret is required") {
 		t.Fatalf("autoconnect without a node secret: %v\n%s", err, out)
+	}
+}
+
+// TestDeafAutoconnectExits: when gnet stops the websocket listener (it
+// does at the first accept that fails: here the node API's connections
+// hold every descriptor of a process limited to 300 when a client
+// connects), autoconnect does not run on as a node no client can reach:
+// it stops and exits 1, saying why, for its supervisor to restart it.
+func TestDeafAutoconnectExits(t *testing.T) {
+	s := procSettings(t)
+	s["NODE_API_HEADER_TIMEOUT"] = "2m" // the crowd below stays until the end
+	cmd := exec.Command("bash", "-c", `ulimit -n 300 && exec "$0"`, autoconnectBinary(t))
+	n := startProcCmd(t, "deaf", cmd, s)
+	var crowd []net.Conn
+	defer func() {
+		for _, c := range crowd {
+			c.Close()
+		}
+	}()
+	for range 600 {
+		c, err := net.DialTimeout("tcp", n.NodeAPI, 5*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d to the node API: %v", len(crowd)+1, err)
+		}
+		crowd = append(crowd, c)
+	}
+	et.Eventually(t, 30*time.Second, "the node API out of descriptors", func() bool {
+		return strings.Contains(string(n.Output()), "node API: accept failed")
+	})
+	if c, err := net.DialTimeout("tcp", n.Listen, 5*time.Second); err == nil {
+		defer c.Close() // the kernel completes it; the node's accept fails
+	}
+	if code := n.waitExit(t, time.Minute); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	if !strings.Contains(string(n.Output()), "no client can reach this node any more") {
+		t.Errorf("no log line says why the node stopped")
 	}
 }
