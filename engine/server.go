@@ -333,6 +333,9 @@ func (srv *Server) Close() error {
 // again (no Close).
 func (srv *Server) abortStart() {
 	srv.api.Close()
+	// Serve closes the listener only once it has taken it, and its
+	// goroutine may not have run yet: the port must be free on return.
+	srv.apiLn.Close()
 	close(srv.quit)
 	srv.bg.Wait()
 	srv.checks.Stop(srv.log)
