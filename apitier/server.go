@@ -76,12 +76,11 @@ type Server struct {
 	// extraOps are other routes of metrics-listen (AlsoOps).
 	extraOps []opsRoute
 
-	h         *server.Hertz
-	ln        *listener.Listener
-	acceptLog listener.Throttle // acceptError's log lines
-	ops       *opsListener      // GET /metrics on metrics-listen (ops.go); nil: off
-	done      chan error
-	draining  atomic.Bool
+	h        *server.Hertz
+	ln       *listener.Listener
+	ops      *opsListener // GET /metrics on metrics-listen (ops.go); nil: off
+	done     chan error
+	draining atomic.Bool
 }
 
 // New prepares a node; Start runs it. The store is the caller's: Shutdown
@@ -306,7 +305,7 @@ func (s *Server) Start() error {
 		SourceRefusal:     rawAnswer(errTooManyFromSource),
 		OnRefuse:          s.metrics.connsRefused.Inc,
 		OnSourceRefuse:    s.metrics.connsRefusedSource.Inc,
-		OnAcceptError:     s.acceptError,
+		OnAcceptError:     listener.LogAcceptErrors(s.log, "", s.metrics.acceptErrors),
 		Unhandled:         s.unhandled,
 	})
 	s.ln = ln
@@ -329,16 +328,6 @@ func (s *Server) Start() error {
 	s.log.Info("autoendpoint started", "listen", s.Addr(), "metrics", s.MetricsAddr(), "endpoint_url", s.cfg.EndpointURL,
 		"vapid_aud", s.audience, "max_data_bytes", s.cfg.MaxDataBytes)
 	return nil
-}
-
-// acceptError counts an accept the listener waits out (file descriptors
-// or kernel memory short), and logs it at most once a minute.
-func (s *Server) acceptError(err error) {
-	s.metrics.acceptErrors.Inc()
-	if s.acceptLog.Allow(time.Minute) {
-		s.log.Error("accept failed (file descriptors or kernel memory short): connections wait until it passes",
-			"error", err, "accept_errors_total", s.metrics.acceptErrors.Get())
-	}
 }
 
 // listen opens listen and, when set, tls-listen, as one listener.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/autopush-go/autopush/engine/session"
 	"github.com/autopush-go/autopush/engine/ws"
 )
 
@@ -26,10 +27,6 @@ var sourceRefusal = ws.AppendHTTPResponse(nil, 503, "too many connections from t
 // balancer is not exempt learns it at once, a flood does not fill the log.
 const capLogEvery = time.Minute
 
-// busyRefusal is written to a connection accepted while the node holds
-// max-connections already: the answer an upgrade over it gets.
-var busyRefusal = ws.AppendHTTPResponse(nil, 503, "server busy\n", "Retry-After", "30")
-
 // admit takes a place for c under max-connections and the per-source
 // cap, or refuses it: the answer to write, and gnet.Close. Refusing at
 // accept, not only at the upgrade, bounds the descriptors a crowd of
@@ -39,7 +36,7 @@ func (srv *Server) admit(c gnet.Conn) ([]byte, gnet.Action, bool) {
 	if int(srv.connections.Load()) >= srv.maxConns {
 		srv.metrics.refusedFull.Inc()
 		discardUnread(c.Fd())
-		return busyRefusal, gnet.Close, false
+		return session.BusyAnswer, gnet.Close, false
 	}
 	src := srv.sources.Of(c.RemoteAddr())
 	if srv.sources.Take(src) {

@@ -31,22 +31,21 @@ import (
 type Server struct {
 	gnet.BuiltinEventEngine
 
-	cfg       Config
-	env       *session.Env // what every session shares
-	log       *slog.Logger
-	store     storage.Store
-	keys      *token.Keys
-	nodes     *nodeapi.Client // this node's calls to other nodes
-	registry  *registry
-	deletes   *deletes
-	wheel     *wheel.Wheel[*conn]
-	workers   *workers
-	metrics   *engineMetrics
-	version   []byte
-	maxConns  int
-	sources   *listener.Sources // max-connections-per-source; nil: no cap
-	capLog    listener.Throttle // the log lines of refusals
-	acceptLog listener.Throttle // the node API's accept errors
+	cfg      Config
+	env      *session.Env // what every session shares
+	log      *slog.Logger
+	store    storage.Store
+	keys     *token.Keys
+	nodes    *nodeapi.Client // this node's calls to other nodes
+	registry *registry
+	deletes  *deletes
+	wheel    *wheel.Wheel[*conn]
+	workers  *workers
+	metrics  *engineMetrics
+	version  []byte
+	maxConns int
+	sources  *listener.Sources // max-connections-per-source; nil: no cap
+	capLog   listener.Throttle // the log lines of refusals
 
 	connections atomic.Int64
 	pending     atomic.Int64   // see Pending
@@ -145,16 +144,10 @@ func (srv *Server) Start() error {
 		return err
 	}
 	srv.apiLn = listener.New(raw, listener.Config{
-		MaxConns: srv.cfg.NodeAPIMaxConnections,
-		Refusal:  []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
-		OnRefuse: srv.metrics.apiRefused.Inc,
-		OnAcceptError: func(err error) {
-			srv.metrics.apiAcceptErrors.Inc()
-			if srv.acceptLog.Allow(time.Minute) {
-				srv.log.Error("node API: accept failed (file descriptors or kernel memory short): connections wait until it passes",
-					"error", err, "accept_errors_total", srv.metrics.apiAcceptErrors.Get())
-			}
-		},
+		MaxConns:      srv.cfg.NodeAPIMaxConnections,
+		Refusal:       []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+		OnRefuse:      srv.metrics.apiRefused.Inc,
+		OnAcceptError: listener.LogAcceptErrors(srv.log, "node API: ", srv.metrics.apiAcceptErrors),
 	})
 	srv.nodeURL = srv.cfg.NodeURL
 	if srv.nodeURL == "" {

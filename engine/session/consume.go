@@ -103,7 +103,7 @@ func (s *Session) upgrade(x *Ctx, buf []byte) int {
 	}
 	if x.Draining.Load() || (x.Full != nil && x.Full()) {
 		x.Metrics.UpgradesRefused.Inc()
-		x.Out = ws.AppendHTTPResponse(x.Out, 503, "server busy\n", "Retry-After", "30")
+		x.Out = append(x.Out, BusyAnswer...)
 		s.abort(x)
 		return 0
 	}

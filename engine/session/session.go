@@ -138,6 +138,11 @@ func (s *Session) SlowReader(x *Ctx) {
 	}
 }
 
+// BusyAnswer is what a connection the node cannot take is written
+// before it is closed: at max-connections, while draining, or when its
+// hello could not be queued.
+var BusyAnswer = ws.AppendHTTPResponse(nil, 503, "server busy\n", "Retry-After", "30")
+
 // Overloaded closes the connection because one of the Jobs it asked for
 // could not be queued (the node's workers are saturated): the client
 // reconnects, possibly elsewhere, rather than the node queuing without
@@ -148,7 +153,7 @@ func (s *Session) Overloaded(x *Ctx) {
 	}
 	x.Metrics.Overloaded.Inc()
 	if s.state == stAnswering {
-		x.Out = ws.AppendHTTPResponse(x.Out, 503, "server busy\n", "Retry-After", "30")
+		x.Out = append(x.Out, BusyAnswer...)
 	}
 	s.fail(x, "storage", ws.StatusTryAgainLater, "server overloaded")
 }

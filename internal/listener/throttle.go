@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
@@ -16,4 +17,25 @@ type Throttle struct{ next atomic.Int64 } // unix ns
 func (t *Throttle) Allow(period time.Duration) bool {
 	now, next := time.Now().UnixNano(), t.next.Load()
 	return now >= next && t.next.CompareAndSwap(next, now+int64(period))
+}
+
+// counter is the metric LogAcceptErrors moves (a VictoriaMetrics
+// counter).
+type counter interface {
+	Inc()
+	Get() uint64
+}
+
+// LogAcceptErrors is a Config.OnAcceptError for a server: it counts each
+// error in c and logs the first of each minute, with the count, under
+// the message prefix+"accept failed ...".
+func LogAcceptErrors(log *slog.Logger, prefix string, c counter) func(error) {
+	var t Throttle
+	return func(err error) {
+		c.Inc()
+		if t.Allow(time.Minute) {
+			log.Error(prefix+"accept failed (file descriptors or kernel memory short): connections wait until it passes",
+				"error", err, "accept_errors_total", c.Get())
+		}
+	}
 }

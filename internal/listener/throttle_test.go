@@ -1,6 +1,9 @@
 package listener
 
 import (
+	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,5 +39,26 @@ func TestThrottle(t *testing.T) {
 			t.Fatal("no call got through after the period")
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+type count struct{ n uint64 }
+
+func (c *count) Inc()        { c.n++ }
+func (c *count) Get() uint64 { return c.n }
+
+// TestLogAcceptErrors: every error is counted, one line a minute logged
+// with its prefix and the count.
+func TestLogAcceptErrors(t *testing.T) {
+	var out strings.Builder
+	var c count
+	report := LogAcceptErrors(slog.New(slog.NewTextHandler(&out, nil)), "node API: ", &c)
+	for range 3 {
+		report(errors.New("accept4: too many open files"))
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if c.n != 3 || len(lines) != 1 || !strings.Contains(lines[0], `msg="node API: accept failed`) ||
+		!strings.Contains(lines[0], "accept_errors_total=1") || !strings.Contains(lines[0], "too many open files") {
+		t.Fatalf("counted %d, logged %q; want 3 counted and one line", c.n, lines)
 	}
 }

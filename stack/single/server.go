@@ -226,23 +226,22 @@ func Run(ctx context.Context, cfg Config, store storage.Store, log *slog.Logger)
 		gcfg.Cores = cores
 		go gctune.New(gcfg, log).Run(ctx)
 	}
+	var failed error
 	for done := false; !done; {
 		select {
 		case <-hup:
 			s.st.Reload()
 		case <-ctx.Done():
 			done = true
-		case err := <-s.st.Engine().Failed():
-			log.Error("no client can reach the connection node any more: the server stops, and exits with an error for its supervisor to restart it", "error", err)
-			stop, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout())
-			defer cancel()
-			return errors.Join(err, s.Shutdown(stop))
+			log.Info("stopping: draining the connection node, then the API tier")
+		case failed = <-s.st.Engine().Failed():
+			done = true
+			log.Error("no client can reach the connection node any more: the server stops, and exits with an error for its supervisor to restart it", "error", failed)
 		}
 	}
-	log.Info("stopping: draining the connection node, then the API tier")
 	stop, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout())
 	defer cancel()
-	return s.Shutdown(stop)
+	return errors.Join(failed, s.Shutdown(stop))
 }
 
 // TryPushAPI is what the server prints at start when push-api-key-file

@@ -53,7 +53,7 @@ func flood(t *testing.T, addr string, n int, wait time.Duration) (conns []net.Co
 		}
 		conns = append(conns, c)
 		c.SetReadDeadline(time.Now().Add(wait))
-		if b := make([]byte, 64); func() bool { k, _ := c.Read(b); return k > 0 }() {
+		if k, _ := c.Read(make([]byte, 64)); k > 0 {
 			refused++
 		}
 	}
