@@ -114,7 +114,7 @@ faults: ## the fault scenario in full: 3 Cassandra nodes, 2 engines, 2 endpoints
 capacity: ## load test this machine (200k idle user agents, latency ladder, exactly-once runs); writes docs/capacity.md
 	bash loadtest/capacity.sh $(CAPACITY_FLAGS)
 
-pushpath: ## the push path and the hello at this machine's limit, 3 runs each, medians: single-node pushes/s at p99 <= 50 ms (JWT reused; once signed afresh), hellos/s, RSS per idle connection, CPU at rest (19,000 idle) and per push at 1,000-12,000/s; PUSHPATH_CQL=1 adds the split tiers on one Cassandra node (docs/benchmarks.md; ~25 min, ~35 with CQL; on a quiet machine)
+pushpath: ## the push path and the hello at this machine's limit, 3 runs each, medians: single-node pushes/s at p99 <= 50 ms (JWT reused; once signed afresh), hellos/s, RSS per idle connection, CPU at rest (19,000 idle) and per push at 1,000-12,000/s with the floor of a bare Go transport at the same rates; PUSHPATH_CQL=1 adds the split tiers on one Cassandra node (docs/benchmarks.md; ~25 min, ~35 with CQL; on a quiet machine)
 	bash loadtest/pushpath.sh
 
 MILLION_FLAGS ?= -uas 1000000 -engines 56 -workers 56 -connect-rate 4000 -steps 5 -settle 15s -hold 5m -ping-interval 4m -engine-ping-interval 2m -out loadtest/out/million

@@ -11,7 +11,8 @@
 #   3. the single-node server: RSS per idle connection and CPU at rest
 #      (19,000 held 100 s, sampled every 15 s as a Prometheus would);
 #   4. the single-node server: its CPU per push delivered at 1,000, 4,000,
-#      8,000 and 12,000 pushes/s (JWTs reused);
+#      8,000 and 12,000 pushes/s (JWTs reused), and the floor under it:
+#      loadtest floor's bare Go transport at the same rates;
 #   5. with PUSHPATH_CQL=1, the split tiers (autoconnect + autoendpoint) on
 #      one local Cassandra node (CQL_HOSTS, else one started here and
 #      stopped by its PID): pushes/s at p99 <= 50 ms, and hellos/s.
@@ -135,6 +136,26 @@ for d in sys.argv[1:]:
         per.setdefault(s["offered_per_s"], []).append(s["server_cpu_us_per_push"])
 for rate, v in sorted(per.items()):
     print(f"single-node, server CPU per push at {rate:,.0f}/s, µs: runs {v} median {statistics.median(v)}")
+PY
+
+# The floor under those figures: a bare Go server (net/http, gobwas/ws)
+# at the same rates, as a POST answered 201 (http), with a websocket
+# frame written and its ack read (push), and with a synced 400-byte
+# write before the answer (synced: a tracked push's least).
+dirs=()
+for i in $(seq "$repeats"); do
+	quiet
+	loadtest/out/bin/loadtest floor -rates "$cpurates" -stage-time "$stage" -uas "$uas" -out "$out/floor-$i" >/dev/null
+	dirs+=("$out/floor-$i")
+done
+python3 - "${dirs[@]}" <<'PY'
+import json, statistics, sys
+per = {}
+for d in sys.argv[1:]:
+    for s in json.load(open(d + "/floor.json"))["stages"]:
+        per.setdefault((s["variant"], s["offered_per_s"]), []).append(round(s["server_cpu_us_per_push"], 1))
+for (variant, rate), v in per.items():
+    print(f"floor ({variant}), server CPU per push at {rate:,.0f}/s, µs: runs {v} median {statistics.median(v)}")
 PY
 
 if [ "${PUSHPATH_CQL:-}" = 1 ]; then

@@ -9,6 +9,7 @@
 //	go run ./loadtest/cmd/loadtest churn -duration 100s
 //	go run ./loadtest/cmd/loadtest broadcast -uas 10000 -push-rate 200
 //	go run ./loadtest/cmd/loadtest capacity            # the standard profile -> docs/capacity.md
+//	go run ./loadtest/cmd/loadtest floor               # a bare Go push transport's CPU per push
 //
 // `loadtest <scenario> -help` lists the scenario's flags. The exit status
 // is 0 when the run passed, 1 when it measured a failure (a lost push, say),

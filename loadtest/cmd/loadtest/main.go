@@ -11,11 +11,19 @@ import (
 	"syscall"
 
 	"github.com/autopush-go/autopush/loadtest"
+	"github.com/autopush-go/autopush/loadtest/floor"
 	"github.com/autopush-go/autopush/loadtest/scenario"
 	"github.com/autopush-go/autopush/loadtest/worker"
 )
 
 func main() {
+	if floor.IsServer() {
+		if err := floor.Serve(); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest floor server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if worker.IsWorker() {
 		if err := worker.Run(os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "loadtest worker:", err)
@@ -36,6 +44,9 @@ func run(args []string) int {
 	name, rest := args[0], args[1:]
 	if name == "capacity" {
 		return exit(loadtest.Capacity(ctx, rest, os.Stdout, os.Stderr))
+	}
+	if name == "floor" {
+		return exit(floor.Main(ctx, rest, os.Stdout, os.Stderr))
 	}
 	if name == "cluster" {
 		return exit(loadtest.Cluster(ctx, rest, os.Stdout, os.Stderr))
@@ -86,6 +97,7 @@ Scenarios (each one's -help lists its flags):
   faults    the replicated cluster (3 Cassandra nodes, engines, endpoints behind nginx) through node loss and restarts
   capacity  the standard profile (hold, notify, stored, churn); writes docs/capacity.md
   cluster   start that replicated cluster and keep it until SIGTERM (make cluster, make cluster-down)
+  floor     the CPU per push of a bare Go push transport (HTTP, a websocket frame, a synced write) on this machine
 
 The engines, the endpoint and the worker processes are started and stopped
 by this command. With CQL_HOSTS (or -cql-hosts) set they share that
