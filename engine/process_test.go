@@ -618,10 +618,8 @@ func TestDeafAutoconnectExits(t *testing.T) {
 	et.Eventually(t, 30*time.Second, "the node API out of descriptors", func() bool {
 		return strings.Contains(string(n.Output()), "node API: accept failed")
 	})
-	if c, err := net.DialTimeout("tcp", n.Listen, 5*time.Second); err == nil {
-		defer c.Close() // the kernel completes it; the node's accept fails
-	}
-	if code := n.waitExit(t, time.Minute); code != 1 {
+	et.ConnectUntil(t, n.Listen, n.Exited(), time.Minute)
+	if code := n.waitExit(t, time.Second); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	if !strings.Contains(string(n.Output()), "no client can reach this node any more") {

@@ -128,6 +128,35 @@ func HeldAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// ConnectUntil opens a TCP connection to addr every 100 ms, keeping each
+// open until the test ends, until done closes; it fails t if that takes
+// longer than timeout. It is the crowd a node out of file descriptors
+// meets: the kernel completes each connection and the node's accept
+// fails, or, should a descriptor have come free meanwhile, takes one
+// client and holds it, and the next finds none.
+func ConnectUntil(t testing.TB, addr string, done <-chan struct{}, timeout time.Duration) {
+	t.Helper()
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	deadline := time.After(timeout)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conns = append(conns, c)
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("still running %v after the first connection to %s; %d connected", timeout, addr, len(conns))
+		}
+	}
+}
+
 // freeAddrFloor is the lowest port FreeAddr picks: above the well-known
 // and common service ports.
 const freeAddrFloor = 20000
