@@ -70,7 +70,7 @@ func Serve() error {
 	uas := &held{conns: map[int]*uaConn{}}
 	go uas.accept(wl)
 	hs := &http.Server{
-		Handler:           uas.handler(log),
+		Handler:           uas.handler(variant, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
@@ -136,7 +136,7 @@ func (h *held) serve(c net.Conn) {
 	}
 }
 
-func (h *held) handler(log *syncLog) http.Handler {
+func (h *held) handler(variant string, log *syncLog) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/held" {
 			h.mu.RLock()
@@ -146,7 +146,7 @@ func (h *held) handler(log *syncLog) http.Handler {
 			return
 		}
 		io.Copy(io.Discard, r.Body)
-		if os.Getenv(serverEnv) == "http" {
+		if variant == "http" {
 			w.WriteHeader(http.StatusCreated)
 			return
 		}
