@@ -64,6 +64,24 @@ print("runs", vals, "median", statistics.median(vals))
 PY
 }
 
+# per_push FILE LABEL DIR...: the server CPU per push of each stage of
+# every report (notify's, or loadtest floor's by variant), by rate; medians.
+per_push() {
+	python3 - "$@" <<'PY'
+import json, statistics, sys
+name, label, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
+per = {}
+for d in dirs:
+    r = json.load(open(d + "/" + name))
+    for s in r.get("notify", r)["stages"]:
+        key = (s.get("variant", ""), s["offered_per_s"])
+        per.setdefault(key, []).append(round(s["server_cpu_us_per_push"], 1))
+for (variant, rate), v in per.items():
+    who = f"{label} ({variant})" if variant else label
+    print(f"{who}, server CPU per push at {rate:,.0f}/s, µs: runs {v} median {statistics.median(v)}")
+PY
+}
+
 # quiet waits (up to 30 s) until the machine was at least 90 % idle over
 # a second: a run measures itself, not the previous run's aftermath (its
 # processes exiting, the kernel freeing their sockets). The first hello
@@ -128,35 +146,20 @@ for i in $(seq "$repeats"); do
 		-vapid-reuse 1h -cql-hosts "" -out "$out/cpu-$i" >/dev/null
 	dirs+=("$out/cpu-$i")
 done
-python3 - "${dirs[@]}" <<'PY'
-import json, statistics, sys
-per = {}
-for d in sys.argv[1:]:
-    for s in json.load(open(d + "/notify.json"))["notify"]["stages"]:
-        per.setdefault(s["offered_per_s"], []).append(s["server_cpu_us_per_push"])
-for rate, v in sorted(per.items()):
-    print(f"single-node, server CPU per push at {rate:,.0f}/s, µs: runs {v} median {statistics.median(v)}")
-PY
+per_push notify.json single-node "${dirs[@]}"
 
-# The floor under those figures: a bare Go server (net/http, gobwas/ws)
-# at the same rates, as a POST answered 201 (http), with a websocket
-# frame written and its ack read (push), and with a synced 400-byte
-# write before the answer (synced: a tracked push's least).
+# The floor under those figures: a bare Go server at the same rates, as a
+# POST answered 201 (http), with a websocket frame written and its ack
+# read (push: net/http and gobwas/ws; loop: one gnet event loop), and with
+# a synced 400-byte write before the answer (synced: a tracked push's
+# least).
 dirs=()
 for i in $(seq "$repeats"); do
 	quiet
 	loadtest/out/bin/loadtest floor -rates "$cpurates" -stage-time "$stage" -uas "$uas" -out "$out/floor-$i" >/dev/null
 	dirs+=("$out/floor-$i")
 done
-python3 - "${dirs[@]}" <<'PY'
-import json, statistics, sys
-per = {}
-for d in sys.argv[1:]:
-    for s in json.load(open(d + "/floor.json"))["stages"]:
-        per.setdefault((s["variant"], s["offered_per_s"]), []).append(round(s["server_cpu_us_per_push"], 1))
-for (variant, rate), v in per.items():
-    print(f"floor ({variant}), server CPU per push at {rate:,.0f}/s, µs: runs {v} median {statistics.median(v)}")
-PY
+per_push floor.json floor "${dirs[@]}"
 
 if [ "${PUSHPATH_CQL:-}" = 1 ]; then
 	if [ -z "${CQL_HOSTS:-}" ]; then
