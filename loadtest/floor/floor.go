@@ -15,7 +15,7 @@
 //
 // Each variant runs in its own server process (this binary again, told by
 // an environment variable), so its CPU is counted apart from the load
-// generator's.
+// generator's; it serves until it is stopped, or its parent dies.
 package floor
 
 import (
@@ -41,6 +41,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 
+	"github.com/autopush-go/autopush/internal/proc"
 	"github.com/autopush-go/autopush/loadtest/h1"
 	"github.com/autopush-go/autopush/loadtest/probe"
 )
@@ -133,7 +134,7 @@ func runVariant(ctx context.Context, cfg Config, variant string, log io.Writer) 
 	}
 	var out []Stage
 	for _, rate := range cfg.Rates {
-		st, err := runStage(ctx, cl, cfg, variant, rate, srv.pid, &got)
+		st, err := runStage(ctx, cl, cfg, variant, rate, srv.p.PID(), &got)
 		if err != nil {
 			return out, err
 		}
@@ -310,10 +311,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // server is a running server process.
 type server struct {
-	cmd              *exec.Cmd
-	pid              int
+	p                *proc.Proc
 	wsAddr, httpAddr string
-	stdin            io.Closer
 }
 
 // startServer starts this executable as variant's server and reads the
@@ -325,39 +324,34 @@ func startServer(variant, dir string) (*server, error) {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), serverEnv+"="+variant, dirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
+	lines := make(chan string, 1)
+	p, err := proc.Start(context.Background(), cmd, proc.Config{
+		Name: "floor " + variant + " server",
+		Stdout: func(line []byte) {
+			select {
+			case lines <- string(line):
+			default:
+			}
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
+	select {
+	case line := <-lines:
+		if f := strings.Fields(line); len(f) == 2 {
+			return &server{p: p, wsAddr: f[0], httpAddr: f[1]}, nil
+		}
+		p.Kill()
+		return nil, fmt.Errorf("the server said %q", line)
+	case <-p.Exited():
+		return nil, fmt.Errorf("the server exited: %s", p.Tail())
+	case <-time.After(time.Minute):
+		p.Kill()
+		return nil, errors.New("the server did not say its addresses within a minute")
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start server: %w", err)
-	}
-	s := &server{cmd: cmd, pid: cmd.Process.Pid, stdin: in}
-	line, err := bufio.NewReader(outp).ReadString('\n')
-	f := strings.Fields(line)
-	if err != nil || len(f) != 2 {
-		s.stop()
-		return nil, fmt.Errorf("server said %q: %v", line, err)
-	}
-	s.wsAddr, s.httpAddr = f[0], f[1]
-	return s, nil
 }
 
-// stop closes the server's stdin (it exits when it reads EOF), then
-// kills it by its PID should it not have within a few seconds.
-func (s *server) stop() {
-	s.stdin.Close()
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
-	}
-}
+// stop stops the server by its PID: SIGTERM, then SIGKILL after a few
+// seconds.
+func (s *server) stop() { s.p.Stop(5 * time.Second) }

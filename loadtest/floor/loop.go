@@ -37,7 +37,7 @@ type loopConn struct {
 }
 
 // serveLoop runs the loop variant; it prints one address for both.
-func serveLoop(stop <-chan struct{}) error {
+func serveLoop() error {
 	s := &loopServer{addr: make(chan string, 1), conns: map[int]gnet.Conn{}}
 	errc := make(chan error, 1)
 	go func() {
@@ -49,8 +49,7 @@ func serveLoop(stop <-chan struct{}) error {
 	case err := <-errc:
 		return err
 	}
-	<-stop
-	return nil
+	return <-errc
 }
 
 func (s *loopServer) OnBoot(eng gnet.Engine) gnet.Action {

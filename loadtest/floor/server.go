@@ -2,7 +2,6 @@ package floor
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -41,16 +40,12 @@ var notificationFrame = ws.MustCompileFrame(ws.NewTextFrame(notification))
 const recordSize = 400
 
 // Serve runs the server the environment names: it prints its websocket
-// and HTTP addresses on one line of stdout and serves until stdin closes.
+// and HTTP addresses on one line of stdout and serves until it is killed
+// (SIGTERM's default), or fails.
 func Serve() error {
 	variant := os.Getenv(serverEnv)
-	stop := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		close(stop)
-	}()
 	if variant == "loop" {
-		return serveLoop(stop)
+		return serveLoop()
 	}
 	var log *syncLog
 	if variant == "synced" {
@@ -76,11 +71,8 @@ func Serve() error {
 		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       time.Minute,
 	}
-	go hs.Serve(hl)
 	fmt.Printf("%s %s\n", wl.Addr(), hl.Addr())
-	<-stop
-	wl.Close()
-	return hs.Shutdown(context.Background())
+	return hs.Serve(hl)
 }
 
 // held are the server's websocket connections by the number each said.
